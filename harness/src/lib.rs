@@ -1,0 +1,1 @@
+//! conform-harness library.

@@ -1,0 +1,81 @@
+//! bfloat16: conversions from f32 and f64, each rounded once, and exact decoding.
+
+use super::format::BFLOAT16;
+use super::rounding::{
+    nan_encoding, Exact, OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy,
+};
+
+/// Decodes bf16 bits to f32 (always exact: bf16 is the top half of an f32).
+#[inline(always)]
+pub fn bf16_to_f32(bits: u16) -> f32 {
+    f32::from_bits((bits as u32) << 16)
+}
+
+/// Decodes bf16 bits to f64 (exact).
+#[inline(always)]
+pub fn bf16_to_f64(bits: u16) -> f64 {
+    bf16_to_f32(bits) as f64
+}
+
+/// Rounds an f32 to bf16 under `rounding`, in one step.
+///
+/// bf16 shares f32's exponent range, so rounding is an integer operation on the low 16 bits of
+/// the magnitude: a carry out of the fraction moves to the next binade, and out of the largest
+/// binade to infinity, exactly as IEEE requires. Subnormal f32 inputs round to bf16 subnormals.
+#[inline(always)]
+pub fn f32_to_bf16(x: f32, rounding: Rounding) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let mag = b & 0x7FFF_FFFF;
+    if mag >= 0x7F80_0000 {
+        if mag > 0x7F80_0000 {
+            return nan_encoding(&BFLOAT16, rounding.nan, sign != 0) as u16;
+        }
+        return match rounding.overflow {
+            OverflowPolicy::Ieee => sign | 0x7F80,
+            OverflowPolicy::Saturate => sign | 0x7F7F,
+        };
+    }
+    let mut hi = (mag >> 16) as u16;
+    let lo = mag & 0xFFFF;
+    let negative = sign != 0;
+    match rounding.mode {
+        RoundingMode::ToOdd => hi |= (lo != 0) as u16,
+        mode => {
+            hi += mode.rounds_up(negative, hi & 1 == 1, lo > 0x8000, lo == 0x8000, lo != 0) as u16
+        }
+    }
+    if hi == 0x7F80 && rounding.overflow == OverflowPolicy::Saturate {
+        hi = 0x7F7F;
+    }
+    if rounding.subnormals == SubnormalPolicy::FlushToZero && hi < 0x0080 {
+        hi = 0;
+    }
+    sign | hi
+}
+
+/// Rounds an f64 to bf16 under `rounding`, in ONE step (no intermediate f32 rounding).
+/// `1 + 2^-8 + 2^-40` gives 0x3F81 under ties-to-even, where a double rounding gives 0x3F80.
+#[inline]
+pub fn f64_to_bf16(x: f64, rounding: Rounding) -> u16 {
+    Exact::from_f64(x).round_to(&BFLOAT16, rounding) as u16
+}
+
+/// Rounds an exact value to bf16 in one step.
+#[inline]
+pub fn exact_to_bf16(x: Exact, rounding: Rounding) -> u16 {
+    x.round_to(&BFLOAT16, rounding) as u16
+}
+
+/// Rounds an f32 slice to bf16 into `out` (same length).
+pub fn f32_slice_to_bf16(src: &[f32], out: &mut [u16], rounding: Rounding) {
+    for (o, &x) in out.iter_mut().zip(src) {
+        *o = f32_to_bf16(x, rounding);
+    }
+}
+
+/// Rounds an f32 to bf16 and back: the value a kernel holds after a bf16 cast.
+#[inline(always)]
+pub fn quantize_f32_bf16(x: f32, rounding: Rounding) -> f32 {
+    bf16_to_f32(f32_to_bf16(x, rounding))
+}

@@ -1,0 +1,158 @@
+//! Descriptions of binary floating-point formats, as data.
+
+use super::rounding::Exact;
+
+/// Which special values a format encodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Specials {
+    /// IEEE 754: the all-ones exponent holds infinity (zero mantissa) and NaNs.
+    Ieee,
+    /// No infinity; only the all-ones code (per sign) is NaN (OCP FP8 E4M3FN).
+    NanOnly,
+    /// Every code is finite (OCP FP4 E2M1, E1M2).
+    FiniteOnly,
+}
+
+/// A binary floating-point format: sign bit, `exp_bits` exponent bits with `bias`,
+/// `man_bits` fraction bits, and its special values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FloatFormat {
+    pub name: &'static str,
+    pub exp_bits: u32,
+    pub man_bits: u32,
+    pub bias: i32,
+    pub specials: Specials,
+}
+
+impl FloatFormat {
+    /// Total width in bits, sign included.
+    pub const fn bits(&self) -> u32 {
+        1 + self.exp_bits + self.man_bits
+    }
+
+    /// The largest exponent field that encodes finite values.
+    pub const fn max_exp_field(&self) -> u64 {
+        match self.specials {
+            Specials::Ieee => (1 << self.exp_bits) - 2,
+            Specials::NanOnly | Specials::FiniteOnly => (1 << self.exp_bits) - 1,
+        }
+    }
+
+    /// The magnitude bits (no sign) of the largest finite value.
+    pub const fn max_finite_magnitude(&self) -> u64 {
+        let all_mantissa = (1u64 << self.man_bits) - 1;
+        match self.specials {
+            Specials::Ieee | Specials::FiniteOnly => {
+                (self.max_exp_field() << self.man_bits) | all_mantissa
+            }
+            // The all-ones code is NaN, so the largest finite value has mantissa all-ones - 1.
+            Specials::NanOnly => (self.max_exp_field() << self.man_bits) | (all_mantissa - 1),
+        }
+    }
+
+    /// The magnitude bits of infinity (IEEE formats only; otherwise the max finite value).
+    pub const fn infinity_magnitude(&self) -> u64 {
+        match self.specials {
+            Specials::Ieee => ((1 << self.exp_bits) - 1) << self.man_bits,
+            _ => self.max_finite_magnitude(),
+        }
+    }
+
+    /// Decodes an encoding exactly.
+    pub fn decode(&self, code: u64) -> Exact {
+        let negative = (code >> (self.exp_bits + self.man_bits)) & 1 != 0;
+        let e = (code >> self.man_bits) & ((1 << self.exp_bits) - 1);
+        let m = code & ((1 << self.man_bits) - 1);
+        let all_ones_e = (1u64 << self.exp_bits) - 1;
+        match self.specials {
+            Specials::Ieee if e == all_ones_e => {
+                return if m == 0 {
+                    Exact::Infinity { negative }
+                } else {
+                    Exact::Nan { negative }
+                };
+            }
+            Specials::NanOnly if e == all_ones_e && m == (1 << self.man_bits) - 1 => {
+                return Exact::Nan { negative };
+            }
+            _ => {}
+        }
+        let (sig, exp) = if e == 0 {
+            (m as u128, 1 - self.bias - self.man_bits as i32)
+        } else {
+            (
+                (m | (1 << self.man_bits)) as u128,
+                e as i32 - self.bias - self.man_bits as i32,
+            )
+        };
+        Exact::Finite { negative, sig, exp }
+    }
+
+    /// Decodes an encoding to f64 (exact for every format of at most 53 significand bits and
+    /// an exponent range inside f64's, which covers all formats here).
+    pub fn decode_f64(&self, code: u64) -> f64 {
+        exact_to_f64(self.decode(code))
+    }
+}
+
+/// Converts an exact value to f64, correctly rounded (ties to even); exact for every value that
+/// f64 can represent, which includes every value of every other format here.
+pub fn exact_to_f64(x: Exact) -> f64 {
+    match x {
+        Exact::Nan { negative } => {
+            if negative {
+                -f64::NAN
+            } else {
+                f64::NAN
+            }
+        }
+        Exact::Infinity { negative } => {
+            if negative {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }
+        }
+        Exact::Finite { negative, sig, exp } => f64::from_bits(super::rounding::round_exact(
+            Exact::Finite { negative, sig, exp },
+            &FLOAT64,
+            super::rounding::Rounding::RNE,
+        )),
+    }
+}
+
+/// IEEE binary64.
+pub const FLOAT64: FloatFormat = FloatFormat {
+    name: "f64",
+    exp_bits: 11,
+    man_bits: 52,
+    bias: 1023,
+    specials: Specials::Ieee,
+};
+
+/// IEEE binary32.
+pub const FLOAT32: FloatFormat = FloatFormat {
+    name: "f32",
+    exp_bits: 8,
+    man_bits: 23,
+    bias: 127,
+    specials: Specials::Ieee,
+};
+
+/// Brain float 16: f32's exponent with 7 fraction bits.
+pub const BFLOAT16: FloatFormat = FloatFormat {
+    name: "bf16",
+    exp_bits: 8,
+    man_bits: 7,
+    bias: 127,
+    specials: Specials::Ieee,
+};
+
+/// IEEE binary16.
+pub const FLOAT16: FloatFormat = FloatFormat {
+    name: "f16",
+    exp_bits: 5,
+    man_bits: 10,
+    bias: 15,
+    specials: Specials::Ieee,
+};

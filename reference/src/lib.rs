@@ -1,0 +1,19 @@
+//! # conform-reference
+//!
+//! A bit-accurate, deterministic CPU reference for the kernels LLM inference runs on Ascend
+//! NPUs: low-precision formats and FP4 dequantisation, W4A16 matmul, FlashAttention and
+//! PagedAttention over a paged KV cache, and MC2 (matmul + all-reduce).
+//!
+//! Rules every module follows (see DEVELOPERS.md):
+//! - every rounding point names a [`formats::Rounding`] and rounds once;
+//! - transcendentals come from [`math`] (pure-Rust libm), never the platform;
+//! - reductions have a fixed, documented order ([`dot`]); parallel work has a fixed
+//!   decomposition and an ordered combine ([`parallel`]), so the bits never depend on the
+//!   thread count or the CPU.
+//!
+//! This crate knows nothing of files, processes or command lines.
+
+pub mod dot;
+pub mod formats;
+pub mod math;
+pub mod parallel;

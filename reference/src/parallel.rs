@@ -1,0 +1,111 @@
+//! Deterministic parallelism: fixed work decomposition, ordered results.
+//!
+//! Work is split into tasks whose boundaries depend only on the problem shape, never on the
+//! thread count; each task computes its result independently, and results are collected in task
+//! order and combined on one thread. So the bits are the same for 1, 2 or 64 threads.
+
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// How many threads a reference computation may use. The result never depends on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Threads(pub usize);
+
+impl Threads {
+    /// One thread: no pool at all.
+    pub const ONE: Threads = Threads(1);
+
+    /// The machine's available parallelism.
+    pub fn available() -> Threads {
+        Threads(
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        )
+    }
+}
+
+impl Default for Threads {
+    fn default() -> Self {
+        Threads::available()
+    }
+}
+
+fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let pools = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = pools.lock().unwrap_or_else(|e| e.into_inner());
+    map.entry(threads)
+        .or_insert_with(|| {
+            Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(move |i| format!("conform-ref-{threads}-{i}"))
+                    .build()
+                    .expect("building a rayon pool with an explicit thread count"),
+            )
+        })
+        .clone()
+}
+
+/// Runs `f(task)` for `task in 0..n_tasks` on `threads` threads and returns the results in task
+/// order.
+pub fn map_tasks<T, F>(n_tasks: usize, threads: Threads, f: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(usize) -> T + Sync + Send,
+{
+    if threads.0 <= 1 || n_tasks <= 1 {
+        return (0..n_tasks).map(f).collect();
+    }
+    pool(threads.0).install(|| (0..n_tasks).into_par_iter().map(f).collect())
+}
+
+/// Splits `out` into consecutive chunks of `chunk_len` elements (the last may be shorter) and
+/// fills each with `f(chunk_index, chunk)` on `threads` threads. Chunks are disjoint, so the
+/// result does not depend on scheduling.
+pub fn fill_chunks<T, F>(out: &mut [T], chunk_len: usize, threads: Threads, f: F)
+where
+    T: Send,
+    F: Fn(usize, &mut [T]) + Sync + Send,
+{
+    let chunk_len = chunk_len.max(1);
+    if threads.0 <= 1 || out.len() <= chunk_len {
+        for (i, c) in out.chunks_mut(chunk_len).enumerate() {
+            f(i, c);
+        }
+        return;
+    }
+    pool(threads.0).install(|| {
+        out.par_chunks_mut(chunk_len)
+            .enumerate()
+            .for_each(|(i, c)| f(i, c))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_in_task_order_for_any_thread_count() {
+        for t in [1, 2, 7] {
+            let v = map_tasks(100, Threads(t), |i| i * i);
+            assert_eq!(v, (0..100).map(|i| i * i).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn fill_chunks_covers_everything_once() {
+        for t in [1, 2, 7] {
+            let mut out = vec![0usize; 1003];
+            fill_chunks(&mut out, 64, Threads(t), |ci, c| {
+                for (j, x) in c.iter_mut().enumerate() {
+                    *x = ci * 64 + j;
+                }
+            });
+            assert!(out.iter().enumerate().all(|(i, &x)| i == x));
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! conform-targets: implementations under test.
