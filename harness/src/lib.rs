@@ -1,1 +1,3 @@
-//! conform-harness library.
+//! conform-harness: suites, golden data, verdicts, performance gates, reports.
+
+pub mod results;

@@ -15,5 +15,7 @@
 
 pub mod dot;
 pub mod formats;
+pub mod kv;
 pub mod math;
+pub mod ops;
 pub mod parallel;

@@ -1,0 +1,178 @@
+//! The results file: what `conform run` writes (`--json`) and `conform report` reads.
+//! Schema documented in docs/results.md; `schema_version` changes on any breaking change.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The version of this schema.
+pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+
+/// The outcome of one (case, target) trial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Passed,
+    Failed,
+    Skipped,
+    Error,
+    Timeout,
+    Crashed,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Passed,
+        Status::Failed,
+        Status::Skipped,
+        Status::Error,
+        Status::Timeout,
+        Status::Crashed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Passed => "passed",
+            Status::Failed => "failed",
+            Status::Skipped => "skipped",
+            Status::Error => "error",
+            Status::Timeout => "timeout",
+            Status::Crashed => "crashed",
+        }
+    }
+
+    /// Whether this status makes a run fail (exit code 1).
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Status::Failed | Status::Error | Status::Timeout | Status::Crashed
+        )
+    }
+}
+
+/// A whole run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunResults {
+    pub schema_version: u32,
+    /// conform's version.
+    pub conform_version: String,
+    /// RFC 3339 UTC start time.
+    pub started_at: String,
+    /// Whether seeds were drawn fresh for this run (`--fresh-seeds`).
+    pub fresh_seeds: bool,
+    /// Hardware profile name the budgets were evaluated against, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<String>,
+    pub cases: Vec<CaseResult>,
+}
+
+/// One (case, target) result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// Stable case id, e.g. `fa_prefill/bf16/b2-s1024-hq32-hkv8-d128/causal_br`.
+    pub id: String,
+    pub suite: String,
+    pub op: String,
+    pub target: String,
+    pub status: Status,
+    /// Human explanation: why it failed, was skipped, or errored. Empty when passed.
+    #[serde(default)]
+    pub message: String,
+    /// The input seed used; `conform run --filter <id> --seed <seed>` replays the case.
+    pub seed: u64,
+    /// Per output tensor: the numerics verdict's figures.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, OutputMetrics>,
+    /// Wall time of the whole trial, milliseconds.
+    #[serde(default)]
+    pub duration_ms: f64,
+    /// Performance figures when the run asked for them (`--perf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf: Option<serde_json::Value>,
+    /// The worker's stderr tail or notes, when any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The figures every numerics verdict records for one output tensor.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputMetrics {
+    /// The check policy, e.g. `bitwise`, `ulp(max=2)`, `cann_single(bf16)`.
+    pub policy: String,
+    pub passed: bool,
+    /// Why the check failed (empty when passed).
+    #[serde(default)]
+    pub reason: String,
+    pub numel: u64,
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    /// Mean relative error, |a-g| / (|g| + 1e-7) (CANN MERE).
+    pub mere: f64,
+    /// Max relative error with the same denominator (CANN MARE).
+    pub mare: f64,
+    pub rmse: f64,
+    /// Max ULP distance in the output dtype (None for policies that do not compute it).
+    #[serde(default)]
+    pub max_ulp: Option<u64>,
+    /// Elements the policy judged wrong.
+    pub mismatches: u64,
+    pub mismatch_ratio: f64,
+    /// Elements that are NaN/Inf where the expected value is finite (always a failure).
+    #[serde(default)]
+    pub non_finite: u64,
+    /// Elements that still hold the harness's poison pattern (never written).
+    #[serde(default)]
+    pub unwritten: u64,
+    /// ULP-distance histogram: bucket label (`0`, `1`, `2-3`, `4-7`, ...) -> count.
+    #[serde(default)]
+    pub ulp_histogram: Vec<(String, u64)>,
+    /// Relative-error histogram: bucket label (`<2^-20`, `2^-20..2^-19`, ...) -> count.
+    #[serde(default)]
+    pub rel_err_histogram: Vec<(String, u64)>,
+    /// The worst elements, worst first.
+    #[serde(default)]
+    pub worst: Vec<WorstElement>,
+    /// Error over two logical axes (for attention: query position x head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heatmap: Option<Heatmap>,
+    /// Extra policy-specific figures (error ratios, small-value counts, ...).
+    #[serde(default)]
+    pub extra: BTreeMap<String, f64>,
+}
+
+/// One badly wrong element, located by its logical index.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorstElement {
+    /// Logical index, e.g. `b=0 n=3 s=17 d=5`.
+    pub index: String,
+    pub actual: f64,
+    pub expected: f64,
+    pub abs_err: f64,
+    pub rel_err: f64,
+    #[serde(default)]
+    pub ulp: Option<u64>,
+}
+
+/// Maximum absolute error over a grid of two logical axes (bucketed to at most 64 x 64).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Heatmap {
+    pub row_axis: String,
+    pub col_axis: String,
+    /// Number of logical positions per row/column bucket.
+    pub row_bucket: usize,
+    pub col_bucket: usize,
+    pub rows: usize,
+    pub cols: usize,
+    /// Row-major `rows x cols` values.
+    pub values: Vec<f64>,
+}
+
+impl RunResults {
+    /// Counts per status.
+    pub fn counts(&self) -> BTreeMap<Status, usize> {
+        let mut m = BTreeMap::new();
+        for c in &self.cases {
+            *m.entry(c.status).or_insert(0) += 1;
+        }
+        m
+    }
+}

@@ -1,0 +1,168 @@
+//! Op families as data: what a case of each op takes and produces, what it costs, how its
+//! inputs are generated, and how the reference computes it.
+//!
+//! This is the single place where an op's knowledge lives; the harness (suites, generators,
+//! golden files, roofline) and the in-process reference target both go through
+//! [`OpFamily`]. Parameters arrive as JSON values with the same names as the suites (and, where
+//! one exists, as torch_npu's API).
+//!
+//! Recipe names: every family accepts `"oracle"`, which returns its outputs as F64 tensors,
+//! exact (or f64-accurate) and NOT rounded to the output dtype; the harness rounds once where a
+//! rounded expectation is needed. Other recipe names are the family's emulation presets.
+
+pub mod generate;
+pub mod tensor;
+
+pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
+pub use tensor::{ElemType, Tensor, TensorError, TensorMap};
+
+use crate::parallel::Threads;
+use thiserror::Error;
+
+/// The recipe name that selects a family's exact oracle.
+pub const ORACLE: &str = "oracle";
+
+/// One tensor an op takes or produces.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: ElemType,
+    pub shape: Vec<usize>,
+    /// Logical axis names (e.g. `["b", "s", "n", "d"]`), used to report element positions.
+    pub axes: Vec<String>,
+}
+
+impl TensorSpec {
+    pub fn new(name: &str, dtype: ElemType, shape: Vec<usize>, axes: &[&str]) -> TensorSpec {
+        TensorSpec {
+            name: name.to_string(),
+            dtype,
+            shape,
+            axes: axes.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+}
+
+/// Work and minimum traffic of one case, for roofline figures.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OpCost {
+    /// Floating-point operations (a multiply-add counts as 2).
+    pub flops: f64,
+    /// Minimum bytes moved: every input read once, every output written once.
+    pub bytes: f64,
+}
+
+/// What one case of an op looks like.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OpDescription {
+    pub inputs: Vec<TensorSpec>,
+    pub outputs: Vec<TensorSpec>,
+    pub cost: OpCost,
+}
+
+/// Errors of the op layer; each names the offending parameter, tensor or recipe.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum OpError {
+    #[error("unknown op `{0}`")]
+    UnknownOp(String),
+    #[error("op `{op}`: unknown recipe `{recipe}` (known: {known})")]
+    UnknownRecipe {
+        op: String,
+        recipe: String,
+        known: String,
+    },
+    #[error("op `{op}`: parameter `{param}`: {message}")]
+    InvalidParam {
+        op: String,
+        param: String,
+        message: String,
+    },
+    #[error("op `{op}`: input `{input}`: {message}")]
+    InvalidInput {
+        op: String,
+        input: String,
+        message: String,
+    },
+    #[error("op `{op}`: missing input `{input}`")]
+    MissingInput { op: String, input: String },
+    #[error("op `{op}`: {message}")]
+    Failed { op: String, message: String },
+}
+
+/// An op family: one suite file's worth of cases.
+pub trait OpFamily: Sync {
+    /// The op name used in suites (`fa_prefill`, `mxfp4_dequant`, ...).
+    fn name(&self) -> &'static str;
+    /// The emulation recipes this family knows (besides [`ORACLE`]).
+    fn recipes(&self) -> Vec<&'static str>;
+    /// Validates `params` and describes the case's tensors and cost.
+    fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError>;
+    /// Generates the case's inputs (values from `ctx.dist`, structured inputs such as block
+    /// tables from the op's own rules).
+    fn generate(
+        &self,
+        params: &serde_json::Value,
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError>;
+    /// Runs the reference with `recipe` (or [`ORACLE`]).
+    fn run(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError>;
+}
+
+/// Every op family of the reference.
+pub fn registry() -> Vec<&'static dyn OpFamily> {
+    Vec::new()
+}
+
+/// The family named `name`.
+pub fn find(name: &str) -> Result<&'static dyn OpFamily, OpError> {
+    registry()
+        .into_iter()
+        .find(|f| f.name() == name)
+        .ok_or_else(|| OpError::UnknownOp(name.to_string()))
+}
+
+/// Deserialises a family's typed parameters, mapping serde's message to [`OpError`].
+pub fn parse_params<T: serde::de::DeserializeOwned>(
+    op: &str,
+    params: &serde_json::Value,
+) -> Result<T, OpError> {
+    serde_json::from_value(params.clone()).map_err(|e| OpError::InvalidParam {
+        op: op.to_string(),
+        param: "params".to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Fetches a named input, checking its dtype and shape against the description.
+pub fn input<'a>(
+    op: &str,
+    inputs: &'a TensorMap,
+    spec: &TensorSpec,
+) -> Result<&'a Tensor, OpError> {
+    let t = inputs
+        .get(&spec.name)
+        .ok_or_else(|| OpError::MissingInput {
+            op: op.to_string(),
+            input: spec.name.clone(),
+        })?;
+    if t.dtype != spec.dtype || t.shape != spec.shape {
+        return Err(OpError::InvalidInput {
+            op: op.to_string(),
+            input: spec.name.clone(),
+            message: format!(
+                "expected {} {:?}, got {} {:?}",
+                spec.dtype.name(),
+                spec.shape,
+                t.dtype.name(),
+                t.shape
+            ),
+        });
+    }
+    Ok(t)
+}
