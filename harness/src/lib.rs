@@ -1,3 +1,5 @@
 //! conform-harness: suites, golden data, verdicts, performance gates, reports.
 
 pub mod results;
+pub mod seed;
+pub mod suite;

@@ -1,0 +1,66 @@
+//! Deterministic input streams: a ChaCha20 keystream keyed by (case id, seed).
+//!
+//! Key = BLAKE3 of `"conform-inputs-v1\0" || case id || "\0" || seed as 8 little-endian bytes`,
+//! used as the 32-byte ChaCha20 key (`rand_chacha` 0.9 `ChaCha20Rng::from_seed`, stream 0).
+//! Words are taken with `next_u64`. Nothing depends on the machine, the thread count or the
+//! order cases run in; the same (id, seed) always yields the same bytes.
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+/// The random stream of one case's inputs.
+pub fn input_stream(case_id: &str, seed: u64) -> ChaCha20Rng {
+    let mut h = blake3::Hasher::new();
+    h.update(b"conform-inputs-v1\0");
+    h.update(case_id.as_bytes());
+    h.update(b"\0");
+    h.update(&seed.to_le_bytes());
+    ChaCha20Rng::from_seed(*h.finalize().as_bytes())
+}
+
+/// A fresh seed for `--fresh-seeds`: from the OS clock and process id mixed through BLAKE3.
+pub fn fresh_seed() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut h = blake3::Hasher::new();
+    h.update(&now.to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    let b = h.finalize();
+    u64::from_le_bytes(b.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// The seed of the anti-cheat second run of a case (different inputs, same shape).
+pub fn second_run_seed(seed: u64) -> u64 {
+    seed ^ 0x9E37_79B9_7F4A_7C15
+}
+
+/// A closure yielding the stream's 64-bit words, for `ops::GenContext`.
+pub fn words(rng: &mut ChaCha20Rng) -> impl FnMut() -> u64 + '_ {
+    move || rng.next_u64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_are_pinned_and_distinct() {
+        let mut a = input_stream("fa_prefill/x", 0);
+        let mut b = input_stream("fa_prefill/x", 0);
+        let mut c = input_stream("fa_prefill/x", 1);
+        let va: Vec<u64> = (0..4).map(|_| a.next_u64()).collect();
+        let vb: Vec<u64> = (0..4).map(|_| b.next_u64()).collect();
+        let vc: Vec<u64> = (0..4).map(|_| c.next_u64()).collect();
+        assert_eq!(va, vb);
+        assert_ne!(va, vc);
+        // Pinned: a change of key derivation or generator changes golden inputs; this catches it.
+        assert_eq!(
+            va[0], PINNED_FIRST_WORD,
+            "input stream changed: golden inputs would drift"
+        );
+    }
+
+    const PINNED_FIRST_WORD: u64 = 15_399_658_832_011_818_137;
+}

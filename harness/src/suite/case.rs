@@ -1,0 +1,43 @@
+//! A resolved case: everything needed to generate inputs, run a target and judge the outputs.
+
+use super::schema::{PerfSettings, Tier};
+use conform_reference::ops::ValueDist;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One case of a suite, after defaults and grid expansion.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Case {
+    /// Stable, readable id: `<suite>/<name>`.
+    pub id: String,
+    pub suite: String,
+    pub op: String,
+    /// Op parameters, as a JSON object (the names the reference ops and workers use).
+    pub params: serde_json::Value,
+    pub recipe: String,
+    pub tier: Tier,
+    pub inputs: ValueDist,
+    /// Default check policy (TOML table with a `policy` key), if any.
+    pub check: Option<toml::Table>,
+    /// Per-output check policies.
+    pub checks: BTreeMap<String, toml::Table>,
+    pub perf: PerfSettings,
+    pub budget: Option<toml::Table>,
+    /// The case's fixed seed (overridden by `--seed` / `--fresh-seeds`).
+    pub seed: u64,
+    pub description: String,
+    /// The suite file the case came from.
+    pub source: PathBuf,
+}
+
+impl Case {
+    /// The check policy table for output `name`.
+    pub fn check_for(&self, output: &str) -> Option<&toml::Table> {
+        self.checks.get(output).or(self.check.as_ref())
+    }
+
+    /// The relative path of this case's golden file under `golden/`.
+    pub fn golden_relpath(&self) -> PathBuf {
+        PathBuf::from(format!("{}.safetensors", self.id))
+    }
+}

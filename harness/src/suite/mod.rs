@@ -1,0 +1,11 @@
+//! Suites: TOML files under `suites/`, one per op family, expanded into cases.
+
+pub mod case;
+pub mod error;
+pub mod load;
+pub mod schema;
+pub mod select;
+
+pub use case::Case;
+pub use error::SuiteError;
+pub use schema::Tier;
