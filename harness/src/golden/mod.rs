@@ -1,0 +1,11 @@
+//! The golden store (`golden/`): the reference's inputs and outputs for every quick-tier case
+//! as safetensors files, and BLAKE3 digests of every case's tensors in `MANIFEST.toml`.
+
+pub mod bless;
+pub mod compute;
+pub mod diff;
+pub mod error;
+pub mod manifest;
+pub mod verify;
+
+pub use error::GoldenError;
