@@ -1,0 +1,156 @@
+//! The poison pattern: what an output buffer holds before the implementation under test runs.
+//!
+//! Output tensors are pre-filled with a recognisable NaN payload per dtype (a signalling NaN,
+//! so no arithmetic result ever produces it: IEEE operations return quiet NaNs). An element
+//! that still holds the exact pattern afterwards was never written. The verdicts use
+//! [`count_unwritten`] to fail outputs that a kernel did not (fully) write.
+//!
+//! | dtype | pattern (bits)          | meaning                                   |
+//! |-------|-------------------------|-------------------------------------------|
+//! | BF16  | `0x7FA5`                | signalling NaN, payload 0x25              |
+//! | F16   | `0x7DA5`                | signalling NaN, payload 0x1A5             |
+//! | F32   | `0x7FA5_A5A5`           | signalling NaN, payload 0x25A5A5          |
+//! | F64   | `0x7FF4_A5A5_A5A5_A5A5` | signalling NaN, payload 0x4_A5A5_A5A5_A5A5 |
+//! | U8    | `0xA5`                  | a valid value: evidence only              |
+//! | I32   | `0xA5A5_A5A5`           | a valid value: evidence only              |
+//! | I64   | `0xA5A5_A5A5_A5A5_A5A5` | a valid value: evidence only              |
+//!
+//! For float dtypes the pattern is definitive ([`is_definitive`]). Integer dtypes have no
+//! spare encodings, so an element equal to the pattern there is only evidence: a verdict must
+//! combine it with a mismatch against the expected value.
+//!
+//! The same constants are in `targets/python/conform_worker.py` (`POISON`); a test checks
+//! that they agree.
+
+use conform_reference::ops::{ElemType, Tensor, TensorError};
+
+pub const BF16: u16 = 0x7FA5;
+pub const F16: u16 = 0x7DA5;
+pub const F32: u32 = 0x7FA5_A5A5;
+pub const F64: u64 = 0x7FF4_A5A5_A5A5_A5A5;
+pub const U8: u8 = 0xA5;
+pub const I32: u32 = 0xA5A5_A5A5;
+pub const I64: u64 = 0xA5A5_A5A5_A5A5_A5A5;
+
+/// The little-endian bytes of one poisoned element of `dtype`.
+pub fn pattern_bytes(dtype: ElemType) -> Vec<u8> {
+    match dtype {
+        ElemType::Bf16 => BF16.to_le_bytes().to_vec(),
+        ElemType::F16 => F16.to_le_bytes().to_vec(),
+        ElemType::F32 => F32.to_le_bytes().to_vec(),
+        ElemType::F64 => F64.to_le_bytes().to_vec(),
+        ElemType::U8 => vec![U8],
+        ElemType::I32 => I32.to_le_bytes().to_vec(),
+        ElemType::I64 => I64.to_le_bytes().to_vec(),
+    }
+}
+
+/// Whether an element equal to the pattern proves it was not written (true for float dtypes,
+/// whose pattern is a signalling NaN no computation produces).
+pub fn is_definitive(dtype: ElemType) -> bool {
+    dtype.is_float()
+}
+
+/// A tensor of `dtype` and `shape` with every element poisoned.
+pub fn poisoned(dtype: ElemType, shape: Vec<usize>) -> Result<Tensor, TensorError> {
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| TensorError::ShapeOverflow(shape.clone()))?;
+    let pat = pattern_bytes(dtype);
+    n.checked_mul(pat.len())
+        .ok_or_else(|| TensorError::ShapeOverflow(shape.clone()))?;
+    let data = pat.repeat(n);
+    Tensor::new(dtype, shape, data)
+}
+
+/// Overwrites every element of `tensor` with the pattern.
+pub fn poison_in_place(tensor: &mut Tensor) {
+    let pat = pattern_bytes(tensor.dtype);
+    for chunk in tensor.data.chunks_exact_mut(pat.len()) {
+        chunk.copy_from_slice(&pat);
+    }
+}
+
+/// For each element, whether it still holds the pattern.
+pub fn unwritten_mask(tensor: &Tensor) -> Vec<bool> {
+    let pat = pattern_bytes(tensor.dtype);
+    tensor
+        .data
+        .chunks_exact(pat.len())
+        .map(|c| c == pat.as_slice())
+        .collect()
+}
+
+/// How many elements still hold the pattern (bit-exact comparison).
+pub fn count_unwritten(tensor: &Tensor) -> usize {
+    let pat = pattern_bytes(tensor.dtype);
+    tensor
+        .data
+        .chunks_exact(pat.len())
+        .filter(|c| *c == pat.as_slice())
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use conform_reference::formats::{bf16, f16};
+
+    const ALL: [ElemType; 7] = [
+        ElemType::F64,
+        ElemType::F32,
+        ElemType::F16,
+        ElemType::Bf16,
+        ElemType::U8,
+        ElemType::I32,
+        ElemType::I64,
+    ];
+
+    #[test]
+    fn float_patterns_are_signalling_nans() {
+        assert!(f32::from_bits(F32).is_nan());
+        assert_eq!(F32 & 0x0040_0000, 0, "f32 quiet bit must be clear");
+        assert!(f64::from_bits(F64).is_nan());
+        assert_eq!(F64 & 0x0008_0000_0000_0000, 0);
+        assert!(bf16::bf16_to_f32(BF16).is_nan());
+        assert_eq!(BF16 & 0x0040, 0);
+        assert!(f16::f16_to_f32(F16).is_nan());
+        assert_eq!(F16 & 0x0200, 0);
+    }
+
+    #[test]
+    fn arithmetic_nans_are_not_the_pattern() {
+        // A NaN produced by arithmetic is quiet, so it never equals the pattern.
+        let zero = std::hint::black_box(0.0f32);
+        let q = zero / zero;
+        assert!(q.is_nan());
+        let t = Tensor::from_f32(vec![2], &[q, f32::from_bits(F32) + 1.0]);
+        assert_eq!(count_unwritten(&t), 0);
+    }
+
+    #[test]
+    fn poisoned_tensors_count_fully_and_partially() {
+        for dt in ALL {
+            let mut t = poisoned(dt, vec![3, 5]).unwrap();
+            assert_eq!(t.data.len(), 15 * dt.size_bytes());
+            assert_eq!(count_unwritten(&t), 15, "{dt:?}");
+            let w = dt.size_bytes();
+            // Write elements 0 and 7 with zeros.
+            t.data[..w].fill(0);
+            t.data[7 * w..8 * w].fill(0);
+            assert_eq!(count_unwritten(&t), 13, "{dt:?}");
+            let mask = unwritten_mask(&t);
+            assert!(!mask[0] && !mask[7] && mask[1] && mask[14]);
+            poison_in_place(&mut t);
+            assert_eq!(count_unwritten(&t), 15);
+            assert_eq!(is_definitive(dt), dt.is_float());
+        }
+    }
+
+    #[test]
+    fn overflowing_shape_is_an_error() {
+        assert!(poisoned(ElemType::F32, vec![usize::MAX, 2]).is_err());
+        assert!(poisoned(ElemType::F64, vec![usize::MAX / 4]).is_err());
+    }
+}

@@ -1,0 +1,376 @@
+//! Tensors on disk: a [`TensorMap`] plus string metadata as one safetensors file.
+//!
+//! This is the one file format of conform: golden data, worker inputs and worker outputs.
+//! Packed FP4 codes and E8M0 scales are stored as `U8` (Python's safetensors cannot read the
+//! `F4` / `F8_E8M0` dtypes through numpy); the packing is described in the metadata by the
+//! writer. Reading never panics on a malformed file: every problem is a [`TensorFileError`]
+//! naming the file (and the tensor where there is one).
+
+use conform_reference::ops::{ElemType, Tensor, TensorMap};
+use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// String metadata stored in the file header (`__metadata__`).
+pub type Metadata = BTreeMap<String, String>;
+
+/// The contents of one tensor file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TensorFile {
+    pub tensors: TensorMap,
+    pub metadata: Metadata,
+}
+
+/// What went wrong reading or writing a tensor file; every variant names the file.
+#[derive(Debug, Error)]
+pub enum TensorFileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The header or the data section is malformed or truncated.
+    #[error("{path}: corrupt or truncated safetensors file: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    /// A tensor uses a dtype conform does not exchange (FP4/E8M0 must be stored as U8).
+    #[error("{path}: tensor `{tensor}`: unsupported dtype {dtype} (conform exchanges F64, F32, F16, BF16, U8, I32, I64; store FP4 codes and E8M0 scales as U8)")]
+    UnknownDtype {
+        path: PathBuf,
+        tensor: String,
+        dtype: String,
+    },
+    /// A tensor's byte length does not match its dtype and shape.
+    #[error("{path}: tensor `{tensor}`: {message}")]
+    ShapeMismatch {
+        path: PathBuf,
+        tensor: String,
+        message: String,
+    },
+}
+
+impl TensorFileError {
+    /// The file this error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            TensorFileError::Io { path, .. }
+            | TensorFileError::Corrupt { path, .. }
+            | TensorFileError::UnknownDtype { path, .. }
+            | TensorFileError::ShapeMismatch { path, .. } => path,
+        }
+    }
+}
+
+fn to_dtype(t: ElemType) -> Dtype {
+    match t {
+        ElemType::F64 => Dtype::F64,
+        ElemType::F32 => Dtype::F32,
+        ElemType::F16 => Dtype::F16,
+        ElemType::Bf16 => Dtype::BF16,
+        ElemType::U8 => Dtype::U8,
+        ElemType::I32 => Dtype::I32,
+        ElemType::I64 => Dtype::I64,
+    }
+}
+
+fn from_dtype(d: Dtype) -> Option<ElemType> {
+    Some(match d {
+        Dtype::F64 => ElemType::F64,
+        Dtype::F32 => ElemType::F32,
+        Dtype::F16 => ElemType::F16,
+        Dtype::BF16 => ElemType::Bf16,
+        Dtype::U8 => ElemType::U8,
+        Dtype::I32 => ElemType::I32,
+        Dtype::I64 => ElemType::I64,
+        _ => return None,
+    })
+}
+
+/// A borrowed tensor as safetensors sees it (no copy of the data).
+struct Borrowed<'a> {
+    dtype: Dtype,
+    tensor: &'a Tensor,
+}
+
+impl View for Borrowed<'_> {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.tensor.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.tensor.data)
+    }
+    fn data_len(&self) -> usize {
+        self.tensor.data.len()
+    }
+}
+
+/// Checks every tensor's byte length against its dtype and shape before anything is written.
+fn check_lengths(path: &Path, tensors: &TensorMap) -> Result<(), TensorFileError> {
+    for (name, t) in tensors {
+        let expected = t
+            .shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .and_then(|n| n.checked_mul(t.dtype.size_bytes()));
+        match expected {
+            Some(n) if n == t.data.len() => {}
+            Some(n) => {
+                return Err(TensorFileError::ShapeMismatch {
+                    path: path.to_path_buf(),
+                    tensor: name.clone(),
+                    message: format!(
+                        "{} {:?} needs {} bytes, the tensor holds {}",
+                        t.dtype.name(),
+                        t.shape,
+                        n,
+                        t.data.len()
+                    ),
+                })
+            }
+            None => {
+                return Err(TensorFileError::ShapeMismatch {
+                    path: path.to_path_buf(),
+                    tensor: name.clone(),
+                    message: format!("shape {:?} overflows", t.shape),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+fn views<'a>(tensors: &'a TensorMap) -> Vec<(&'a str, Borrowed<'a>)> {
+    tensors
+        .iter()
+        .map(|(name, t)| {
+            (
+                name.as_str(),
+                Borrowed {
+                    dtype: to_dtype(t.dtype),
+                    tensor: t,
+                },
+            )
+        })
+        .collect()
+}
+
+fn header_metadata(metadata: &Metadata) -> Option<HashMap<String, String>> {
+    if metadata.is_empty() {
+        None
+    } else {
+        Some(
+            metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    }
+}
+
+fn write_error(path: &Path, e: SafeTensorError) -> TensorFileError {
+    match e {
+        SafeTensorError::IoError(source) => TensorFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => TensorFileError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!("cannot serialise: {other}"),
+        },
+    }
+}
+
+/// Serialises tensors and metadata to safetensors bytes. `path` only names the destination in
+/// errors.
+pub fn to_bytes(
+    path: &Path,
+    tensors: &TensorMap,
+    metadata: &Metadata,
+) -> Result<Vec<u8>, TensorFileError> {
+    check_lengths(path, tensors)?;
+    safetensors::tensor::serialize(views(tensors), header_metadata(metadata))
+        .map_err(|e| write_error(path, e))
+}
+
+/// Writes tensors and metadata to `path` (through a sibling temporary file and a rename, so a
+/// reader never sees a half-written file).
+pub fn write(path: &Path, tensors: &TensorMap, metadata: &Metadata) -> Result<(), TensorFileError> {
+    check_lengths(path, tensors)?;
+    safetensors::tensor::serialize_to_file(views(tensors), header_metadata(metadata), path)
+        .map_err(|e| write_error(path, e))
+}
+
+/// Parses safetensors bytes. `path` only names the source in errors.
+pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<TensorFile, TensorFileError> {
+    let corrupt = |message: String| TensorFileError::Corrupt {
+        path: path.to_path_buf(),
+        message,
+    };
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let file = SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let mut tensors = TensorMap::new();
+    for (name, view) in file.iter() {
+        let dtype = from_dtype(view.dtype()).ok_or_else(|| TensorFileError::UnknownDtype {
+            path: path.to_path_buf(),
+            tensor: name.to_string(),
+            dtype: format!("{:?}", view.dtype()),
+        })?;
+        let tensor =
+            Tensor::new(dtype, view.shape().to_vec(), view.data().to_vec()).map_err(|e| {
+                TensorFileError::ShapeMismatch {
+                    path: path.to_path_buf(),
+                    tensor: name.to_string(),
+                    message: e.to_string(),
+                }
+            })?;
+        tensors.insert(name.to_string(), tensor);
+    }
+    let metadata = header
+        .metadata()
+        .as_ref()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    Ok(TensorFile { tensors, metadata })
+}
+
+/// Reads a tensor file.
+pub fn read(path: &Path) -> Result<TensorFile, TensorFileError> {
+    let bytes = std::fs::read(path).map_err(|source| TensorFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    from_bytes(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> (TensorMap, Metadata) {
+        let mut t = TensorMap::new();
+        t.insert(
+            "q".into(),
+            Tensor::from_f32(vec![2, 3], &[1.0, -2.0, 3.5, f32::NAN, 0.0, -0.0]),
+        );
+        t.insert(
+            "k".into(),
+            Tensor::from_bits16(ElemType::Bf16, vec![3], &[0x3F80, 0x7FA5, 0x8000]),
+        );
+        t.insert(
+            "codes".into(),
+            Tensor::from_u8(vec![4], vec![0, 1, 0xA5, 255]),
+        );
+        t.insert("bt".into(), Tensor::from_i32(vec![1, 2], &[7, -1]));
+        t.insert("empty".into(), Tensor::from_f32(vec![0, 4], &[]));
+        let mut m = Metadata::new();
+        m.insert("packing".into(), "fp4_e2m1 low nibble first".into());
+        (t, m)
+    }
+
+    #[test]
+    fn round_trip_is_bit_exact() {
+        let (t, m) = sample();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.safetensors");
+        write(&p, &t, &m).unwrap();
+        let back = read(&p).unwrap();
+        assert_eq!(back.tensors, t);
+        assert_eq!(back.metadata, m);
+        let bytes = to_bytes(&p, &t, &m).unwrap();
+        assert_eq!(from_bytes(&p, &bytes).unwrap(), back);
+    }
+
+    #[test]
+    fn write_rejects_wrong_length_naming_the_tensor() {
+        let mut t = TensorMap::new();
+        t.insert(
+            "bad".into(),
+            Tensor {
+                dtype: ElemType::F32,
+                shape: vec![2],
+                data: vec![0; 7],
+            },
+        );
+        let e = to_bytes(Path::new("out.safetensors"), &t, &Metadata::new()).unwrap_err();
+        let s = e.to_string();
+        assert!(matches!(e, TensorFileError::ShapeMismatch { .. }), "{s}");
+        assert!(s.contains("`bad`") && s.contains("out.safetensors"), "{s}");
+    }
+
+    #[test]
+    fn unknown_dtype_names_tensor_and_file() {
+        let data = [0u8; 2];
+        let view = safetensors::tensor::TensorView::new(Dtype::U16, vec![1], &data).unwrap();
+        let bytes = safetensors::tensor::serialize([("odd", view)], None).unwrap();
+        let e = from_bytes(Path::new("w.safetensors"), &bytes).unwrap_err();
+        let s = e.to_string();
+        assert!(matches!(e, TensorFileError::UnknownDtype { .. }), "{s}");
+        assert!(s.contains("`odd`") && s.contains("w.safetensors") && s.contains("U16"));
+    }
+
+    #[test]
+    fn missing_file_is_io_error_naming_it() {
+        let e = read(Path::new("/nonexistent/dir/f.safetensors")).unwrap_err();
+        assert!(matches!(e, TensorFileError::Io { .. }));
+        assert!(e.to_string().contains("/nonexistent/dir/f.safetensors"));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let (t, m) = sample();
+        let p = Path::new("t.safetensors");
+        let bytes = to_bytes(p, &t, &m).unwrap();
+        for cut in 0..bytes.len() {
+            let e = from_bytes(p, &bytes[..cut]).unwrap_err();
+            assert!(
+                matches!(e, TensorFileError::Corrupt { .. }),
+                "cut {cut}: {e}"
+            );
+        }
+        // Trailing garbage is also rejected.
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(from_bytes(p, &long).is_err());
+    }
+
+    #[test]
+    fn random_bytes_and_bit_flips_never_panic() {
+        // A small xorshift so the test is deterministic without an RNG dependency.
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let p = Path::new("r.safetensors");
+        for _ in 0..2000 {
+            let n = (next() % 300) as usize;
+            let v: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+            let _ = from_bytes(p, &v);
+        }
+        let (t, m) = sample();
+        let good = to_bytes(p, &t, &m).unwrap();
+        for _ in 0..5000 {
+            let mut v = good.clone();
+            for _ in 0..1 + next() % 4 {
+                let i = (next() as usize) % v.len();
+                v[i] ^= 1 << (next() % 8);
+            }
+            if let Ok(f) = from_bytes(p, &v) {
+                for t in f.tensors.values() {
+                    assert_eq!(t.data.len(), t.numel() * t.dtype.size_bytes());
+                }
+            }
+        }
+        // A header length pointing far beyond the file.
+        let mut v = good.clone();
+        v[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(from_bytes(p, &v).is_err());
+    }
+}
