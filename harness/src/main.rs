@@ -1,1 +1,17 @@
-fn main() {}
+//! The `conform` binary: parse arguments, run the command, exit with its documented code.
+//! Errors reach here as `anyhow` values only at this edge.
+
+use clap::Parser;
+use conform_harness::{cli, exit_code, messages};
+
+fn main() {
+    let args = cli::Cli::parse();
+    let code = match cli::run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&format!("{e:#}")));
+            exit_code::USAGE
+        }
+    };
+    std::process::exit(code);
+}

@@ -91,3 +91,121 @@ fn regex_escape(s: &str) -> String {
 pub fn wrote(what: &str, path: &std::path::Path) -> String {
     format!("wrote {what}: {}", path.display())
 }
+
+/// `conform explain`.
+pub fn explain(
+    case: &crate::suite::Case,
+    desc: &conform_reference::ops::OpDescription,
+    golden: &std::path::Path,
+    definition: &str,
+) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("case        {}\n", case.id));
+    s.push_str(&format!("suite       {} ({})\n", case.suite, case.source.display()));
+    s.push_str(&format!("op          {}\n", case.op));
+    s.push_str(&format!("tier        {}\n", case.tier.name()));
+    s.push_str(&format!("recipe      {}\n", case.recipe));
+    s.push_str(&format!("seed        {}\n", case.seed));
+    s.push_str(&format!("inputs      {}\n", serde_json::to_string(&case.inputs).unwrap_or_default()));
+    s.push_str(&format!("params      {}\n", case.params));
+    if !case.description.is_empty() {
+        s.push_str(&format!("about       {}\n", case.description));
+    }
+    for t in &desc.inputs {
+        s.push_str(&format!("input       {} {} {:?} axes {:?}\n", t.name, t.dtype.name(), t.shape, t.axes));
+    }
+    for t in &desc.outputs {
+        let check = case.check_for(&t.name).map(|c| c.to_string().replace('\n', " ")).unwrap_or_else(|| "(none)".into());
+        s.push_str(&format!("output      {} {} {:?} axes {:?}; check {}\n", t.name, t.dtype.name(), t.shape, t.axes, check.trim()));
+    }
+    s.push_str(&format!("cost        {:.3e} FLOP, {:.3e} bytes\n", desc.cost.flops, desc.cost.bytes));
+    let gf = golden.join(case.golden_relpath());
+    let golden_line = match case.tier {
+        crate::suite::Tier::Quick => format!("{}{}", gf.display(), if gf.exists() { "" } else { " (missing)" }),
+        crate::suite::Tier::Full => "digests only, in golden/MANIFEST.toml".to_string(),
+    };
+    s.push_str(&format!("golden      {golden_line}\n"));
+    s.push_str(&format!("definition  {definition}"));
+    s
+}
+
+/// `conform golden verify` lines.
+pub mod golden {
+    use crate::golden::verify::VerifyReport;
+
+    pub fn verify_summary(r: &VerifyReport) -> String {
+        let mut s = String::new();
+        for f in &r.errors {
+            s.push_str(&format!("ERROR  {}: {}\n", f.subject, f.message));
+        }
+        for f in &r.drift {
+            s.push_str(&format!("DRIFT  {}: {}\n", f.subject, f.message));
+        }
+        s.push_str(&format!(
+            "golden verify: {} cases checked, {} drifted, {} store errors",
+            r.checked,
+            r.drift.len(),
+            r.errors.len()
+        ));
+        s
+    }
+
+    pub fn bless_review(r: &crate::golden::bless::BlessReview) -> String {
+        use crate::golden::bless::BlessChange;
+        let mut s = String::new();
+        let mut unchanged = 0;
+        for (id, c) in &r.changes {
+            match c {
+                BlessChange::New => s.push_str(&format!("new        {id}\n")),
+                BlessChange::Removed => s.push_str(&format!("removed    {id}\n")),
+                BlessChange::Changed(what) => s.push_str(&format!("changed    {id}: {}\n", what.join("; "))),
+                BlessChange::Unchanged => unchanged += 1,
+            }
+        }
+        s.push_str(&format!("{unchanged} unchanged, {} to review\n", r.changed_count()));
+        if r.written.is_empty() {
+            s.push_str("nothing staged: the golden store is up to date");
+        } else {
+            s.push_str(&format!(
+                "staged {} file(s) as .new next to the golden data; review them, then run `conform golden accept`",
+                r.written.len()
+            ));
+        }
+        s
+    }
+
+    pub fn accept_done(moved: usize, removed: usize) -> String {
+        format!("accepted: {moved} file(s) moved into golden/, {removed} removed")
+    }
+
+    pub fn nothing_to_accept() -> String {
+        "nothing to accept: no staged MANIFEST.toml.new (run `conform golden bless` first)".to_string()
+    }
+}
+
+/// A failing case after the summary: id, target, message and the replay command.
+pub fn failure_block(c: &crate::results::CaseResult) -> String {
+    format!(
+        "\n{} {} [{}]\n  {}\n  replay: {}",
+        c.status.name().to_uppercase(),
+        c.id,
+        c.target,
+        c.message.replace('\n', "\n  "),
+        replay_command(&c.id, c.seed, &c.target)
+    )
+}
+
+/// Every selected case was skipped.
+pub fn all_skipped() -> String {
+    "note: every selected case was skipped (see the messages above)".to_string()
+}
+
+/// `conform targets`: one line per target.
+pub fn target_line(name: &str, availability: &str) -> String {
+    format!("{name:<14} {availability}")
+}
+
+/// An unknown target name.
+pub fn unknown_target(name: &str, known: &[String]) -> String {
+    format!("unknown target `{name}` (known: {})", known.join(", "))
+}

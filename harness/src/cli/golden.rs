@@ -1,0 +1,85 @@
+//! `conform golden verify | bless | accept`.
+
+use super::list::SelectArgs;
+use super::paths::Paths;
+use crate::exit_code;
+use crate::golden::{bless, verify};
+use crate::messages;
+use crate::suite::select::load_all;
+use clap::Subcommand;
+use conform_reference::parallel::Threads;
+
+#[derive(Debug, Subcommand)]
+pub enum GoldenCommand {
+    /// Recompute golden tensors with the reference and compare digests (exit 1 on drift,
+    /// 2 on a damaged store).
+    Verify {
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Recompute and stage changes as `.new` files with a review (refused when CI is set).
+    Bless {
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Move staged `.new` files into the golden store.
+    Accept,
+}
+
+pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
+    match cmd {
+        GoldenCommand::Verify { select } => with_cases(paths, &select, |cases, complete| {
+            let report = verify::verify(&paths.golden, cases, complete, Threads::available())?;
+            println!("{}", messages::golden::verify_summary(&report));
+            Ok(report.exit_code())
+        }),
+        GoldenCommand::Bless { select } => with_cases(paths, &select, |cases, complete| {
+            let review = bless::bless(&paths.golden, cases, complete, Threads::available())?;
+            println!("{}", messages::golden::bless_review(&review));
+            Ok(exit_code::SUCCESS)
+        }),
+        GoldenCommand::Accept => match bless::accept(&paths.golden)? {
+            None => {
+                println!("{}", messages::golden::nothing_to_accept());
+                Ok(exit_code::SUCCESS)
+            }
+            Some((moved, removed)) => {
+                println!("{}", messages::golden::accept_done(moved.len(), removed.len()));
+                Ok(exit_code::SUCCESS)
+            }
+        },
+    }
+}
+
+fn with_cases(
+    paths: &Paths,
+    select: &SelectArgs,
+    f: impl FnOnce(&[&crate::suite::Case], bool) -> Result<i32, crate::golden::GoldenError>,
+) -> anyhow::Result<i32> {
+    let cases = match load_all(&paths.suites) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok(exit_code::USAGE);
+        }
+    };
+    // golden commands default to every tier: full-tier digests are part of the store.
+    let mut select = select.clone();
+    if select.tier.is_none() {
+        select.tier = Some("all".into());
+    }
+    let sel = select.selection()?;
+    let complete = select.suites.is_empty() && select.filter.is_none() && sel.all_tiers;
+    let chosen: Vec<&crate::suite::Case> = cases.iter().filter(|c| sel.matches(c)).collect();
+    if chosen.is_empty() {
+        eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
+        return Ok(exit_code::NO_CASES);
+    }
+    match f(&chosen, complete) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            Ok(exit_code::USAGE)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! `conform list`: the cases of the suites (after validating every suite file).
+
+use super::paths::Paths;
+use crate::exit_code;
+use crate::messages;
+use crate::suite::select::{load_all, Selection};
+use crate::suite::Tier;
+use clap::Args;
+
+/// Which cases a command acts on.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SelectArgs {
+    /// Only these suites (repeatable), e.g. `--suite fa_prefill`.
+    #[arg(long = "suite")]
+    pub suites: Vec<String>,
+    /// Only cases whose id matches this regular expression.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Tier to select: quick (default), full, or all.
+    #[arg(long, value_parser = ["quick", "full", "all"])]
+    pub tier: Option<String>,
+}
+
+impl SelectArgs {
+    pub fn selection(&self) -> anyhow::Result<Selection> {
+        let filter = match &self.filter {
+            Some(f) => Some(regex::Regex::new(f).map_err(|e| anyhow::anyhow!("--filter: {e}"))?),
+            None => None,
+        };
+        let (tier, all_tiers) = match self.tier.as_deref() {
+            Some("full") => (Some(Tier::Full), false),
+            Some("all") => (None, true),
+            _ => (Some(Tier::Quick), false),
+        };
+        Ok(Selection { suites: self.suites.clone(), filter, tier, all_tiers })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Print the cases as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(paths: &Paths, args: ListArgs) -> anyhow::Result<i32> {
+    let cases = match load_all(&paths.suites) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok(exit_code::USAGE);
+        }
+    };
+    let sel = args.select.selection()?;
+    let unknown = sel.unknown_suites(&cases);
+    if !unknown.is_empty() {
+        eprintln!("{}", messages::error_line(&messages::unknown_suites(&unknown)));
+        return Ok(exit_code::USAGE);
+    }
+    let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&chosen)?);
+    } else {
+        for c in &chosen {
+            println!("{}", messages::list_line(&c.id, c.tier.name(), &c.recipe));
+        }
+        let suites: std::collections::BTreeSet<&str> = chosen.iter().map(|c| c.suite.as_str()).collect();
+        println!("{}", messages::list_footer(chosen.len(), suites.len()));
+    }
+    Ok(if chosen.is_empty() { exit_code::NO_CASES } else { exit_code::SUCCESS })
+}

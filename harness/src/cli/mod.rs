@@ -1,0 +1,51 @@
+//! The `conform` command line: argument types and dispatch. Each command lives in its own file;
+//! every message it prints comes from `crate::messages`.
+
+pub mod explain;
+pub mod golden;
+pub mod list;
+pub mod paths;
+pub mod run;
+pub mod targets;
+
+use clap::{Parser, Subcommand};
+
+/// conform: conformance and regression testing for LLM-inference kernels on Ascend NPUs.
+#[derive(Debug, Parser)]
+#[command(name = "conform", version, about, long_about = None)]
+pub struct Cli {
+    /// The project root holding suites/, golden/ and targets/ (default: the nearest ancestor of
+    /// the current directory that has suites/ and golden/).
+    #[arg(long, global = true, env = "CONFORM_ROOT")]
+    pub root: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the cases of the suites.
+    List(list::ListArgs),
+    /// Show everything about one case: parameters, shapes, recipe, checks, golden file.
+    Explain(explain::ExplainArgs),
+    /// Verify, bless or accept the golden store.
+    #[command(subcommand)]
+    Golden(golden::GoldenCommand),
+    /// Run suites against targets (no arguments: the main job — every quick case on the
+    /// reference, verified against the golden store).
+    Run(run::RunArgs),
+    /// List the targets and whether each is available here.
+    Targets(targets::TargetsArgs),
+}
+
+/// Runs a parsed command; returns the process exit code.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    let paths = paths::Paths::discover(cli.root.as_deref())?;
+    match cli.command {
+        Command::List(a) => list::run(&paths, a),
+        Command::Explain(a) => explain::run(&paths, a),
+        Command::Golden(c) => golden::run(&paths, c),
+        Command::Run(a) => run::run(&paths, a),
+        Command::Targets(a) => targets::run(&paths, a),
+    }
+}

@@ -1,0 +1,138 @@
+//! `conform run`: run suites against targets, print a summary, write JSON / JUnit results.
+//! With no arguments it is the main job: every quick-tier case on the reference target, with
+//! the reference's outputs verified bitwise against the golden store.
+
+use super::list::SelectArgs;
+use super::paths::Paths;
+use crate::exit_code;
+use crate::messages;
+use crate::results::{RunResults, Status};
+use crate::runner::{self, junit, RunOptions, REFERENCE_TARGET};
+use crate::suite::select::load_all;
+use clap::Args;
+use conform_reference::parallel::Threads;
+use std::path::PathBuf;
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Targets to run (repeatable; default: reference). `conform targets` lists them.
+    #[arg(long = "target")]
+    pub targets: Vec<String>,
+    /// Draw fresh input seeds for every case (reported per case, so any failure replays).
+    #[arg(long, conflicts_with = "seed")]
+    pub fresh_seeds: bool,
+    /// Use this input seed for every case (replay a failure).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the results JSON here (schema: docs/results.md).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write JUnit XML here.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Ask targets for timings (raw samples per case).
+    #[arg(long)]
+    pub perf: bool,
+    /// Override every case's warm-up count under --perf.
+    #[arg(long)]
+    pub warmup: Option<u32>,
+    /// Override every case's iteration count under --perf.
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Threads for reference computations (results never depend on it).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Do not verify the reference target against the golden store.
+    #[arg(long)]
+    pub no_golden: bool,
+}
+
+pub fn run(paths: &Paths, args: RunArgs) -> anyhow::Result<i32> {
+    let (results, code) = execute(paths, &args)?;
+    if let Some(r) = &results {
+        write_outputs(r, &args)?;
+    }
+    Ok(code)
+}
+
+/// Runs and prints; returns the results (None when nothing ran) and the exit code.
+pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResults>, i32)> {
+    let cases = match load_all(&paths.suites) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok((None, exit_code::USAGE));
+        }
+    };
+    let sel = args.select.selection()?;
+    let unknown = sel.unknown_suites(&cases);
+    if !unknown.is_empty() {
+        eprintln!("{}", messages::error_line(&messages::unknown_suites(&unknown)));
+        return Ok((None, exit_code::USAGE));
+    }
+    let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
+    if chosen.is_empty() {
+        eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
+        return Ok((None, exit_code::NO_CASES));
+    }
+    // Pre-flight: every output of every selected case has a valid check policy.
+    for c in &chosen {
+        let desc = conform_reference::ops::find(&c.op).and_then(|f| f.describe(&c.params));
+        let problem = match desc {
+            Ok(d) => runner::trial::policies(c, &d).err(),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(p) = problem {
+            eprintln!("{}", messages::error_line(&format!("{}: case `{}`: {p}", c.source.display(), c.id)));
+            return Ok((None, exit_code::USAGE));
+        }
+    }
+    let names = if args.targets.is_empty() { vec![REFERENCE_TARGET.to_string()] } else { args.targets.clone() };
+    let threads = args.threads.map(Threads).unwrap_or_default();
+    let mut targets = match super::targets::open(paths, &names, threads) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok((None, exit_code::USAGE));
+        }
+    };
+    let opts = RunOptions {
+        golden: (!args.no_golden).then(|| paths.golden.clone()),
+        seed: args.seed,
+        fresh_seeds: args.fresh_seeds,
+        perf: args.perf,
+        warmup: args.warmup,
+        iterations: args.iterations,
+        threads,
+        required_targets: RunOptions::required_from_env(),
+        worker_input_sets: 2,
+    };
+    let results = runner::run_all(&chosen, &mut targets, &opts);
+    println!("{}", messages::summary_table(&results));
+    for c in results.cases.iter().filter(|c| c.status.is_failure()) {
+        println!("{}", messages::failure_block(c));
+    }
+    let code = if results.cases.iter().any(|c| c.status.is_failure()) { exit_code::FAILURE } else { exit_code::SUCCESS };
+    let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
+    if all_skipped {
+        println!("{}", messages::all_skipped());
+    }
+    Ok((Some(results), code))
+}
+
+/// Writes the JSON and JUnit files a run asked for.
+pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(results)?)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        println!("{}", messages::wrote("results", p));
+    }
+    if let Some(p) = &args.junit {
+        let mut f = std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        junit::write_junit(results, &mut f).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        println!("{}", messages::wrote("JUnit", p));
+    }
+    Ok(())
+}

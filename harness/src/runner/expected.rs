@@ -1,0 +1,63 @@
+//! What a target's outputs are judged against, for one case and one input set: the inputs, the
+//! reference's outputs with the case's recipe (from the golden file when it holds exactly this
+//! input set), and the oracle when a policy needs it.
+
+use crate::golden::compute::{generate_inputs, reference_outputs, split_golden};
+use crate::golden::GoldenError;
+use crate::suite::{Case, Tier};
+use conform_reference::ops::{TensorMap, ORACLE};
+use conform_reference::parallel::Threads;
+use conform_targets::tensor_file;
+use std::path::Path;
+
+/// The expectations of one input set.
+#[derive(Clone, Debug)]
+pub struct Expectation {
+    pub seed: u64,
+    pub inputs: TensorMap,
+    /// The reference's outputs with the case's recipe.
+    pub expected: TensorMap,
+    /// Whether `expected` came from the golden store.
+    pub from_golden: bool,
+    /// The exact oracle's outputs (F64), when asked for.
+    pub oracle: Option<TensorMap>,
+}
+
+/// Builds the expectation of `case` for `seed`. With `golden` set and the case's own seed on a
+/// quick-tier case, the golden file's inputs must equal the regenerated ones (else the input
+/// generator drifted) and its outputs become `expected`.
+pub fn expectation(
+    case: &Case,
+    seed: u64,
+    golden: Option<&Path>,
+    want_oracle: bool,
+    threads: Threads,
+) -> Result<Expectation, GoldenError> {
+    let inputs = generate_inputs(case, seed)?;
+    let mut from_golden = false;
+    let mut expected = None;
+    if let Some(dir) = golden {
+        if seed == case.seed && case.tier == Tier::Quick {
+            let path = dir.join(case.golden_relpath());
+            let file = tensor_file::read(&path)?;
+            let (g_inputs, g_outputs) = split_golden(&file.tensors);
+            if g_inputs != inputs {
+                return Err(GoldenError::Compute {
+                    id: case.id.clone(),
+                    message: format!(
+                        "the regenerated inputs differ from those stored in {} (input generator drift; see `conform golden verify`)",
+                        path.display()
+                    ),
+                });
+            }
+            expected = Some(g_outputs);
+            from_golden = true;
+        }
+    }
+    let expected = match expected {
+        Some(e) => e,
+        None => reference_outputs(case, &case.recipe, &inputs, threads)?,
+    };
+    let oracle = if want_oracle { Some(reference_outputs(case, ORACLE, &inputs, threads)?) } else { None };
+    Ok(Expectation { seed, inputs, expected, from_golden, oracle })
+}

@@ -1,0 +1,102 @@
+//! The runner: every selected case on every selected target, with progress and a summary.
+
+pub mod expected;
+pub mod junit;
+pub mod options;
+pub mod trial;
+
+pub use options::RunOptions;
+pub use trial::{run_trial, REFERENCE_TARGET};
+
+use crate::results::{CaseResult, RunResults, RESULTS_SCHEMA_VERSION};
+use crate::suite::Case;
+use conform_targets::target::Target;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+
+/// The seed of each case for this run: `--seed`, a fresh one, or the case's own.
+pub fn seed_for(case: &Case, opts: &RunOptions) -> u64 {
+    match (opts.seed, opts.fresh_seeds) {
+        (Some(s), _) => s,
+        (None, true) => crate::seed::fresh_seed(),
+        (None, false) => case.seed,
+    }
+}
+
+/// Runs `cases` on `targets`. Progress goes to stderr: a bar on a terminal, plain lines
+/// otherwise. Each case gets one seed shared by all targets.
+pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptions) -> RunResults {
+    let total = (cases.len() * targets.len()) as u64;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = ProgressBar::new(total);
+        b.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let mut results: Vec<CaseResult> = Vec::with_capacity(total as usize);
+    for case in cases {
+        let seed = seed_for(case, opts);
+        for target in targets.iter_mut() {
+            if let Some(b) = &bar {
+                b.set_message(format!("{} [{}]", case.id, target.name()));
+            }
+            let r = run_trial(case, target.as_mut(), seed, opts);
+            let line = crate::messages::case_line(r.status, &r.id, &r.target, r.duration_ms, &r.message);
+            match &bar {
+                Some(b) => {
+                    if r.status.is_failure() {
+                        b.println(line);
+                    }
+                    b.inc(1);
+                }
+                None => eprintln!("{line}"),
+            }
+            results.push(r);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    RunResults {
+        schema_version: RESULTS_SCHEMA_VERSION,
+        conform_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: now_rfc3339(),
+        fresh_seeds: opts.fresh_seeds,
+        hardware: None,
+        cases: results,
+    }
+}
+
+/// The current UTC time as RFC 3339 (seconds), without a date crate.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_has_the_right_shape() {
+        let s = super::now_rfc3339();
+        assert_eq!(s.len(), 20, "{s}");
+        assert!(s.starts_with("20") && s.ends_with('Z'));
+    }
+}

@@ -1,0 +1,50 @@
+//! What a run does.
+
+use conform_reference::parallel::Threads;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Verify the reference target's outputs against the golden store (the main job).
+    pub golden: Option<PathBuf>,
+    /// Override every case's seed (replay) — `--seed`.
+    pub seed: Option<u64>,
+    /// Draw a fresh seed per case — `--fresh-seeds`.
+    pub fresh_seeds: bool,
+    /// Ask targets for timings — `--perf`.
+    pub perf: bool,
+    /// Override warm-up / iteration counts of every case.
+    pub warmup: Option<u32>,
+    pub iterations: Option<u32>,
+    /// Threads for the reference computations (results never depend on it).
+    pub threads: Threads,
+    /// Targets that must be available: a missing one is an error, not a skip.
+    pub required_targets: Vec<String>,
+    /// How many input sets a worker target runs per case (anti-cheat; at least 2).
+    pub worker_input_sets: u32,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            golden: None,
+            seed: None,
+            fresh_seeds: false,
+            perf: false,
+            warmup: None,
+            iterations: None,
+            threads: Threads::available(),
+            required_targets: Vec::new(),
+            worker_input_sets: 2,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The required targets named by `CONFORM_REQUIRE_TARGETS` (comma-separated).
+    pub fn required_from_env() -> Vec<String> {
+        std::env::var("CONFORM_REQUIRE_TARGETS")
+            .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,258 @@
+//! One trial: one case on one target, over one or more input sets, judged output by output.
+
+use super::expected::{expectation, Expectation};
+use super::options::RunOptions;
+use crate::golden::diff::describe_change;
+use crate::results::{CaseResult, OutputMetrics, Status};
+use crate::seed::second_run_seed;
+use crate::suite::Case;
+use crate::verdict::{evaluate, CheckPolicy, Comparison};
+use conform_reference::ops::{self, ElemType, OpDescription};
+use conform_targets::target::{Availability, ExecRequest, Execution, Target, TimingRequest};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The name of the in-process reference target.
+pub const REFERENCE_TARGET: &str = "reference";
+
+/// The check policy of every output of `case`, parsed; an error names the output.
+pub fn policies(case: &Case, desc: &OpDescription) -> Result<BTreeMap<String, CheckPolicy>, String> {
+    let mut out = BTreeMap::new();
+    for spec in &desc.outputs {
+        let table = case
+            .check_for(&spec.name)
+            .ok_or_else(|| format!("output `{}` has no check policy (set `check` or `checks.{}`)", spec.name, spec.name))?;
+        let policy: CheckPolicy = table
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("check of output `{}`: {}", spec.name, e.message()))?;
+        policy.validate_for(spec.dtype).map_err(|e| format!("check of output `{}`: {e}", spec.name))?;
+        out.insert(spec.name.clone(), policy);
+    }
+    for name in case.checks.keys() {
+        if !desc.outputs.iter().any(|o| &o.name == name) {
+            return Err(format!("`checks.{name}` names no output of op `{}`", case.op));
+        }
+    }
+    Ok(out)
+}
+
+/// The poison bit patterns of a dtype (what an unwritten element holds).
+pub fn poison_bits(dtype: ElemType) -> Vec<u64> {
+    use conform_targets::poison;
+    match dtype {
+        ElemType::Bf16 => vec![poison::BF16 as u64],
+        ElemType::F16 => vec![poison::F16 as u64],
+        ElemType::F32 => vec![poison::F32 as u64],
+        ElemType::F64 => vec![poison::F64],
+        ElemType::U8 => vec![poison::U8 as u64],
+        ElemType::I32 => vec![poison::I32 as u64],
+        ElemType::I64 => vec![poison::I64],
+    }
+}
+
+fn result(case: &Case, target: &str, seed: u64, status: Status, message: String) -> CaseResult {
+    CaseResult {
+        id: case.id.clone(),
+        suite: case.suite.clone(),
+        op: case.op.clone(),
+        target: target.to_string(),
+        status,
+        message,
+        seed,
+        metrics: BTreeMap::new(),
+        duration_ms: 0.0,
+        perf: None,
+        notes: Vec::new(),
+    }
+}
+
+/// Runs `case` on `target` with input seed `seed`.
+pub fn run_trial(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOptions) -> CaseResult {
+    let start = Instant::now();
+    let name = target.name().to_string();
+    let mut r = run_trial_inner(case, target, seed, opts, &name);
+    r.duration_ms = start.elapsed().as_secs_f64() * 1e3;
+    r
+}
+
+fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOptions, name: &str) -> CaseResult {
+    let is_reference = name == REFERENCE_TARGET;
+    if let Availability::Unavailable { reason } = target.availability() {
+        return if opts.required_targets.iter().any(|t| t == name) {
+            result(case, name, seed, Status::Error, format!("required target `{name}` is unavailable: {reason}"))
+        } else {
+            result(case, name, seed, Status::Skipped, format!("target unavailable: {reason}"))
+        };
+    }
+    if let Err(skip) = target.supports(&case.op, &case.params) {
+        return result(case, name, seed, Status::Skipped, skip.0);
+    }
+    let desc = match ops::find(&case.op).and_then(|f| f.describe(&case.params)) {
+        Ok(d) => d,
+        Err(e) => return result(case, name, seed, Status::Error, e.to_string()),
+    };
+    let policies = match policies(case, &desc) {
+        Ok(p) => p,
+        Err(e) => return result(case, name, seed, Status::Error, e),
+    };
+    // Which recipe the target is asked to emulate.
+    let recipe = if is_reference {
+        Some(case.recipe.clone())
+    } else {
+        let caps = target.capabilities();
+        let declared = caps.ops.get(&case.op).map(|o| o.recipes.clone()).unwrap_or_default();
+        if declared.iter().any(|r| r == &case.recipe) {
+            Some(case.recipe.clone())
+        } else {
+            let exact: Vec<&str> = policies
+                .values()
+                .filter(|p| matches!(p, CheckPolicy::Bitwise { .. } | CheckPolicy::Ulp { .. }))
+                .map(|p| p.name())
+                .collect();
+            if !exact.is_empty() {
+                return result(
+                    case,
+                    name,
+                    seed,
+                    Status::Skipped,
+                    format!(
+                        "this case checks {} against recipe `{}`, which the target does not implement (it declares: {})",
+                        exact.join("/"),
+                        case.recipe,
+                        if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                    ),
+                );
+            }
+            None
+        }
+    };
+    let want_oracle = policies.values().any(|p| p.needs().oracle);
+    let sets = if is_reference { 1 } else { opts.worker_input_sets.max(2) };
+    let mut out = result(case, name, seed, Status::Passed, String::new());
+    let mut failures = Vec::new();
+    let mut set_seed = seed;
+    for set in 0..sets {
+        if set > 0 {
+            set_seed = second_run_seed(set_seed);
+        }
+        let golden = if is_reference && set == 0 { opts.golden.as_deref() } else { None };
+        let exp = match expectation(case, set_seed, golden, want_oracle, opts.threads) {
+            Ok(e) => e,
+            Err(e) => {
+                out.status = Status::Error;
+                out.message = e.to_string();
+                return out;
+            }
+        };
+        let timing = (opts.perf && set == 0).then(|| TimingRequest {
+            warmup: opts.warmup.unwrap_or(case.perf.warmup),
+            iterations: opts.iterations.unwrap_or(case.perf.iterations),
+        });
+        let request = ExecRequest {
+            case_id: case.id.clone(),
+            input_set: set,
+            op: case.op.clone(),
+            params: case.params.clone(),
+            recipe: recipe.clone(),
+            inputs: exp.inputs.clone(),
+            timing,
+        };
+        let exec = match target.execute(&request) {
+            Ok(x) => x,
+            Err(e) => {
+                out.status = match e.status() {
+                    "timeout" => Status::Timeout,
+                    "crashed" => Status::Crashed,
+                    "skipped" => Status::Skipped,
+                    _ => Status::Error,
+                };
+                out.message = if set > 0 { format!("input set {set} (seed {set_seed}): {e}") } else { e.to_string() };
+                return out;
+            }
+        };
+        if !exec.stderr_tail.trim().is_empty() {
+            out.notes.push(exec.stderr_tail.clone());
+        }
+        out.notes.extend(exec.notes.iter().cloned());
+        if set == 0 && opts.perf {
+            out.perf = Some(perf_json(&desc, &exec));
+        }
+        if exp.from_golden {
+            for (k, golden_t) in &exp.expected {
+                match exec.outputs.get(k) {
+                    Some(t) if t == golden_t => {}
+                    Some(t) => failures.push(format!("`{k}` differs from golden data (drift: {})", describe_change(golden_t, t))),
+                    None => failures.push(format!("`{k}` missing")),
+                }
+            }
+        }
+        let judged = judge(&desc, &policies, &exp, &exec, opts);
+        match judged {
+            Ok(metrics) => {
+                for (k, m) in &metrics {
+                    if !m.passed {
+                        let which = if set > 0 { format!(" (input set {set}, seed {set_seed})") } else { String::new() };
+                        failures.push(format!("`{k}`{which}: {}", m.reason));
+                    }
+                }
+                if set == 0 || metrics.values().any(|m| !m.passed) {
+                    out.metrics = metrics;
+                }
+            }
+            Err(e) => {
+                out.status = Status::Error;
+                out.message = e;
+                return out;
+            }
+        }
+        if !failures.is_empty() {
+            break;
+        }
+    }
+    if !failures.is_empty() {
+        out.status = Status::Failed;
+        out.message = failures.join("; ");
+    }
+    out
+}
+
+fn judge(
+    desc: &OpDescription,
+    policies: &BTreeMap<String, CheckPolicy>,
+    exp: &Expectation,
+    exec: &Execution,
+    opts: &RunOptions,
+) -> Result<BTreeMap<String, OutputMetrics>, String> {
+    let mut metrics = BTreeMap::new();
+    for spec in &desc.outputs {
+        let policy = &policies[&spec.name];
+        let expected = exp.expected.get(&spec.name).ok_or_else(|| format!("the reference produced no `{}`", spec.name))?;
+        let Some(actual) = exec.outputs.get(&spec.name) else {
+            metrics.insert(
+                spec.name.clone(),
+                OutputMetrics { policy: policy.label(spec.dtype), passed: false, reason: "output missing".into(), ..Default::default() },
+            );
+            continue;
+        };
+        let poison = poison_bits(spec.dtype);
+        let mut cmp = Comparison::new(spec, actual, expected).with_poison(&poison);
+        let oracle_t = exp.oracle.as_ref().and_then(|o| o.get(&spec.name));
+        if let Some(o) = oracle_t {
+            cmp = cmp.with_oracle(o).with_baseline(expected);
+        }
+        let m = evaluate(policy, &cmp, opts.threads).map_err(|e| e.to_string())?;
+        metrics.insert(spec.name.clone(), m);
+    }
+    Ok(metrics)
+}
+
+/// The perf block of a result: raw samples, setup time, and the op's FLOPs and bytes.
+fn perf_json(desc: &OpDescription, exec: &Execution) -> serde_json::Value {
+    serde_json::json!({
+        "samples_us": exec.timings_us,
+        "setup_us": exec.setup_us,
+        "flops": desc.cost.flops,
+        "bytes": desc.cost.bytes,
+    })
+}
