@@ -1,1 +1,102 @@
-fn main() {}
+//! `cargo test` / `cargo nextest run` integration: one trial per (target, quick-tier case),
+//! named `<target>::<case id>`.
+//!
+//! - The reference target runs every quick case and is verified bitwise against the golden
+//!   store; worker targets run every case their capabilities cover.
+//! - A target that is not available here is ignored at run time with its reason — unless
+//!   `CONFORM_REQUIRE_TARGETS` names it (CI does), in which case its trials fail.
+//! - Under nextest every trial runs in its own process with `--exact NAME`: then only that one
+//!   trial is built (no worker is started for the others).
+//! - `CONFORM_TIER=full` (or `all`) selects the full tier instead.
+
+use conform_harness::cli::paths::Paths;
+use conform_harness::cli::targets;
+use conform_harness::results::Status;
+use conform_harness::runner::{run_trial, RunOptions};
+use conform_harness::suite::select::load_all;
+use conform_harness::suite::{Case, Tier};
+use conform_reference::parallel::Threads;
+use conform_targets::target::Target;
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let paths = Paths::at(&root);
+    let cases = match load_all(&paths.suites) {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = e.to_string();
+            let trial = Trial::test("suites::load", move || Err(Failed::from(msg)));
+            return libtest_mimic::run(&args, vec![trial]).exit_code();
+        }
+    };
+    let tier = std::env::var("CONFORM_TIER").unwrap_or_default();
+    let selected: Vec<Case> = cases
+        .into_iter()
+        .filter(|c| match tier.as_str() {
+            "full" => c.tier == Tier::Full,
+            "all" => true,
+            _ => c.tier == Tier::Quick,
+        })
+        .collect();
+    let target_names = targets::known(&paths);
+    // The --exact fast path: only the trial nextest asked for.
+    let wanted = |name: &str| !args.exact || args.filter.as_deref().is_none_or(|f| f == name);
+    let mut opened: BTreeMap<String, Arc<Mutex<Box<dyn Target>>>> = BTreeMap::new();
+    let opts = Arc::new(RunOptions {
+        golden: Some(paths.golden.clone()),
+        required_targets: RunOptions::required_from_env(),
+        threads: Threads::available(),
+        ..RunOptions::default()
+    });
+    let mut trials = Vec::new();
+    for target in &target_names {
+        for case in &selected {
+            let name = format!("{target}::{}", case.id);
+            if !wanted(&name) {
+                continue;
+            }
+            let handle = match opened.get(target) {
+                Some(h) => h.clone(),
+                None => match targets::open(&paths, std::slice::from_ref(target), opts.threads) {
+                    Ok(mut v) => {
+                        let h = Arc::new(Mutex::new(v.remove(0)));
+                        opened.insert(target.clone(), h.clone());
+                        h
+                    }
+                    Err(e) => {
+                        trials.push(Trial::test(name, move || Err(Failed::from(e))));
+                        continue;
+                    }
+                },
+            };
+            let case = case.clone();
+            let opts = opts.clone();
+            trials.push(Trial::ignorable_test(name, move || {
+                let mut t = handle.lock().unwrap_or_else(|e| e.into_inner());
+                let r = run_trial(&case, t.as_mut(), case.seed, &opts);
+                match r.status {
+                    Status::Passed => Ok(Completion::Completed),
+                    Status::Skipped => Ok(Completion::ignored_with(r.message)),
+                    _ => Err(Failed::from(format!(
+                        "{}: {}\nreplay: conform run --filter '^{}$' --seed {} --target {}",
+                        r.status.name(),
+                        r.message,
+                        regex_escape(&r.id),
+                        r.seed,
+                        r.target
+                    ))),
+                }
+            }));
+        }
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars().flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
