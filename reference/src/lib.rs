@@ -16,4 +16,5 @@
 pub mod dot;
 pub mod formats;
 pub mod math;
+pub mod mc2;
 pub mod parallel;
