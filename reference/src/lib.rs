@@ -17,5 +17,6 @@ pub mod dot;
 pub mod formats;
 pub mod kv;
 pub mod math;
+pub mod mc2;
 pub mod ops;
 pub mod parallel;

@@ -1,0 +1,229 @@
+//! MatmulAllReduce over `R` simulated ranks (`R` in 1, 2, 4, 8): the functional reference of
+//! torch_npu `npu_mm_all_reduce_base` / `aclnnMatmulAllReduce`.
+//!
+//! `out = allreduce_sum_r(x1_r @ x2_r)` with `bias [N]` and `x3 [M, N]` placed as
+//! [`EpiloguePlacement`] says. For every output element `(i, j)`:
+//! 1. each rank's product `p_r = dot_f32(x1_r[i, :], x2_r[:, j])` (f32, the fixed 16-lane
+//!    order of [`crate::dot`]); with the epilogue on a rank, `p_r = (p_r + bias[j]) + x3[i, j]`
+//!    in f32;
+//! 2. [`Accumulation::Kernel`]: `v_r = round(p_r)` to the output dtype with
+//!    `output_rounding`, then the all-reduce sums the `v_r` in the dtype in the given
+//!    [`ReductionOrder`] (see [`super::reduction`]); [`Accumulation::HighPrecisionGolden`]: the
+//!    `p_r` are summed in f32 in rank order;
+//! 3. with [`EpiloguePlacement::AfterReduce`]: `(s + bias[j]) + x3[i, j]` in f32; finally one
+//!    rounding to the dtype (in kernel mode only when an epilogue term was added, since the
+//!    dtype sum is already in the dtype).
+//!
+//! Tiling: the kernel splits M into tiles and all-reduces tile by tile, so the reduced buffer is
+//! one tile (`rows * N` elements). Only the ring order depends on the buffer (its chunk
+//! boundaries), so for rank order, binary tree and the high-precision golden the result is
+//! independent of the tiling; with the ring order it is the per-tile computation, whatever the
+//! order in which tiles are scheduled. [`matmul_all_reduce_tiled`] takes both the tiles and the
+//! schedule.
+//!
+//! Work is split into fixed chunks of rows and each element is computed independently, so the
+//! bits do not depend on the thread count.
+
+use super::error::Mc2Error;
+use super::problem::{
+    check_dims, check_ranks, check_tensor, transpose, Accumulation, EpiloguePlacement, Mc2Numerics,
+    Mc2Shape, RankOperands,
+};
+use super::reduction::{reduce_in_dtype, ring_chunk_of};
+use crate::dot::dot_f32;
+use crate::parallel::{fill_chunks, Threads};
+
+/// Rows per parallel task (fixed: the decomposition never depends on the thread count).
+const ROWS_PER_TASK: usize = 8;
+
+/// The operands of a MatmulAllReduce.
+#[derive(Clone, Copy, Debug)]
+pub struct MatmulAllReduceInputs<'a> {
+    /// Per-rank shape (the same on every rank).
+    pub shape: Mc2Shape,
+    /// One entry per rank.
+    pub ranks: &'a [RankOperands<'a>],
+    /// Optional `bias [N]`.
+    pub bias: Option<&'a [f32]>,
+    /// Optional `x3 [M, N]`.
+    pub x3: Option<&'a [f32]>,
+}
+
+/// Validated operands with `x2` transposed per rank.
+pub(crate) struct Prepared<'a> {
+    shape: Mc2Shape,
+    x1: Vec<&'a [f32]>,
+    x2t: Vec<Vec<f32>>,
+    bias: Option<&'a [f32]>,
+    x3: Option<&'a [f32]>,
+    numerics: Mc2Numerics,
+}
+
+pub(crate) fn prepare<'a>(
+    inputs: &MatmulAllReduceInputs<'a>,
+    numerics: &Mc2Numerics,
+) -> Result<Prepared<'a>, Mc2Error> {
+    numerics.check()?;
+    check_ranks(inputs.ranks.len())?;
+    let Mc2Shape { m, k, n } = inputs.shape;
+    check_dims(inputs.shape)?;
+    let dt = numerics.dtype;
+    for (r, op) in inputs.ranks.iter().enumerate() {
+        check_tensor(&format!("x1[rank {r}]"), op.x1, m, k, dt)?;
+        check_tensor(&format!("x2[rank {r}]"), op.x2, k, n, dt)?;
+    }
+    if let Some(b) = inputs.bias {
+        check_tensor("bias", b, 1, n, dt)?;
+    }
+    if let Some(x3) = inputs.x3 {
+        check_tensor("x3", x3, m, n, dt)?;
+    }
+    Ok(Prepared {
+        shape: inputs.shape,
+        x1: inputs.ranks.iter().map(|op| op.x1).collect(),
+        x2t: inputs
+            .ranks
+            .iter()
+            .map(|op| transpose(op.x2, k, n))
+            .collect(),
+        bias: inputs.bias,
+        x3: inputs.x3,
+        numerics: *numerics,
+    })
+}
+
+impl Prepared<'_> {
+    /// `(bias[j] present, x3[i, j] present)` added to `v` in f32, left to right.
+    #[inline]
+    fn add_epilogue(&self, v: f32, i: usize, j: usize) -> f32 {
+        let mut v = v;
+        if let Some(b) = self.bias {
+            v += b[j];
+        }
+        if let Some(x3) = self.x3 {
+            v += x3[i * self.shape.n + j];
+        }
+        v
+    }
+
+    fn has_epilogue(&self) -> bool {
+        self.bias.is_some() || self.x3.is_some()
+    }
+
+    /// One output element; `chunk` is its ring chunk within the reduced buffer.
+    fn element(&self, i: usize, j: usize, chunk: usize, scratch: &mut [f32]) -> f32 {
+        let Mc2Shape { k, .. } = self.shape;
+        let nm = &self.numerics;
+        let dt = nm.dtype;
+        for (r, slot) in scratch.iter_mut().enumerate() {
+            let row = &self.x1[r][i * k..(i + 1) * k];
+            let col = &self.x2t[r][j * k..(j + 1) * k];
+            let mut p = dot_f32(row, col);
+            let on_rank = match nm.epilogue {
+                EpiloguePlacement::AfterReduce => false,
+                EpiloguePlacement::IntoRankZero => r == 0,
+                EpiloguePlacement::IntoEveryRank => true,
+            };
+            if on_rank {
+                p = self.add_epilogue(p, i, j);
+            }
+            *slot = p;
+        }
+        let after = nm.epilogue == EpiloguePlacement::AfterReduce && self.has_epilogue();
+        match nm.accumulation {
+            Accumulation::Kernel(order) => {
+                for v in scratch.iter_mut() {
+                    *v = dt.quantize_f32(*v, nm.output_rounding);
+                }
+                let s = reduce_in_dtype(scratch, order, chunk, dt);
+                if after {
+                    dt.quantize_f32(self.add_epilogue(s, i, j), nm.output_rounding)
+                } else {
+                    s
+                }
+            }
+            Accumulation::HighPrecisionGolden => {
+                let mut s = scratch[0];
+                for &v in &scratch[1..] {
+                    s += v;
+                }
+                if after {
+                    s = self.add_epilogue(s, i, j);
+                }
+                dt.quantize_f32(s, nm.output_rounding)
+            }
+        }
+    }
+
+    /// Computes the tile of rows `[row0, row0 + out.len() / N)` as one all-reduce buffer.
+    pub(crate) fn compute_tile(&self, row0: usize, out: &mut [f32], threads: Threads) {
+        let n = self.shape.n;
+        let len = out.len();
+        let ranks = self.x1.len();
+        fill_chunks(out, ROWS_PER_TASK * n, threads, |task, chunk| {
+            let mut scratch = vec![0.0f32; ranks];
+            let base = task * ROWS_PER_TASK * n;
+            for (e, o) in chunk.iter_mut().enumerate() {
+                let idx = base + e;
+                let (i, j) = (row0 + idx / n, idx % n);
+                *o = self.element(i, j, ring_chunk_of(idx, len, ranks), &mut scratch);
+            }
+        });
+    }
+}
+
+/// MatmulAllReduce without tiling (the whole `[M, N]` output is one all-reduce buffer).
+pub fn matmul_all_reduce(
+    inputs: &MatmulAllReduceInputs<'_>,
+    numerics: &Mc2Numerics,
+    threads: Threads,
+) -> Result<Vec<f32>, Mc2Error> {
+    let m = inputs.shape.m;
+    matmul_all_reduce_tiled(inputs, numerics, &[m], &[0], threads)
+}
+
+/// MatmulAllReduce with M split into `tiles` (heights, in row order, summing to M), each tile
+/// all-reduced as its own buffer; the tiles are computed in `schedule` order (a permutation of
+/// `0..tiles.len()`). The result does not depend on `schedule`.
+pub fn matmul_all_reduce_tiled(
+    inputs: &MatmulAllReduceInputs<'_>,
+    numerics: &Mc2Numerics,
+    tiles: &[usize],
+    schedule: &[usize],
+    threads: Threads,
+) -> Result<Vec<f32>, Mc2Error> {
+    let prepared = prepare(inputs, numerics)?;
+    let Mc2Shape { m, n, .. } = inputs.shape;
+    if tiles.is_empty()
+        || tiles.contains(&0)
+        || tiles.iter().try_fold(0usize, |a, &t| a.checked_add(t)) != Some(m)
+    {
+        return Err(Mc2Error::BadTiling {
+            m,
+            tiles: tiles.to_vec(),
+        });
+    }
+    let mut seen = vec![false; tiles.len()];
+    let is_permutation = schedule.len() == tiles.len()
+        && schedule
+            .iter()
+            .all(|&t| t < tiles.len() && !std::mem::replace(&mut seen[t], true));
+    if !is_permutation {
+        return Err(Mc2Error::BadSchedule {
+            tiles: tiles.len(),
+            schedule: schedule.to_vec(),
+        });
+    }
+    let mut starts = Vec::with_capacity(tiles.len());
+    let mut acc = 0;
+    for &t in tiles {
+        starts.push(acc);
+        acc += t;
+    }
+    let mut out = vec![0.0f32; m * n];
+    for &t in schedule {
+        let (r0, rows) = (starts[t], tiles[t]);
+        prepared.compute_tile(r0, &mut out[r0 * n..(r0 + rows) * n], threads);
+    }
+    Ok(out)
+}

@@ -1,0 +1,196 @@
+//! Operands and numerics parameters shared by the MC2 functional references.
+//!
+//! Tensors are row-major `f32` slices whose values must already lie on the input dtype's grid
+//! (f16 or bf16): a value `v` is accepted iff rounding it to the dtype gives `v` back (any NaN
+//! is accepted). Outputs are `f32` values on the output dtype's grid; [`encode_bits`] turns them
+//! into the dtype's 16-bit encodings. A `[B, S, K]` activation is the same memory as
+//! `[B * S, K]`: use [`Mc2Shape::from_bsk`].
+
+use super::error::Mc2Error;
+use super::reduction::ReductionOrder;
+use crate::formats::{bf16, f16, DType, Rounding};
+
+/// Matmul shape of one rank: `x1 [m, k] x x2 [k, n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Mc2Shape {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+}
+
+impl Mc2Shape {
+    pub fn new(m: usize, k: usize, n: usize) -> Mc2Shape {
+        Mc2Shape { m, k, n }
+    }
+
+    /// A `[B, S, K]` activation flattened to `M = B * S` rows (same memory).
+    pub fn from_bsk(b: usize, s: usize, k: usize, n: usize) -> Result<Mc2Shape, Mc2Error> {
+        let m = b.checked_mul(s).ok_or(Mc2Error::InvalidParameter {
+            name: "B * S",
+            value: format!("{b} * {s}"),
+            reason: "overflows usize",
+        })?;
+        Ok(Mc2Shape { m, k, n })
+    }
+}
+
+/// One rank's operands: `x1 [M, K]` and `x2 [K, N]`, row-major.
+#[derive(Clone, Copy, Debug)]
+pub struct RankOperands<'a> {
+    pub x1: &'a [f32],
+    pub x2: &'a [f32],
+}
+
+/// How the ranks' results are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Accumulation {
+    /// As the kernel does it: each rank's f32 tile result is rounded to the output dtype, and
+    /// the all-reduce sums in that dtype in the given order.
+    Kernel(ReductionOrder),
+    /// The high-precision golden of CANN's own tests: the ranks' f32 results are summed in f32
+    /// in rank order and rounded once.
+    HighPrecisionGolden,
+}
+
+/// Where `bias [N]` and `x3 [M, N]` enter. The public contracts disagree: the torch_npu docs
+/// write `allreduce(x1 @ x2 + bias + x3)` (literally every rank's copy would be summed), the
+/// issue and the op's usual reading add them once. All three are available.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpiloguePlacement {
+    /// Once, after the reduction: `round((reduced + bias) + x3)`, f32 adds left to right,
+    /// one rounding to the output dtype (skipped when neither is present).
+    #[default]
+    AfterReduce,
+    /// Added in f32 to rank 0's product before its rounding: one copy enters the sum.
+    IntoRankZero,
+    /// Added in f32 to every rank's product before its rounding: `R` copies enter the sum.
+    IntoEveryRank,
+}
+
+/// The numerics parameters of an MC2 reference run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Mc2Numerics {
+    /// Input and output dtype (f16 or bf16).
+    pub dtype: DType,
+    /// Rounding of each f32 result to the output dtype (the all-reduce's own adds are always
+    /// IEEE nearest-even, see [`super::reduction`]).
+    pub output_rounding: Rounding,
+    pub accumulation: Accumulation,
+    pub epilogue: EpiloguePlacement,
+}
+
+impl Mc2Numerics {
+    /// Kernel numerics with RNE output rounding and the epilogue after the reduction.
+    pub fn kernel(dtype: DType, order: ReductionOrder) -> Mc2Numerics {
+        Mc2Numerics {
+            dtype,
+            output_rounding: Rounding::RNE,
+            accumulation: Accumulation::Kernel(order),
+            epilogue: EpiloguePlacement::AfterReduce,
+        }
+    }
+
+    /// High-precision golden numerics with RNE output rounding, epilogue after the reduction.
+    pub fn high_precision(dtype: DType) -> Mc2Numerics {
+        Mc2Numerics {
+            dtype,
+            output_rounding: Rounding::RNE,
+            accumulation: Accumulation::HighPrecisionGolden,
+            epilogue: EpiloguePlacement::AfterReduce,
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), Mc2Error> {
+        match self.dtype {
+            DType::F16 | DType::Bf16 => Ok(()),
+            other => Err(Mc2Error::UnsupportedDType {
+                dtype: other.name(),
+            }),
+        }
+    }
+}
+
+/// The 16-bit encodings of output values (which are on the dtype grid, so this is exact).
+pub fn encode_bits(values: &[f32], dtype: DType) -> Result<Vec<u16>, Mc2Error> {
+    match dtype {
+        DType::F16 => Ok(values
+            .iter()
+            .map(|&v| f16::f32_to_f16(v, Rounding::RNE))
+            .collect()),
+        DType::Bf16 => Ok(values
+            .iter()
+            .map(|&v| bf16::f32_to_bf16(v, Rounding::RNE))
+            .collect()),
+        other => Err(Mc2Error::UnsupportedDType {
+            dtype: other.name(),
+        }),
+    }
+}
+
+pub(crate) fn check_ranks(count: usize) -> Result<(), Mc2Error> {
+    if matches!(count, 1 | 2 | 4 | 8) {
+        Ok(())
+    } else {
+        Err(Mc2Error::UnsupportedRankCount { ranks: count })
+    }
+}
+
+pub(crate) fn check_dims(shape: Mc2Shape) -> Result<(), Mc2Error> {
+    if shape.m == 0 {
+        return Err(Mc2Error::ZeroDimension { name: "M" });
+    }
+    if shape.n == 0 {
+        return Err(Mc2Error::ZeroDimension { name: "N" });
+    }
+    Ok(())
+}
+
+fn product(a: usize, b: usize, name: &str) -> Result<usize, Mc2Error> {
+    a.checked_mul(b).ok_or_else(|| Mc2Error::InvalidParameter {
+        name: "shape",
+        value: format!("{name}: {a} x {b}"),
+        reason: "element count overflows usize",
+    })
+}
+
+/// Checks a tensor's length and that every value lies on the dtype grid.
+pub(crate) fn check_tensor(
+    name: &str,
+    data: &[f32],
+    rows: usize,
+    cols: usize,
+    dtype: DType,
+) -> Result<(), Mc2Error> {
+    let expected = product(rows, cols, name)?;
+    if data.len() != expected {
+        return Err(Mc2Error::ShapeMismatch {
+            tensor: name.to_string(),
+            expected,
+            actual: data.len(),
+        });
+    }
+    for (i, &v) in data.iter().enumerate() {
+        if !v.is_nan() && dtype.quantize_f32(v, Rounding::RNE).to_bits() != v.to_bits() {
+            return Err(Mc2Error::OffGrid {
+                tensor: name.to_string(),
+                index: i,
+                value: v,
+                dtype: dtype.name(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `x2 [K, N]` transposed to `[N, K]` so that each output element is one contiguous dot.
+pub(crate) fn transpose(x2: &[f32], k: usize, n: usize) -> Vec<f32> {
+    let mut t = vec![0.0f32; k * n];
+    for kk in 0..k {
+        for j in 0..n {
+            t[j * k + kk] = x2[kk * n + j];
+        }
+    }
+    t
+}

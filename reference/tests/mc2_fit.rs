@@ -1,0 +1,120 @@
+//! Least-squares fitting of cost models on synthetic data with known coefficients and
+//! deterministic noise.
+
+mod mc2_common;
+
+use conform_reference::mc2::{
+    fit_piecewise, fit_polynomial, fit_single, Mc2Error, PiecewiseCost, Polynomial, SegmentKind,
+};
+use mc2_common::{seed_comm, SplitMix};
+
+#[test]
+fn noiseless_linear_and_quadratic_are_recovered_exactly() {
+    let pts: Vec<(f64, f64)> = (1..=20)
+        .map(|i| (i as f64, 13.5 * i as f64 + 61.5))
+        .collect();
+    let Polynomial::Linear { slope, intercept } =
+        fit_polynomial(&pts, SegmentKind::Linear).unwrap()
+    else {
+        panic!("linear fit returned another kind")
+    };
+    assert!((slope - 13.5).abs() < 1e-10 && (intercept - 61.5).abs() < 1e-9);
+    let pts: Vec<(f64, f64)> = (0..16)
+        .map(|i| {
+            let x = 0.5 * i as f64;
+            (x, -0.97 * x * x + 27.06 * x + 14.77)
+        })
+        .collect();
+    let r = fit_single(&pts, SegmentKind::Quadratic).unwrap();
+    let Polynomial::Quadratic { a, b, c } = r.segments[0] else {
+        panic!("quadratic fit returned another kind")
+    };
+    assert!((a + 0.97).abs() < 1e-10 && (b - 27.06).abs() < 1e-9 && (c - 14.77).abs() < 1e-9);
+    assert!(r.sse < 1e-15 && (r.r_squared - 1.0).abs() < 1e-12 && r.rmse < 1e-8);
+}
+
+#[test]
+fn piecewise_fit_finds_a_known_breakpoint_and_coefficients_under_noise() {
+    // Ground truth: the seed's quadratic below 8 MiB, then a clearly different slope (the
+    // seed's own two segments nearly join at 8 MiB, so their breakpoint is not identifiable
+    // under noise). Noise uniform in [-0.5, 0.5] us.
+    let truth = PiecewiseCost::new(
+        "truth",
+        vec![
+            Polynomial::Quadratic {
+                a: -0.9698202,
+                b: 27.0622573,
+                c: 14.769,
+            },
+            Polynomial::Linear {
+                slope: 5.0,
+                intercept: 130.0,
+            },
+        ],
+        vec![8.0],
+    )
+    .unwrap();
+    let mut rng = SplitMix(0x6d63_3200);
+    let pts: Vec<(f64, f64)> = (1..=128)
+        .map(|i| {
+            let x = 0.25 * i as f64;
+            (x, truth.eval(x) + rng.uniform(-0.5, 0.5))
+        })
+        .collect();
+    let r = fit_piecewise(&pts, SegmentKind::Quadratic, SegmentKind::Linear).unwrap();
+    assert_eq!(r.breakpoints, vec![8.0]);
+    let Polynomial::Quadratic { a, b, c } = r.segments[0] else {
+        panic!("left segment is not quadratic")
+    };
+    let Polynomial::Linear { slope, intercept } = r.segments[1] else {
+        panic!("right segment is not linear")
+    };
+    assert!((a + 0.9698202).abs() < 0.05, "a = {a}");
+    assert!((b - 27.0622573).abs() < 0.4, "b = {b}");
+    assert!((c - 14.769).abs() < 0.6, "c = {c}");
+    assert!((slope - 5.0).abs() < 0.02, "slope = {slope}");
+    assert!((intercept - 130.0).abs() < 0.5, "intercept = {intercept}");
+    // Uniform noise of half-width 0.5 has sigma 0.289: the RMSE must be about that.
+    assert!(r.rmse > 0.2 && r.rmse < 0.38, "rmse = {}", r.rmse);
+    assert!(r.r_squared > 0.9999, "R^2 = {}", r.r_squared);
+    assert_eq!(r.points, 128);
+    // The fitted model is monotone and usable by the planner.
+    let model = r.cost_model("fitted communication").unwrap();
+    assert!((model.eval(6.0) - truth.eval(6.0)).abs() < 0.5);
+}
+
+#[test]
+fn a_wrong_model_kind_fits_worse() {
+    let truth = seed_comm().model;
+    let mut rng = SplitMix(7);
+    let pts: Vec<(f64, f64)> = (1..=64)
+        .map(|i| {
+            let x = 0.5 * i as f64;
+            (x, truth.eval(x) + rng.uniform(-0.5, 0.5))
+        })
+        .collect();
+    let good = fit_piecewise(&pts, SegmentKind::Quadratic, SegmentKind::Linear).unwrap();
+    let single = fit_single(&pts, SegmentKind::Linear).unwrap();
+    assert!(single.sse > 10.0 * good.sse);
+    assert!(single.r_squared < good.r_squared);
+}
+
+#[test]
+fn too_few_or_bad_points_are_typed_errors() {
+    assert_eq!(
+        fit_polynomial(&[(1.0, 2.0), (1.0, 3.0)], SegmentKind::Linear),
+        Err(Mc2Error::NotEnoughPoints { needed: 2, got: 1 })
+    );
+    assert_eq!(
+        fit_piecewise(
+            &[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (4.0, 4.0)],
+            SegmentKind::Quadratic,
+            SegmentKind::Linear
+        ),
+        Err(Mc2Error::NotEnoughPoints { needed: 5, got: 4 })
+    );
+    assert!(matches!(
+        fit_polynomial(&[(1.0, 2.0), (f64::NAN, 3.0)], SegmentKind::Linear),
+        Err(Mc2Error::NonFiniteMeasurement { index: 1, .. })
+    ));
+}
