@@ -1,11 +1,11 @@
 //! conform-harness: suites, golden data, verdicts, performance gates, reports.
 
-pub mod results;
-pub mod runner;
-pub mod verdict;
 pub mod cli;
 pub mod exit_code;
 pub mod golden;
 pub mod messages;
+pub mod results;
+pub mod runner;
 pub mod seed;
 pub mod suite;
+pub mod verdict;

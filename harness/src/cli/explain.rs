@@ -23,11 +23,17 @@ pub fn run(paths: &Paths, args: ExplainArgs) -> anyhow::Result<i32> {
         }
     };
     let Some(case) = cases.iter().find(|c| c.id == args.case) else {
-        eprintln!("{}", messages::error_line(&messages::unknown_case(&args.case)));
+        eprintln!(
+            "{}",
+            messages::error_line(&messages::unknown_case(&args.case))
+        );
         return Ok(exit_code::USAGE);
     };
     let family = ops::find(&case.op)?;
     let desc = family.describe(&case.params)?;
-    println!("{}", messages::explain(case, &desc, &paths.golden, &definition_digest(case)));
+    println!(
+        "{}",
+        messages::explain(case, &desc, &paths.golden, &definition_digest(case))
+    );
     Ok(exit_code::SUCCESS)
 }

@@ -44,7 +44,10 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
                 Ok(exit_code::SUCCESS)
             }
             Some((moved, removed)) => {
-                println!("{}", messages::golden::accept_done(moved.len(), removed.len()));
+                println!(
+                    "{}",
+                    messages::golden::accept_done(moved.len(), removed.len())
+                );
                 Ok(exit_code::SUCCESS)
             }
         },

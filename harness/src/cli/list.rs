@@ -32,7 +32,12 @@ impl SelectArgs {
             Some("all") => (None, true),
             _ => (Some(Tier::Quick), false),
         };
-        Ok(Selection { suites: self.suites.clone(), filter, tier, all_tiers })
+        Ok(Selection {
+            suites: self.suites.clone(),
+            filter,
+            tier,
+            all_tiers,
+        })
     }
 }
 
@@ -56,7 +61,10 @@ pub fn run(paths: &Paths, args: ListArgs) -> anyhow::Result<i32> {
     let sel = args.select.selection()?;
     let unknown = sel.unknown_suites(&cases);
     if !unknown.is_empty() {
-        eprintln!("{}", messages::error_line(&messages::unknown_suites(&unknown)));
+        eprintln!(
+            "{}",
+            messages::error_line(&messages::unknown_suites(&unknown))
+        );
         return Ok(exit_code::USAGE);
     }
     let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
@@ -66,8 +74,13 @@ pub fn run(paths: &Paths, args: ListArgs) -> anyhow::Result<i32> {
         for c in &chosen {
             println!("{}", messages::list_line(&c.id, c.tier.name(), &c.recipe));
         }
-        let suites: std::collections::BTreeSet<&str> = chosen.iter().map(|c| c.suite.as_str()).collect();
+        let suites: std::collections::BTreeSet<&str> =
+            chosen.iter().map(|c| c.suite.as_str()).collect();
         println!("{}", messages::list_footer(chosen.len(), suites.len()));
     }
-    Ok(if chosen.is_empty() { exit_code::NO_CASES } else { exit_code::SUCCESS })
+    Ok(if chosen.is_empty() {
+        exit_code::NO_CASES
+    } else {
+        exit_code::SUCCESS
+    })
 }

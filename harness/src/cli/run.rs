@@ -69,7 +69,10 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResul
     let sel = args.select.selection()?;
     let unknown = sel.unknown_suites(&cases);
     if !unknown.is_empty() {
-        eprintln!("{}", messages::error_line(&messages::unknown_suites(&unknown)));
+        eprintln!(
+            "{}",
+            messages::error_line(&messages::unknown_suites(&unknown))
+        );
         return Ok((None, exit_code::USAGE));
     }
     let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
@@ -85,11 +88,18 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResul
             Err(e) => Some(e.to_string()),
         };
         if let Some(p) = problem {
-            eprintln!("{}", messages::error_line(&format!("{}: case `{}`: {p}", c.source.display(), c.id)));
+            eprintln!(
+                "{}",
+                messages::error_line(&format!("{}: case `{}`: {p}", c.source.display(), c.id))
+            );
             return Ok((None, exit_code::USAGE));
         }
     }
-    let names = if args.targets.is_empty() { vec![REFERENCE_TARGET.to_string()] } else { args.targets.clone() };
+    let names = if args.targets.is_empty() {
+        vec![REFERENCE_TARGET.to_string()]
+    } else {
+        args.targets.clone()
+    };
     let threads = args.threads.map(Threads).unwrap_or_default();
     let mut targets = match super::targets::open(paths, &names, threads) {
         Ok(t) => t,
@@ -114,7 +124,11 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResul
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
         println!("{}", messages::failure_block(c));
     }
-    let code = if results.cases.iter().any(|c| c.status.is_failure()) { exit_code::FAILURE } else { exit_code::SUCCESS };
+    let code = if results.cases.iter().any(|c| c.status.is_failure()) {
+        exit_code::FAILURE
+    } else {
+        exit_code::SUCCESS
+    };
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
     if all_skipped {
         println!("{}", messages::all_skipped());
@@ -130,7 +144,8 @@ pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()>
         println!("{}", messages::wrote("results", p));
     }
     if let Some(p) = &args.junit {
-        let mut f = std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let mut f =
+            std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         junit::write_junit(results, &mut f).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         println!("{}", messages::wrote("JUnit", p));
     }

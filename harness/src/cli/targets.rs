@@ -28,7 +28,11 @@ pub fn known(paths: &Paths) -> Vec<String> {
 }
 
 /// Opens the named targets (the reference in-process; workers lazily, on first use).
-pub fn open(paths: &Paths, names: &[String], threads: Threads) -> Result<Vec<Box<dyn Target>>, String> {
+pub fn open(
+    paths: &Paths,
+    names: &[String],
+    threads: Threads,
+) -> Result<Vec<Box<dyn Target>>, String> {
     let all = known(paths);
     let mut out: Vec<Box<dyn Target>> = Vec::new();
     for name in names {

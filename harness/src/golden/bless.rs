@@ -5,7 +5,9 @@
 //! `CI` is set. Accept moves the `.new` files into place (data files first, each by an atomic
 //! rename, the manifest last), removing files of cases that no longer exist.
 
-use super::compute::{definition_digest, generate_inputs, golden_metadata, golden_tensors, reference_outputs};
+use super::compute::{
+    definition_digest, generate_inputs, golden_metadata, golden_tensors, reference_outputs,
+};
 use super::diff::describe_change;
 use super::error::GoldenError;
 use super::manifest::{tensor_digest, Manifest, ManifestEntry, MANIFEST_FORMAT};
@@ -35,7 +37,10 @@ pub struct BlessReview {
 
 impl BlessReview {
     pub fn changed_count(&self) -> usize {
-        self.changes.iter().filter(|(_, c)| *c != BlessChange::Unchanged).count()
+        self.changes
+            .iter()
+            .filter(|(_, c)| *c != BlessChange::Unchanged)
+            .count()
     }
 }
 
@@ -47,13 +52,24 @@ fn new_path(p: &Path) -> PathBuf {
 
 /// Recomputes `cases` and stages every change as `.new` files. `complete`: the selection holds
 /// every case of the suites, so manifest entries of vanished cases are dropped.
-pub fn bless(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) -> Result<BlessReview, GoldenError> {
+pub fn bless(
+    golden: &Path,
+    cases: &[&Case],
+    complete: bool,
+    threads: Threads,
+) -> Result<BlessReview, GoldenError> {
     if std::env::var_os("CI").is_some() {
         return Err(GoldenError::BlessOnCi);
     }
-    std::fs::create_dir_all(golden).map_err(|source| GoldenError::Io { path: golden.to_path_buf(), source })?;
+    std::fs::create_dir_all(golden).map_err(|source| GoldenError::Io {
+        path: golden.to_path_buf(),
+        source,
+    })?;
     let old = Manifest::read(&manifest_path(golden), true)?;
-    let mut new = Manifest { format: MANIFEST_FORMAT, cases: Vec::new() };
+    let mut new = Manifest {
+        format: MANIFEST_FORMAT,
+        cases: Vec::new(),
+    };
     let mut review = BlessReview::default();
     let selected: BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     for e in &old.cases {
@@ -69,8 +85,12 @@ pub fn bless(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) -
         let inputs = generate_inputs(case, case.seed)?;
         let outputs = reference_outputs(case, &case.recipe, &inputs, threads)?;
         let tensors = golden_tensors(&inputs, &outputs);
-        let digests = tensors.iter().map(|(k, t)| (k.clone(), tensor_digest(t))).collect();
-        let file = (case.tier == Tier::Quick).then(|| case.golden_relpath().to_string_lossy().replace('\\', "/"));
+        let digests = tensors
+            .iter()
+            .map(|(k, t)| (k.clone(), tensor_digest(t)))
+            .collect();
+        let file = (case.tier == Tier::Quick)
+            .then(|| case.golden_relpath().to_string_lossy().replace('\\', "/"));
         let entry = ManifestEntry {
             id: case.id.clone(),
             tier: case.tier,
@@ -82,7 +102,10 @@ pub fn bless(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) -
             None => BlessChange::New,
             Some(prev) if prev == &entry => BlessChange::Unchanged,
             Some(prev) => {
-                let stored = prev.file.as_ref().and_then(|f| tensor_file::read(&golden.join(f)).ok());
+                let stored = prev
+                    .file
+                    .as_ref()
+                    .and_then(|f| tensor_file::read(&golden.join(f)).ok());
                 let mut what = Vec::new();
                 if prev.definition != entry.definition {
                     what.push("definition changed".to_string());
@@ -100,11 +123,16 @@ pub fn bless(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) -
                 BlessChange::Changed(what)
             }
         };
-        if change != BlessChange::Unchanged || (file.is_some() && !golden.join(file.as_deref().unwrap_or_default()).exists()) {
+        if change != BlessChange::Unchanged
+            || (file.is_some() && !golden.join(file.as_deref().unwrap_or_default()).exists())
+        {
             if let Some(f) = &file {
                 let path = golden.join(f);
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|source| GoldenError::Io { path: dir.to_path_buf(), source })?;
+                    std::fs::create_dir_all(dir).map_err(|source| GoldenError::Io {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
                 }
                 let staged = new_path(&path);
                 tensor_file::write(&staged, &tensors, &golden_metadata(case))?;
@@ -116,7 +144,10 @@ pub fn bless(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) -
     }
     if review.changed_count() > 0 || !review.written.is_empty() {
         let staged = new_path(&manifest_path(golden));
-        std::fs::write(&staged, new.to_toml()).map_err(|source| GoldenError::Io { path: staged.clone(), source })?;
+        std::fs::write(&staged, new.to_toml()).map_err(|source| GoldenError::Io {
+            path: staged.clone(),
+            source,
+        })?;
         review.written.push(staged);
     }
     Ok(review)
@@ -131,7 +162,11 @@ pub fn accept(golden: &Path) -> Result<Option<(Vec<PathBuf>, Vec<PathBuf>)>, Gol
         return Ok(None);
     }
     let new = Manifest::read(&staged_manifest, false)?;
-    let listed: BTreeSet<PathBuf> = new.cases.iter().filter_map(|e| e.file.as_ref().map(|f| golden.join(f))).collect();
+    let listed: BTreeSet<PathBuf> = new
+        .cases
+        .iter()
+        .filter_map(|e| e.file.as_ref().map(|f| golden.join(f)))
+        .collect();
     // Every staged data file must belong to the staged manifest; otherwise accept nothing.
     let staged = staged_files(golden)?;
     for s in &staged {
@@ -139,7 +174,10 @@ pub fn accept(golden: &Path) -> Result<Option<(Vec<PathBuf>, Vec<PathBuf>)>, Gol
         if !listed.contains(&target) {
             return Err(GoldenError::Manifest {
                 path: staged_manifest.clone(),
-                message: format!("staged file {} is not listed in it; run `conform golden bless` again", s.display()),
+                message: format!(
+                    "staged file {} is not listed in it; run `conform golden bless` again",
+                    s.display()
+                ),
             });
         }
     }
@@ -147,24 +185,36 @@ pub fn accept(golden: &Path) -> Result<Option<(Vec<PathBuf>, Vec<PathBuf>)>, Gol
         if !path.exists() && !new_path(path).exists() {
             return Err(GoldenError::Manifest {
                 path: staged_manifest.clone(),
-                message: format!("lists {} but neither it nor a staged .new exists", path.display()),
+                message: format!(
+                    "lists {} but neither it nor a staged .new exists",
+                    path.display()
+                ),
             });
         }
     }
     let mut moved = Vec::new();
     for s in staged {
         let target = s.with_extension("");
-        std::fs::rename(&s, &target).map_err(|source| GoldenError::Io { path: s.clone(), source })?;
+        std::fs::rename(&s, &target).map_err(|source| GoldenError::Io {
+            path: s.clone(),
+            source,
+        })?;
         moved.push(target);
     }
     let mut removed = Vec::new();
     for f in golden_files(golden)? {
         if !listed.contains(&f) {
-            std::fs::remove_file(&f).map_err(|source| GoldenError::Io { path: f.clone(), source })?;
+            std::fs::remove_file(&f).map_err(|source| GoldenError::Io {
+                path: f.clone(),
+                source,
+            })?;
             removed.push(f);
         }
     }
-    std::fs::rename(&staged_manifest, &manifest).map_err(|source| GoldenError::Io { path: staged_manifest.clone(), source })?;
+    std::fs::rename(&staged_manifest, &manifest).map_err(|source| GoldenError::Io {
+        path: staged_manifest.clone(),
+        source,
+    })?;
     moved.push(manifest);
     prune_empty_dirs(golden);
     Ok(Some((moved, removed)))
@@ -174,7 +224,10 @@ fn staged_files(golden: &Path) -> Result<Vec<PathBuf>, GoldenError> {
     let mut out = Vec::new();
     let mut stack = vec![golden.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let rd = std::fs::read_dir(&dir).map_err(|source| GoldenError::Io { path: dir.clone(), source })?;
+        let rd = std::fs::read_dir(&dir).map_err(|source| GoldenError::Io {
+            path: dir.clone(),
+            source,
+        })?;
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {

@@ -17,13 +17,22 @@ pub fn generate_inputs(case: &Case, seed: u64) -> Result<TensorMap, GoldenError>
     let mut rng = seed::input_stream(&case.id, seed);
     let mut words = seed::words(&mut rng);
     let mut ctx = GenContext::new(&mut words, case.inputs.clone());
-    family.generate(&case.params, &mut ctx).map_err(|e| compute_err(case, e))
+    family
+        .generate(&case.params, &mut ctx)
+        .map_err(|e| compute_err(case, e))
 }
 
 /// The reference's outputs for `inputs` with `recipe`.
-pub fn reference_outputs(case: &Case, recipe: &str, inputs: &TensorMap, threads: Threads) -> Result<TensorMap, GoldenError> {
+pub fn reference_outputs(
+    case: &Case,
+    recipe: &str,
+    inputs: &TensorMap,
+    threads: Threads,
+) -> Result<TensorMap, GoldenError> {
     let family = ops::find(&case.op).map_err(|e| compute_err(case, e))?;
-    family.run(&case.params, recipe, inputs, threads).map_err(|e| compute_err(case, e))
+    family
+        .run(&case.params, recipe, inputs, threads)
+        .map_err(|e| compute_err(case, e))
 }
 
 /// Inputs as `in.<name>` and outputs as `out.<name>`, the layout of a golden file.
@@ -67,7 +76,9 @@ pub fn definition_json(case: &Case) -> String {
 
 /// BLAKE3 of [`definition_json`].
 pub fn definition_digest(case: &Case) -> String {
-    blake3::hash(definition_json(case).as_bytes()).to_hex().to_string()
+    blake3::hash(definition_json(case).as_bytes())
+        .to_hex()
+        .to_string()
 }
 
 /// The metadata stored in a golden file.
@@ -78,7 +89,10 @@ pub fn golden_metadata(case: &Case) -> Metadata {
     m.insert("op".into(), case.op.clone());
     m.insert("params".into(), case.params.to_string());
     m.insert("recipe".into(), case.recipe.clone());
-    m.insert("generator".into(), serde_json::to_string(&case.inputs).unwrap_or_default());
+    m.insert(
+        "generator".into(),
+        serde_json::to_string(&case.inputs).unwrap_or_default(),
+    );
     m.insert("seed".into(), case.seed.to_string());
     m.insert("definition".into(), definition_digest(case));
     m.insert("reference_version".into(), env!("CARGO_PKG_VERSION").into());
@@ -86,5 +100,8 @@ pub fn golden_metadata(case: &Case) -> Metadata {
 }
 
 fn compute_err(case: &Case, e: impl std::fmt::Display) -> GoldenError {
-    GoldenError::Compute { id: case.id.clone(), message: e.to_string() }
+    GoldenError::Compute {
+        id: case.id.clone(),
+        message: e.to_string(),
+    }
 }

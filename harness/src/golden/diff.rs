@@ -32,7 +32,9 @@ pub fn max_ulp_change(a: &Tensor, b: &Tensor) -> Option<u64> {
         let (xn, yn) = (is_nan(a.dtype, xu), is_nan(a.dtype, yu));
         let d = match (xn, yn) {
             (true, true) => 0,
-            (false, false) => ordered(xu, width).abs_diff(ordered(yu, width)).min(u64::MAX as u128) as u64,
+            (false, false) => ordered(xu, width)
+                .abs_diff(ordered(yu, width))
+                .min(u64::MAX as u128) as u64,
             _ => u64::MAX,
         };
         worst = worst.max(d);
@@ -63,7 +65,12 @@ pub fn describe_change(old: &Tensor, new: &Tensor) -> String {
             new.shape
         ),
         None => {
-            let n = old.data.iter().zip(&new.data).filter(|(a, b)| a != b).count();
+            let n = old
+                .data
+                .iter()
+                .zip(&new.data)
+                .filter(|(a, b)| a != b)
+                .count();
             format!("{n} bytes differ")
         }
     }

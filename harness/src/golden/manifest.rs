@@ -39,9 +39,17 @@ impl Manifest {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if allow_missing && e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Manifest { format: MANIFEST_FORMAT, cases: Vec::new() })
+                return Ok(Manifest {
+                    format: MANIFEST_FORMAT,
+                    cases: Vec::new(),
+                })
             }
-            Err(source) => return Err(GoldenError::Io { path: path.to_path_buf(), source }),
+            Err(source) => {
+                return Err(GoldenError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
         };
         let m: Manifest = toml::from_str(&text).map_err(|e| GoldenError::Manifest {
             path: path.to_path_buf(),

@@ -5,7 +5,9 @@
 //! differs from the blessed one is drift: exit code 1, naming the case and the size of the
 //! change. This is what proves the reference gives the same bits on a new machine.
 
-use super::compute::{definition_digest, generate_inputs, golden_tensors, reference_outputs, split_golden};
+use super::compute::{
+    definition_digest, generate_inputs, golden_tensors, reference_outputs, split_golden,
+};
 use super::diff::describe_change;
 use super::error::GoldenError;
 use super::manifest::{tensor_digest, Manifest};
@@ -52,18 +54,32 @@ pub fn manifest_path(golden: &Path) -> PathBuf {
 
 /// Verifies `cases` against the store at `golden`. `complete` also checks for unlisted files
 /// and stale entries (set when every case of the suites is selected).
-pub fn verify(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) -> Result<VerifyReport, GoldenError> {
+pub fn verify(
+    golden: &Path,
+    cases: &[&Case],
+    complete: bool,
+    threads: Threads,
+) -> Result<VerifyReport, GoldenError> {
     let manifest = Manifest::read(&manifest_path(golden), false)?;
     let mut report = VerifyReport::default();
     for case in cases {
         report.checked += 1;
-        let err = |message: String| Finding { subject: case.id.clone(), message };
+        let err = |message: String| Finding {
+            subject: case.id.clone(),
+            message,
+        };
         let Some(entry) = manifest.get(&case.id) else {
-            report.errors.push(err("no golden entry in MANIFEST.toml; run `conform golden bless` and review".into()));
+            report.errors.push(err(
+                "no golden entry in MANIFEST.toml; run `conform golden bless` and review".into(),
+            ));
             continue;
         };
         if entry.tier != case.tier {
-            report.drift.push(err(format!("tier changed ({} -> {}); re-bless", entry.tier.name(), case.tier.name())));
+            report.drift.push(err(format!(
+                "tier changed ({} -> {}); re-bless",
+                entry.tier.name(),
+                case.tier.name()
+            )));
             continue;
         }
         if entry.definition != definition_digest(case) {
@@ -73,7 +89,9 @@ pub fn verify(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) 
         // Stored tensors (quick tier): the file must parse and agree with the manifest.
         let stored = if case.tier == Tier::Quick {
             let Some(file) = &entry.file else {
-                report.errors.push(err("quick-tier entry names no file".into()));
+                report
+                    .errors
+                    .push(err("quick-tier entry names no file".into()));
                 continue;
             };
             let path = golden.join(file);
@@ -87,16 +105,26 @@ pub fn verify(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) 
             let names: BTreeSet<&String> = tf.tensors.keys().collect();
             let listed: BTreeSet<&String> = entry.tensors.keys().collect();
             if names != listed {
-                report.errors.push(err(format!("{}: holds tensors {names:?}, the manifest lists {listed:?}", path.display())));
+                report.errors.push(err(format!(
+                    "{}: holds tensors {names:?}, the manifest lists {listed:?}",
+                    path.display()
+                )));
                 continue;
             }
-            let bad: Vec<&String> =
-                tf.tensors.iter().filter(|(k, t)| entry.tensors.get(*k) != Some(&tensor_digest(t))).map(|(k, _)| k).collect();
+            let bad: Vec<&String> = tf
+                .tensors
+                .iter()
+                .filter(|(k, t)| entry.tensors.get(*k) != Some(&tensor_digest(t)))
+                .map(|(k, _)| k)
+                .collect();
             if !bad.is_empty() {
                 report.errors.push(err(format!(
                     "{}: corrupt: tensor(s) {} do not match their MANIFEST.toml digests",
                     path.display(),
-                    bad.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    bad.iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
                 continue;
             }
@@ -105,9 +133,10 @@ pub fn verify(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) 
             None
         };
         // Recompute.
-        let fresh = match generate_inputs(case, case.seed)
-            .and_then(|inputs| reference_outputs(case, &case.recipe, &inputs, threads).map(|o| golden_tensors(&inputs, &o)))
-        {
+        let fresh = match generate_inputs(case, case.seed).and_then(|inputs| {
+            reference_outputs(case, &case.recipe, &inputs, threads)
+                .map(|o| golden_tensors(&inputs, &o))
+        }) {
             Ok(t) => t,
             Err(e) => {
                 report.drift.push(err(format!("recomputing failed: {e}")));
@@ -119,8 +148,14 @@ pub fn verify(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) 
             match fresh.get(name) {
                 None => changes.push(format!("{name}: no longer produced")),
                 Some(t) if &tensor_digest(t) != digest => {
-                    let what = stored.as_ref().and_then(|s| s.get(name)).map(|old| describe_change(old, t));
-                    changes.push(format!("{name}: {}", what.unwrap_or_else(|| "digest differs".into())));
+                    let what = stored
+                        .as_ref()
+                        .and_then(|s| s.get(name))
+                        .map(|old| describe_change(old, t));
+                    changes.push(format!(
+                        "{name}: {}",
+                        what.unwrap_or_else(|| "digest differs".into())
+                    ));
                 }
                 Some(_) => {}
             }
@@ -129,7 +164,10 @@ pub fn verify(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) 
             changes.push(format!("{name}: newly produced"));
         }
         if !changes.is_empty() {
-            report.drift.push(err(format!("recomputed tensors differ from golden: {}", changes.join("; "))));
+            report.drift.push(err(format!(
+                "recomputed tensors differ from golden: {}",
+                changes.join("; ")
+            )));
         }
         let _ = split_golden;
     }
@@ -143,7 +181,11 @@ pub fn verify(golden: &Path, cases: &[&Case], complete: bool, threads: Threads) 
                 });
             }
         }
-        let listed: BTreeSet<PathBuf> = manifest.cases.iter().filter_map(|e| e.file.as_ref().map(|f| golden.join(f))).collect();
+        let listed: BTreeSet<PathBuf> = manifest
+            .cases
+            .iter()
+            .filter_map(|e| e.file.as_ref().map(|f| golden.join(f)))
+            .collect();
         for path in golden_files(golden)? {
             if !listed.contains(&path) {
                 report.errors.push(Finding {
@@ -161,9 +203,17 @@ pub fn golden_files(golden: &Path) -> Result<Vec<PathBuf>, GoldenError> {
     let mut out = Vec::new();
     let mut stack = vec![golden.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let rd = std::fs::read_dir(&dir).map_err(|source| GoldenError::Io { path: dir.clone(), source })?;
+        let rd = std::fs::read_dir(&dir).map_err(|source| GoldenError::Io {
+            path: dir.clone(),
+            source,
+        })?;
         for e in rd {
-            let p = e.map_err(|source| GoldenError::Io { path: dir.clone(), source })?.path();
+            let p = e
+                .map_err(|source| GoldenError::Io {
+                    path: dir.clone(),
+                    source,
+                })?
+                .path();
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "safetensors") {

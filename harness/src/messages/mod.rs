@@ -19,7 +19,10 @@ pub fn no_cases_selected() -> String {
 
 /// An unknown suite name.
 pub fn unknown_suites(names: &[String]) -> String {
-    format!("unknown suite(s): {} (see `conform list`)", names.join(", "))
+    format!(
+        "unknown suite(s): {} (see `conform list`)",
+        names.join(", ")
+    )
 }
 
 /// An unknown case id for `explain`.
@@ -63,7 +66,10 @@ pub fn summary_table(results: &RunResults) -> String {
 
 /// One finished case, for plain (non-terminal) progress output.
 pub fn case_line(status: Status, id: &str, target: &str, ms: f64, message: &str) -> String {
-    let mut s = format!("{:<8} {id} [{target}] ({ms:.0} ms)", status.name().to_uppercase());
+    let mut s = format!(
+        "{:<8} {id} [{target}] ({ms:.0} ms)",
+        status.name().to_uppercase()
+    );
     if !message.is_empty() {
         s.push_str(" — ");
         s.push_str(message.lines().next().unwrap_or(""));
@@ -73,7 +79,10 @@ pub fn case_line(status: Status, id: &str, target: &str, ms: f64, message: &str)
 
 /// The replay command of a case.
 pub fn replay_command(id: &str, seed: u64, target: &str) -> String {
-    format!("conform run --filter '^{}$' --seed {seed} --target {target}", regex_escape(id))
+    format!(
+        "conform run --filter '^{}$' --seed {seed} --target {target}",
+        regex_escape(id)
+    )
 }
 
 fn regex_escape(s: &str) -> String {
@@ -101,27 +110,57 @@ pub fn explain(
 ) -> String {
     let mut s = String::new();
     s.push_str(&format!("case        {}\n", case.id));
-    s.push_str(&format!("suite       {} ({})\n", case.suite, case.source.display()));
+    s.push_str(&format!(
+        "suite       {} ({})\n",
+        case.suite,
+        case.source.display()
+    ));
     s.push_str(&format!("op          {}\n", case.op));
     s.push_str(&format!("tier        {}\n", case.tier.name()));
     s.push_str(&format!("recipe      {}\n", case.recipe));
     s.push_str(&format!("seed        {}\n", case.seed));
-    s.push_str(&format!("inputs      {}\n", serde_json::to_string(&case.inputs).unwrap_or_default()));
+    s.push_str(&format!(
+        "inputs      {}\n",
+        serde_json::to_string(&case.inputs).unwrap_or_default()
+    ));
     s.push_str(&format!("params      {}\n", case.params));
     if !case.description.is_empty() {
         s.push_str(&format!("about       {}\n", case.description));
     }
     for t in &desc.inputs {
-        s.push_str(&format!("input       {} {} {:?} axes {:?}\n", t.name, t.dtype.name(), t.shape, t.axes));
+        s.push_str(&format!(
+            "input       {} {} {:?} axes {:?}\n",
+            t.name,
+            t.dtype.name(),
+            t.shape,
+            t.axes
+        ));
     }
     for t in &desc.outputs {
-        let check = case.check_for(&t.name).map(|c| c.to_string().replace('\n', " ")).unwrap_or_else(|| "(none)".into());
-        s.push_str(&format!("output      {} {} {:?} axes {:?}; check {}\n", t.name, t.dtype.name(), t.shape, t.axes, check.trim()));
+        let check = case
+            .check_for(&t.name)
+            .map(|c| c.to_string().replace('\n', " "))
+            .unwrap_or_else(|| "(none)".into());
+        s.push_str(&format!(
+            "output      {} {} {:?} axes {:?}; check {}\n",
+            t.name,
+            t.dtype.name(),
+            t.shape,
+            t.axes,
+            check.trim()
+        ));
     }
-    s.push_str(&format!("cost        {:.3e} FLOP, {:.3e} bytes\n", desc.cost.flops, desc.cost.bytes));
+    s.push_str(&format!(
+        "cost        {:.3e} FLOP, {:.3e} bytes\n",
+        desc.cost.flops, desc.cost.bytes
+    ));
     let gf = golden.join(case.golden_relpath());
     let golden_line = match case.tier {
-        crate::suite::Tier::Quick => format!("{}{}", gf.display(), if gf.exists() { "" } else { " (missing)" }),
+        crate::suite::Tier::Quick => format!(
+            "{}{}",
+            gf.display(),
+            if gf.exists() { "" } else { " (missing)" }
+        ),
         crate::suite::Tier::Full => "digests only, in golden/MANIFEST.toml".to_string(),
     };
     s.push_str(&format!("golden      {golden_line}\n"));
@@ -158,11 +197,16 @@ pub mod golden {
             match c {
                 BlessChange::New => s.push_str(&format!("new        {id}\n")),
                 BlessChange::Removed => s.push_str(&format!("removed    {id}\n")),
-                BlessChange::Changed(what) => s.push_str(&format!("changed    {id}: {}\n", what.join("; "))),
+                BlessChange::Changed(what) => {
+                    s.push_str(&format!("changed    {id}: {}\n", what.join("; ")))
+                }
                 BlessChange::Unchanged => unchanged += 1,
             }
         }
-        s.push_str(&format!("{unchanged} unchanged, {} to review\n", r.changed_count()));
+        s.push_str(&format!(
+            "{unchanged} unchanged, {} to review\n",
+            r.changed_count()
+        ));
         if r.written.is_empty() {
             s.push_str("nothing staged: the golden store is up to date");
         } else {
@@ -179,7 +223,8 @@ pub mod golden {
     }
 
     pub fn nothing_to_accept() -> String {
-        "nothing to accept: no staged MANIFEST.toml.new (run `conform golden bless` first)".to_string()
+        "nothing to accept: no staged MANIFEST.toml.new (run `conform golden bless` first)"
+            .to_string()
     }
 }
 

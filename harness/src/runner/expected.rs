@@ -58,6 +58,16 @@ pub fn expectation(
         Some(e) => e,
         None => reference_outputs(case, &case.recipe, &inputs, threads)?,
     };
-    let oracle = if want_oracle { Some(reference_outputs(case, ORACLE, &inputs, threads)?) } else { None };
-    Ok(Expectation { seed, inputs, expected, from_golden, oracle })
+    let oracle = if want_oracle {
+        Some(reference_outputs(case, ORACLE, &inputs, threads)?)
+    } else {
+        None
+    };
+    Ok(Expectation {
+        seed,
+        inputs,
+        expected,
+        from_golden,
+        oracle,
+    })
 }

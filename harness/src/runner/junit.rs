@@ -5,24 +5,36 @@ use junit_report::{Duration, ReportBuilder, TestCase, TestSuiteBuilder};
 use std::collections::BTreeMap;
 
 /// Writes `results` as JUnit XML.
-pub fn write_junit(results: &RunResults, out: &mut dyn std::io::Write) -> Result<(), junit_report::Error> {
+pub fn write_junit(
+    results: &RunResults,
+    out: &mut dyn std::io::Write,
+) -> Result<(), junit_report::Error> {
     let mut groups: BTreeMap<(String, String), Vec<TestCase>> = BTreeMap::new();
     for c in &results.cases {
         let d = Duration::milliseconds(c.duration_ms.round() as i64);
         let name = c.id.clone();
         let tc = match c.status {
             Status::Passed => TestCase::success(&name, d),
-            Status::Skipped => TestCase::skipped(&name).set_system_out(&c.message).clone(),
+            Status::Skipped => TestCase::skipped_with_cause(&name, "skipped", &c.message),
             Status::Failed => TestCase::failure(&name, d, "failed", &c.message),
-            Status::Error | Status::Timeout | Status::Crashed => TestCase::error(&name, d, c.status.name(), &c.message),
+            Status::Error | Status::Timeout | Status::Crashed => {
+                TestCase::error(&name, d, c.status.name(), &c.message)
+            }
         };
         let mut tc = tc;
         tc.set_classname(&format!("{}.{}", c.target, c.suite));
-        groups.entry((c.suite.clone(), c.target.clone())).or_default().push(tc);
+        groups
+            .entry((c.suite.clone(), c.target.clone()))
+            .or_default()
+            .push(tc);
     }
     let mut report = ReportBuilder::new();
     for ((suite, target), cases) in groups {
-        report.add_testsuite(TestSuiteBuilder::new(&format!("{suite} [{target}]")).add_testcases(cases).build());
+        report.add_testsuite(
+            TestSuiteBuilder::new(&format!("{suite} [{target}]"))
+                .add_testcases(cases)
+                .build(),
+        );
     }
     report.build().write_xml(out)
 }

@@ -43,7 +43,8 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
                 b.set_message(format!("{} [{}]", case.id, target.name()));
             }
             let r = run_trial(case, target.as_mut(), seed, opts);
-            let line = crate::messages::case_line(r.status, &r.id, &r.target, r.duration_ms, &r.message);
+            let line =
+                crate::messages::case_line(r.status, &r.id, &r.target, r.duration_ms, &r.message);
             match &bar {
                 Some(b) => {
                     if r.status.is_failure() {
@@ -88,7 +89,12 @@ pub fn now_rfc3339() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

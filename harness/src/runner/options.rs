@@ -44,7 +44,12 @@ impl RunOptions {
     /// The required targets named by `CONFORM_REQUIRE_TARGETS` (comma-separated).
     pub fn required_from_env() -> Vec<String> {
         std::env::var("CONFORM_REQUIRE_TARGETS")
-            .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }

@@ -16,22 +16,32 @@ use std::time::Instant;
 pub const REFERENCE_TARGET: &str = "reference";
 
 /// The check policy of every output of `case`, parsed; an error names the output.
-pub fn policies(case: &Case, desc: &OpDescription) -> Result<BTreeMap<String, CheckPolicy>, String> {
+pub fn policies(
+    case: &Case,
+    desc: &OpDescription,
+) -> Result<BTreeMap<String, CheckPolicy>, String> {
     let mut out = BTreeMap::new();
     for spec in &desc.outputs {
-        let table = case
-            .check_for(&spec.name)
-            .ok_or_else(|| format!("output `{}` has no check policy (set `check` or `checks.{}`)", spec.name, spec.name))?;
-        let policy: CheckPolicy = table
-            .clone()
-            .try_into()
-            .map_err(|e: toml::de::Error| format!("check of output `{}`: {}", spec.name, e.message()))?;
-        policy.validate_for(spec.dtype).map_err(|e| format!("check of output `{}`: {e}", spec.name))?;
+        let table = case.check_for(&spec.name).ok_or_else(|| {
+            format!(
+                "output `{}` has no check policy (set `check` or `checks.{}`)",
+                spec.name, spec.name
+            )
+        })?;
+        let policy: CheckPolicy = table.clone().try_into().map_err(|e: toml::de::Error| {
+            format!("check of output `{}`: {}", spec.name, e.message())
+        })?;
+        policy
+            .validate_for(spec.dtype)
+            .map_err(|e| format!("check of output `{}`: {e}", spec.name))?;
         out.insert(spec.name.clone(), policy);
     }
     for name in case.checks.keys() {
         if !desc.outputs.iter().any(|o| &o.name == name) {
-            return Err(format!("`checks.{name}` names no output of op `{}`", case.op));
+            return Err(format!(
+                "`checks.{name}` names no output of op `{}`",
+                case.op
+            ));
         }
     }
     Ok(out)
@@ -76,13 +86,31 @@ pub fn run_trial(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOpti
     r
 }
 
-fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOptions, name: &str) -> CaseResult {
+fn run_trial_inner(
+    case: &Case,
+    target: &mut dyn Target,
+    seed: u64,
+    opts: &RunOptions,
+    name: &str,
+) -> CaseResult {
     let is_reference = name == REFERENCE_TARGET;
     if let Availability::Unavailable { reason } = target.availability() {
         return if opts.required_targets.iter().any(|t| t == name) {
-            result(case, name, seed, Status::Error, format!("required target `{name}` is unavailable: {reason}"))
+            result(
+                case,
+                name,
+                seed,
+                Status::Error,
+                format!("required target `{name}` is unavailable: {reason}"),
+            )
         } else {
-            result(case, name, seed, Status::Skipped, format!("target unavailable: {reason}"))
+            result(
+                case,
+                name,
+                seed,
+                Status::Skipped,
+                format!("target unavailable: {reason}"),
+            )
         };
     }
     if let Err(skip) = target.supports(&case.op, &case.params) {
@@ -101,7 +129,11 @@ fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOp
         Some(case.recipe.clone())
     } else {
         let caps = target.capabilities();
-        let declared = caps.ops.get(&case.op).map(|o| o.recipes.clone()).unwrap_or_default();
+        let declared = caps
+            .ops
+            .get(&case.op)
+            .map(|o| o.recipes.clone())
+            .unwrap_or_default();
         if declared.iter().any(|r| r == &case.recipe) {
             Some(case.recipe.clone())
         } else {
@@ -128,7 +160,11 @@ fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOp
         }
     };
     let want_oracle = policies.values().any(|p| p.needs().oracle);
-    let sets = if is_reference { 1 } else { opts.worker_input_sets.max(2) };
+    let sets = if is_reference {
+        1
+    } else {
+        opts.worker_input_sets.max(2)
+    };
     let mut out = result(case, name, seed, Status::Passed, String::new());
     let mut failures = Vec::new();
     let mut set_seed = seed;
@@ -136,7 +172,11 @@ fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOp
         if set > 0 {
             set_seed = second_run_seed(set_seed);
         }
-        let golden = if is_reference && set == 0 { opts.golden.as_deref() } else { None };
+        let golden = if is_reference && set == 0 {
+            opts.golden.as_deref()
+        } else {
+            None
+        };
         let exp = match expectation(case, set_seed, golden, want_oracle, opts.threads) {
             Ok(e) => e,
             Err(e) => {
@@ -156,6 +196,7 @@ fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOp
             params: case.params.clone(),
             recipe: recipe.clone(),
             inputs: exp.inputs.clone(),
+            expected_outputs: desc.outputs.clone(),
             timing,
         };
         let exec = match target.execute(&request) {
@@ -167,7 +208,11 @@ fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOp
                     "skipped" => Status::Skipped,
                     _ => Status::Error,
                 };
-                out.message = if set > 0 { format!("input set {set} (seed {set_seed}): {e}") } else { e.to_string() };
+                out.message = if set > 0 {
+                    format!("input set {set} (seed {set_seed}): {e}")
+                } else {
+                    e.to_string()
+                };
                 return out;
             }
         };
@@ -182,7 +227,10 @@ fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOp
             for (k, golden_t) in &exp.expected {
                 match exec.outputs.get(k) {
                     Some(t) if t == golden_t => {}
-                    Some(t) => failures.push(format!("`{k}` differs from golden data (drift: {})", describe_change(golden_t, t))),
+                    Some(t) => failures.push(format!(
+                        "`{k}` differs from golden data (drift: {})",
+                        describe_change(golden_t, t)
+                    )),
                     None => failures.push(format!("`{k}` missing")),
                 }
             }
@@ -192,7 +240,11 @@ fn run_trial_inner(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOp
             Ok(metrics) => {
                 for (k, m) in &metrics {
                     if !m.passed {
-                        let which = if set > 0 { format!(" (input set {set}, seed {set_seed})") } else { String::new() };
+                        let which = if set > 0 {
+                            format!(" (input set {set}, seed {set_seed})")
+                        } else {
+                            String::new()
+                        };
                         failures.push(format!("`{k}`{which}: {}", m.reason));
                     }
                 }
@@ -227,11 +279,19 @@ fn judge(
     let mut metrics = BTreeMap::new();
     for spec in &desc.outputs {
         let policy = &policies[&spec.name];
-        let expected = exp.expected.get(&spec.name).ok_or_else(|| format!("the reference produced no `{}`", spec.name))?;
+        let expected = exp
+            .expected
+            .get(&spec.name)
+            .ok_or_else(|| format!("the reference produced no `{}`", spec.name))?;
         let Some(actual) = exec.outputs.get(&spec.name) else {
             metrics.insert(
                 spec.name.clone(),
-                OutputMetrics { policy: policy.label(spec.dtype), passed: false, reason: "output missing".into(), ..Default::default() },
+                OutputMetrics {
+                    policy: policy.label(spec.dtype),
+                    passed: false,
+                    reason: "output missing".into(),
+                    ..Default::default()
+                },
             );
             continue;
         };

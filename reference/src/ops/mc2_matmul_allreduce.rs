@@ -1,0 +1,274 @@
+//! Op family `mc2_matmul_allreduce`: MatmulAllReduce over simulated ranks
+//! (torch_npu `npu_mm_all_reduce_base`), see [`crate::mc2::matmul_all_reduce`].
+//!
+//! Params (JSON, unknown keys rejected):
+//! `{"dtype": "f16"|"bf16", "ranks": 1|2|4|8, "m": M, "k": K, "n": N, "bias": false,
+//!   "x3": false, "tiles": [M]}` — `k` is each rank's K (the shard of a tensor-parallel
+//! row-split linear), `tiles` the kernel's M tiling (heights summing to M; default one tile).
+//!
+//! Inputs: `x1 [ranks, m, k]`, `x2 [ranks, k, n]`, optional `bias [n]`, `x3 [m, n]`, all in
+//! `dtype`. Output: `out [m, n]` in `dtype`.
+//!
+//! Recipes: `kernel_rank_order`, `kernel_ring`, `kernel_binary_tree` (each rank's tile rounded
+//! to the dtype, all-reduce summing in the dtype in that order; output rounding RNE) and
+//! `high_precision_golden` (f32 sums rounded once, CANN's own test golden). `oracle`: the sum
+//! over ranks and K in f64 (products of 16-bit floats are exact in f64), plus bias and x3,
+//! returned unrounded as F64.
+
+use super::{
+    input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
+    TensorMap, TensorSpec, ORACLE,
+};
+use crate::formats::{DType, Rounding};
+use crate::mc2::{
+    self, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape, RankOperands, ReductionOrder,
+};
+use crate::parallel::Threads;
+
+const NAME: &str = "mc2_matmul_allreduce";
+const RECIPES: [&str; 4] = [
+    "kernel_rank_order",
+    "kernel_ring",
+    "kernel_binary_tree",
+    "high_precision_golden",
+];
+
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    dtype: String,
+    ranks: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    #[serde(default)]
+    bias: bool,
+    #[serde(default)]
+    x3: bool,
+    #[serde(default)]
+    tiles: Option<Vec<usize>>,
+}
+
+/// The `mc2_matmul_allreduce` op family.
+pub struct Mc2MatmulAllReduce;
+
+fn invalid(param: &str, message: impl Into<String>) -> OpError {
+    OpError::InvalidParam {
+        op: NAME.into(),
+        param: param.into(),
+        message: message.into(),
+    }
+}
+
+impl Params {
+    fn parse(v: &serde_json::Value) -> Result<(Params, DType, ElemType), OpError> {
+        let p: Params = parse_params(NAME, v)?;
+        let dtype = match DType::parse(&p.dtype) {
+            Some(d @ (DType::F16 | DType::Bf16)) => d,
+            _ => {
+                return Err(invalid(
+                    "dtype",
+                    format!("`{}`: MatmulAllReduce takes f16 or bf16", p.dtype),
+                ))
+            }
+        };
+        if ![1, 2, 4, 8].contains(&p.ranks) {
+            return Err(invalid(
+                "ranks",
+                format!("{}: the kernel supports 1, 2, 4 or 8 ranks", p.ranks),
+            ));
+        }
+        for (name, v) in [("m", p.m), ("k", p.k), ("n", p.n)] {
+            if v == 0 {
+                return Err(invalid(name, "must be positive"));
+            }
+            if v > 1 << 20 {
+                return Err(invalid(
+                    name,
+                    format!("{v} is beyond the reference's limit 2^20"),
+                ));
+            }
+        }
+        if p.ranks * p.m * p.k > 1 << 31 || p.ranks * p.k * p.n > 1 << 31 {
+            return Err(invalid("m/k/n", "operands beyond 2^31 elements"));
+        }
+        if let Some(t) = &p.tiles {
+            if t.is_empty() || t.contains(&0) || t.iter().sum::<usize>() != p.m {
+                return Err(invalid(
+                    "tiles",
+                    format!("{t:?}: positive heights summing to m = {}", p.m),
+                ));
+            }
+        }
+        Ok((p, dtype, ElemType::from(dtype)))
+    }
+
+    fn specs(&self, et: ElemType) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
+        let mut inputs = vec![
+            TensorSpec::new("x1", et, vec![self.ranks, self.m, self.k], &["r", "m", "k"]),
+            TensorSpec::new("x2", et, vec![self.ranks, self.k, self.n], &["r", "k", "n"]),
+        ];
+        if self.bias {
+            inputs.push(TensorSpec::new("bias", et, vec![self.n], &["n"]));
+        }
+        if self.x3 {
+            inputs.push(TensorSpec::new("x3", et, vec![self.m, self.n], &["m", "n"]));
+        }
+        (
+            inputs,
+            vec![TensorSpec::new(
+                "out",
+                et,
+                vec![self.m, self.n],
+                &["m", "n"],
+            )],
+        )
+    }
+}
+
+fn numerics(recipe: &str, dtype: DType) -> Option<Mc2Numerics> {
+    let accumulation = match recipe {
+        "kernel_rank_order" => Accumulation::Kernel(ReductionOrder::RankOrder),
+        "kernel_ring" => Accumulation::Kernel(ReductionOrder::Ring),
+        "kernel_binary_tree" => Accumulation::Kernel(ReductionOrder::BinaryTree),
+        "high_precision_golden" => Accumulation::HighPrecisionGolden,
+        _ => return None,
+    };
+    Some(Mc2Numerics {
+        dtype,
+        output_rounding: Rounding::RNE,
+        accumulation,
+        epilogue: EpiloguePlacement::AfterReduce,
+    })
+}
+
+impl OpFamily for Mc2MatmulAllReduce {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn recipes(&self) -> Vec<&'static str> {
+        RECIPES.to_vec()
+    }
+
+    fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
+        let (p, _, et) = Params::parse(params)?;
+        let (inputs, outputs) = p.specs(et);
+        let (r, m, k, n) = (p.ranks as f64, p.m as f64, p.k as f64, p.n as f64);
+        let elems: f64 = inputs
+            .iter()
+            .chain(&outputs)
+            .map(|s| s.shape.iter().product::<usize>() as f64)
+            .sum();
+        Ok(OpDescription {
+            inputs,
+            outputs,
+            // Every rank's matmul plus the reduction's adds.
+            cost: OpCost {
+                flops: 2.0 * r * m * k * n + (r - 1.0) * m * n,
+                bytes: elems * et.size_bytes() as f64,
+            },
+        })
+    }
+
+    fn generate(
+        &self,
+        params: &serde_json::Value,
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        let (p, _, et) = Params::parse(params)?;
+        let special = super::special_values(et);
+        let mut out = TensorMap::new();
+        for spec in p.specs(et).0 {
+            let n: usize = spec.shape.iter().product();
+            let v = ctx.values(n, &special);
+            out.insert(
+                spec.name.clone(),
+                Tensor::from_f64_rounded(et, spec.shape.clone(), &v, Rounding::RNE),
+            );
+        }
+        Ok(out)
+    }
+
+    fn run(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let (p, dtype, et) = Params::parse(params)?;
+        let (specs, outs) = p.specs(et);
+        let get = |name: &str| -> Result<Option<&Tensor>, OpError> {
+            match specs.iter().find(|s| s.name == name) {
+                Some(s) => input(NAME, inputs, s).map(Some),
+                None => Ok(None),
+            }
+        };
+        let f32s = |t: &Tensor| {
+            t.to_f32_vec().map_err(|e| OpError::Failed {
+                op: NAME.into(),
+                message: e.to_string(),
+            })
+        };
+        let x1 = f32s(get("x1")?.expect("x1 spec"))?;
+        let x2 = f32s(get("x2")?.expect("x2 spec"))?;
+        let bias = get("bias")?.map(f32s).transpose()?;
+        let x3 = get("x3")?.map(f32s).transpose()?;
+        let (m, k, n) = (p.m, p.k, p.n);
+        if recipe == ORACLE {
+            let mut out = vec![0.0f64; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let mut s = 0.0f64;
+                    for r in 0..p.ranks {
+                        for kk in 0..k {
+                            s += x1[(r * m + i) * k + kk] as f64 * x2[(r * k + kk) * n + j] as f64;
+                        }
+                    }
+                    if let Some(b) = &bias {
+                        s += b[j] as f64;
+                    }
+                    if let Some(x) = &x3 {
+                        s += x[i * n + j] as f64;
+                    }
+                    out[i * n + j] = s;
+                }
+            }
+            return Ok(TensorMap::from([(
+                "out".to_string(),
+                Tensor::from_f64(outs[0].shape.clone(), &out),
+            )]));
+        }
+        let numerics = numerics(recipe, dtype).ok_or_else(|| OpError::UnknownRecipe {
+            op: NAME.into(),
+            recipe: recipe.into(),
+            known: RECIPES.join(", "),
+        })?;
+        let ranks: Vec<RankOperands> = (0..p.ranks)
+            .map(|r| RankOperands {
+                x1: &x1[r * m * k..(r + 1) * m * k],
+                x2: &x2[r * k * n..(r + 1) * k * n],
+            })
+            .collect();
+        let ins = mc2::MatmulAllReduceInputs {
+            shape: Mc2Shape::new(m, k, n),
+            ranks: &ranks,
+            bias: bias.as_deref(),
+            x3: x3.as_deref(),
+        };
+        let tiles = p.tiles.clone().unwrap_or_else(|| vec![m]);
+        let schedule: Vec<usize> = (0..tiles.len()).collect();
+        let fail = |e: mc2::Mc2Error| OpError::Failed {
+            op: NAME.into(),
+            message: e.to_string(),
+        };
+        let values = mc2::matmul_all_reduce_tiled(&ins, &numerics, &tiles, &schedule, threads)
+            .map_err(fail)?;
+        let bits = mc2::encode_bits(&values, dtype).map_err(fail)?;
+        Ok(TensorMap::from([(
+            "out".to_string(),
+            Tensor::from_bits16(et, outs[0].shape.clone(), &bits),
+        )]))
+    }
+}
