@@ -1,0 +1,3 @@
+//! Every user-facing string of the CLI, one file per subcommand.
+
+pub mod report;

@@ -1,0 +1,85 @@
+//! Heatmap of error over two logical axes (for attention: query position x head). A masking
+//! or tiling bug shows as a triangle, a band or a block at a glance.
+
+use super::{colormap, render, FONT};
+use crate::report::error::ReportError;
+use crate::results::Heatmap;
+use plotters::prelude::*;
+
+/// Cells are drawn at logical coordinates: column c spans heads `c*col_bucket ..
+/// (c+1)*col_bucket`; row r spans positions `r*row_bucket .. (r+1)*row_bucket`, position 0 at
+/// the top.
+pub fn svg(title: &str, h: &Heatmap) -> Result<String, ReportError> {
+    let (rows, cols) = (h.rows.max(1), h.cols.max(1));
+    let (rb, cb) = (h.row_bucket.max(1) as f64, h.col_bucket.max(1) as f64);
+    let (height, width) = (rows as f64 * rb, cols as f64 * cb);
+    let vmax = h
+        .values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max);
+    let non_finite = h.values.iter().filter(|v| !v.is_finite()).count();
+    let caption = if non_finite > 0 {
+        format!("{title} ({non_finite} non-finite cells, purple)")
+    } else {
+        title.to_string()
+    };
+    render("heatmap", (560, 420), |root| {
+        let (main, legend) = root.split_horizontally(470);
+        let mut chart = ChartBuilder::on(&main)
+            .caption(caption, (FONT, 14))
+            .margin(8)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..width, 0f64..height)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(h.col_axis.as_str())
+            .y_desc(format!("{} (0 at top)", h.row_axis))
+            .y_label_formatter(&|y| format!("{:.0}", height - y))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .label_style((FONT, 11))
+            .draw()?;
+        chart.draw_series((0..rows).flat_map(|r| {
+            (0..cols).map(move |c| {
+                let v = h.values.get(r * cols + c).copied().unwrap_or(f64::NAN);
+                let t = if !v.is_finite() {
+                    f64::NAN
+                } else if vmax > 0.0 {
+                    v / vmax
+                } else {
+                    0.0
+                };
+                let x0 = c as f64 * cb;
+                let y1 = height - r as f64 * rb;
+                Rectangle::new([(x0, y1 - rb), (x0 + cb, y1)], colormap::color(t).filled())
+            })
+        }))?;
+        let mut scale = ChartBuilder::on(&legend)
+            .margin_top(34)
+            .margin_bottom(44)
+            .margin_right(8)
+            .y_label_area_size(54)
+            .build_cartesian_2d(0f64..1f64, 0f64..vmax.max(f64::MIN_POSITIVE))?;
+        scale
+            .configure_mesh()
+            .disable_mesh()
+            .disable_x_axis()
+            .y_labels(6)
+            .y_label_formatter(&|y| crate::report::html::num(*y))
+            .label_style((FONT, 10))
+            .draw()?;
+        let steps = 64;
+        scale.draw_series((0..steps).map(|i| {
+            let (a, b) = (i as f64 / steps as f64, (i + 1) as f64 / steps as f64);
+            let top = vmax.max(f64::MIN_POSITIVE);
+            Rectangle::new(
+                [(0.0, a * top), (1.0, b * top)],
+                colormap::color((a + b) / 2.0).filled(),
+            )
+        }))?;
+        Ok(())
+    })
+}
