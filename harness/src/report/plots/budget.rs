@@ -26,6 +26,8 @@ pub fn svg(rows: &[(usize, f64)]) -> Result<String, ReportError> {
             .build_cartesian_2d(0f64..xmax, (0..n - 1).into_segmented())?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.08))
             .disable_y_mesh()
             .y_labels(n)
             .y_label_formatter(&|v| match v {

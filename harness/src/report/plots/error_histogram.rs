@@ -30,6 +30,8 @@ pub fn svg(
             .build_cartesian_2d((0.8f64..max * 8.0).log_scale(), (0..n - 1).into_segmented())?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.08))
             .disable_y_mesh()
             .y_labels(n)
             .y_label_formatter(&|v| match v {

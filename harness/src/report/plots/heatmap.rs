@@ -8,7 +8,7 @@ use plotters::prelude::*;
 
 /// Cells are drawn at logical coordinates: column c spans heads `c*col_bucket ..
 /// (c+1)*col_bucket`; row r spans positions `r*row_bucket .. (r+1)*row_bucket`, position 0 at
-/// the top.
+/// the top (a reversed y axis).
 pub fn svg(title: &str, h: &Heatmap) -> Result<String, ReportError> {
     let (rows, cols) = (h.rows.max(1), h.cols.max(1));
     let (rb, cb) = (h.row_bucket.max(1) as f64, h.col_bucket.max(1) as f64);
@@ -25,20 +25,22 @@ pub fn svg(title: &str, h: &Heatmap) -> Result<String, ReportError> {
     } else {
         title.to_string()
     };
-    render("heatmap", (560, 420), |root| {
-        let (main, legend) = root.split_horizontally(470);
+    render("heatmap", (580, 420), |root| {
+        let (main, legend) = root.split_horizontally(480);
         let mut chart = ChartBuilder::on(&main)
             .caption(caption, (FONT, 14))
             .margin(8)
             .x_label_area_size(36)
             .y_label_area_size(56)
-            .build_cartesian_2d(0f64..width, 0f64..height)?;
+            .build_cartesian_2d(0f64..width, height..0f64)?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.08))
             .disable_mesh()
             .x_desc(h.col_axis.as_str())
-            .y_desc(format!("{} (0 at top)", h.row_axis))
-            .y_label_formatter(&|y| format!("{:.0}", height - y))
+            .y_desc(h.row_axis.as_str())
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .x_label_formatter(&|x| format!("{x:.0}"))
             .label_style((FONT, 11))
             .draw()?;
@@ -52,24 +54,25 @@ pub fn svg(title: &str, h: &Heatmap) -> Result<String, ReportError> {
                 } else {
                     0.0
                 };
-                let x0 = c as f64 * cb;
-                let y1 = height - r as f64 * rb;
-                Rectangle::new([(x0, y1 - rb), (x0 + cb, y1)], colormap::color(t).filled())
+                let (x0, y0) = (c as f64 * cb, r as f64 * rb);
+                Rectangle::new([(x0, y0), (x0 + cb, y0 + rb)], colormap::color(t).filled())
             })
         }))?;
         let mut scale = ChartBuilder::on(&legend)
             .margin_top(34)
             .margin_bottom(44)
             .margin_right(8)
-            .y_label_area_size(54)
+            .y_label_area_size(62)
             .build_cartesian_2d(0f64..1f64, 0f64..vmax.max(f64::MIN_POSITIVE))?;
         scale
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.08))
             .disable_mesh()
             .disable_x_axis()
             .y_labels(6)
             .y_label_formatter(&|y| crate::report::html::num(*y))
-            .label_style((FONT, 10))
+            .label_style((FONT, 11))
             .draw()?;
         let steps = 64;
         scale.draw_series((0..steps).map(|i| {

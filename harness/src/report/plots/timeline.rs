@@ -29,6 +29,8 @@ pub fn svg(t: &Mc2Timeline) -> Result<String, ReportError> {
             .build_cartesian_2d(0f64..end, 0f64..2f64)?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.08))
             .disable_y_mesh()
             .disable_y_axis()
             .x_label_formatter(&|x| crate::report::html::num(*x))
