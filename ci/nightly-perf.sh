@@ -30,10 +30,18 @@ KEEP_HISTORY=30
 
 die() { echo "nightly-perf: $*" >&2; exit 2; }
 say() { echo "nightly-perf: $*"; }
+# Prints a command as a shell would read it (single quotes where needed).
+show() {
+    local out="+" a
+    for a in "$@"; do
+        if [[ "$a" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
+    done
+    echo "$out"
+}
 # Runs a command (its exit status is returned, never fatal), or prints it under --dry-run.
 step() {
     if [ "$DRY_RUN" = 1 ]; then
-        printf '+'; printf ' %q' "$@"; printf '\n'
+        show "$@"
         return 0
     fi
     local rc=0

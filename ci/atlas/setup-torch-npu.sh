@@ -23,10 +23,18 @@ PYTHON="${PYTHON:-python3}"
 
 die() { echo "setup-torch-npu: $*" >&2; exit 2; }
 say() { echo "setup-torch-npu: $*"; }
+# Prints a command as a shell would read it (single quotes where needed).
+show() {
+    local out="+" a
+    for a in "$@"; do
+        if [[ "$a" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
+    done
+    echo "$out"
+}
 # Runs a command, or prints it under --dry-run.
 step() {
     if [ "$DRY_RUN" = 1 ]; then
-        printf '+'; printf ' %q' "$@"; printf '\n'
+        show "$@"
     else
         "$@"
     fi

@@ -157,7 +157,10 @@ fn report_renders_without_console_messages() {
         run.console.join("\n")
     );
     let dom = run.stdout;
-    assert!(dom.contains("<title>conform report</title>"), "no DOM dumped");
+    assert!(
+        dom.contains("<title>conform report</title>"),
+        "no DOM dumped"
+    );
     // The summary table with a row per suite x target.
     let summary = section(&dom, "summary");
     assert!(summary.contains("<table class=\"summary\">"));
