@@ -34,6 +34,17 @@ pub struct ReportInputs {
 }
 
 impl ReportInputs {
+    /// A report of one run's results alone (what `conform run --report DIR` writes).
+    pub fn from_results(results: RunResults, results_path: PathBuf) -> ReportInputs {
+        ReportInputs {
+            results,
+            results_path,
+            perf_files: Vec::new(),
+            baseline: None,
+            mc2: None,
+        }
+    }
+
     /// Reads every input file.
     pub fn load(
         results: &Path,
@@ -111,4 +122,94 @@ pub fn write(dir: &Path, page: &str) -> Result<PathBuf, ReportError> {
     let path = dir.join("index.html");
     std::fs::write(&path, page).map_err(write_err(&path))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{CaseResult, Heatmap, OutputMetrics, Status};
+
+    fn case(id: &str, status: Status, metrics: OutputMetrics) -> CaseResult {
+        CaseResult {
+            id: id.into(),
+            suite: "s".into(),
+            op: "op".into(),
+            target: "t".into(),
+            status,
+            message: String::new(),
+            seed: 1,
+            metrics: [("o".to_string(), metrics)].into_iter().collect(),
+            duration_ms: 0.0,
+            perf: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn run(cases: Vec<CaseResult>) -> RunResults {
+        RunResults {
+            schema_version: crate::results::RESULTS_SCHEMA_VERSION,
+            conform_version: "0".into(),
+            started_at: "now".into(),
+            fresh_seeds: true,
+            hardware: None,
+            cases,
+        }
+    }
+
+    #[test]
+    fn degenerate_metrics_render_without_nan_geometry() {
+        // All-zero heatmap (no scale), a heatmap with missing values, zero-count histogram
+        // buckets, no worst elements.
+        let zero = OutputMetrics {
+            policy: "bitwise".into(),
+            ulp_histogram: vec![("0".into(), 0), ("1".into(), 3)],
+            heatmap: Some(Heatmap {
+                row_axis: "query position".into(),
+                col_axis: "head".into(),
+                row_bucket: 1,
+                col_bucket: 1,
+                rows: 2,
+                cols: 2,
+                values: vec![0.0; 4],
+            }),
+            ..OutputMetrics::default()
+        };
+        let short = OutputMetrics {
+            policy: "ulp(max=1)".into(),
+            heatmap: Some(Heatmap {
+                row_axis: "q".into(),
+                col_axis: "h".into(),
+                row_bucket: 0,
+                col_bucket: 4,
+                rows: 3,
+                cols: 1,
+                values: vec![1.0],
+            }),
+            ..OutputMetrics::default()
+        };
+        let inputs = ReportInputs::from_results(
+            run(vec![
+                case("a", Status::Failed, zero),
+                case("b", Status::Crashed, short),
+            ]),
+            PathBuf::from("r.json"),
+        );
+        let page = render(&inputs).unwrap();
+        assert!(page.contains("2 of 2 failing"));
+        assert!(!page.contains("NaN\""), "NaN in SVG geometry");
+        assert!(page.contains("2 non-finite cells"));
+        assert!(page.matches("<svg").count() >= 3);
+    }
+
+    #[test]
+    fn empty_run_is_a_valid_page() {
+        let page = render(&ReportInputs::from_results(
+            run(Vec::new()),
+            "r.json".into(),
+        ))
+        .unwrap();
+        assert!(page.contains("all passed"));
+        assert!(page.contains("No failures"));
+        assert!(page.ends_with("</html>\n"));
+    }
 }

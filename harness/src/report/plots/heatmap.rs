@@ -19,7 +19,10 @@ pub fn svg(title: &str, h: &Heatmap) -> Result<String, ReportError> {
         .copied()
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
-    let non_finite = h.values.iter().filter(|v| !v.is_finite()).count();
+    // Cells the grid has but the values lack are drawn (and counted) as non-finite.
+    let non_finite = (0..rows * cols)
+        .filter(|&i| !h.values.get(i).is_some_and(|v| v.is_finite()))
+        .count();
     let caption = if non_finite > 0 {
         format!("{title} ({non_finite} non-finite cells, purple)")
     } else {
