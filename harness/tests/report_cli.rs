@@ -124,6 +124,15 @@ fn perf_and_mc2_sections_show_budget_baseline_trend_and_timeline() {
     assert!(perf.contains("measured median / budget"));
     assert!(perf.contains("[1.061, 1.117]"));
     assert!(perf.contains(">REGRESSION<"));
+    // perf compare's own keys: medians of both sides, the directed p-value, the reason, and a
+    // case only the baseline has; regressions listed first.
+    assert!(perf.contains("2611"));
+    assert!(perf.contains("lower bound 1.0610 &gt; 1.0300"));
+    assert!(perf.contains(">ONLY_IN_BASELINE<"));
+    assert!(perf.find(">REGRESSION<").unwrap() < perf.find(">IMPROVEMENT<").unwrap());
+    // The roofline fraction from `roofline.fraction_of_peak`, the budget from `budget`.
+    assert!(perf.contains("17.70%"));
+    assert!(perf.contains("15.00%"));
     assert!(perf.contains("median time relative to the first run"));
     assert!(perf.contains("2026-11-21"));
     let mc2 = section(&html, "mc2");

@@ -66,12 +66,28 @@ pub fn section(
     Ok(s)
 }
 
+/// Whether the case meets its budget: None without any budget.
+pub fn within_budget(c: &PerfCase) -> Option<bool> {
+    let time = match (c.median_us, c.budget_us) {
+        (Some(m), Some(b)) => Some(m <= b),
+        (None, Some(_)) => Some(false),
+        _ => None,
+    };
+    let roofline = c
+        .min_roofline_fraction
+        .map(|min| c.roofline_fraction.is_some_and(|f| f >= min));
+    match (time, roofline) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(true) && b.unwrap_or(true)),
+    }
+}
+
 fn table(cases: &[PerfCase]) -> Result<String, ReportError> {
     let mut s = String::from(
         "<table class=\"perf\"><thead><tr><th>#</th><th class=\"text\">case</th>\
          <th class=\"text\">target</th><th>samples</th><th>median us</th><th>budget us</th>\
-         <th>median / budget</th><th>roofline fraction</th><th class=\"text\">budget</th>\
-         </tr></thead><tbody>\n",
+         <th>median / budget</th><th>roofline fraction</th><th>min fraction</th>\
+         <th class=\"text\">budget</th></tr></thead><tbody>\n",
     );
     let mut bars = Vec::new();
     for (i, c) in cases.iter().enumerate() {
@@ -82,15 +98,20 @@ fn table(cases: &[PerfCase]) -> Result<String, ReportError> {
         if let Some(q) = ratio {
             bars.push((i + 1, q));
         }
-        let verdict = match ratio {
-            Some(q) if q <= 1.0 => badge("within", "passed"),
-            Some(_) => badge("over", "over"),
+        let mut verdict = match within_budget(c) {
+            Some(true) => badge("within", "passed"),
+            Some(false) => badge("over", "over"),
             None => String::from("-"),
         };
+        if c.implausible {
+            verdict.push_str(&badge("below roofline floor", "implausible"));
+        }
+        let pct = |f: f64| format!("{}%", num(f * 100.0));
         let _ = writeln!(
             s,
             "<tr><td>{}</td><td class=\"text\"><code>{}</code></td><td class=\"text\">{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"text\">{}</td></tr>",
             i + 1,
             escape(&c.id),
             escape(&c.target),
@@ -98,8 +119,8 @@ fn table(cases: &[PerfCase]) -> Result<String, ReportError> {
             c.median_us.map_or("-".into(), num),
             c.budget_us.map_or("-".into(), num),
             ratio.map_or("-".into(), num),
-            c.roofline_fraction
-                .map_or("-".into(), |f| format!("{}%", num(f * 100.0))),
+            c.roofline_fraction.map_or("-".into(), pct),
+            c.min_roofline_fraction.map_or("-".into(), pct),
             verdict
         );
     }
@@ -134,8 +155,9 @@ fn comparison_table(b: &[Comparison]) -> String {
     });
     let mut s = format!(
         "<h3 id=\"baseline\">{}</h3>\n<table class=\"baseline\"><thead><tr>\
-         <th class=\"text\">case</th><th class=\"text\">target</th><th>ratio (new / base)</th>\
-         <th>confidence interval</th><th>p-value</th><th class=\"text\">verdict</th></tr></thead><tbody>\n",
+         <th class=\"text\">case</th><th class=\"text\">target</th><th>base median us</th>\
+         <th>new median us</th><th>ratio (new / base)</th><th>confidence interval</th>\
+         <th>p-value</th><th class=\"text\">verdict</th><th class=\"text\">why</th></tr></thead><tbody>\n",
         msg::H_BASELINE
     );
     for c in rows {
@@ -143,13 +165,17 @@ fn comparison_table(b: &[Comparison]) -> String {
         let _ = writeln!(
             s,
             "<tr><td class=\"text\"><code>{}</code></td><td class=\"text\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td class=\"text\">{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td>\
+             <td class=\"text note\">{}</td></tr>",
             escape(&c.id),
             escape(&c.target),
+            c.baseline_median_us.map_or("-".into(), num),
+            c.candidate_median_us.map_or("-".into(), num),
             c.ratio.map_or("-".into(), num),
             c.ci.map_or("-".into(), |(lo, hi)| format!("[{}, {}]", num(lo), num(hi))),
             c.p_value.map_or("-".into(), num),
-            badge(&c.verdict, &class)
+            badge(&c.verdict, &class),
+            escape(&c.reason)
         );
     }
     s.push_str("</tbody></table>\n");
