@@ -4,6 +4,7 @@ pub mod cli;
 pub mod exit_code;
 pub mod golden;
 pub mod messages;
+pub mod report;
 pub mod results;
 pub mod runner;
 pub mod seed;

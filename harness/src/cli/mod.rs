@@ -5,6 +5,7 @@ pub mod explain;
 pub mod golden;
 pub mod list;
 pub mod paths;
+pub mod report;
 pub mod run;
 pub mod targets;
 
@@ -36,6 +37,9 @@ pub enum Command {
     Run(run::RunArgs),
     /// List the targets and whether each is available here.
     Targets(targets::TargetsArgs),
+    /// Write the self-contained HTML report of a results file (plus perf files, a baseline
+    /// comparison and an MC2 timeline).
+    Report(report::ReportArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -47,5 +51,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Golden(c) => golden::run(&paths, c),
         Command::Run(a) => run::run(&paths, a),
         Command::Targets(a) => targets::run(&paths, a),
+        Command::Report(a) => match report::run(&a) {
+            Ok(_) => Ok(crate::exit_code::SUCCESS),
+            Err(e) => {
+                eprintln!("{}", crate::messages::error_line(&e));
+                Ok(crate::exit_code::USAGE)
+            }
+        },
     }
 }

@@ -1,5 +1,7 @@
 //! Every user-facing message of the `conform` CLI, in one place (per command in submodules).
 
+pub mod report;
+
 use crate::results::{RunResults, Status};
 
 /// `conform list`: one line per case.

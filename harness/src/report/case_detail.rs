@@ -1,0 +1,177 @@
+//! One case's card: status, message, replay command and, per output tensor, the verdict's
+//! figures, the error histogram, the heatmap and the worst elements.
+
+use super::error::ReportError;
+use super::html::{anchor, badge, escape, num};
+use super::plots::{error_histogram, heatmap};
+use super::replay;
+use crate::messages::report as msg;
+use crate::results::{CaseResult, OutputMetrics};
+use std::fmt::Write;
+
+/// The card of `c`; `kind` is the badge shown next to the status (e.g. `borderline`).
+pub fn card(c: &CaseResult, kind: Option<&str>, open: bool) -> Result<String, ReportError> {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<details class=\"case\" id=\"{}\"{}><summary>{}{}<h3 style=\"display:inline\">{}</h3>\
+         <div class=\"facts\">target <b>{}</b> &middot; suite {} &middot; op {} &middot; seed {} \
+         &middot; {} ms</div></summary>\n<div class=\"body\">\n",
+        anchor(&format!("{}\u{0}{}", c.id, c.target)),
+        if open { " open" } else { "" },
+        badge(c.status.name(), c.status.name()),
+        kind.map(|k| badge(k, k)).unwrap_or_default(),
+        escape(&c.id),
+        escape(&c.target),
+        escape(&c.suite),
+        escape(&c.op),
+        c.seed,
+        num(c.duration_ms)
+    );
+    if !c.message.is_empty() {
+        let _ = writeln!(s, "<pre class=\"message\">{}</pre>", escape(&c.message));
+    }
+    let _ = writeln!(
+        s,
+        "<h4>{}</h4><pre class=\"replay\"><code>{}</code></pre>",
+        msg::REPLAY,
+        escape(&replay::command(c))
+    );
+    for (name, m) in &c.metrics {
+        s.push_str(&output(name, m)?);
+    }
+    if !c.notes.is_empty() {
+        let _ = writeln!(
+            s,
+            "<h4>notes</h4><pre class=\"notes\">{}</pre>",
+            escape(&c.notes.join("\n"))
+        );
+    }
+    s.push_str("</div></details>\n");
+    Ok(s)
+}
+
+fn output(name: &str, m: &OutputMetrics) -> Result<String, ReportError> {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<h4>output <code>{}</code> &middot; {} &middot; {}</h4>",
+        escape(name),
+        escape(&m.policy),
+        if m.passed { "passed" } else { "failed" }
+    );
+    if !m.reason.is_empty() {
+        let _ = writeln!(s, "<pre class=\"reason\">{}</pre>", escape(&m.reason));
+    }
+    s.push_str(
+        "<table class=\"figures\"><tr><th>elements</th><th>mismatches</th><th>ratio</th>\
+                <th>non-finite</th><th>unwritten</th><th>max abs</th><th>max rel</th><th>MERE</th>\
+                <th>MARE</th><th>RMSE</th><th>max ULP</th></tr><tr>",
+    );
+    for cell in [
+        m.numel.to_string(),
+        m.mismatches.to_string(),
+        num(m.mismatch_ratio),
+        m.non_finite.to_string(),
+        m.unwritten.to_string(),
+        num(m.max_abs_err),
+        num(m.max_rel_err),
+        num(m.mere),
+        num(m.mare),
+        num(m.rmse),
+        m.max_ulp.map_or("-".into(), |u| u.to_string()),
+    ] {
+        let _ = write!(s, "<td>{}</td>", escape(&cell));
+    }
+    s.push_str("</tr></table>\n");
+    if !m.extra.is_empty() {
+        s.push_str("<table class=\"extra\"><tr>");
+        for k in m.extra.keys() {
+            let _ = write!(s, "<th>{}</th>", escape(k));
+        }
+        s.push_str("</tr><tr>");
+        for v in m.extra.values() {
+            let _ = write!(s, "<td>{}</td>", num(*v));
+        }
+        s.push_str("</tr></table>\n");
+    }
+    let mut plots = Vec::new();
+    if m.ulp_histogram.iter().any(|b| b.1 > 0) {
+        let bad = ulp_bad_from(&m.policy, &m.ulp_histogram);
+        plots.push(error_histogram::svg(
+            &format!("{name}: ULP distance"),
+            &m.ulp_histogram,
+            bad,
+        )?);
+    } else if m.rel_err_histogram.iter().any(|b| b.1 > 0) {
+        plots.push(error_histogram::svg(
+            &format!("{name}: relative error"),
+            &m.rel_err_histogram,
+            None,
+        )?);
+    }
+    if let Some(h) = &m.heatmap {
+        plots.push(heatmap::svg(&format!("{name}: max |error| per cell"), h)?);
+    }
+    if !plots.is_empty() {
+        s.push_str("<div class=\"plots\">");
+        for p in plots {
+            let _ = write!(s, "<div class=\"plot\">{p}</div>");
+        }
+        s.push_str("</div>\n");
+    }
+    if !m.worst.is_empty() {
+        s.push_str("<h4>worst elements</h4><table class=\"worst\"><tr><th class=\"text\">index</th>\
+                    <th>actual</th><th>expected</th><th>abs err</th><th>rel err</th><th>ULP</th></tr>\n");
+        for w in &m.worst {
+            let _ = writeln!(
+                s,
+                "<tr><td class=\"text\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td></tr>",
+                escape(&w.index),
+                num(w.actual),
+                num(w.expected),
+                num(w.abs_err),
+                num(w.rel_err),
+                w.ulp.map_or("-".into(), |u| u.to_string())
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    Ok(s)
+}
+
+/// For a policy `ulp(max=N)`: the first ULP bucket whose lower bound exceeds N (bucket labels
+/// `0`, `1`, `2-3`, ... or `>=2^k` read by their leading number).
+pub fn ulp_bad_from(policy: &str, buckets: &[(String, u64)]) -> Option<usize> {
+    let rest = policy.strip_prefix("ulp(max=")?;
+    let max: u64 = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    buckets.iter().position(|(label, _)| {
+        let digits: String = label
+            .trim_start_matches(|c: char| !c.is_ascii_digit())
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse::<u64>().is_ok_and(|lo| lo > max)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ulp_tolerance_marks_the_right_bucket() {
+        let b: Vec<(String, u64)> = ["0", "1", "2-3", "4-7"]
+            .iter()
+            .map(|l| (l.to_string(), 1))
+            .collect();
+        assert_eq!(ulp_bad_from("ulp(max=2)", &b), Some(3));
+        assert_eq!(ulp_bad_from("ulp(max=0)", &b), Some(1));
+        assert_eq!(ulp_bad_from("bitwise", &b), None);
+    }
+}

@@ -1,0 +1,106 @@
+//! The failure section (failures first, most severe status first), borderline passes and the
+//! list of skipped cases with their reasons.
+
+use super::case_detail::card;
+use super::error::ReportError;
+use super::html::escape;
+use crate::messages::report as msg;
+use crate::results::{CaseResult, RunResults, Status};
+use std::fmt::Write;
+
+/// Severity order for failures: crashes and timeouts before errors before numeric failures.
+fn severity(s: Status) -> u8 {
+    match s {
+        Status::Crashed => 0,
+        Status::Timeout => 1,
+        Status::Error => 2,
+        Status::Failed => 3,
+        Status::Skipped => 4,
+        Status::Passed => 5,
+    }
+}
+
+/// A passed case whose check tolerated mismatching elements.
+pub fn is_borderline(c: &CaseResult) -> bool {
+    c.status == Status::Passed && c.metrics.values().any(|m| m.mismatches > 0)
+}
+
+pub fn failures(r: &RunResults) -> Result<String, ReportError> {
+    let mut failing: Vec<&CaseResult> = r.cases.iter().filter(|c| c.status.is_failure()).collect();
+    failing.sort_by(|a, b| {
+        (severity(a.status), &a.id, &a.target).cmp(&(severity(b.status), &b.id, &b.target))
+    });
+    let mut s = format!(
+        "<section id=\"failures\"><h2>{} ({})</h2>\n",
+        msg::H_FAILURES,
+        failing.len()
+    );
+    if failing.is_empty() {
+        let _ = writeln!(s, "<p class=\"note\">{}</p>", msg::NO_FAILURES);
+    } else {
+        s.push_str("<ul class=\"failure-index\">\n");
+        for c in &failing {
+            let _ = writeln!(
+                s,
+                "<li><a href=\"#{}\">{}</a> <span class=\"note\">({} on {})</span></li>",
+                super::html::anchor(&format!("{}\u{0}{}", c.id, c.target)),
+                escape(&c.id),
+                c.status.name(),
+                escape(&c.target)
+            );
+        }
+        s.push_str("</ul>\n");
+        // The first few cards open; a long list stays navigable.
+        for (i, c) in failing.iter().enumerate() {
+            s.push_str(&card(c, None, i < 20)?);
+        }
+    }
+    s.push_str("</section>\n");
+    Ok(s)
+}
+
+pub fn borderline(r: &RunResults) -> Result<String, ReportError> {
+    let cases: Vec<&CaseResult> = r.cases.iter().filter(|c| is_borderline(c)).collect();
+    if cases.is_empty() {
+        return Ok(String::new());
+    }
+    let mut s = format!(
+        "<section id=\"borderline\"><h2>{} ({})</h2><p class=\"note\">{}</p>\n",
+        msg::H_BORDERLINE,
+        cases.len(),
+        msg::BORDERLINE_EXPLAINED
+    );
+    for c in cases {
+        s.push_str(&card(c, Some("borderline"), false)?);
+    }
+    s.push_str("</section>\n");
+    Ok(s)
+}
+
+pub fn skipped(r: &RunResults) -> String {
+    let cases: Vec<&CaseResult> = r
+        .cases
+        .iter()
+        .filter(|c| c.status == Status::Skipped)
+        .collect();
+    if cases.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<section id=\"skipped\"><details><summary><h2 style=\"display:inline\">{} ({})</h2>\
+         </summary><ul class=\"skipped\">\n",
+        msg::H_SKIPPED,
+        cases.len()
+    );
+    for c in cases {
+        let _ = writeln!(
+            s,
+            "<li><code>{}</code> on {}: {}</li>",
+            escape(&c.id),
+            escape(&c.target),
+            escape(&c.message)
+        );
+    }
+    s.push_str("</ul></details></section>\n");
+    s
+}

@@ -1,0 +1,113 @@
+//! HTML building blocks: escaping of every user string, the page skeleton and its inline CSS.
+//! The page carries a Content-Security-Policy that forbids every network load and every
+//! script, so a report can never phone home when opened.
+
+use std::fmt::Write;
+
+/// Escapes text for element content and quoted attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A stable, attribute-safe anchor for a case: `case-` + hex of a FNV-1a hash of `key`.
+pub fn anchor(key: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("case-{h:016x}")
+}
+
+/// Number formatting for tables: 4 significant digits, scientific outside [1e-3, 1e6).
+pub fn num(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    let a = x.abs();
+    if (1e-3..1e6).contains(&a) {
+        let digits = (3 - a.log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{x:.digits$}")
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+pub const CSS: &str = include_str!("style.css");
+
+/// The Content-Security-Policy of the page: inline styles and inline SVG only.
+pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+
+/// Wraps `body` into a complete document titled `title`.
+pub fn page(title: &str, body: &str) -> String {
+    let mut s = String::with_capacity(body.len() + CSS.len() + 512);
+    s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    let _ = writeln!(
+        s,
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
+    );
+    s.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    let _ = writeln!(s, "<title>{}</title>", escape(title));
+    let _ = writeln!(s, "<style>\n{CSS}</style>\n</head>\n<body>");
+    s.push_str(body);
+    s.push_str("</body>\n</html>\n");
+    s
+}
+
+/// A status badge (`passed`, `failed`, ...; also perf verdicts).
+pub fn badge(text: &str, class: &str) -> String {
+    format!(
+        "<span class=\"badge {}\">{}</span>",
+        escape(class),
+        escape(text)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            escape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(escape("fa_prefill/bf16"), "fa_prefill/bf16");
+    }
+
+    #[test]
+    fn anchors_are_stable_and_safe() {
+        let a = anchor("x<y>\"");
+        assert_eq!(a, anchor("x<y>\""));
+        assert_ne!(a, anchor("x<y>'"));
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(1.5), "1.500");
+        assert_eq!(num(1262.0), "1262");
+        assert_eq!(num(3.0e-6), "3.000e-6");
+        assert_eq!(num(f64::NAN), "NaN");
+        assert_eq!(num(f64::NEG_INFINITY), "-inf");
+    }
+}

@@ -1,0 +1,312 @@
+//! The CI definitions under ci/ are real: every YAML file parses, the pipelines have the jobs
+//! and commands they promise (CANN setup, torch_npu worker, sharded nextest, JUnit and report
+//! artifacts, the nightly perf gate), every script they call exists, and the scripts' non-NPU
+//! parts run with --dry-run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            files_under(&p, exts, out);
+        } else if p
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| exts.contains(&e))
+        {
+            out.push(p);
+        }
+    }
+}
+
+fn load(path: &Path) -> Yaml {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut docs = YamlLoader::load_from_str(&text)
+        .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+    assert_eq!(docs.len(), 1, "{}: one document expected", path.display());
+    docs.remove(0)
+}
+
+/// Every string anywhere under `y`, in document order.
+fn strings(y: &Yaml, out: &mut Vec<String>) {
+    match y {
+        Yaml::String(s) => out.push(s.clone()),
+        Yaml::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        Yaml::Hash(h) => h.iter().for_each(|(k, v)| {
+            strings(k, out);
+            strings(v, out);
+        }),
+        _ => {}
+    }
+}
+
+fn all_strings(y: &Yaml) -> Vec<String> {
+    let mut v = Vec::new();
+    strings(y, &mut v);
+    v
+}
+
+fn any_contains(y: &Yaml, needle: &str) -> bool {
+    all_strings(y).iter().any(|s| s.contains(needle))
+}
+
+#[test]
+fn every_yaml_under_ci_parses() {
+    let mut files = Vec::new();
+    files_under(&repo().join("ci"), &["yml", "yaml"], &mut files);
+    assert!(files.len() >= 2, "expected the Atlas pipelines under ci/");
+    for f in files {
+        let doc = load(&f);
+        assert!(
+            doc.as_hash().is_some_and(|h| !h.is_empty()),
+            "{}: not a mapping",
+            f.display()
+        );
+    }
+}
+
+#[test]
+fn gitlab_pipeline_has_sharded_tests_report_and_nightly_gate() {
+    let doc = load(&repo().join("ci/atlas/gitlab-ci.yml"));
+    let stages: Vec<&str> = doc["stages"]
+        .as_vec()
+        .expect("stages")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    // CANN environment and the torch_npu worker before every job.
+    let before = &doc["default"]["before_script"];
+    assert!(any_contains(before, "source \"$CANN_SET_ENV\""));
+    assert_eq!(
+        doc["variables"]["CANN_SET_ENV"].as_str(),
+        Some("/usr/local/Ascend/ascend-toolkit/set_env.sh")
+    );
+    assert!(any_contains(before, "ci/atlas/setup-torch-npu.sh"));
+    assert!(all_strings(&doc["default"]["tags"]).contains(&"atlas-a2".to_string()));
+    for job in ["tests", "report", "nightly-perf"] {
+        let j = &doc[job];
+        assert!(j.as_hash().is_some(), "job {job} missing");
+        let stage = j["stage"].as_str().expect("stage");
+        assert!(stages.contains(&stage), "job {job}: unknown stage {stage}");
+        assert!(j["script"].as_vec().is_some_and(|s| !s.is_empty()));
+    }
+    let tests = &doc["tests"];
+    assert!(tests["parallel"].as_i64().is_some_and(|n| n >= 2));
+    assert!(any_contains(
+        &tests["script"],
+        "cargo nextest run --release --profile ci --workspace --partition count:${CI_NODE_INDEX}/${CI_NODE_TOTAL}"
+    ));
+    assert_eq!(
+        tests["artifacts"]["reports"]["junit"].as_str(),
+        Some("target/nextest/ci/junit.xml")
+    );
+    let report = &doc["report"];
+    assert!(any_contains(
+        &report["script"],
+        "conform report --input results.json --out report"
+    ));
+    assert!(all_strings(&report["artifacts"]["paths"]).contains(&"report/index.html".to_string()));
+    assert_eq!(report["artifacts"]["when"].as_str(), Some("always"));
+    let nightly = &doc["nightly-perf"];
+    assert!(any_contains(
+        &nightly["rules"],
+        "$CI_PIPELINE_SOURCE == \"schedule\""
+    ));
+    assert!(any_contains(&nightly["script"], "bash ci/nightly-perf.sh"));
+    assert!(all_strings(&nightly["artifacts"]["paths"])
+        .contains(&"nightly-out/report/index.html".to_string()));
+}
+
+#[test]
+fn github_workflow_has_sharded_tests_report_and_nightly_gate() {
+    let doc = load(&repo().join("ci/atlas/github-actions.yml"));
+    let on = &doc["on"];
+    assert!(on["pull_request"].as_hash().is_some() || !on["pull_request"].is_badvalue());
+    assert!(any_contains(&on["schedule"], "0 2 * * *"));
+    assert!(!on["workflow_dispatch"].is_badvalue());
+    assert_eq!(
+        doc["env"]["BASH_ENV"].as_str(),
+        Some("/usr/local/Ascend/ascend-toolkit/set_env.sh")
+    );
+    let jobs = &doc["jobs"];
+    for name in ["tests", "report", "nightly-perf"] {
+        let job = &jobs[name];
+        assert!(job.as_hash().is_some(), "job {name} missing");
+        let labels = all_strings(&job["runs-on"]);
+        for l in ["self-hosted", "linux", "arm64", "atlas-a2"] {
+            assert!(
+                labels.contains(&l.to_string()),
+                "job {name}: runs-on lacks {l}"
+            );
+        }
+        let steps = job["steps"].as_vec().expect("steps");
+        assert_eq!(steps[0]["uses"].as_str(), Some("actions/checkout@v4"));
+        assert!(steps
+            .iter()
+            .any(|s| any_contains(&s["run"], "source \"$CANN_SET_ENV\"")));
+        assert!(steps
+            .iter()
+            .any(|s| any_contains(&s["run"], "ci/atlas/setup-torch-npu.sh")));
+        assert!(steps
+            .iter()
+            .any(|s| s["uses"].as_str() == Some("actions/upload-artifact@v4")
+                && s["if"].as_str() == Some("always()")));
+    }
+    let tests = &jobs["tests"];
+    assert_eq!(
+        tests["strategy"]["matrix"]["shard"].as_vec().map(Vec::len),
+        Some(4)
+    );
+    assert!(any_contains(
+        &tests["steps"],
+        "cargo nextest run --release --profile ci --workspace --partition count:${{ matrix.shard }}/${SHARDS}"
+    ));
+    assert!(any_contains(&tests["steps"], "target/nextest/ci/junit.xml"));
+    assert!(any_contains(
+        &jobs["report"]["steps"],
+        "conform report --input results.json --out report"
+    ));
+    let nightly = &jobs["nightly-perf"];
+    assert!(nightly["if"]
+        .as_str()
+        .is_some_and(|s| s.contains("schedule")));
+    assert!(any_contains(&nightly["steps"], "bash ci/nightly-perf.sh"));
+}
+
+#[test]
+fn scripts_named_by_the_pipelines_exist() {
+    let mut yamls = Vec::new();
+    files_under(&repo().join("ci"), &["yml", "yaml"], &mut yamls);
+    let mut named = 0;
+    for y in yamls {
+        for s in all_strings(&load(&y)) {
+            for word in s.split_whitespace() {
+                let word = word.trim_matches(|c| c == '"' || c == '\'');
+                if word.starts_with("ci/") && word.ends_with(".sh") {
+                    named += 1;
+                    assert!(
+                        repo().join(word).is_file(),
+                        "{} names {word}, which does not exist",
+                        y.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(named >= 4);
+}
+
+fn bash(args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new("bash")
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("CONFORM_TARGET")
+        .env_remove("CONFORM_HARDWARE")
+        .output()
+        .expect("bash runs")
+}
+
+#[test]
+fn every_script_is_valid_bash() {
+    let mut scripts = Vec::new();
+    files_under(&repo().join("ci"), &["sh"], &mut scripts);
+    assert!(scripts.len() >= 2);
+    for s in scripts {
+        let o = bash(&["-n", s.to_str().unwrap()], &repo());
+        assert!(
+            o.status.success(),
+            "{}: {}",
+            s.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn setup_torch_npu_dry_run_plans_the_worker_environment() {
+    let cwd = tempfile::tempdir().unwrap();
+    let script = repo().join("ci/atlas/setup-torch-npu.sh");
+    let o = bash(
+        &[script.to_str().unwrap(), "--dry-run", "--venv", "venv-x"],
+        cwd.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("-m venv"), "{out}");
+    assert!(out.contains("torch_npu=="), "{out}");
+    assert!(out.contains("torch.npu.is_available()"), "{out}");
+    let venv = cwd.path().join("venv-x");
+    assert!(
+        out.contains(&format!("CONFORM_PYTHON={}/bin/python", venv.display())),
+        "{out}"
+    );
+    // Nothing was created.
+    assert!(!venv.exists());
+    // Misuse is a usage error, not a half-run.
+    let o = bash(&[script.to_str().unwrap(), "--no-such-flag"], cwd.path());
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn nightly_perf_dry_run_plans_run_record_compare_report() {
+    let cwd = tempfile::tempdir().unwrap();
+    let script = repo().join("ci/nightly-perf.sh");
+    let o = bash(
+        &[
+            script.to_str().unwrap(),
+            "--dry-run",
+            "--suite",
+            "fa_prefill",
+            "--threshold",
+            "0.05",
+        ],
+        cwd.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let pos = |needle: &str| {
+        out.find(needle)
+            .unwrap_or_else(|| panic!("dry run lacks `{needle}`:\n{out}"))
+    };
+    let run = pos("conform run --perf");
+    let record =
+        pos("conform perf record --input nightly-out/results.json --out nightly-out/perf.json");
+    let compare = pos("conform perf compare --baseline");
+    let report = pos("conform report --input nightly-out/results.json");
+    assert!(run < record && record < compare && compare < report);
+    assert!(out.contains("--suite fa_prefill"));
+    assert!(out.contains("--threshold 0.05"));
+    assert!(out.contains("ci/baselines/atlas-800i-a2.json"));
+    assert!(!cwd.path().join("nightly-out").exists());
+    let o = bash(
+        &[script.to_str().unwrap(), "--dry-run", "--threshold", "x"],
+        cwd.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn contribution_guide_gives_the_one_command() {
+    let text = std::fs::read_to_string(repo().join("ci/contribution.md")).unwrap();
+    assert!(text.contains("validate --worker path/to/target.toml"));
+    assert!(text.contains("fresh seeds"));
+    assert!(text.contains("conform report --input"));
+}
