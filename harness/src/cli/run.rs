@@ -32,6 +32,9 @@ pub struct RunArgs {
     /// Write JUnit XML here.
     #[arg(long)]
     pub junit: Option<PathBuf>,
+    /// Write the HTML report into this directory (DIR/index.html) and print its path.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
     /// Ask targets for timings (raw samples per case).
     #[arg(long)]
     pub perf: bool,
@@ -148,6 +151,13 @@ pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()>
             std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         junit::write_junit(results, &mut f).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         println!("{}", messages::wrote("JUnit", p));
+    }
+    if let Some(dir) = &args.report {
+        let source = args.json.clone().unwrap_or_else(|| dir.join("results.json"));
+        let inputs = crate::report::ReportInputs::from_results(results.clone(), source);
+        let page = crate::report::render(&inputs)?;
+        let path = crate::report::write(dir, &page)?;
+        println!("{}", messages::report::wrote_report(&path));
     }
     Ok(())
 }
