@@ -1,0 +1,3 @@
+//! Command-line commands, one file per command area.
+
+pub mod mc2;

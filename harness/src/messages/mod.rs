@@ -1,0 +1,3 @@
+//! User-facing messages, one file per command area.
+
+pub mod mc2;
