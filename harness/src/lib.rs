@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod exit_code;
 pub mod golden;
+pub mod mc2_costs;
 pub mod messages;
 pub mod report;
 pub mod results;

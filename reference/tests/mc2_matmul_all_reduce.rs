@@ -5,7 +5,7 @@ mod mc2_common;
 
 use conform_reference::formats::{f16, DType, Rounding};
 use conform_reference::mc2::{
-    encode_bits, matmul_all_reduce, matmul_all_reduce_tiled, EpiloguePlacement,
+    decode_bits, encode_bits, matmul_all_reduce, matmul_all_reduce_tiled, EpiloguePlacement,
     MatmulAllReduceInputs, Mc2Error, Mc2Numerics, Mc2Shape, RankOperands, ReductionOrder,
 };
 use conform_reference::parallel::Threads;
@@ -319,7 +319,12 @@ fn output_rounding_mode_applies_to_each_ranks_result() {
     let got = matmul_all_reduce(&inp, &rna, Threads::ONE).unwrap();
     assert_eq!(got, vec![1.0 + 2.0f32.powi(-10)]);
     assert_eq!(encode_bits(&got, DType::F16).unwrap(), vec![0x3C01]);
+    assert_eq!(decode_bits(&[0x3C01], DType::F16).unwrap(), got);
     assert_eq!(f16::f16_to_f32(0x3C01), got[0]);
+    assert!(matches!(
+        decode_bits(&[0], DType::F32),
+        Err(Mc2Error::UnsupportedDType { .. })
+    ));
 }
 
 #[test]

@@ -36,12 +36,16 @@ fn seed_example_serial_time_is_1874_us_and_prediction_is_near_the_measured_1262_
     .unwrap();
     assert_eq!(tl.serial_us, 1874.0);
     // By hand: matmul 100.375 us (512 rows) then 175.65625 us per 896 rows; all-reduce
-    // CostComm(8 MiB) = 170.188 us then CostComm(14 MiB) = 251.697 us each, back to back
-    // from the end of the first matmul (the communication stream never waits).
+    // CostComm(8 MiB) = 170.188 us then CostComm(14 MiB) = 251.697 us each. The first
+    // all-reduce ends (270.56 us) before the second matmul (276.03 us), so the communication
+    // stream idles 5.5 us once and then runs back to back.
     let mm0 = 803.0 / 4096.0 * 512.0;
+    let mm1 = 803.0 / 4096.0 * 896.0;
     let c0 = 13.58491263 * 8.0 + 61.508333;
     let c1 = 13.58491263 * 14.0 + 61.508333;
-    let expected = mm0 + c0 + 4.0 * c1;
+    assert!(mm0 + c0 < mm0 + mm1);
+    assert_eq!(tl.tiles[1].comm_start_us, mm0 + mm1);
+    let expected = mm0 + mm1 + 4.0 * c1;
     assert!((tl.makespan_us - expected).abs() < 1e-9);
     let measured = 1262.0;
     println!(

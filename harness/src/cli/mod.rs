@@ -4,6 +4,7 @@
 pub mod explain;
 pub mod golden;
 pub mod list;
+pub mod mc2;
 pub mod paths;
 pub mod report;
 pub mod run;
@@ -40,6 +41,8 @@ pub enum Command {
     /// Write the self-contained HTML report of a results file (plus perf files, a baseline
     /// comparison and an MC2 timeline).
     Report(report::ReportArgs),
+    /// MC2 (matmul + all-reduce) tools: the M-axis split planner.
+    Mc2(mc2::Mc2Args),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -51,6 +54,13 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Golden(c) => golden::run(&paths, c),
         Command::Run(a) => run::run(&paths, a),
         Command::Targets(a) => targets::run(&paths, a),
+        Command::Mc2(a) => match mc2::run(&a, &mut std::io::stdout().lock()) {
+            Ok(()) => Ok(crate::exit_code::SUCCESS),
+            Err(e) => {
+                eprintln!("{}", crate::messages::error_line(&e));
+                Ok(e.exit_code() as i32)
+            }
+        },
         Command::Report(a) => match report::run(&a) {
             Ok(_) => Ok(crate::exit_code::SUCCESS),
             Err(e) => {

@@ -1,5 +1,6 @@
 //! Every user-facing message of the `conform` CLI, in one place (per command in submodules).
 
+pub mod mc2;
 pub mod report;
 
 use crate::results::{RunResults, Status};

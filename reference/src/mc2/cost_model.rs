@@ -280,6 +280,7 @@ pub enum CostAxis {
     /// `x = m` (a model measured for one fixed K and N, like the seed's matmul figure).
     Rows,
     /// `x = m * N * element_size / 2^20`: the MiB of the `[m, N]` output (the seed's "MB").
+    #[serde(rename = "mib")]
     Mebibytes,
     /// `x = 2 * m * K * N / 10^9`.
     Gflop,

@@ -59,6 +59,9 @@ impl FitReport {
     }
 }
 
+/// Measurements `(x, t)`.
+type Points = Vec<(f64, f64)>;
+
 fn check_points(points: &[(f64, f64)]) -> Result<(), Mc2Error> {
     for (i, &(x, y)) in points.iter().enumerate() {
         if !(x.is_finite() && y.is_finite()) {
@@ -228,12 +231,12 @@ pub fn fit_piecewise(
     }
     let mut best: Option<FitReport> = None;
     // Breakpoint xs[j]: left gets xs[..j] (>= left.parameters() distinct), right the rest.
-    for j in left.parameters()..=xs.len() - right.parameters() {
-        let bp = xs[j];
+    let candidates = &xs[left.parameters()..=xs.len() - right.parameters()];
+    for &bp in candidates {
         if bp <= 0.0 {
             continue;
         }
-        let (lp, rp): (Vec<(f64, f64)>, Vec<(f64, f64)>) = points.iter().partition(|p| p.0 < bp);
+        let (lp, rp): (Points, Points) = points.iter().partition(|p| p.0 < bp);
         let (Ok(l), Ok(r)) = (fit_polynomial(&lp, left), fit_polynomial(&rp, right)) else {
             continue;
         };

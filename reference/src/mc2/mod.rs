@@ -26,7 +26,7 @@ pub use planner::{
     UnsplitTimes,
 };
 pub use problem::{
-    encode_bits, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape, RankOperands,
+    decode_bits, encode_bits, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape, RankOperands,
 };
 pub use reduction::ReductionOrder;
 pub use timeline::{simulate, simulate_tiles, Inflation, TileSpan, Timeline};

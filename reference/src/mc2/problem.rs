@@ -3,7 +3,7 @@
 //! Tensors are row-major `f32` slices whose values must already lie on the input dtype's grid
 //! (f16 or bf16): a value `v` is accepted iff rounding it to the dtype gives `v` back (any NaN
 //! is accepted). Outputs are `f32` values on the output dtype's grid; [`encode_bits`] turns them
-//! into the dtype's 16-bit encodings. A `[B, S, K]` activation is the same memory as
+//! into the dtype's 16-bit encodings and [`decode_bits`] turns stored encodings into inputs. A `[B, S, K]` activation is the same memory as
 //! `[B * S, K]`: use [`Mc2Shape::from_bsk`].
 
 use super::error::Mc2Error;
@@ -123,6 +123,17 @@ pub fn encode_bits(values: &[f32], dtype: DType) -> Result<Vec<u16>, Mc2Error> {
             .iter()
             .map(|&v| bf16::f32_to_bf16(v, Rounding::RNE))
             .collect()),
+        other => Err(Mc2Error::UnsupportedDType {
+            dtype: other.name(),
+        }),
+    }
+}
+
+/// The f32 values of 16-bit encodings (exact), to build inputs from stored f16/bf16 tensors.
+pub fn decode_bits(bits: &[u16], dtype: DType) -> Result<Vec<f32>, Mc2Error> {
+    match dtype {
+        DType::F16 => Ok(bits.iter().map(|&b| f16::f16_to_f32(b)).collect()),
+        DType::Bf16 => Ok(bits.iter().map(|&b| bf16::bf16_to_f32(b)).collect()),
         other => Err(Mc2Error::UnsupportedDType {
             dtype: other.name(),
         }),
