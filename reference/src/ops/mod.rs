@@ -11,6 +11,7 @@
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
 pub mod generate;
+pub mod paged_kv;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
@@ -116,7 +117,7 @@ pub trait OpFamily: Sync {
 
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
-    Vec::new()
+    vec![&paged_kv::PagedKv]
 }
 
 /// The family named `name`.
