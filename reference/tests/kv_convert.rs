@@ -46,7 +46,7 @@ fn buffer(len: usize, seed: u64) -> Vec<u16> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn conversions_between_every_pair_of_layouts_round_trip_exactly(

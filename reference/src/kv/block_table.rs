@@ -22,9 +22,13 @@ pub struct BlockTable {
 }
 
 impl BlockTable {
-    /// Row `b` (`max_blocks` entries). Panics if `b >= batch`, like slice indexing.
-    pub fn row(&self, b: usize) -> &[i32] {
-        &self.entries[b * self.max_blocks..(b + 1) * self.max_blocks]
+    /// Row `b` (`max_blocks` entries), `None` past the last row.
+    pub fn row(&self, b: usize) -> Option<&[i32]> {
+        if b >= self.batch {
+            return None;
+        }
+        self.entries
+            .get(b * self.max_blocks..(b + 1) * self.max_blocks)
     }
 
     /// The int32 `[batch, max_blocks]` tensor.

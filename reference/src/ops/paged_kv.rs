@@ -274,12 +274,19 @@ fn unwords<const N: usize>(w: &[[u8; N]]) -> Vec<u8> {
     w.iter().flatten().copied().collect()
 }
 
+/// The names of a scatter's row input and cache input, for error messages.
+#[derive(Clone, Copy)]
+struct Names {
+    rows: &'static str,
+    cache: &'static str,
+}
+
 /// Maps a scatter error to the input it blames.
-fn scatter_error(cache: &str, e: KvError) -> OpError {
+fn scatter_error(names: Names, e: KvError) -> OpError {
     let input = match e {
         KvError::SlotOutOfRange { .. } | KvError::DuplicateSlot { .. } => "slot_mapping",
-        KvError::WrongLength { .. } => "key",
-        _ => cache,
+        KvError::WrongLength { .. } => names.rows,
+        _ => names.cache,
     };
     OpError::InvalidInput {
         op: NAME.to_string(),
@@ -295,11 +302,10 @@ fn scatter_bytes<const N: usize>(
     cache: &[u8],
     rows: &[u8],
     slots: &[i64],
-    cache_name: &str,
+    names: Names,
 ) -> Result<Vec<u8>, OpError> {
     let mut c = words::<N>(cache);
-    scatter(layout, g, &mut c, &words::<N>(rows), slots)
-        .map_err(|e| scatter_error(cache_name, e))?;
+    scatter(layout, g, &mut c, &words::<N>(rows), slots).map_err(|e| scatter_error(names, e))?;
     Ok(unwords(&c))
 }
 
@@ -309,14 +315,14 @@ fn scatter_tensor(
     cache: &Tensor,
     rows: &Tensor,
     slots: &[i64],
-    cache_name: &str,
+    names: Names,
 ) -> Result<Vec<u8>, OpError> {
     match cache.dtype.size_bytes() {
-        2 => scatter_bytes::<2>(layout, g, &cache.data, &rows.data, slots, cache_name),
-        4 => scatter_bytes::<4>(layout, g, &cache.data, &rows.data, slots, cache_name),
+        2 => scatter_bytes::<2>(layout, g, &cache.data, &rows.data, slots, names),
+        4 => scatter_bytes::<4>(layout, g, &cache.data, &rows.data, slots, names),
         _ => Err(OpError::InvalidInput {
             op: NAME.to_string(),
-            input: cache_name.to_string(),
+            input: names.cache.to_string(),
             message: format!("unsupported cache dtype {}", cache.dtype.name()),
         }),
     }
@@ -474,14 +480,22 @@ impl OpFamily for PagedKv {
         let key_cache = input(NAME, inputs, &desc.inputs[3])?;
         let value_cache = input(NAME, inputs, &desc.inputs[4])?;
         let g = &case.geometry;
-        let k = scatter_tensor(case.key_layout, g, key_cache, key, &slots, "key_cache_in")?;
+        let key_names = Names {
+            rows: "key",
+            cache: "key_cache_in",
+        };
+        let value_names = Names {
+            rows: "value",
+            cache: "value_cache_in",
+        };
+        let k = scatter_tensor(case.key_layout, g, key_cache, key, &slots, key_names)?;
         let v = scatter_tensor(
             case.value_layout,
             g,
             value_cache,
             value,
             &slots,
-            "value_cache_in",
+            value_names,
         )?;
 
         let mut out = TensorMap::new();
