@@ -337,8 +337,6 @@ fn generate_cache(
     ctx: &mut GenContext,
 ) -> Result<Tensor, OpError> {
     let g = &case.geometry;
-    let nan = cache_nan_bits(case.dtype);
-    let mut cache: Vec<u32> = vec![nan; g.len()];
     let old: Vec<i64> = (0..g.num_slots())
         .filter(|&s| !targets[s] && ctx.below(4) == 0)
         .map(|s| s as i64)
@@ -350,32 +348,35 @@ fn generate_cache(
         &values,
         Rounding::RNE,
     );
-    let bits: Vec<u32> = match case.dtype.size_bytes() {
-        2 => words::<2>(&rows.data)
-            .iter()
-            .map(|w| u16::from_le_bytes(*w) as u32)
-            .collect(),
-        _ => words::<4>(&rows.data)
-            .iter()
-            .map(|w| u32::from_le_bytes(*w))
-            .collect(),
+    let nan = cache_nan_bits(case.dtype).to_le_bytes();
+    let data = match case.dtype.size_bytes() {
+        2 => nan_cache_with_rows::<2>(layout, g, &nan, &rows.data, &old)?,
+        _ => nan_cache_with_rows::<4>(layout, g, &nan, &rows.data, &old)?,
     };
-    scatter(layout, g, &mut cache, &bits, &old).map_err(|e| OpError::Failed {
+    Ok(Tensor {
+        dtype: case.dtype,
+        shape: layout.shape(g),
+        data,
+    })
+}
+
+/// The bytes of a cache of `N`-byte elements, all `nan` (its low `N` bytes) except `rows`
+/// written at `slots`.
+fn nan_cache_with_rows<const N: usize>(
+    layout: KvCacheLayout,
+    g: &CacheGeometry,
+    nan: &[u8],
+    rows: &[u8],
+    slots: &[i64],
+) -> Result<Vec<u8>, OpError> {
+    let mut fill = [0u8; N];
+    fill.copy_from_slice(&nan[..N]);
+    let mut cache = vec![fill; g.len()];
+    scatter(layout, g, &mut cache, &words::<N>(rows), slots).map_err(|e| OpError::Failed {
         op: NAME.to_string(),
         message: e.to_string(),
     })?;
-    let shape = layout.shape(g);
-    Ok(match case.dtype.size_bytes() {
-        2 => {
-            let b: Vec<u16> = cache.iter().map(|&v| v as u16).collect();
-            Tensor::from_bits16(case.dtype, shape, &b)
-        }
-        _ => Tensor {
-            dtype: case.dtype,
-            shape,
-            data: cache.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        },
-    })
+    Ok(unwords(&cache))
 }
 
 impl OpFamily for PagedKv {
