@@ -2,8 +2,8 @@
 //!
 //! It holds no K/V data. It hands out slots (`block * block_size + offset`) for the tokens a
 //! caller appends, and block copies the caller applies before writing them
-//! ([`super::copy_blocks`], then [`super::scatter`]). Semantics (docs/kv-cache.md has the long
-//! form):
+//! ([`copy_blocks()`](super::copy_blocks()), then [`scatter()`](super::scatter())).
+//! Semantics (docs/kv-cache.md has the long form):
 //!
 //! - **Blocks and reference counts.** Every block is either free (reference count 0, in the free
 //!   queue) or owned by `refcount` sequences (each lists it once in its block table).
