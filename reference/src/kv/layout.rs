@@ -51,6 +51,23 @@ pub enum KvLayoutError {
 }
 
 impl CacheGeometry {
+    /// Number of token slots (`num_blocks * block_size`); slot `s` is offset `s % block_size`
+    /// of block `s / block_size`.
+    pub fn num_slots(&self) -> usize {
+        self.num_blocks * self.block_size
+    }
+
+    /// Elements of one token row (`kv_heads * head_dim`).
+    pub fn row_len(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// Elements of one block (`block_size * kv_heads * head_dim`). In every layout the block is
+    /// the outermost axis, so block `b` occupies `[b * block_len, (b + 1) * block_len)`.
+    pub fn block_len(&self) -> usize {
+        self.block_size * self.kv_heads * self.head_dim
+    }
+
     /// Total number of elements.
     pub fn len(&self) -> usize {
         self.num_blocks * self.block_size * self.kv_heads * self.head_dim
@@ -148,6 +165,34 @@ impl KvCacheLayout {
             KvCacheLayout::VllmValue => {
                 ((block * g.kv_heads + head) * g.head_dim + d) * g.block_size + slot
             }
+        }
+    }
+
+    /// vLLM's key layout for elements of `elem_bytes` bytes: `x` packs 16 bytes (8 for
+    /// f16/bf16, 4 for f32).
+    pub fn vllm_key_for(elem_bytes: usize) -> KvCacheLayout {
+        KvCacheLayout::VllmKey {
+            x: (16 / elem_bytes.max(1)).max(1),
+        }
+    }
+
+    /// Every layout, with vLLM's key packing `x` for elements of `elem_bytes` bytes.
+    pub fn all(elem_bytes: usize) -> [KvCacheLayout; 4] {
+        [
+            KvCacheLayout::BnBsH,
+            KvCacheLayout::BnNBsD,
+            KvCacheLayout::vllm_key_for(elem_bytes),
+            KvCacheLayout::VllmValue,
+        ]
+    }
+
+    /// Logical axis names of [`KvCacheLayout::shape`], for reporting element positions.
+    pub fn axes(&self) -> &'static [&'static str] {
+        match self {
+            KvCacheLayout::BnBsH => &["block", "slot", "hd"],
+            KvCacheLayout::BnNBsD => &["block", "n", "slot", "d"],
+            KvCacheLayout::VllmKey { .. } => &["block", "n", "d_hi", "slot", "x"],
+            KvCacheLayout::VllmValue => &["block", "n", "d", "slot"],
         }
     }
 

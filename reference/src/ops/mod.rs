@@ -12,6 +12,7 @@
 
 pub mod generate;
 pub mod mc2_matmul_allreduce;
+pub mod paged_kv;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
@@ -117,7 +118,7 @@ pub trait OpFamily: Sync {
 
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
-    vec![&mc2_matmul_allreduce::Mc2MatmulAllReduce]
+    vec![&mc2_matmul_allreduce::Mc2MatmulAllReduce, &paged_kv::PagedKv]
 }
 
 /// The family named `name`.
