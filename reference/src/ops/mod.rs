@@ -10,7 +10,9 @@
 //! exact (or f64-accurate) and NOT rounded to the output dtype; the harness rounds once where a
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
+pub mod fa_prefill;
 pub mod generate;
+pub mod pa_decode;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
@@ -116,7 +118,7 @@ pub trait OpFamily: Sync {
 
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
-    Vec::new()
+    vec![&fa_prefill::FaPrefill, &pa_decode::PaDecode]
 }
 
 /// The family named `name`.

@@ -1,0 +1,256 @@
+//! The two tile products of attention, with fixed reduction orders, written so the compiler
+//! vectorises them; on x86_64 a copy compiled for AVX-512 or AVX2 is chosen at run time.
+//!
+//! The bits never depend on that choice: the code has no FMA contraction (Rust never
+//! contracts) and the order of every f32 addition is fixed by the source, whatever the vector
+//! width:
+//! - [`qk_tile`] with [`ReductionOrder::Lanes16`]: element d of a dot product is multiplied and
+//!   added into lane d % 16 in increasing d, and the lanes are combined by
+//!   [`crate::dot::combine_lanes`], exactly [`crate::dot::dot_f32`]; with
+//!   [`ReductionOrder::Sequential`], `((q0 k0 + q1 k1) + q2 k2) + ...`.
+//! - [`pv_tile`]: `acc[d] = 0; for j in keys (increasing): acc[d] += p[j] * v[j][d]` per output
+//!   element (lanes are output elements, so vectorising over d reorders nothing).
+
+use super::recipe::ReductionOrder;
+use super::rows::Rows;
+use crate::dot::{combine_lanes, LANES};
+use std::ops::Range;
+
+/// Scores `out[r * ld + (j - keys.start)] = q[r] . k[j]` for `j in keys`.
+pub fn qk_tile(
+    order: ReductionOrder,
+    q: &[&[f32]],
+    k: &Rows,
+    keys: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+) {
+    match order {
+        ReductionOrder::Sequential => {
+            for (r, qr) in q.iter().enumerate() {
+                for j in keys.clone() {
+                    out[r * ld + j - keys.start] = crate::dot::dot_f32_sequential(qr, k.row(j));
+                }
+            }
+        }
+        ReductionOrder::Lanes16 => {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F (checked just above).
+                    return unsafe { qk_lanes16_avx512(q, k, keys, out, ld) };
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2 (checked just above).
+                    return unsafe { qk_lanes16_avx2(q, k, keys, out, ld) };
+                }
+            }
+            qk_lanes16(q, k, keys, out, ld)
+        }
+    }
+}
+
+/// `out[r * dim + d] = sum_{j in keys} p[r * ld + (j - keys.start)] * v[j][d]`, in increasing j.
+pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { pv_avx512(p, ld, rows, v, keys, out) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { pv_avx2(p, ld, rows, v, keys, out) };
+        }
+    }
+    pv_generic(p, ld, rows, v, keys, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn qk_lanes16_avx512(
+    q: &[&[f32]],
+    k: &Rows,
+    keys: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+) {
+    qk_lanes16(q, k, keys, out, ld)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
+    qk_lanes16(q, k, keys, out, ld)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn pv_avx512(
+    p: &[f32],
+    ld: usize,
+    rows: usize,
+    v: &Rows,
+    keys: Range<usize>,
+    out: &mut [f32],
+) {
+    pv_generic(p, ld, rows, v, keys, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pv_avx2(
+    p: &[f32],
+    ld: usize,
+    rows: usize,
+    v: &Rows,
+    keys: Range<usize>,
+    out: &mut [f32],
+) {
+    pv_generic(p, ld, rows, v, keys, out)
+}
+
+/// Dot products of `R` query rows with `C` keys at once (register blocking); each is the
+/// 16-lane order of [`crate::dot::dot_f32`].
+#[inline(always)]
+fn dots<const R: usize, const C: usize>(q: [&[f32]; R], k: [&[f32]; C]) -> [[f32; C]; R] {
+    let n = q[0].len();
+    let mut acc = [[[0.0f32; LANES]; C]; R];
+    let full = n / LANES * LANES;
+    let mut d0 = 0;
+    while d0 < full {
+        let ks: [&[f32]; C] = std::array::from_fn(|c| &k[c][d0..d0 + LANES]);
+        for r in 0..R {
+            let qs = &q[r][d0..d0 + LANES];
+            for c in 0..C {
+                for l in 0..LANES {
+                    acc[r][c][l] += qs[l] * ks[c][l];
+                }
+            }
+        }
+        d0 += LANES;
+    }
+    for d in full..n {
+        for r in 0..R {
+            for c in 0..C {
+                acc[r][c][d - full] += q[r][d] * k[c][d];
+            }
+        }
+    }
+    let mut res = [[0.0f32; C]; R];
+    for r in 0..R {
+        for c in 0..C {
+            res[r][c] = combine_lanes(acc[r][c]);
+        }
+    }
+    res
+}
+
+#[inline(always)]
+fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
+    const R: usize = 4;
+    const C: usize = 2;
+    let s0 = keys.start;
+    let mut r0 = 0;
+    while r0 < q.len() {
+        let nr = (q.len() - r0).min(R);
+        let mut j = keys.start;
+        while j < keys.end {
+            let nc = (keys.end - j).min(C);
+            if nr == R && nc == C {
+                let res = dots::<R, C>(
+                    std::array::from_fn(|r| q[r0 + r]),
+                    std::array::from_fn(|c| k.row(j + c)),
+                );
+                for (r, row) in res.iter().enumerate() {
+                    for (c, &x) in row.iter().enumerate() {
+                        out[(r0 + r) * ld + j + c - s0] = x;
+                    }
+                }
+            } else {
+                for r in 0..nr {
+                    for c in 0..nc {
+                        let [[x]] = dots::<1, 1>([q[r0 + r]], [k.row(j + c)]);
+                        out[(r0 + r) * ld + j + c - s0] = x;
+                    }
+                }
+            }
+            j += nc;
+        }
+        r0 += nr;
+    }
+}
+
+#[inline(always)]
+fn pv_generic(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
+    let dim = v.dim();
+    let s0 = keys.start;
+    let out = &mut out[..rows * dim];
+    out.fill(0.0);
+    // Two rows at a time share the loads of each value row.
+    let mut r = 0;
+    while r + 2 <= rows {
+        let (a, b) = out[r * dim..(r + 2) * dim].split_at_mut(dim);
+        for j in keys.clone() {
+            let vj = v.row(j);
+            let pa = p[r * ld + j - s0];
+            let pb = p[(r + 1) * ld + j - s0];
+            for d in 0..dim {
+                a[d] += pa * vj[d];
+                b[d] += pb * vj[d];
+            }
+        }
+        r += 2;
+    }
+    if r < rows {
+        let a = &mut out[r * dim..(r + 1) * dim];
+        for j in keys.clone() {
+            let vj = v.row(j);
+            let pa = p[r * ld + j - s0];
+            for d in 0..dim {
+                a[d] += pa * vj[d];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qk_tile_equals_dot_f32_for_every_row_and_key() {
+        let dim = 37;
+        let q: Vec<f32> = (0..5 * dim)
+            .map(|i| ((i * 7919) % 101) as f32 * 0.013 - 0.6)
+            .collect();
+        let k: Vec<f32> = (0..9 * dim)
+            .map(|i| ((i * 104729) % 97) as f32 * 0.021 - 1.0)
+            .collect();
+        let qr: Vec<&[f32]> = q.chunks(dim).collect();
+        let kr = Rows::dense(&k, dim);
+        let mut out = vec![0.0; 5 * 8];
+        qk_tile(ReductionOrder::Lanes16, &qr, &kr, 1..9, &mut out, 8);
+        for r in 0..5 {
+            for j in 1..9 {
+                let e = crate::dot::dot_f32(qr[r], kr.row(j));
+                assert_eq!(out[r * 8 + j - 1].to_bits(), e.to_bits());
+            }
+        }
+        let mut p = vec![0.0; 3 * 8];
+        for (i, x) in p.iter_mut().enumerate() {
+            *x = (i as f32) * 0.1 - 1.0;
+        }
+        let mut o = vec![0.0; 3 * dim];
+        pv_tile(&p, 8, 3, &kr, 1..9, &mut o);
+        for r in 0..3 {
+            for d in 0..dim {
+                let mut s = 0.0f32;
+                for j in 1..9 {
+                    s += p[r * 8 + j - 1] * kr.row(j)[d];
+                }
+                assert_eq!(o[r * dim + d].to_bits(), s.to_bits());
+            }
+        }
+    }
+}
