@@ -75,7 +75,36 @@ unsafe fn qk_lanes16_avx512(
     out: &mut [f32],
     ld: usize,
 ) {
-    qk_lanes16(q, k, keys, out, ld)
+    let dim = k.dim();
+    if dim % LANES != 0 {
+        return qk_lanes16(q, k, keys, out, ld);
+    }
+    let s0 = keys.start;
+    let mut r0 = 0;
+    while r0 + 4 <= q.len() {
+        let qs = [q[r0], q[r0 + 1], q[r0 + 2], q[r0 + 3]];
+        let mut j = keys.start;
+        while j + 2 <= keys.end {
+            let ks = [k.row(j), k.row(j + 1)];
+            let res = avx512::dots_4x2(qs, ks, dim);
+            for (r, row) in res.iter().enumerate() {
+                out[(r0 + r) * ld + j - s0] = row[0];
+                out[(r0 + r) * ld + j + 1 - s0] = row[1];
+            }
+            j += 2;
+        }
+        if j < keys.end {
+            for (r, qr) in qs.iter().enumerate() {
+                out[(r0 + r) * ld + j - s0] = avx512::dot(qr, k.row(j), dim);
+            }
+        }
+        r0 += 4;
+    }
+    for (r, qr) in q.iter().enumerate().skip(r0) {
+        for j in keys.clone() {
+            out[r * ld + j - s0] = avx512::dot(qr, k.row(j), dim);
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -94,7 +123,24 @@ unsafe fn pv_avx512(
     keys: Range<usize>,
     out: &mut [f32],
 ) {
-    pv_generic(p, ld, rows, v, keys, out)
+    let dim = v.dim();
+    if dim % 64 != 0 {
+        return pv_generic(p, ld, rows, v, keys, out);
+    }
+    let s0 = keys.start;
+    let mut r = 0;
+    while r < rows {
+        let two = r + 1 < rows;
+        let r1 = if two { r + 1 } else { r };
+        for c in (0..dim).step_by(64) {
+            let (a, b) = avx512::pv_2x64(p, ld, r, r1, v, keys.clone(), s0, c);
+            out[r * dim + c..r * dim + c + 64].copy_from_slice(&a);
+            if two {
+                out[r1 * dim + c..r1 * dim + c + 64].copy_from_slice(&b);
+            }
+        }
+        r += if two { 2 } else { 1 };
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -108,6 +154,93 @@ unsafe fn pv_avx2(
     out: &mut [f32],
 ) {
     pv_generic(p, ld, rows, v, keys, out)
+}
+
+/// AVX-512 forms of the same arithmetic: a zmm register holds 16 lanes, lane l of a dot
+/// accumulator is lane `d % 16` of [`crate::dot::dot_f32`]; separate multiply and add (no FMA).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::super::rows::Rows;
+    use crate::dot::combine_lanes;
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    #[inline(always)]
+    unsafe fn lanes(x: __m512) -> [f32; 16] {
+        let mut a = [0.0f32; 16];
+        _mm512_storeu_ps(a.as_mut_ptr(), x);
+        a
+    }
+
+    /// One dot product (`dim` a multiple of 16).
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
+        assert!(q.len() >= dim && k.len() >= dim);
+        let mut acc = _mm512_setzero_ps();
+        for d in (0..dim).step_by(16) {
+            let x = _mm512_loadu_ps(q.as_ptr().add(d));
+            let y = _mm512_loadu_ps(k.as_ptr().add(d));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(x, y));
+        }
+        combine_lanes(lanes(acc))
+    }
+
+    /// Dot products of 4 query rows with 2 keys (`dim` a multiple of 16).
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn dots_4x2(q: [&[f32]; 4], k: [&[f32]; 2], dim: usize) -> [[f32; 2]; 4] {
+        assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+        let mut acc = [[_mm512_setzero_ps(); 2]; 4];
+        for d in (0..dim).step_by(16) {
+            let k0 = _mm512_loadu_ps(k[0].as_ptr().add(d));
+            let k1 = _mm512_loadu_ps(k[1].as_ptr().add(d));
+            for r in 0..4 {
+                let x = _mm512_loadu_ps(q[r].as_ptr().add(d));
+                acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_mul_ps(x, k0));
+                acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_mul_ps(x, k1));
+            }
+        }
+        let mut res = [[0.0f32; 2]; 4];
+        for r in 0..4 {
+            res[r][0] = combine_lanes(lanes(acc[r][0]));
+            res[r][1] = combine_lanes(lanes(acc[r][1]));
+        }
+        res
+    }
+
+    /// Columns `c..c + 64` of P V for rows `ra` and `rb`, keys in increasing order.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pv_2x64(
+        p: &[f32],
+        ld: usize,
+        ra: usize,
+        rb: usize,
+        v: &Rows,
+        keys: Range<usize>,
+        s0: usize,
+        c: usize,
+    ) -> ([f32; 64], [f32; 64]) {
+        let mut a = [_mm512_setzero_ps(); 4];
+        let mut b = [_mm512_setzero_ps(); 4];
+        for j in keys {
+            let vj = v.row(j);
+            assert!(vj.len() >= c + 64);
+            let pa = _mm512_set1_ps(p[ra * ld + j - s0]);
+            let pb = _mm512_set1_ps(p[rb * ld + j - s0]);
+            for t in 0..4 {
+                let x = _mm512_loadu_ps(vj.as_ptr().add(c + 16 * t));
+                a[t] = _mm512_add_ps(a[t], _mm512_mul_ps(pa, x));
+                b[t] = _mm512_add_ps(b[t], _mm512_mul_ps(pb, x));
+            }
+        }
+        let mut oa = [0.0f32; 64];
+        let mut ob = [0.0f32; 64];
+        for t in 0..4 {
+            _mm512_storeu_ps(oa.as_mut_ptr().add(16 * t), a[t]);
+            _mm512_storeu_ps(ob.as_mut_ptr().add(16 * t), b[t]);
+        }
+        (oa, ob)
+    }
 }
 
 /// Dot products of `R` query rows with `C` keys at once (register blocking); each is the
