@@ -3,6 +3,7 @@
 //!   (sparse_mode 3; Lq = Lk so top-left and bottom-right agree), bf16 inputs;
 //! - `decode/paged_ascend_ifa_bf16`: PagedAttention decode, B=32, Hq=32, Hkv=8, context 4096,
 //!   block_size 128, BnBsH bf16 cache, shuffled block table.
+//!
 //! All use the machine's available parallelism.
 
 use conform_reference::attention::{

@@ -1,5 +1,5 @@
 //! The two tile products of attention, with fixed reduction orders, written so the compiler
-//! vectorises them; on x86_64 a copy compiled for AVX-512 or AVX2 is chosen at run time.
+//! vectorises them; on x86_64 explicit AVX2 forms are chosen at run time.
 //!
 //! The bits never depend on that choice: the code has no FMA contraction (Rust never
 //! contracts) and the order of every f32 addition is fixed by the source, whatever the vector
@@ -36,10 +36,6 @@ pub fn qk_tile(
         ReductionOrder::Lanes16 => {
             #[cfg(target_arch = "x86_64")]
             {
-                if std::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU supports AVX-512F (checked just above).
-                    return unsafe { qk_lanes16_avx512(q, k, keys, out, ld) };
-                }
                 if std::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU supports AVX2 (checked just above).
                     return unsafe { qk_lanes16_avx2(q, k, keys, out, ld) };
@@ -54,10 +50,6 @@ pub fn qk_tile(
 pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { pv_avx512(p, ld, rows, v, keys, out) };
-        }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { pv_avx2(p, ld, rows, v, keys, out) };
@@ -67,26 +59,19 @@ pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, 
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2")]
-unsafe fn qk_lanes16_avx512(
-    q: &[&[f32]],
-    k: &Rows,
-    keys: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-) {
+#[target_feature(enable = "avx2")]
+unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
     let dim = k.dim();
     if dim % LANES != 0 {
         return qk_lanes16(q, k, keys, out, ld);
     }
     let s0 = keys.start;
     let mut r0 = 0;
-    while r0 + 4 <= q.len() {
-        let qs = [q[r0], q[r0 + 1], q[r0 + 2], q[r0 + 3]];
+    while r0 + 2 <= q.len() {
+        let qs = [q[r0], q[r0 + 1]];
         let mut j = keys.start;
         while j + 2 <= keys.end {
-            let ks = [k.row(j), k.row(j + 1)];
-            let res = avx512::dots_4x2(qs, ks, dim);
+            let res = avx2::dots_2x2(qs, [k.row(j), k.row(j + 1)], dim);
             for (r, row) in res.iter().enumerate() {
                 out[(r0 + r) * ld + j - s0] = row[0];
                 out[(r0 + r) * ld + j + 1 - s0] = row[1];
@@ -95,51 +80,15 @@ unsafe fn qk_lanes16_avx512(
         }
         if j < keys.end {
             for (r, qr) in qs.iter().enumerate() {
-                out[(r0 + r) * ld + j - s0] = avx512::dot(qr, k.row(j), dim);
+                out[(r0 + r) * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
             }
         }
-        r0 += 4;
+        r0 += 2;
     }
     for (r, qr) in q.iter().enumerate().skip(r0) {
         for j in keys.clone() {
-            out[r * ld + j - s0] = avx512::dot(qr, k.row(j), dim);
+            out[r * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
-    qk_lanes16(q, k, keys, out, ld)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2")]
-unsafe fn pv_avx512(
-    p: &[f32],
-    ld: usize,
-    rows: usize,
-    v: &Rows,
-    keys: Range<usize>,
-    out: &mut [f32],
-) {
-    let dim = v.dim();
-    if dim % 64 != 0 {
-        return pv_generic(p, ld, rows, v, keys, out);
-    }
-    let s0 = keys.start;
-    let mut r = 0;
-    while r < rows {
-        let two = r + 1 < rows;
-        let r1 = if two { r + 1 } else { r };
-        for c in (0..dim).step_by(64) {
-            let (a, b) = avx512::pv_2x64(p, ld, r, r1, v, keys.clone(), s0, c);
-            out[r * dim + c..r * dim + c + 64].copy_from_slice(&a);
-            if two {
-                out[r1 * dim + c..r1 * dim + c + 64].copy_from_slice(&b);
-            }
-        }
-        r += if two { 2 } else { 1 };
     }
 }
 
@@ -153,64 +102,103 @@ unsafe fn pv_avx2(
     keys: Range<usize>,
     out: &mut [f32],
 ) {
-    pv_generic(p, ld, rows, v, keys, out)
+    let dim = v.dim();
+    if dim % 32 != 0 {
+        return pv_generic(p, ld, rows, v, keys, out);
+    }
+    let s0 = keys.start;
+    let mut r = 0;
+    while r < rows {
+        let two = r + 1 < rows;
+        let r1 = if two { r + 1 } else { r };
+        for c in (0..dim).step_by(32) {
+            let (a, b) = avx2::pv_2x32(p, ld, r, r1, v, keys.clone(), s0, c);
+            out[r * dim + c..r * dim + c + 32].copy_from_slice(&a);
+            if two {
+                out[r1 * dim + c..r1 * dim + c + 32].copy_from_slice(&b);
+            }
+        }
+        r += if two { 2 } else { 1 };
+    }
 }
 
-/// AVX-512 forms of the same arithmetic: a zmm register holds 16 lanes, lane l of a dot
-/// accumulator is lane `d % 16` of [`crate::dot::dot_f32`]; separate multiply and add (no FMA).
+/// AVX2 forms of the same arithmetic: a 16-lane accumulator is two ymm registers (lanes 0-7,
+/// 8-15), lane l of a dot accumulator is lane `d % 16` of [`crate::dot::dot_f32`]; separate
+/// multiply and add (no FMA), so the bits equal the portable code's.
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+mod avx2 {
     use super::super::rows::Rows;
     use crate::dot::combine_lanes;
     use std::arch::x86_64::*;
     use std::ops::Range;
 
     #[inline(always)]
-    unsafe fn lanes(x: __m512) -> [f32; 16] {
+    unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; 16] {
         let mut a = [0.0f32; 16];
-        _mm512_storeu_ps(a.as_mut_ptr(), x);
+        _mm256_storeu_ps(a.as_mut_ptr(), lo);
+        _mm256_storeu_ps(a.as_mut_ptr().add(8), hi);
         a
     }
 
     /// One dot product (`dim` a multiple of 16).
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx2")]
     pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
         assert!(q.len() >= dim && k.len() >= dim);
-        let mut acc = _mm512_setzero_ps();
+        let mut lo = _mm256_setzero_ps();
+        let mut hi = _mm256_setzero_ps();
         for d in (0..dim).step_by(16) {
-            let x = _mm512_loadu_ps(q.as_ptr().add(d));
-            let y = _mm512_loadu_ps(k.as_ptr().add(d));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(x, y));
+            let (qp, kp) = (q.as_ptr().add(d), k.as_ptr().add(d));
+            lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(qp), _mm256_loadu_ps(kp)));
+            hi = _mm256_add_ps(
+                hi,
+                _mm256_mul_ps(_mm256_loadu_ps(qp.add(8)), _mm256_loadu_ps(kp.add(8))),
+            );
         }
-        combine_lanes(lanes(acc))
+        combine_lanes(lanes(lo, hi))
     }
 
-    /// Dot products of 4 query rows with 2 keys (`dim` a multiple of 16).
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn dots_4x2(q: [&[f32]; 4], k: [&[f32]; 2], dim: usize) -> [[f32; 2]; 4] {
+    /// Dot products of 2 query rows with 2 keys (`dim` a multiple of 16).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn dots_2x2(q: [&[f32]; 2], k: [&[f32]; 2], dim: usize) -> [[f32; 2]; 2] {
         assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
-        let mut acc = [[_mm512_setzero_ps(); 2]; 4];
+        let z = _mm256_setzero_ps();
+        let mut acc = [[[z; 2]; 2]; 2];
         for d in (0..dim).step_by(16) {
-            let k0 = _mm512_loadu_ps(k[0].as_ptr().add(d));
-            let k1 = _mm512_loadu_ps(k[1].as_ptr().add(d));
-            for r in 0..4 {
-                let x = _mm512_loadu_ps(q[r].as_ptr().add(d));
-                acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_mul_ps(x, k0));
-                acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_mul_ps(x, k1));
+            let kv = [
+                [
+                    _mm256_loadu_ps(k[0].as_ptr().add(d)),
+                    _mm256_loadu_ps(k[0].as_ptr().add(d + 8)),
+                ],
+                [
+                    _mm256_loadu_ps(k[1].as_ptr().add(d)),
+                    _mm256_loadu_ps(k[1].as_ptr().add(d + 8)),
+                ],
+            ];
+            for r in 0..2 {
+                let x = [
+                    _mm256_loadu_ps(q[r].as_ptr().add(d)),
+                    _mm256_loadu_ps(q[r].as_ptr().add(d + 8)),
+                ];
+                for c in 0..2 {
+                    for h in 0..2 {
+                        acc[r][c][h] = _mm256_add_ps(acc[r][c][h], _mm256_mul_ps(x[h], kv[c][h]));
+                    }
+                }
             }
         }
-        let mut res = [[0.0f32; 2]; 4];
-        for r in 0..4 {
-            res[r][0] = combine_lanes(lanes(acc[r][0]));
-            res[r][1] = combine_lanes(lanes(acc[r][1]));
+        let mut res = [[0.0f32; 2]; 2];
+        for r in 0..2 {
+            for c in 0..2 {
+                res[r][c] = combine_lanes(lanes(acc[r][c][0], acc[r][c][1]));
+            }
         }
         res
     }
 
-    /// Columns `c..c + 64` of P V for rows `ra` and `rb`, keys in increasing order.
-    #[target_feature(enable = "avx512f")]
+    /// Columns `c..c + 32` of P V for rows `ra` and `rb`, keys in increasing order.
+    #[target_feature(enable = "avx2")]
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn pv_2x64(
+    pub unsafe fn pv_2x32(
         p: &[f32],
         ld: usize,
         ra: usize,
@@ -219,25 +207,26 @@ mod avx512 {
         keys: Range<usize>,
         s0: usize,
         c: usize,
-    ) -> ([f32; 64], [f32; 64]) {
-        let mut a = [_mm512_setzero_ps(); 4];
-        let mut b = [_mm512_setzero_ps(); 4];
+    ) -> ([f32; 32], [f32; 32]) {
+        let z = _mm256_setzero_ps();
+        let mut a = [z; 4];
+        let mut b = [z; 4];
         for j in keys {
             let vj = v.row(j);
-            assert!(vj.len() >= c + 64);
-            let pa = _mm512_set1_ps(p[ra * ld + j - s0]);
-            let pb = _mm512_set1_ps(p[rb * ld + j - s0]);
+            assert!(vj.len() >= c + 32);
+            let pa = _mm256_set1_ps(p[ra * ld + j - s0]);
+            let pb = _mm256_set1_ps(p[rb * ld + j - s0]);
             for t in 0..4 {
-                let x = _mm512_loadu_ps(vj.as_ptr().add(c + 16 * t));
-                a[t] = _mm512_add_ps(a[t], _mm512_mul_ps(pa, x));
-                b[t] = _mm512_add_ps(b[t], _mm512_mul_ps(pb, x));
+                let x = _mm256_loadu_ps(vj.as_ptr().add(c + 8 * t));
+                a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(pa, x));
+                b[t] = _mm256_add_ps(b[t], _mm256_mul_ps(pb, x));
             }
         }
-        let mut oa = [0.0f32; 64];
-        let mut ob = [0.0f32; 64];
+        let mut oa = [0.0f32; 32];
+        let mut ob = [0.0f32; 32];
         for t in 0..4 {
-            _mm512_storeu_ps(oa.as_mut_ptr().add(16 * t), a[t]);
-            _mm512_storeu_ps(ob.as_mut_ptr().add(16 * t), b[t]);
+            _mm256_storeu_ps(oa.as_mut_ptr().add(8 * t), a[t]);
+            _mm256_storeu_ps(ob.as_mut_ptr().add(8 * t), b[t]);
         }
         (oa, ob)
     }
@@ -353,7 +342,12 @@ mod tests {
 
     #[test]
     fn qk_tile_equals_dot_f32_for_every_row_and_key() {
-        let dim = 37;
+        for dim in [37, 64, 128, 160] {
+            check_dim(dim);
+        }
+    }
+
+    fn check_dim(dim: usize) {
         let q: Vec<f32> = (0..5 * dim)
             .map(|i| ((i * 7919) % 101) as f32 * 0.013 - 0.6)
             .collect();

@@ -150,9 +150,9 @@ fn chunk_generic(
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2")]
+#[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn chunk_avx512(
+unsafe fn chunk_avx2(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
@@ -180,9 +180,9 @@ fn chunk(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { chunk_avx512(q, k, v, dim, mask, r0, scale, out, lse) };
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { chunk_avx2(q, k, v, dim, mask, r0, scale, out, lse) };
         }
     }
     chunk_generic(q, k, v, dim, mask, r0, scale, out, lse)
