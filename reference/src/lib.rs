@@ -13,6 +13,7 @@
 //!
 //! This crate knows nothing of files, processes or command lines.
 
+pub mod attention;
 pub mod dot;
 pub mod formats;
 pub mod kv;

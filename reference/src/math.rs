@@ -45,6 +45,19 @@ pub fn sqrt_f64(x: f64) -> f64 {
     libm::sqrt(x)
 }
 
+/// Base-2 logarithm in f32 (libm `log2f`).
+#[inline(always)]
+pub fn log2_f32(x: f32) -> f32 {
+    libm::log2f(x)
+}
+
+/// Fused multiply-add `a * b + c` in f32 with one rounding (libm `fmaf`, exact on every
+/// platform), for recipes that model a kernel's FMA.
+#[inline(always)]
+pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    libm::fmaf(a, b, c)
+}
+
 /// log2(e) as the f32 nearest to it, the constant kernels fold into an exp2 scale.
 pub const LOG2_E_F32: f32 = std::f32::consts::LOG2_E;
 

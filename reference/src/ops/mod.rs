@@ -10,9 +10,11 @@
 //! exact (or f64-accurate) and NOT rounded to the output dtype; the harness rounds once where a
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
+pub mod fa_prefill;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
 pub mod paged_kv;
+pub mod pa_decode;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
@@ -118,7 +120,7 @@ pub trait OpFamily: Sync {
 
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
-    vec![&mc2_matmul_allreduce::Mc2MatmulAllReduce, &paged_kv::PagedKv]
+    vec![&mc2_matmul_allreduce::Mc2MatmulAllReduce, &paged_kv::PagedKv, &fa_prefill::FaPrefill, &pa_decode::PaDecode]
 }
 
 /// The family named `name`.

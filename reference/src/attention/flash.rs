@@ -1,0 +1,202 @@
+//! Fused attention over contiguous Q/K/V in any layout: the recipe's algorithm run in
+//! parallel over (batch, head, query-row chunk), results written in a fixed order, and the
+//! output rounded ONCE to the output dtype with the recipe's output rounding.
+
+use super::error::AttentionError;
+use super::mask::BatchMask;
+use super::params::Geometry;
+use super::recipe::{EmptyRow, Recipe};
+use super::rows::{HeadTask, Rows, RowsResult};
+use super::split_kv::rows_result;
+use crate::parallel::{map_tasks, Threads};
+
+/// The input buffers: element values (bf16/f16 inputs decoded exactly to f32) in the
+/// configuration's layout, and the optional explicit mask `[B, q_seq, kv_seq]` (nonzero =
+/// masked).
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionInputs<'a> {
+    pub query: &'a [f32],
+    pub key: &'a [f32],
+    pub value: &'a [f32],
+    pub atten_mask: Option<&'a [u8]>,
+}
+
+/// Recipe outputs: `attention_out` values (already rounded to the output dtype, so exactly
+/// representable in it) in the output layout, and the f32 softmax LSE when asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionOutput {
+    pub out: Vec<f32>,
+    pub lse: Option<Vec<f32>>,
+}
+
+/// Query rows per parallel task: whole query tiles, at least 16 rows. Depends only on the
+/// recipe, never on the thread count.
+pub(crate) fn task_rows(recipe: &Recipe) -> usize {
+    let t = recipe.q_tile.max(1);
+    t * 16usize.div_ceil(t)
+}
+
+/// The LSE written for padded query rows (beyond `actual_seq_lengths`), whose output is 0.
+pub(crate) fn padding_lse(recipe: &Recipe) -> f32 {
+    match recipe.empty_row {
+        EmptyRow::Zero { lse } => lse,
+        EmptyRow::Arithmetic => f32::INFINITY,
+    }
+}
+
+/// Runs the rows `r0..r1` of one head in query tiles of the recipe.
+pub(crate) fn run_rows(
+    recipe: &Recipe,
+    kv_tile: usize,
+    task: &HeadTask,
+    r0: usize,
+    r1: usize,
+) -> RowsResult {
+    let dim = task.q.dim();
+    let mut acc = RowsResult {
+        out: Vec::with_capacity((r1 - r0) * dim),
+        lse: Vec::new(),
+        max: Vec::new(),
+        sum: Vec::new(),
+        has_key: Vec::new(),
+    };
+    let mut t0 = r0;
+    while t0 < r1 {
+        let t1 = (t0 + recipe.q_tile.max(1)).min(r1);
+        let r = rows_result(recipe, kv_tile, task, t0..t1);
+        acc.out.extend_from_slice(&r.out);
+        acc.lse.extend_from_slice(&r.lse);
+        acc.max.extend_from_slice(&r.max);
+        acc.sum.extend_from_slice(&r.sum);
+        acc.has_key.extend_from_slice(&r.has_key);
+        t0 = t1;
+    }
+    acc
+}
+
+/// Writes a task's rows into the output buffers, rounding to the output dtype.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_rows(
+    g: &Geometry,
+    recipe: &Recipe,
+    b: usize,
+    h: usize,
+    r0: usize,
+    res: &RowsResult,
+    out: &mut [f32],
+    lse: &mut [f32],
+) {
+    let dim = g.head_dim;
+    for (r, i) in (r0..r0 + res.lse.len()).enumerate() {
+        let o = g.out_offset(b, i, h);
+        for (dst, &x) in out[o..o + dim]
+            .iter_mut()
+            .zip(&res.out[r * dim..(r + 1) * dim])
+        {
+            *dst = g.dtype.quantize_f32(x, recipe.output_rounding);
+        }
+        lse[g.lse_index(b, i, h)] = res.lse[r];
+    }
+}
+
+/// Fills padded query rows (`lq..q_rows`) of every (b, h) with output 0 and the padding LSE.
+pub(crate) fn write_padding(g: &Geometry, recipe: &Recipe, out: &mut [f32], lse: &mut [f32]) {
+    let dim = g.head_dim;
+    for b in 0..g.batch {
+        for h in 0..g.heads {
+            for i in g.lq[b]..g.q_rows(b) {
+                let o = g.out_offset(b, i, h);
+                out[o..o + dim].fill(0.0);
+                lse[g.lse_index(b, i, h)] = padding_lse(recipe);
+            }
+        }
+    }
+}
+
+/// The (b, head) unit of work over contiguous inputs.
+pub(crate) fn head_task<'a>(
+    g: &Geometry,
+    inputs: &AttentionInputs<'a>,
+    b: usize,
+    h: usize,
+) -> Result<HeadTask<'a>, AttentionError> {
+    let kvh = g.kv_head(h);
+    let size = |tensor: &str| AttentionError::param(tensor, "row outside the tensor");
+    Ok(HeadTask {
+        q: Rows::new(
+            inputs.query,
+            g.q_offset(b, 0, h),
+            g.q_stride(),
+            g.lq[b],
+            g.head_dim,
+        )
+        .ok_or_else(|| size("query"))?,
+        k: Rows::new(
+            inputs.key,
+            g.kv_offset(b, 0, kvh),
+            g.kv_stride(),
+            g.lk[b],
+            g.head_dim,
+        )
+        .ok_or_else(|| size("key"))?,
+        v: Rows::new(
+            inputs.value,
+            g.kv_offset(b, 0, kvh),
+            g.kv_stride(),
+            g.lk[b],
+            g.head_dim,
+        )
+        .ok_or_else(|| size("value"))?,
+        mask: BatchMask::new(g, b, inputs.atten_mask),
+        scale: g.scale,
+    })
+}
+
+/// Attention with `recipe` over contiguous inputs, KV tiles of `recipe.kv_tile` keys.
+pub fn attention(
+    g: &Geometry,
+    recipe: &Recipe,
+    inputs: &AttentionInputs,
+    threads: Threads,
+) -> Result<AttentionOutput, AttentionError> {
+    recipe.validate()?;
+    g.check_inputs(
+        inputs.query.len(),
+        inputs.key.len(),
+        inputs.value.len(),
+        inputs.atten_mask.map(|m| m.len()),
+    )?;
+    let chunk = task_rows(recipe);
+    let mut tasks = Vec::new();
+    for b in 0..g.batch {
+        for h in 0..g.heads {
+            let mut r0 = 0;
+            while r0 < g.lq[b] {
+                let r1 = (r0 + chunk).min(g.lq[b]);
+                tasks.push((b, h, r0, r1));
+                r0 = r1;
+            }
+        }
+    }
+    // Build every head task first so that a bad geometry is an error, not a panic.
+    let mut heads = Vec::with_capacity(g.batch * g.heads);
+    for b in 0..g.batch {
+        for h in 0..g.heads {
+            heads.push(head_task(g, inputs, b, h)?);
+        }
+    }
+    let results = map_tasks(tasks.len(), threads, |t| {
+        let (b, h, r0, r1) = tasks[t];
+        run_rows(recipe, recipe.kv_tile, &heads[b * g.heads + h], r0, r1)
+    });
+    let mut out = vec![0.0f32; g.out_len()];
+    let mut lse = vec![0.0f32; g.lse_len()];
+    write_padding(g, recipe, &mut out, &mut lse);
+    for (&(b, h, r0, _), res) in tasks.iter().zip(&results) {
+        write_rows(g, recipe, b, h, r0, res, &mut out, &mut lse);
+    }
+    Ok(AttentionOutput {
+        out,
+        lse: g.softmax_lse_flag.then_some(lse),
+    })
+}

@@ -1,0 +1,383 @@
+//! The two tile products of attention, with fixed reduction orders, written so the compiler
+//! vectorises them; on x86_64 explicit AVX2 forms are chosen at run time.
+//!
+//! The bits never depend on that choice: the code has no FMA contraction (Rust never
+//! contracts) and the order of every f32 addition is fixed by the source, whatever the vector
+//! width:
+//! - [`qk_tile`] with [`ReductionOrder::Lanes16`]: element d of a dot product is multiplied and
+//!   added into lane d % 16 in increasing d, and the lanes are combined by
+//!   [`crate::dot::combine_lanes`], exactly [`crate::dot::dot_f32`]; with
+//!   [`ReductionOrder::Sequential`], `((q0 k0 + q1 k1) + q2 k2) + ...`.
+//! - [`pv_tile`]: `acc[d] = 0; for j in keys (increasing): acc[d] += p[j] * v[j][d]` per output
+//!   element (lanes are output elements, so vectorising over d reorders nothing).
+
+use super::recipe::ReductionOrder;
+use super::rows::Rows;
+use crate::dot::{combine_lanes, LANES};
+use std::ops::Range;
+
+/// Scores `out[r * ld + (j - keys.start)] = q[r] . k[j]` for `j in keys`.
+pub fn qk_tile(
+    order: ReductionOrder,
+    q: &[&[f32]],
+    k: &Rows,
+    keys: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+) {
+    match order {
+        ReductionOrder::Sequential => {
+            for (r, qr) in q.iter().enumerate() {
+                for j in keys.clone() {
+                    out[r * ld + j - keys.start] = crate::dot::dot_f32_sequential(qr, k.row(j));
+                }
+            }
+        }
+        ReductionOrder::Lanes16 => {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2 (checked just above).
+                    return unsafe { qk_lanes16_avx2(q, k, keys, out, ld) };
+                }
+            }
+            qk_lanes16(q, k, keys, out, ld)
+        }
+    }
+}
+
+/// `out[r * dim + d] = sum_{j in keys} p[r * ld + (j - keys.start)] * v[j][d]`, in increasing j.
+pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { pv_avx2(p, ld, rows, v, keys, out) };
+        }
+    }
+    pv_generic(p, ld, rows, v, keys, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
+    let dim = k.dim();
+    if dim % LANES != 0 {
+        return qk_lanes16(q, k, keys, out, ld);
+    }
+    let s0 = keys.start;
+    let mut r0 = 0;
+    while r0 + 2 <= q.len() {
+        let qs = [q[r0], q[r0 + 1]];
+        let mut j = keys.start;
+        while j + 2 <= keys.end {
+            let res = avx2::dots_2x2(qs, [k.row(j), k.row(j + 1)], dim);
+            for (r, row) in res.iter().enumerate() {
+                out[(r0 + r) * ld + j - s0] = row[0];
+                out[(r0 + r) * ld + j + 1 - s0] = row[1];
+            }
+            j += 2;
+        }
+        if j < keys.end {
+            for (r, qr) in qs.iter().enumerate() {
+                out[(r0 + r) * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
+            }
+        }
+        r0 += 2;
+    }
+    for (r, qr) in q.iter().enumerate().skip(r0) {
+        for j in keys.clone() {
+            out[r * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pv_avx2(
+    p: &[f32],
+    ld: usize,
+    rows: usize,
+    v: &Rows,
+    keys: Range<usize>,
+    out: &mut [f32],
+) {
+    let dim = v.dim();
+    if dim % 32 != 0 {
+        return pv_generic(p, ld, rows, v, keys, out);
+    }
+    let s0 = keys.start;
+    let mut r = 0;
+    while r < rows {
+        let two = r + 1 < rows;
+        let r1 = if two { r + 1 } else { r };
+        for c in (0..dim).step_by(32) {
+            let (a, b) = avx2::pv_2x32(p, ld, r, r1, v, keys.clone(), s0, c);
+            out[r * dim + c..r * dim + c + 32].copy_from_slice(&a);
+            if two {
+                out[r1 * dim + c..r1 * dim + c + 32].copy_from_slice(&b);
+            }
+        }
+        r += if two { 2 } else { 1 };
+    }
+}
+
+/// AVX2 forms of the same arithmetic: a 16-lane accumulator is two ymm registers (lanes 0-7,
+/// 8-15), lane l of a dot accumulator is lane `d % 16` of [`crate::dot::dot_f32`]; separate
+/// multiply and add (no FMA), so the bits equal the portable code's.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::super::rows::Rows;
+    use crate::dot::combine_lanes;
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    #[inline(always)]
+    unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; 16] {
+        let mut a = [0.0f32; 16];
+        _mm256_storeu_ps(a.as_mut_ptr(), lo);
+        _mm256_storeu_ps(a.as_mut_ptr().add(8), hi);
+        a
+    }
+
+    /// One dot product (`dim` a multiple of 16).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
+        assert!(q.len() >= dim && k.len() >= dim);
+        let mut lo = _mm256_setzero_ps();
+        let mut hi = _mm256_setzero_ps();
+        for d in (0..dim).step_by(16) {
+            let (qp, kp) = (q.as_ptr().add(d), k.as_ptr().add(d));
+            lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(qp), _mm256_loadu_ps(kp)));
+            hi = _mm256_add_ps(
+                hi,
+                _mm256_mul_ps(_mm256_loadu_ps(qp.add(8)), _mm256_loadu_ps(kp.add(8))),
+            );
+        }
+        combine_lanes(lanes(lo, hi))
+    }
+
+    /// Dot products of 2 query rows with 2 keys (`dim` a multiple of 16).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn dots_2x2(q: [&[f32]; 2], k: [&[f32]; 2], dim: usize) -> [[f32; 2]; 2] {
+        assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+        let z = _mm256_setzero_ps();
+        let mut acc = [[[z; 2]; 2]; 2];
+        for d in (0..dim).step_by(16) {
+            let kv = [
+                [
+                    _mm256_loadu_ps(k[0].as_ptr().add(d)),
+                    _mm256_loadu_ps(k[0].as_ptr().add(d + 8)),
+                ],
+                [
+                    _mm256_loadu_ps(k[1].as_ptr().add(d)),
+                    _mm256_loadu_ps(k[1].as_ptr().add(d + 8)),
+                ],
+            ];
+            for r in 0..2 {
+                let x = [
+                    _mm256_loadu_ps(q[r].as_ptr().add(d)),
+                    _mm256_loadu_ps(q[r].as_ptr().add(d + 8)),
+                ];
+                for c in 0..2 {
+                    for h in 0..2 {
+                        acc[r][c][h] = _mm256_add_ps(acc[r][c][h], _mm256_mul_ps(x[h], kv[c][h]));
+                    }
+                }
+            }
+        }
+        let mut res = [[0.0f32; 2]; 2];
+        for r in 0..2 {
+            for c in 0..2 {
+                res[r][c] = combine_lanes(lanes(acc[r][c][0], acc[r][c][1]));
+            }
+        }
+        res
+    }
+
+    /// Columns `c..c + 32` of P V for rows `ra` and `rb`, keys in increasing order.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pv_2x32(
+        p: &[f32],
+        ld: usize,
+        ra: usize,
+        rb: usize,
+        v: &Rows,
+        keys: Range<usize>,
+        s0: usize,
+        c: usize,
+    ) -> ([f32; 32], [f32; 32]) {
+        let z = _mm256_setzero_ps();
+        let mut a = [z; 4];
+        let mut b = [z; 4];
+        for j in keys {
+            let vj = v.row(j);
+            assert!(vj.len() >= c + 32);
+            let pa = _mm256_set1_ps(p[ra * ld + j - s0]);
+            let pb = _mm256_set1_ps(p[rb * ld + j - s0]);
+            for t in 0..4 {
+                let x = _mm256_loadu_ps(vj.as_ptr().add(c + 8 * t));
+                a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(pa, x));
+                b[t] = _mm256_add_ps(b[t], _mm256_mul_ps(pb, x));
+            }
+        }
+        let mut oa = [0.0f32; 32];
+        let mut ob = [0.0f32; 32];
+        for t in 0..4 {
+            _mm256_storeu_ps(oa.as_mut_ptr().add(8 * t), a[t]);
+            _mm256_storeu_ps(ob.as_mut_ptr().add(8 * t), b[t]);
+        }
+        (oa, ob)
+    }
+}
+
+/// Dot products of `R` query rows with `C` keys at once (register blocking); each is the
+/// 16-lane order of [`crate::dot::dot_f32`].
+#[inline(always)]
+fn dots<const R: usize, const C: usize>(q: [&[f32]; R], k: [&[f32]; C]) -> [[f32; C]; R] {
+    let n = q[0].len();
+    let mut acc = [[[0.0f32; LANES]; C]; R];
+    let full = n / LANES * LANES;
+    let mut d0 = 0;
+    while d0 < full {
+        let ks: [&[f32]; C] = std::array::from_fn(|c| &k[c][d0..d0 + LANES]);
+        for r in 0..R {
+            let qs = &q[r][d0..d0 + LANES];
+            for c in 0..C {
+                for l in 0..LANES {
+                    acc[r][c][l] += qs[l] * ks[c][l];
+                }
+            }
+        }
+        d0 += LANES;
+    }
+    for d in full..n {
+        for r in 0..R {
+            for c in 0..C {
+                acc[r][c][d - full] += q[r][d] * k[c][d];
+            }
+        }
+    }
+    let mut res = [[0.0f32; C]; R];
+    for r in 0..R {
+        for c in 0..C {
+            res[r][c] = combine_lanes(acc[r][c]);
+        }
+    }
+    res
+}
+
+#[inline(always)]
+fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
+    const R: usize = 4;
+    const C: usize = 2;
+    let s0 = keys.start;
+    let mut r0 = 0;
+    while r0 < q.len() {
+        let nr = (q.len() - r0).min(R);
+        let mut j = keys.start;
+        while j < keys.end {
+            let nc = (keys.end - j).min(C);
+            if nr == R && nc == C {
+                let res = dots::<R, C>(
+                    std::array::from_fn(|r| q[r0 + r]),
+                    std::array::from_fn(|c| k.row(j + c)),
+                );
+                for (r, row) in res.iter().enumerate() {
+                    for (c, &x) in row.iter().enumerate() {
+                        out[(r0 + r) * ld + j + c - s0] = x;
+                    }
+                }
+            } else {
+                for r in 0..nr {
+                    for c in 0..nc {
+                        let [[x]] = dots::<1, 1>([q[r0 + r]], [k.row(j + c)]);
+                        out[(r0 + r) * ld + j + c - s0] = x;
+                    }
+                }
+            }
+            j += nc;
+        }
+        r0 += nr;
+    }
+}
+
+#[inline(always)]
+fn pv_generic(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
+    let dim = v.dim();
+    let s0 = keys.start;
+    let out = &mut out[..rows * dim];
+    out.fill(0.0);
+    // Two rows at a time share the loads of each value row.
+    let mut r = 0;
+    while r + 2 <= rows {
+        let (a, b) = out[r * dim..(r + 2) * dim].split_at_mut(dim);
+        for j in keys.clone() {
+            let vj = v.row(j);
+            let pa = p[r * ld + j - s0];
+            let pb = p[(r + 1) * ld + j - s0];
+            for d in 0..dim {
+                a[d] += pa * vj[d];
+                b[d] += pb * vj[d];
+            }
+        }
+        r += 2;
+    }
+    if r < rows {
+        let a = &mut out[r * dim..(r + 1) * dim];
+        for j in keys.clone() {
+            let vj = v.row(j);
+            let pa = p[r * ld + j - s0];
+            for d in 0..dim {
+                a[d] += pa * vj[d];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qk_tile_equals_dot_f32_for_every_row_and_key() {
+        for dim in [37, 64, 128, 160] {
+            check_dim(dim);
+        }
+    }
+
+    fn check_dim(dim: usize) {
+        let q: Vec<f32> = (0..5 * dim)
+            .map(|i| ((i * 7919) % 101) as f32 * 0.013 - 0.6)
+            .collect();
+        let k: Vec<f32> = (0..9 * dim)
+            .map(|i| ((i * 104729) % 97) as f32 * 0.021 - 1.0)
+            .collect();
+        let qr: Vec<&[f32]> = q.chunks(dim).collect();
+        let kr = Rows::dense(&k, dim);
+        let mut out = vec![0.0; 5 * 8];
+        qk_tile(ReductionOrder::Lanes16, &qr, &kr, 1..9, &mut out, 8);
+        for r in 0..5 {
+            for j in 1..9 {
+                let e = crate::dot::dot_f32(qr[r], kr.row(j));
+                assert_eq!(out[r * 8 + j - 1].to_bits(), e.to_bits());
+            }
+        }
+        let mut p = vec![0.0; 3 * 8];
+        for (i, x) in p.iter_mut().enumerate() {
+            *x = (i as f32) * 0.1 - 1.0;
+        }
+        let mut o = vec![0.0; 3 * dim];
+        pv_tile(&p, 8, 3, &kr, 1..9, &mut o);
+        for r in 0..3 {
+            for d in 0..dim {
+                let mut s = 0.0f32;
+                for j in 1..9 {
+                    s += p[r * 8 + j - 1] * kr.row(j)[d];
+                }
+                assert_eq!(o[r * dim + d].to_bits(), s.to_bits());
+            }
+        }
+    }
+}

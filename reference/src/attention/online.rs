@@ -1,0 +1,330 @@
+//! FlashAttention-2 online softmax, every numerically relevant step chosen by the [`Recipe`].
+//!
+//! For one query tile (rows) and a key range, KV tiles of `kv_tile` keys are visited in the
+//! recipe's order; a tile fully masked for every row of the query tile is skipped (as kernels
+//! skip it). Per visited tile and row (numerics.md "Online softmax"):
+//! 1. `S = Q K^T` in f32 ([`super::kernel::qk_tile`], the recipe's reduction order);
+//! 2. scale (after the matmul, or folded into the exp2 exponent), mask fill, in the score
+//!    precision;
+//! 3. `m_new = max(m_old, rowmax S)`; a max of -inf is used as 0 in exponents (the FA2 guard);
+//! 4. `P = exp(S - m_new)` (exp or exp2 flavour); `alpha = exp(m_old - m_new)`;
+//! 5. `P` cast to the P dtype with the P rounding; the tile's row sum (of raw or rounded P, in
+//!    the 16-lane order of [`crate::dot`]) gives `l = l * alpha + rowsum`;
+//! 6. `PV` in f32 ([`super::kernel::pv_tile`]), then `O = O * alpha + PV` (vector f32) or
+//!    `O = q(alpha) * q(O) + PV` (seed 000 diagonal matmul, q = cast to the P dtype);
+//!
+//! and at the end `O / (l + eps)` or `O * (1 / (l + eps))`, LSE by the recipe's formula, and
+//! the empty-row policy for rows that saw no allowed key.
+
+use super::kernel::{pv_tile, qk_tile};
+use super::recipe::{
+    BlockOrder, EmptyRow, ExpFlavour, LseFormula, MaskFill, Normalize, ORescale, Recipe, RowSumOf,
+    ScalePlacement, ScorePrecision,
+};
+use super::rows::{HeadTask, RowsResult};
+use crate::dot::{combine_lanes, LANES};
+use crate::formats::{f16, Rounding};
+use crate::math;
+use std::ops::Range;
+
+/// Rounds to f16 with RNE and back (the f16 score-precision steps).
+#[inline(always)]
+fn r16(x: f32) -> f32 {
+    f16::quantize_f32_f16(x, Rounding::RNE)
+}
+
+/// The per-recipe constants of the softmax arithmetic.
+#[derive(Clone, Copy)]
+pub(crate) struct SoftmaxArith {
+    precision: ScorePrecision,
+    placement: ScalePlacement,
+    exp: ExpFlavour,
+    fma: bool,
+    fill: MaskFill,
+    /// The scale in the score precision.
+    scale: f32,
+    /// `f32(scale * log2(e))` for the folded exponent.
+    scale_log2: f32,
+}
+
+impl SoftmaxArith {
+    pub(crate) fn new(recipe: &Recipe, scale: f32) -> SoftmaxArith {
+        SoftmaxArith {
+            precision: recipe.score_precision,
+            placement: recipe.scale_placement,
+            exp: recipe.exp,
+            fma: recipe.exp_fma,
+            fill: recipe.mask_fill,
+            scale: match recipe.score_precision {
+                ScorePrecision::F32 => scale,
+                ScorePrecision::F16 => r16(scale),
+            },
+            scale_log2: scale * math::LOG2_E_F32,
+        }
+    }
+
+    /// The score of an allowed key from its dot product.
+    #[inline(always)]
+    pub(crate) fn score(&self, dot: f32) -> f32 {
+        match (self.precision, self.placement) {
+            (ScorePrecision::F32, ScalePlacement::AfterMatmul) => dot * self.scale,
+            (ScorePrecision::F32, ScalePlacement::FoldedIntoExp2) => dot,
+            (ScorePrecision::F16, _) => r16(r16(dot) * self.scale),
+        }
+    }
+
+    /// The score of a masked key.
+    #[inline(always)]
+    pub(crate) fn masked(&self, dot: f32) -> f32 {
+        match self.fill {
+            MaskFill::NegInf => f32::NEG_INFINITY,
+            MaskFill::NegFltMax => -f32::MAX,
+            MaskFill::AdditiveMinus10000 => match self.precision {
+                ScorePrecision::F32 => self.score(dot) + -10000.0,
+                ScorePrecision::F16 => r16(self.score(dot) + -10000.0),
+            },
+        }
+    }
+
+    /// The max used in exponents: the FA2 guard maps -inf to 0.
+    #[inline(always)]
+    pub(crate) fn guard(m: f32) -> f32 {
+        if m == f32::NEG_INFINITY {
+            0.0
+        } else {
+            m
+        }
+    }
+
+    /// `exp(s - m)` in the recipe's flavour (`m` guarded).
+    #[inline(always)]
+    pub(crate) fn p(&self, s: f32, m: f32) -> f32 {
+        match (self.placement, self.exp) {
+            (ScalePlacement::FoldedIntoExp2, _) => {
+                let ms = m * self.scale_log2;
+                let x = if self.fma {
+                    math::fma_f32(s, self.scale_log2, -ms)
+                } else {
+                    s * self.scale_log2 - ms
+                };
+                math::exp2_f32(x)
+            }
+            (ScalePlacement::AfterMatmul, ExpFlavour::Exp) => match self.precision {
+                ScorePrecision::F32 => math::exp_f32(s - m),
+                ScorePrecision::F16 => r16(math::exp_f32(r16(s - m))),
+            },
+            (ScalePlacement::AfterMatmul, ExpFlavour::Exp2) => match self.precision {
+                ScorePrecision::F32 => math::exp2_f32((s - m) * math::LOG2_E_F32),
+                ScorePrecision::F16 => r16(math::exp2_f32(r16(r16(s - m) * math::LOG2_E_F32))),
+            },
+        }
+    }
+
+    /// The rescale factor `exp(m_old - m_new)` (`m_new` guarded).
+    #[inline(always)]
+    pub(crate) fn alpha(&self, m_old: f32, m_new: f32) -> f32 {
+        match (self.placement, self.exp) {
+            (ScalePlacement::FoldedIntoExp2, _) => {
+                math::exp2_f32((m_old - m_new) * self.scale_log2)
+            }
+            (ScalePlacement::AfterMatmul, ExpFlavour::Exp) => match self.precision {
+                ScorePrecision::F32 => math::exp_f32(m_old - m_new),
+                ScorePrecision::F16 => r16(math::exp_f32(r16(m_old - m_new))),
+            },
+            (ScalePlacement::AfterMatmul, ExpFlavour::Exp2) => match self.precision {
+                ScorePrecision::F32 => math::exp2_f32((m_old - m_new) * math::LOG2_E_F32),
+                ScorePrecision::F16 => {
+                    r16(math::exp2_f32(r16(r16(m_old - m_new) * math::LOG2_E_F32)))
+                }
+            },
+        }
+    }
+
+    /// The row max in the scaled (natural) domain, from the max of scores.
+    #[inline(always)]
+    pub(crate) fn scaled_max(&self, m: f32) -> f32 {
+        match self.placement {
+            ScalePlacement::AfterMatmul => m,
+            ScalePlacement::FoldedIntoExp2 => m * self.scale,
+        }
+    }
+}
+
+/// Sum of `x` in the 16-lane order of [`crate::dot::dot_f32`].
+#[inline(always)]
+pub(crate) fn lane_sum(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            acc[l] += c[l];
+        }
+    }
+    for (l, &v) in chunks.remainder().iter().enumerate() {
+        acc[l] += v;
+    }
+    combine_lanes(acc)
+}
+
+/// Final normalisation, LSE and empty-row policy of one row, in place.
+pub(crate) fn finish_row(
+    recipe: &Recipe,
+    arith: &SoftmaxArith,
+    o: &mut [f32],
+    m: f32,
+    l: f32,
+    has_key: bool,
+) -> f32 {
+    if !has_key {
+        if let EmptyRow::Zero { lse } = recipe.empty_row {
+            o.fill(0.0);
+            return lse;
+        }
+    }
+    let denom = l + recipe.epsilon;
+    match recipe.normalize {
+        Normalize::Divide => o.iter_mut().for_each(|x| *x /= denom),
+        Normalize::Reciprocal => {
+            let inv = 1.0 / denom;
+            o.iter_mut().for_each(|x| *x *= inv)
+        }
+    }
+    let ms = arith.scaled_max(SoftmaxArith::guard(m));
+    match recipe.lse {
+        LseFormula::LnSumPlusMax => math::ln_f32(l) + ms,
+        LseFormula::Log2Domain => {
+            (math::log2_f32(l) + ms * math::LOG2_E_F32) * std::f32::consts::LN_2
+        }
+    }
+}
+
+/// Online softmax attention of query rows `rows` of `task` over keys `keys` with KV tiles of
+/// `kv_tile` keys (tile boundaries at `keys.start + n * kv_tile`).
+pub fn online_rows(
+    recipe: &Recipe,
+    kv_tile: usize,
+    task: &HeadTask,
+    rows: Range<usize>,
+    keys: Range<usize>,
+) -> RowsResult {
+    let nr = rows.len();
+    let dim = task.q.dim();
+    let arith = SoftmaxArith::new(recipe, task.scale);
+    let kv_tile = kv_tile.max(1);
+    let qrows: Vec<&[f32]> = rows.clone().map(|i| task.q.row(i)).collect();
+    let mut m = vec![f32::NEG_INFINITY; nr];
+    let mut l = vec![0.0f32; nr];
+    let mut o = vec![0.0f32; nr * dim];
+    let mut has_key = vec![false; nr];
+    let mut alpha = vec![0.0f32; nr];
+    let mut s = vec![0.0f32; nr * kv_tile];
+    let mut pv = vec![0.0f32; nr * dim];
+    let intervals: Vec<(usize, usize)> = rows.clone().map(|i| task.mask.interval(i)).collect();
+    let explicit = task.mask.has_explicit();
+    let n_tiles = keys.len().div_ceil(kv_tile);
+    for t in 0..n_tiles {
+        let t = match recipe.block_order {
+            BlockOrder::Forward => t,
+            BlockOrder::Reverse => n_tiles - 1 - t,
+        };
+        let tile = keys.start + t * kv_tile..(keys.start + (t + 1) * kv_tile).min(keys.end);
+        if !task.mask.block_has_key(rows.clone(), tile.clone()) {
+            continue;
+        }
+        let bc = tile.len();
+        qk_tile(
+            recipe.qk_order,
+            &qrows,
+            &task.k,
+            tile.clone(),
+            &mut s,
+            kv_tile,
+        );
+        for r in 0..nr {
+            let i = rows.start + r;
+            let (lo, hi) = intervals[r];
+            let srow = &mut s[r * kv_tile..r * kv_tile + bc];
+            let mut mx = f32::NEG_INFINITY;
+            let mut any = false;
+            for (c, x) in srow.iter_mut().enumerate() {
+                let j = tile.start + c;
+                let ok = j >= lo && j < hi && (!explicit || task.mask.allowed(i, j));
+                *x = if ok {
+                    arith.score(*x)
+                } else {
+                    arith.masked(*x)
+                };
+                any |= ok;
+                if *x > mx {
+                    mx = *x;
+                }
+            }
+            has_key[r] |= any;
+            let m_old = m[r];
+            let m_new = if mx > m_old { mx } else { m_old };
+            let mu = SoftmaxArith::guard(m_new);
+            let a = arith.alpha(m_old, mu);
+            alpha[r] = a;
+            m[r] = m_new;
+            let p_dtype = recipe.p_dtype;
+            let p_rounding = recipe.p_rounding;
+            let sum = match recipe.rowsum_of {
+                RowSumOf::RawP => {
+                    // The sum sees the f32 exp values; the matmul sees them cast.
+                    let mut acc = [0.0f32; LANES];
+                    for (c, x) in srow.iter_mut().enumerate() {
+                        let p = arith.p(*x, mu);
+                        acc[c % LANES] += p;
+                        *x = p_dtype.quantize_f32(p, p_rounding);
+                    }
+                    combine_lanes(acc)
+                }
+                RowSumOf::RoundedP => {
+                    for x in srow.iter_mut() {
+                        *x = p_dtype.quantize_f32(arith.p(*x, mu), p_rounding);
+                    }
+                    lane_sum(srow)
+                }
+            };
+            l[r] = l[r] * a + sum;
+        }
+        pv_tile(&s, kv_tile, nr, &task.v, tile, &mut pv);
+        for r in 0..nr {
+            let a = alpha[r];
+            let orow = &mut o[r * dim..(r + 1) * dim];
+            let prow = &pv[r * dim..(r + 1) * dim];
+            match recipe.o_rescale {
+                ORescale::VectorF32 => {
+                    for (x, &y) in orow.iter_mut().zip(prow) {
+                        *x = *x * a + y;
+                    }
+                }
+                ORescale::DiagonalMatmul => {
+                    let aq = recipe.p_dtype.quantize_f32(a, recipe.p_rounding);
+                    for (x, &y) in orow.iter_mut().zip(prow) {
+                        *x = aq * recipe.p_dtype.quantize_f32(*x, recipe.p_rounding) + y;
+                    }
+                }
+            }
+        }
+    }
+    let mut lse = vec![0.0f32; nr];
+    for r in 0..nr {
+        lse[r] = finish_row(
+            recipe,
+            &arith,
+            &mut o[r * dim..(r + 1) * dim],
+            m[r],
+            l[r],
+            has_key[r],
+        );
+    }
+    let max = m.iter().map(|&x| arith.scaled_max(x)).collect();
+    RowsResult {
+        out: o,
+        lse,
+        max,
+        sum: l,
+        has_key,
+    }
+}

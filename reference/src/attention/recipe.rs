@@ -1,0 +1,428 @@
+//! A [`Recipe`]: every numerically relevant choice of an attention kernel as a field, and the
+//! named presets that reproduce specific kernels.
+//!
+//! Why each field exists: ../shared/notes/numerics.md, "What changes the output bits" (KV tile,
+//! block order, P dtype and rounding, rowsum source, exp flavour, reciprocal vs division,
+//! output rounding, LSE formula, empty-row policy, mask value). Accumulators (row max, row sum,
+//! S, O and every dot product) are f32 in every recipe, as in every kernel the notes describe;
+//! the f64 ground truth is [`super::oracle`].
+
+use crate::formats::{DType, Rounding};
+
+/// Names of the presets [`Recipe::preset`] knows.
+pub const PRESETS: [&str; 7] = [
+    "ascend_pfa_bf16",
+    "ascend_ifa_bf16",
+    "ascend_pfa_f16_high_perf",
+    "fa2_cuda",
+    "vllm_pa_v1",
+    "vllm_pa_v2",
+    "exact_f32",
+];
+
+/// The softmax algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// FlashAttention-2 online softmax over KV tiles (running max, rescaled O and row sum).
+    Online,
+    /// vLLM paged attention: all scores of a row (or partition) first, then max, exp, sum,
+    /// normalised P, then P V (no rescaling).
+    TwoPass,
+}
+
+/// The order KV tiles are visited in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockOrder {
+    Forward,
+    /// Last tile first (CUDA FlashAttention-2 forward).
+    Reverse,
+}
+
+/// The order of the f32 additions of one Q.K dot product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReductionOrder {
+    /// [`crate::dot::dot_f32`]: 16 lane accumulators (element j into lane j % 16), fixed tree.
+    Lanes16,
+    /// Strictly sequential in d.
+    Sequential,
+}
+
+/// The precision of scores and the softmax vector arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScorePrecision {
+    /// S, the scaled/masked score, s - m, exp and the rescale factor are f32 values.
+    F32,
+    /// Ascend f16 high-performance mode: the f32 matmul result and every softmax vector result
+    /// (scaled score, masked score, s - m, exp, rescale factor) are rounded to f16 (RNE); row
+    /// sum and O stay f32.
+    F16,
+}
+
+/// Where the softmax scale is applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScalePlacement {
+    /// s = f32(dot * scale) right after the matmul; max and exp on scaled scores.
+    AfterMatmul,
+    /// Max on raw dots; the exponent is `dot * sl2 - m * sl2` with `sl2 = f32(scale *
+    /// log2(e))`, evaluated by `exp2` (CUDA FlashAttention-2). Requires [`ExpFlavour::Exp2`].
+    FoldedIntoExp2,
+}
+
+/// The exponential used for P and the rescale factor (pure-Rust libm).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpFlavour {
+    /// `expf(x)`.
+    Exp,
+    /// `exp2f(x * log2(e))` (or the folded exponent of [`ScalePlacement::FoldedIntoExp2`]).
+    Exp2,
+}
+
+/// Which P the row sum adds up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowSumOf {
+    /// The f32 exp values before the cast to the P dtype.
+    RawP,
+    /// The values after the cast (what the P V matmul sees).
+    RoundedP,
+}
+
+/// How O is rescaled by exp(m_old - m_new).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ORescale {
+    /// Element-wise f32 multiply on the vector unit.
+    VectorF32,
+    /// Seed 000 "diagonal matrix on Cube": diag(alpha) times O through the matmul unit, whose
+    /// inputs are the P dtype: alpha and O are rounded to the P dtype (with the P rounding) and
+    /// their product is accumulated in f32.
+    DiagonalMatmul,
+}
+
+/// The final normalisation O / l.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Normalize {
+    /// `O / (l + epsilon)` per element.
+    Divide,
+    /// `O * (1 / (l + epsilon))`.
+    Reciprocal,
+}
+
+/// The LSE formula (natural log, in the scaled-score domain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LseFormula {
+    /// `ln(l) + m_scaled` (Ascend, FA2: `max * scale + log(sum)`).
+    LnSumPlusMax,
+    /// `(log2(l) + m * scale * log2(e)) * ln(2)` (FA3-style exp2 domain).
+    Log2Domain,
+}
+
+/// What a row without any allowed key produces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EmptyRow {
+    /// Output 0 and the given LSE (+inf for Ascend and FA2, -inf for FA3).
+    Zero { lse: f32 },
+    /// Whatever the arithmetic gives (e.g. the mean of V over the tiles visited with a
+    /// -FLT_MAX mask; NaN with a -inf mask and no guard).
+    Arithmetic,
+}
+
+/// The value masked scores take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskFill {
+    /// -inf (with the FA2 guard: a row max of -inf is treated as 0 in the exponent).
+    NegInf,
+    /// -FLT_MAX (0xFF7FFFFF), Ascend's select.
+    NegFltMax,
+    /// Ascend half masks: s + mask * -10000, in the score precision.
+    AdditiveMinus10000,
+}
+
+/// How split-KV partial results are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// Flash-decoding: M = max lse_s; L = ln(sum exp(lse_s - M)) + M; O = sum exp(lse_s - L) O_s.
+    Lse,
+    /// vLLM v2 reduce: w_s = sum_s * exp(m_s - M); O = sum O_s * w_s * (1 / (sum w + 1e-6)).
+    VllmExpSum,
+}
+
+/// Split-KV (flash-decoding / vLLM v2) partitioning.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SplitKv {
+    /// Keys per partition (the last may be shorter).
+    pub partition: usize,
+    /// dtype and rounding the partial outputs are stored in.
+    pub partial_dtype: DType,
+    pub partial_rounding: Rounding,
+    pub combine: Combine,
+}
+
+/// Every numerically relevant choice of an attention kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recipe {
+    pub name: String,
+    pub algorithm: Algorithm,
+    /// Query rows per tile (KV tiles fully masked for every row of a tile are skipped).
+    pub q_tile: usize,
+    /// Keys per KV tile (the paged path uses the cache block size instead).
+    pub kv_tile: usize,
+    pub block_order: BlockOrder,
+    pub qk_order: ReductionOrder,
+    pub score_precision: ScorePrecision,
+    pub scale_placement: ScalePlacement,
+    pub exp: ExpFlavour,
+    /// Whether the folded exp2 exponent is one fused multiply-add (`fmaf(s, sl2, -m*sl2)`).
+    pub exp_fma: bool,
+    /// dtype P is cast to before P V, and the rounding of that cast.
+    pub p_dtype: DType,
+    pub p_rounding: Rounding,
+    pub rowsum_of: RowSumOf,
+    pub o_rescale: ORescale,
+    pub normalize: Normalize,
+    /// Added to the row sum before the normalisation (vLLM: 1e-6).
+    pub epsilon: f32,
+    /// Rounding of the final cast to the output dtype.
+    pub output_rounding: Rounding,
+    pub lse: LseFormula,
+    pub empty_row: EmptyRow,
+    pub mask_fill: MaskFill,
+    pub split: Option<SplitKv>,
+}
+
+impl Recipe {
+    /// The preset `name` for output dtype `dtype`, or None.
+    pub fn preset(name: &str, dtype: DType) -> Option<Recipe> {
+        Some(match name {
+            "ascend_pfa_bf16" => Recipe::ascend_pfa_bf16(dtype),
+            "ascend_ifa_bf16" => Recipe::ascend_ifa_bf16(dtype),
+            "ascend_pfa_f16_high_perf" => Recipe::ascend_pfa_f16_high_perf(),
+            "fa2_cuda" => Recipe::fa2_cuda(dtype),
+            "vllm_pa_v1" => Recipe::vllm_pa_v1(dtype),
+            "vllm_pa_v2" => Recipe::vllm_pa_v2(dtype),
+            "exact_f32" => Recipe::exact_f32(),
+            _ => return None,
+        })
+    }
+
+    /// Ascend prompt flash attention (A2, ops-transformer), bf16 inputs (or f16 with
+    /// inner_precise = 0). numerics.md "Ascend FA kernels": S = QK^T in f32; S *= scale after
+    /// the matmul; masked scores selected to -FLT_MAX; natural exp; P cast with CAST_ROUND
+    /// (ties away) before P V; O = O * exp(m_old - m) + P V in f32 (vector multiply); one
+    /// division by l at the end; output cast CAST_ROUND; LSE = log(sum) + max, +inf for
+    /// invalid rows (output 0, the inner_precise 2/3 row correction). Tiles: 128 x 128 (the
+    /// kernel picks them from the shape at run time; override the fields to match a trace).
+    /// The row sum adds the f32 exp values (the vector unit sums before the cast).
+    pub fn ascend_pfa_bf16(dtype: DType) -> Recipe {
+        let p = if dtype == DType::F16 {
+            DType::F16
+        } else {
+            DType::Bf16
+        };
+        Recipe {
+            name: "ascend_pfa_bf16".into(),
+            algorithm: Algorithm::Online,
+            q_tile: 128,
+            kv_tile: 128,
+            block_order: BlockOrder::Forward,
+            qk_order: ReductionOrder::Lanes16,
+            score_precision: ScorePrecision::F32,
+            scale_placement: ScalePlacement::AfterMatmul,
+            exp: ExpFlavour::Exp,
+            exp_fma: false,
+            p_dtype: p,
+            p_rounding: Rounding::RNA,
+            rowsum_of: RowSumOf::RawP,
+            o_rescale: ORescale::VectorF32,
+            normalize: Normalize::Divide,
+            epsilon: 0.0,
+            output_rounding: Rounding::RNA,
+            lse: LseFormula::LnSumPlusMax,
+            empty_row: EmptyRow::Zero { lse: f32::INFINITY },
+            mask_fill: MaskFill::NegFltMax,
+            split: None,
+        }
+    }
+
+    /// Ascend incre (decode) flash attention: as [`Recipe::ascend_pfa_bf16`] with one query
+    /// row per tile, and the output cast CAST_RINT for bf16, CAST_ROUND for f16 (numerics.md
+    /// "Output cast: ... decode CAST_RINT for bf16, CAST_ROUND for f16"). Under PagedAttention
+    /// the KV tile is the cache block size.
+    pub fn ascend_ifa_bf16(dtype: DType) -> Recipe {
+        Recipe {
+            name: "ascend_ifa_bf16".into(),
+            q_tile: 1,
+            output_rounding: if dtype == DType::F16 {
+                Rounding::RNA
+            } else {
+                Rounding::RNE
+            },
+            ..Recipe::ascend_pfa_bf16(dtype)
+        }
+    }
+
+    /// Ascend prompt flash attention, f16 inputs, high-performance mode (inner_precise = 1):
+    /// QK and the softmax in f16 (numerics.md "f16 high-performance mode computes QK and
+    /// softmax in f16"), half mask added as mask * -10000, P in f16 (CAST_ROUND), output
+    /// CAST_ROUND.
+    pub fn ascend_pfa_f16_high_perf() -> Recipe {
+        Recipe {
+            name: "ascend_pfa_f16_high_perf".into(),
+            score_precision: ScorePrecision::F16,
+            p_dtype: DType::F16,
+            mask_fill: MaskFill::AdditiveMinus10000,
+            ..Recipe::ascend_pfa_bf16(DType::F16)
+        }
+    }
+
+    /// CUDA FlashAttention-2 forward (numerics.md "CUDA FlashAttention-2"): scale * log2(e)
+    /// folded into an FMA exponent for exp2; KV tiles from last to first; row sum of the
+    /// unrounded P; P converted with RNE for P V; O multiplied by 1/l; output RNE; masked
+    /// scores -inf with the max guard; empty rows output 0 with lse +inf. Tiles 128 x 64 (the
+    /// hdim-128 forward kernel traits). exp2f / logf here are correctly rounded libm, not the
+    /// GPU's approximate intrinsics, so bits can differ by an ulp in P.
+    pub fn fa2_cuda(dtype: DType) -> Recipe {
+        Recipe {
+            name: "fa2_cuda".into(),
+            algorithm: Algorithm::Online,
+            q_tile: 128,
+            kv_tile: 64,
+            block_order: BlockOrder::Reverse,
+            qk_order: ReductionOrder::Lanes16,
+            score_precision: ScorePrecision::F32,
+            scale_placement: ScalePlacement::FoldedIntoExp2,
+            exp: ExpFlavour::Exp2,
+            exp_fma: true,
+            p_dtype: if dtype == DType::F16 {
+                DType::F16
+            } else {
+                DType::Bf16
+            },
+            p_rounding: Rounding::RNE,
+            rowsum_of: RowSumOf::RawP,
+            o_rescale: ORescale::VectorF32,
+            normalize: Normalize::Reciprocal,
+            epsilon: 0.0,
+            output_rounding: Rounding::RNE,
+            lse: LseFormula::LnSumPlusMax,
+            empty_row: EmptyRow::Zero { lse: f32::INFINITY },
+            mask_fill: MaskFill::NegInf,
+            split: None,
+        }
+    }
+
+    /// vLLM paged attention v1 (numerics.md "vLLM paged attention"): two passes over the whole
+    /// row, qk = scale * dot in f32, e = exp(qk - max), p = e * (1 / (sum + 1e-6)), p cast to
+    /// the cache dtype (RNE), f32 accumulation of p * v, output RNE. Sums run in key order.
+    pub fn vllm_pa_v1(dtype: DType) -> Recipe {
+        Recipe {
+            name: "vllm_pa_v1".into(),
+            algorithm: Algorithm::TwoPass,
+            q_tile: 1,
+            kv_tile: 16,
+            block_order: BlockOrder::Forward,
+            qk_order: ReductionOrder::Lanes16,
+            score_precision: ScorePrecision::F32,
+            scale_placement: ScalePlacement::AfterMatmul,
+            exp: ExpFlavour::Exp,
+            exp_fma: false,
+            p_dtype: if dtype == DType::F16 {
+                DType::F16
+            } else {
+                DType::Bf16
+            },
+            p_rounding: Rounding::RNE,
+            rowsum_of: RowSumOf::RawP,
+            o_rescale: ORescale::VectorF32,
+            normalize: Normalize::Reciprocal,
+            epsilon: 1e-6,
+            output_rounding: Rounding::RNE,
+            lse: LseFormula::LnSumPlusMax,
+            empty_row: EmptyRow::Zero { lse: f32::INFINITY },
+            mask_fill: MaskFill::NegInf,
+            split: None,
+        }
+    }
+
+    /// vLLM paged attention v2: v1 per 512-key partition, partial outputs stored in the cache
+    /// dtype (RNE), combined with the exp-sum weights w_j = exp_sum_j * exp(m_j - M) and
+    /// 1 / (sum w + 1e-6) (numerics.md "v2: partition size 512; partial outputs stored in
+    /// bf16/f16").
+    pub fn vllm_pa_v2(dtype: DType) -> Recipe {
+        let v1 = Recipe::vllm_pa_v1(dtype);
+        Recipe {
+            name: "vllm_pa_v2".into(),
+            split: Some(SplitKv {
+                partition: 512,
+                partial_dtype: v1.p_dtype,
+                partial_rounding: Rounding::RNE,
+                combine: Combine::VllmExpSum,
+            }),
+            ..v1
+        }
+    }
+
+    /// FlashAttention-2 with no intermediate rounding: P stays f32, division at the end,
+    /// output rounded once (RNE). Differs from the oracle only by f32 arithmetic error, so
+    /// after the output rounding it matches the oracle to within one output ulp.
+    pub fn exact_f32() -> Recipe {
+        Recipe {
+            name: "exact_f32".into(),
+            p_dtype: DType::F32,
+            p_rounding: Rounding::RNE,
+            output_rounding: Rounding::RNE,
+            mask_fill: MaskFill::NegInf,
+            ..Recipe::ascend_pfa_bf16(DType::Bf16)
+        }
+    }
+
+    /// The same recipe with split-KV partitions of `partition` keys, combined by LSE, partial
+    /// outputs kept in f32.
+    pub fn with_split(mut self, partition: usize) -> Recipe {
+        self.split = Some(SplitKv {
+            partition,
+            partial_dtype: DType::F32,
+            partial_rounding: Rounding::RNE,
+            combine: Combine::Lse,
+        });
+        self
+    }
+
+    /// Checks the field combination.
+    pub fn validate(&self) -> Result<(), super::AttentionError> {
+        let bad = |field: &'static str, message: &str| {
+            Err(super::AttentionError::InvalidRecipe {
+                recipe: self.name.clone(),
+                field,
+                message: message.to_string(),
+            })
+        };
+        if self.q_tile == 0 {
+            return bad("q_tile", "must be positive");
+        }
+        if self.kv_tile == 0 {
+            return bad("kv_tile", "must be positive");
+        }
+        if self.scale_placement == ScalePlacement::FoldedIntoExp2 && self.exp != ExpFlavour::Exp2 {
+            return bad(
+                "scale_placement",
+                "folding log2(e) into the scale needs exp2",
+            );
+        }
+        if self.score_precision == ScorePrecision::F16
+            && self.scale_placement == ScalePlacement::FoldedIntoExp2
+        {
+            return bad(
+                "score_precision",
+                "f16 scores are modelled with the scale after the matmul",
+            );
+        }
+        if !(self.epsilon >= 0.0 && self.epsilon.is_finite()) {
+            return bad("epsilon", "must be finite and non-negative");
+        }
+        if let Some(s) = &self.split {
+            if s.partition == 0 {
+                return bad("split", "partition must be positive");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,410 @@
+//! Op family `fa_prefill`: fused (flash) attention over contiguous Q/K/V, as torch_npu's
+//! `npu_fused_infer_attention_score` prompt path.
+//!
+//! Parameters (JSON, unknown keys rejected): see [`FaPrefillParams`]. Inputs: `query`, `key`,
+//! `value` (dtype, layout shapes), `atten_mask` (U8 `[B, q_seq, kv_seq]`, 1 = masked) when
+//! `atten_mask` is true. Outputs: `attention_out` (output layout) and `softmax_lse` (F32
+//! `[B, N, S, 1]` or `[T, N, 1]`) when `softmax_lse_flag`. Recipe `oracle` returns both as
+//! F64, exact and unrounded; the presets of [`crate::attention::recipe::PRESETS`] return the
+//! output dtype and F32.
+
+use super::{
+    input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
+    OpFamily, Tensor, TensorMap, TensorSpec, ORACLE,
+};
+use crate::attention::{
+    attention, mask::BatchMask, oracle, AttentionConfig, AttentionError, AttentionInputs, Geometry,
+    InputLayout, Recipe, PRESETS,
+};
+use crate::formats::{DType, Rounding};
+use crate::parallel::Threads;
+
+const OP: &str = "fa_prefill";
+
+fn default_layout() -> InputLayout {
+    InputLayout::Bsnd
+}
+fn default_tokens() -> i64 {
+    i32::MAX as i64
+}
+fn default_mask_keep() -> f64 {
+    0.75
+}
+
+/// `fa_prefill` parameters. Defaults: `input_layout` "BSND", `num_key_value_heads` 0 (=
+/// `num_heads`), `scale` 1/sqrt(head_dim), `sparse_mode` 0, `pre_tokens` / `next_tokens`
+/// 2147483647, `atten_mask` false, `mask_keep` 0.75, `masked_rows` 0, lengths absent (full),
+/// `softmax_lse_flag` false, tiles from the recipe.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaPrefillParams {
+    /// `bf16`, `f16` or `f32`.
+    pub dtype: DType,
+    /// `BSND`, `BNSD`, `BSH`, `TND` or `BNSD_BSND`.
+    #[serde(default = "default_layout")]
+    pub input_layout: InputLayout,
+    pub batch: usize,
+    /// Padded query length (not used for TND).
+    #[serde(default)]
+    pub q_seq: usize,
+    /// Padded key/value length (not used for TND).
+    #[serde(default)]
+    pub kv_seq: usize,
+    pub num_heads: usize,
+    #[serde(default)]
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    #[serde(default)]
+    pub scale: Option<f64>,
+    /// 0 (none / explicit mask), 2 (top-left causal), 3 (bottom-right causal), 4 (band).
+    #[serde(default)]
+    pub sparse_mode: u32,
+    #[serde(default = "default_tokens")]
+    pub pre_tokens: i64,
+    #[serde(default = "default_tokens")]
+    pub next_tokens: i64,
+    /// Whether an explicit random boolean mask is an input.
+    #[serde(default)]
+    pub atten_mask: bool,
+    /// Probability that a generated mask position is NOT masked.
+    #[serde(default = "default_mask_keep")]
+    pub mask_keep: f64,
+    /// Query rows per batch entry that the generated mask masks completely (the first rows).
+    #[serde(default)]
+    pub masked_rows: usize,
+    /// Per-batch query lengths (cumulative for TND).
+    #[serde(default)]
+    pub actual_seq_lengths: Option<Vec<i64>>,
+    /// Per-batch key/value lengths (cumulative for TND).
+    #[serde(default)]
+    pub actual_seq_lengths_kv: Option<Vec<i64>>,
+    #[serde(default)]
+    pub softmax_lse_flag: bool,
+    /// Overrides the recipe's query tile.
+    #[serde(default)]
+    pub q_tile: Option<usize>,
+    /// Overrides the recipe's KV tile (kernels choose it from the shape at run time).
+    #[serde(default)]
+    pub kv_tile: Option<usize>,
+}
+
+impl FaPrefillParams {
+    fn config(&self) -> AttentionConfig {
+        AttentionConfig {
+            dtype: self.dtype,
+            input_layout: self.input_layout,
+            batch: self.batch,
+            q_seq: self.q_seq,
+            kv_seq: self.kv_seq,
+            num_heads: self.num_heads,
+            num_key_value_heads: self.num_key_value_heads,
+            head_dim: self.head_dim,
+            scale: self.scale,
+            sparse_mode: self.sparse_mode,
+            pre_tokens: self.pre_tokens,
+            next_tokens: self.next_tokens,
+            atten_mask: self.atten_mask,
+            actual_seq_lengths: self.actual_seq_lengths.clone(),
+            actual_seq_lengths_kv: self.actual_seq_lengths_kv.clone(),
+            softmax_lse_flag: self.softmax_lse_flag,
+        }
+    }
+
+    fn geometry(&self) -> Result<Geometry, OpError> {
+        if !(0.0..=1.0).contains(&self.mask_keep) {
+            return Err(invalid(OP, "mask_keep", "must be within [0, 1]"));
+        }
+        if self.masked_rows > 0 && !self.atten_mask {
+            return Err(invalid(OP, "masked_rows", "needs atten_mask = true"));
+        }
+        if self.masked_rows > self.q_seq && !self.input_layout.is_varlen() {
+            return Err(invalid(OP, "masked_rows", "exceeds q_seq"));
+        }
+        if self.q_tile == Some(0) {
+            return Err(invalid(OP, "q_tile", "must be positive"));
+        }
+        if self.kv_tile == Some(0) {
+            return Err(invalid(OP, "kv_tile", "must be positive"));
+        }
+        self.config().geometry().map_err(|e| op_error(OP, e))
+    }
+}
+
+pub(crate) fn invalid(op: &str, param: &str, message: &str) -> OpError {
+    OpError::InvalidParam {
+        op: op.to_string(),
+        param: param.to_string(),
+        message: message.to_string(),
+    }
+}
+
+/// Maps an attention error to the op layer's, keeping the parameter or tensor name.
+pub(crate) fn op_error(op: &str, e: AttentionError) -> OpError {
+    match &e {
+        AttentionError::WrongInputSize { tensor, .. } => OpError::InvalidInput {
+            op: op.to_string(),
+            input: tensor.clone(),
+            message: e.to_string(),
+        },
+        _ => OpError::InvalidParam {
+            op: op.to_string(),
+            param: e.subject().to_string(),
+            message: e.to_string(),
+        },
+    }
+}
+
+/// The preset `recipe` for `dtype`, with optional tile overrides.
+pub(crate) fn preset(
+    op: &str,
+    recipe: &str,
+    dtype: DType,
+    q_tile: Option<usize>,
+    kv_tile: Option<usize>,
+) -> Result<Recipe, OpError> {
+    let mut r = Recipe::preset(recipe, dtype).ok_or_else(|| OpError::UnknownRecipe {
+        op: op.to_string(),
+        recipe: recipe.to_string(),
+        known: std::iter::once(ORACLE)
+            .chain(PRESETS)
+            .collect::<Vec<_>>()
+            .join(", "),
+    })?;
+    if let Some(t) = q_tile {
+        r.q_tile = t;
+    }
+    if let Some(t) = kv_tile {
+        r.kv_tile = t;
+    }
+    Ok(r)
+}
+
+/// Multiply-adds of the allowed (query, key) pairs times 4 D (QK^T and PV), per head.
+pub(crate) fn attention_flops(g: &Geometry) -> f64 {
+    let mut pairs = 0f64;
+    for b in 0..g.batch {
+        let m = BatchMask::structured(g.sparse, g.lq[b], g.lk[b]);
+        for i in 0..g.lq[b] {
+            let (lo, hi) = m.interval(i);
+            pairs += (hi - lo) as f64;
+        }
+    }
+    4.0 * pairs * g.heads as f64 * g.head_dim as f64
+}
+
+/// `n` values from the context, rounded ONCE (RNE) to `dtype`.
+pub(crate) fn values_tensor(
+    ctx: &mut GenContext,
+    dtype: DType,
+    shape: Vec<usize>,
+    nan_rows: impl Fn(usize) -> bool,
+    dim: usize,
+) -> Tensor {
+    let et = ElemType::from(dtype);
+    let n: usize = shape.iter().product();
+    let mut v = ctx.values(n, &special_values(et));
+    for (r, row) in v.chunks_mut(dim).enumerate() {
+        if nan_rows(r) {
+            row.fill(f64::NAN);
+        }
+    }
+    Tensor::from_f64_rounded(et, shape, &v, Rounding::RNE)
+}
+
+/// Decodes a float input to f32 values (exact for bf16/f16/f32).
+pub(crate) fn f32_values(op: &str, name: &str, t: &Tensor) -> Result<Vec<f32>, OpError> {
+    t.to_f32_vec().map_err(|e| OpError::InvalidInput {
+        op: op.to_string(),
+        input: name.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// The `attention_out` / `softmax_lse` tensors of a recipe run.
+pub(crate) fn recipe_outputs(g: &Geometry, out: &[f32], lse: Option<&[f32]>) -> TensorMap {
+    let mut m = TensorMap::new();
+    let vals: Vec<f64> = out.iter().map(|&x| x as f64).collect();
+    // The values are already rounded to the output dtype, so this rounding is exact.
+    m.insert(
+        "attention_out".to_string(),
+        Tensor::from_f64_rounded(ElemType::from(g.dtype), g.out_shape(), &vals, Rounding::RNE),
+    );
+    if let Some(l) = lse {
+        m.insert(
+            "softmax_lse".to_string(),
+            Tensor::from_f32(g.lse_shape(), l),
+        );
+    }
+    m
+}
+
+/// The `attention_out` / `softmax_lse` tensors of an oracle run (F64).
+pub(crate) fn oracle_outputs(g: &Geometry, out: &[f64], lse: &[f64]) -> TensorMap {
+    let mut m = TensorMap::new();
+    m.insert(
+        "attention_out".to_string(),
+        Tensor::from_f64(g.out_shape(), out),
+    );
+    if g.softmax_lse_flag {
+        m.insert(
+            "softmax_lse".to_string(),
+            Tensor::from_f64(g.lse_shape(), lse),
+        );
+    }
+    m
+}
+
+/// The output specs shared by both attention families.
+pub(crate) fn output_specs(g: &Geometry) -> Vec<TensorSpec> {
+    let mut outs = vec![TensorSpec::new(
+        "attention_out",
+        ElemType::from(g.dtype),
+        g.out_shape(),
+        g.out_axes(),
+    )];
+    if g.softmax_lse_flag {
+        let axes: &[&str] = if g.layout.is_varlen() {
+            &["t", "n", "one"]
+        } else {
+            &["b", "n", "s", "one"]
+        };
+        outs.push(TensorSpec::new(
+            "softmax_lse",
+            ElemType::F32,
+            g.lse_shape(),
+            axes,
+        ));
+    }
+    outs
+}
+
+/// The `fa_prefill` family.
+pub struct FaPrefill;
+
+impl FaPrefill {
+    fn inputs(g: &Geometry) -> Vec<TensorSpec> {
+        let et = ElemType::from(g.dtype);
+        let mut v = vec![
+            TensorSpec::new("query", et, g.q_shape(), g.in_axes()),
+            TensorSpec::new("key", et, g.kv_shape(), g.in_axes()),
+            TensorSpec::new("value", et, g.kv_shape(), g.in_axes()),
+        ];
+        if g.atten_mask {
+            v.push(TensorSpec::new(
+                "atten_mask",
+                ElemType::U8,
+                g.mask_shape(),
+                &["b", "s", "s_kv"],
+            ));
+        }
+        v
+    }
+}
+
+impl OpFamily for FaPrefill {
+    fn name(&self) -> &'static str {
+        OP
+    }
+
+    fn recipes(&self) -> Vec<&'static str> {
+        PRESETS.to_vec()
+    }
+
+    fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
+        let p: FaPrefillParams = parse_params(OP, params)?;
+        let g = p.geometry()?;
+        let inputs = Self::inputs(&g);
+        let outputs = output_specs(&g);
+        let bytes = inputs
+            .iter()
+            .chain(&outputs)
+            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
+            .sum();
+        Ok(OpDescription {
+            inputs,
+            outputs,
+            cost: OpCost {
+                flops: attention_flops(&g),
+                bytes,
+            },
+        })
+    }
+
+    fn generate(
+        &self,
+        params: &serde_json::Value,
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        let p: FaPrefillParams = parse_params(OP, params)?;
+        let g = p.geometry()?;
+        let d = g.head_dim;
+        let mut m = TensorMap::new();
+        m.insert(
+            "query".to_string(),
+            values_tensor(ctx, g.dtype, g.q_shape(), |_| false, d),
+        );
+        // Key/value rows beyond actual_seq_lengths_kv are NaN: they must never be read.
+        let mut beyond = vec![false; g.kv_tokens * g.kv_heads];
+        if !g.layout.is_varlen() {
+            for b in 0..g.batch {
+                for j in g.lk[b]..g.kv_seq {
+                    for kvh in 0..g.kv_heads {
+                        beyond[g.kv_offset(b, j, kvh) / d] = true;
+                    }
+                }
+            }
+        }
+        for name in ["key", "value"] {
+            m.insert(
+                name.to_string(),
+                values_tensor(ctx, g.dtype, g.kv_shape(), |r| beyond[r], d),
+            );
+        }
+        if g.atten_mask {
+            let n = g.batch * g.q_seq * g.kv_seq;
+            let mut mask = vec![0u8; n];
+            for (idx, x) in mask.iter_mut().enumerate() {
+                let i = (idx / g.kv_seq) % g.q_seq;
+                *x = (i < p.masked_rows || ctx.unit() >= p.mask_keep) as u8;
+            }
+            m.insert(
+                "atten_mask".to_string(),
+                Tensor::from_u8(g.mask_shape(), mask),
+            );
+        }
+        Ok(m)
+    }
+
+    fn run(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let p: FaPrefillParams = parse_params(OP, params)?;
+        let g = p.geometry()?;
+        let specs = Self::inputs(&g);
+        let q = f32_values(OP, "query", input(OP, inputs, &specs[0])?)?;
+        let k = f32_values(OP, "key", input(OP, inputs, &specs[1])?)?;
+        let v = f32_values(OP, "value", input(OP, inputs, &specs[2])?)?;
+        let mask = if g.atten_mask {
+            Some(input(OP, inputs, &specs[3])?.data.as_slice())
+        } else {
+            None
+        };
+        let ins = AttentionInputs {
+            query: &q,
+            key: &k,
+            value: &v,
+            atten_mask: mask,
+        };
+        if recipe == ORACLE {
+            let o = oracle(&g, &ins, threads).map_err(|e| op_error(OP, e))?;
+            return Ok(oracle_outputs(&g, &o.out, &o.lse));
+        }
+        let r = preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?;
+        let o = attention(&g, &r, &ins, threads).map_err(|e| op_error(OP, e))?;
+        Ok(recipe_outputs(&g, &o.out, o.lse.as_deref()))
+    }
+}
