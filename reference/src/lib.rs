@@ -13,7 +13,9 @@
 //!
 //! This crate knows nothing of files, processes or command lines.
 
+pub mod dequant;
 pub mod dot;
 pub mod formats;
 pub mod math;
+pub mod matmul;
 pub mod parallel;
