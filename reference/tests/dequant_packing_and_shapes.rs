@@ -201,6 +201,39 @@ fn bulk_dequantize_equals_element_semantics_for_every_layout_and_thread_count() 
 }
 
 #[test]
+fn bulk_dequantize_portable_paths_equal_element_semantics() {
+    // Group sizes that are not multiples of 16 and explicit permutations take the portable
+    // (non-SIMD) paths; identity and split-halves layouts with groups of 16/32 take the SIMD
+    // path on x86_64. All must equal the element semantics.
+    let mut rng = Rng(11);
+    for group in [2usize, 8, 24, 16, 32] {
+        for layout in layouts() {
+            let k = 2 * 3 * 8 * 16 * 4; // divisible by every group and tile here
+            if k % layout.tile_len() != 0 || k % group != 0 {
+                continue;
+            }
+            let n = 3;
+            let codes = random_codes(&mut rng, n * k);
+            let packed = pack(&codes, &layout).unwrap();
+            let r = Fp4DequantRecipe {
+                group_size: group,
+                layout: layout.clone(),
+                ..Fp4DequantRecipe::ascend_qingcheng_w4a16()
+            };
+            let scales: Vec<u8> = (0..n * k / group).map(|_| rng.below(256) as u8).collect();
+            let want: Vec<u16> = (0..n * k)
+                .map(|i| nvfp4::element(codes[i], scales[i / group], 3.0e-3, &r))
+                .collect();
+            for t in [1, 2] {
+                let got =
+                    nvfp4::dequantize(&packed, &scales, 3.0e-3, n, k, &r, Threads(t)).unwrap();
+                assert_eq!(got, want, "group {group} {layout:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn large_tensor_bulk_dequantize_is_identical_across_thread_counts() {
     // Several parallel chunks (64 Ki elements each).
     let (n, k) = (64usize, 4096usize);

@@ -94,6 +94,29 @@ where
     }
     let lcm = group / gcd(group, tile) * tile;
     let chunk = CHUNK_ELEMENTS.div_ceil(lcm) * lcm;
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(unit) = simd::units_for(recipe) {
+            if std::arch::is_x86_feature_detected!("ssse3") {
+                let tables = simd::Tables::new(&nibble);
+                fill_chunks(out, chunk, threads, |ci, out_chunk| {
+                    // SAFETY: SSSE3 was detected at run time just above.
+                    unsafe {
+                        simd::dequantize_chunk(
+                            packed,
+                            scale_codes,
+                            group,
+                            &unit,
+                            &tables,
+                            ci * chunk,
+                            out_chunk,
+                        )
+                    }
+                });
+                return Ok(());
+            }
+        }
+    }
     match recipe.layout.permutation {
         TilePermutation::Identity => {
             // Byte -> (first slot output, second slot output) as one u32 per used scale code.
@@ -145,4 +168,137 @@ where
     }
     debug_assert_eq!(count % tile, 0);
     Ok(())
+}
+
+/// SSSE3 path: 16 outputs at a time with two byte shuffles (the low and high bytes of the 16
+/// possible 16-bit outputs of the unit's scale code), for the identity layouts and split
+/// halves with tiles of whole 16-byte runs, and group sizes that are multiples of 16. It reads
+/// the same tables as the portable paths, so its results are the same bits (the bulk tests
+/// compare every path with the element semantics).
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use super::super::packing::{NibbleOrder, TilePermutation};
+    use super::super::recipe::Fp4DequantRecipe;
+    use std::arch::x86_64::*;
+
+    /// How a run of 16 consecutive outputs maps to packed bytes.
+    pub(super) enum Unit {
+        /// 8 bytes, each giving two consecutive outputs (low nibble first if `low_first`).
+        Interleaved { low_first: bool },
+        /// Split halves with `bytes` bytes per tile: 16 bytes give 16 outputs of one nibble.
+        Split { bytes: usize },
+    }
+
+    pub(super) fn units_for(recipe: &Fp4DequantRecipe) -> Option<Unit> {
+        if recipe.group_size % 16 != 0 {
+            return None;
+        }
+        match recipe.layout.permutation {
+            TilePermutation::Identity => Some(Unit::Interleaved {
+                low_first: recipe.layout.nibble_order == NibbleOrder::LowFirst,
+            }),
+            TilePermutation::SplitHalves { bytes } if bytes % 16 == 0 => {
+                Some(Unit::Split { bytes })
+            }
+            _ => None,
+        }
+    }
+
+    /// Per scale code: the low bytes and the high bytes of the 16 outputs.
+    pub(super) struct Tables(Vec<[[u8; 16]; 2]>);
+
+    impl Tables {
+        pub(super) fn new(nibble: &[[u16; 16]]) -> Tables {
+            Tables(
+                nibble
+                    .iter()
+                    .map(|row| {
+                        let mut t = [[0u8; 16]; 2];
+                        for (c, &v) in row.iter().enumerate() {
+                            t[0][c] = v as u8;
+                            t[1][c] = (v >> 8) as u8;
+                        }
+                        t
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    /// Fills `out` (elements `start..start + out.len()`, whole groups and whole tiles).
+    ///
+    /// # Safety
+    /// The CPU must support SSSE3. All memory accesses go through checked slices.
+    #[target_feature(enable = "ssse3")]
+    pub(super) unsafe fn dequantize_chunk(
+        packed: &[u8],
+        scale_codes: &[u8],
+        group: usize,
+        unit: &Unit,
+        tables: &Tables,
+        start: usize,
+        out: &mut [u16],
+    ) {
+        let mask = _mm_set1_epi8(0x0F);
+        let units_per_group = group / 16;
+        // Outputs are produced in increasing element order, 16 at a time; the group index
+        // advances every `units_per_group` units (no division in the loop).
+        let mut g = start / group;
+        let mut in_group = 0;
+        let mut emit = |idx: __m128i, out16: &mut [u16]| {
+            let t = &tables.0[scale_codes[g] as usize];
+            let tlo = _mm_loadu_si128(t[0].as_ptr() as *const __m128i);
+            let thi = _mm_loadu_si128(t[1].as_ptr() as *const __m128i);
+            let lo = _mm_shuffle_epi8(tlo, idx);
+            let hi = _mm_shuffle_epi8(thi, idx);
+            let out16: &mut [u16; 16] = out16.try_into().expect("16 outputs");
+            let dst = out16.as_mut_ptr() as *mut __m128i;
+            _mm_storeu_si128(dst, _mm_unpacklo_epi8(lo, hi));
+            _mm_storeu_si128(dst.add(1), _mm_unpackhi_epi8(lo, hi));
+            in_group += 1;
+            if in_group == units_per_group {
+                in_group = 0;
+                g += 1;
+            }
+        };
+        match *unit {
+            Unit::Interleaved { low_first } => {
+                let src = &packed[start / 2..start / 2 + out.len() / 2];
+                for (bytes8, out16) in src.chunks_exact(8).zip(out.chunks_exact_mut(16)) {
+                    let bytes8: &[u8; 8] = bytes8.try_into().expect("8 bytes");
+                    let b = _mm_loadl_epi64(bytes8.as_ptr() as *const __m128i);
+                    let lo = _mm_and_si128(b, mask);
+                    let hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+                    let idx = if low_first {
+                        _mm_unpacklo_epi8(lo, hi)
+                    } else {
+                        _mm_unpacklo_epi8(hi, lo)
+                    };
+                    emit(idx, out16);
+                }
+            }
+            Unit::Split { bytes } => {
+                let src = &packed[start / 2..start / 2 + out.len() / 2];
+                for (tile_bytes, tile_out) in
+                    src.chunks_exact(bytes).zip(out.chunks_exact_mut(2 * bytes))
+                {
+                    let (first_half, second_half) = tile_out.split_at_mut(bytes);
+                    for (high, half) in [(true, first_half), (false, second_half)] {
+                        for (b16, out16) in
+                            tile_bytes.chunks_exact(16).zip(half.chunks_exact_mut(16))
+                        {
+                            let b16: &[u8; 16] = b16.try_into().expect("16 bytes");
+                            let b = _mm_loadu_si128(b16.as_ptr() as *const __m128i);
+                            let idx = if high {
+                                _mm_and_si128(_mm_srli_epi16(b, 4), mask)
+                            } else {
+                                _mm_and_si128(b, mask)
+                            };
+                            emit(idx, out16);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
