@@ -14,10 +14,12 @@
 //! This crate knows nothing of files, processes or command lines.
 
 pub mod attention;
+pub mod dequant;
 pub mod dot;
 pub mod formats;
 pub mod kv;
 pub mod math;
+pub mod matmul;
 pub mod mc2;
 pub mod ops;
 pub mod parallel;

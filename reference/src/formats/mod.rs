@@ -5,12 +5,20 @@
 //! proven equal to it by the exhaustive tests.
 
 pub mod bf16;
+pub mod e8m0;
 pub mod f16;
 pub mod f32;
 pub mod format;
+pub mod fp4_e1m2;
+pub mod fp4_e2m1;
+pub mod fp8_e4m3fn;
+pub mod fp8_e5m2;
 pub mod rounding;
 
-pub use format::{FloatFormat, Specials, BFLOAT16, FLOAT16, FLOAT32, FLOAT64};
+pub use format::{
+    FloatFormat, Specials, BFLOAT16, FLOAT16, FLOAT32, FLOAT64, FP4_E1M2, FP4_E2M1, FP8_E4M3FN,
+    FP8_E5M2,
+};
 pub use rounding::{Exact, NanPolicy, OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy};
 
 /// The element types that reference kernels read and write.

@@ -1,0 +1,3 @@
+//! Matrix multiplications of the reference.
+
+pub mod w4a16;

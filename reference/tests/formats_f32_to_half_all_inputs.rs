@@ -1,0 +1,255 @@
+//! f32 -> bf16 and f32 -> f16 in EVERY rounding mode against an independent oracle over ALL
+//! 2^32 inputs (release; a strided sample in debug builds).
+//!
+//! The oracle works in the value domain with f64 arithmetic (every quantity is exact there):
+//! the grid spacing at |x| is 2^(max(floor(log2|x|), emin) - man); q = |x| / spacing splits into
+//! an integer part n (the truncated code is ((exponent - emin) << man) + n) and a fraction that
+//! decides the rounding. It shares nothing with the bit-level code under test.
+//!
+//! The work is split into 256 fixed chunks run through `parallel::map_tasks` and the per-chunk
+//! results are combined in chunk order, so the report does not depend on the thread count.
+
+use conform_reference::formats::bf16::f32_to_bf16;
+use conform_reference::formats::f16::f32_to_f16;
+use conform_reference::formats::{OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy};
+use conform_reference::parallel::{map_tasks, Threads};
+use std::time::Instant;
+
+/// A 16-bit target described by its smallest normal exponent, mantissa bits and the infinity
+/// and canonical NaN codes.
+#[derive(Clone, Copy)]
+struct Target {
+    name: &'static str,
+    emin: i32,
+    man: u32,
+    inf: u64,
+    nan: u16,
+}
+
+const BF16: Target = Target {
+    name: "bf16",
+    emin: -126,
+    man: 7,
+    inf: 0x7F80,
+    nan: 0x7FC0,
+};
+const F16: Target = Target {
+    name: "f16",
+    emin: -14,
+    man: 10,
+    inf: 0x7C00,
+    nan: 0x7E00,
+};
+
+fn pow2(e: i32) -> f64 {
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
+/// The oracle's rounding decision, with the mode as a constant so each sweep is specialised.
+#[inline(always)]
+fn oracle(t: &Target, bits: u32, r: Rounding) -> u16 {
+    match r.mode {
+        RoundingMode::NearestTiesToEven => oracle_mode::<0>(t, bits, r),
+        RoundingMode::NearestTiesAway => oracle_mode::<1>(t, bits, r),
+        RoundingMode::TowardZero => oracle_mode::<2>(t, bits, r),
+        RoundingMode::TowardPositive => oracle_mode::<3>(t, bits, r),
+        RoundingMode::TowardNegative => oracle_mode::<4>(t, bits, r),
+        RoundingMode::ToOdd => oracle_mode::<5>(t, bits, r),
+    }
+}
+
+/// Mode index `M` in the order of `RoundingMode::ALL`.
+#[inline(always)]
+fn oracle_mode<const M: u8>(t: &Target, bits: u32, r: Rounding) -> u16 {
+    let neg = bits >> 31 != 0;
+    let sign: u16 = if neg { 0x8000 } else { 0 };
+    let saturate = r.overflow == OverflowPolicy::Saturate;
+    let to_inf = match M {
+        0 | 1 => true,
+        3 => !neg,
+        4 => neg,
+        _ => false,
+    };
+    let x = f32::from_bits(bits & 0x7FFF_FFFF);
+    if !x.is_finite() {
+        if x.is_nan() {
+            return sign | t.nan;
+        }
+        return sign | if saturate { t.inf - 1 } else { t.inf } as u16;
+    }
+    let a = x as f64;
+    // floor(log2 a), clamped to the smallest normal exponent (a = 0 gives -1023 -> emin).
+    let ex = (((a.to_bits() >> 52) as i32) - 1023).max(t.emin);
+    let q = a * pow2(t.man as i32 - ex); // |x| / spacing, exact
+                                         // q < 2^(man + 1) <= 2^11: 32-bit conversions are exact and cheap.
+    let n = q as i32;
+    let frac = q - n as f64;
+    let inexact = frac != 0.0;
+    let lo = (((ex - t.emin) as u64) << t.man) + n as u64;
+    let code = match M {
+        0 => lo + (frac > 0.5 || (frac == 0.5 && n % 2 == 1)) as u64,
+        1 => lo + (frac >= 0.5) as u64,
+        2 => lo,
+        3 => lo + (inexact && !neg) as u64,
+        4 => lo + (inexact && neg) as u64,
+        _ => lo | inexact as u64,
+    };
+    if code >= t.inf {
+        return sign
+            | if saturate || !to_inf {
+                t.inf - 1
+            } else {
+                t.inf
+            } as u16;
+    }
+    if r.subnormals == SubnormalPolicy::FlushToZero && code < (1 << t.man) {
+        return sign;
+    }
+    sign | code as u16
+}
+
+/// Checks `convert` against the oracle on every `stride`-th input (stride 1 = all 2^32) for
+/// each rounding in `roundings` (one pass over the inputs); panics with the first mismatch.
+/// Generic over `convert` so the conversion is inlined, as it is in the kernels that use it.
+fn sweep<F>(t: Target, convert: F, roundings: &[Rounding], stride: u64)
+where
+    F: Fn(f32, Rounding) -> u16 + Sync + Send,
+{
+    const TASKS: u64 = 256;
+    const PER_TASK: u64 = (1u64 << 32) / TASKS;
+    let start = Instant::now();
+    let results = map_tasks(TASKS as usize, Threads::available(), |task| {
+        let base = task as u64 * PER_TASK;
+        let mut mismatches = 0u64;
+        let mut first: Option<String> = None;
+        for &r in roundings {
+            let bad = match r.mode {
+                RoundingMode::NearestTiesToEven => {
+                    check_range::<0, F>(&t, &convert, r, base, stride)
+                }
+                RoundingMode::NearestTiesAway => check_range::<1, F>(&t, &convert, r, base, stride),
+                RoundingMode::TowardZero => check_range::<2, F>(&t, &convert, r, base, stride),
+                RoundingMode::TowardPositive => check_range::<3, F>(&t, &convert, r, base, stride),
+                RoundingMode::TowardNegative => check_range::<4, F>(&t, &convert, r, base, stride),
+                RoundingMode::ToOdd => check_range::<5, F>(&t, &convert, r, base, stride),
+            };
+            mismatches += bad.0;
+            if first.is_none() {
+                first = bad.1;
+            }
+        }
+        (mismatches, first)
+    });
+    let total: u64 = results.iter().map(|r| r.0).sum();
+    let first = results.into_iter().find_map(|r| r.1);
+    eprintln!(
+        "{}: {} inputs x {} roundings (stride {stride}) in {:.2?}",
+        t.name,
+        (1u64 << 32) / stride,
+        roundings.len(),
+        start.elapsed()
+    );
+    assert_eq!(
+        total, 0,
+        "{} mismatches for {}; first: {:?}",
+        total, t.name, first
+    );
+}
+
+/// Checks one task's range of inputs for one rounding (mode `M` as a constant).
+#[inline(never)]
+fn check_range<const M: u8, F: Fn(f32, Rounding) -> u16>(
+    t: &Target,
+    convert: &F,
+    r: Rounding,
+    base: u64,
+    stride: u64,
+) -> (u64, Option<String>) {
+    const PER_TASK: u64 = (1u64 << 32) / 256;
+    let mut mismatches = 0u64;
+    let mut first = None;
+    let mut i = 0;
+    while i < PER_TASK {
+        let bits = (base + i) as u32;
+        let got = convert(f32::from_bits(bits), r);
+        let want = oracle_mode::<M>(t, bits, r);
+        if got != want {
+            mismatches += 1;
+            if first.is_none() {
+                first = Some(format!(
+                    "{bits:#010x} {r:?}: got {got:#06x} want {want:#06x}"
+                ));
+            }
+        }
+        i += stride;
+    }
+    (mismatches, first)
+}
+
+fn stride() -> u64 {
+    if cfg!(debug_assertions) {
+        65_521
+    } else {
+        1
+    }
+}
+
+fn modes(modes: &[RoundingMode]) -> Vec<Rounding> {
+    modes.iter().map(|&m| Rounding::ieee(m)).collect()
+}
+
+/// The one-mode sweep whose time docs/PERFORMANCE.md records (target <= 20 s on 2 cores).
+#[test]
+fn all_2_32_f32_to_bf16_rne_matches_integer_oracle() {
+    sweep(BF16, f32_to_bf16, &[Rounding::RNE], stride());
+}
+
+#[test]
+fn all_2_32_f32_to_bf16_other_five_modes_match_integer_oracle() {
+    let others = &RoundingMode::ALL[1..];
+    assert!(!others.contains(&RoundingMode::NearestTiesToEven));
+    sweep(BF16, f32_to_bf16, &modes(others), stride());
+}
+
+#[test]
+fn all_2_32_f32_to_f16_every_mode_matches_integer_oracle() {
+    sweep(F16, f32_to_f16, &modes(&RoundingMode::ALL), stride());
+}
+
+/// Flush-to-zero and saturation in every mode, on a strided sample (every 251st input in
+/// release: 17M inputs per rounding; the stride is odd so every exponent and low-bit pattern
+/// is visited).
+#[test]
+fn f32_to_bf16_and_f16_ftz_and_saturating_every_mode_sampled_match_oracle() {
+    let mut roundings = Vec::new();
+    for mode in RoundingMode::ALL {
+        roundings.push(Rounding::ieee(mode).flush_to_zero());
+        roundings.push(Rounding::ieee(mode).saturating());
+    }
+    let stride = if cfg!(debug_assertions) {
+        1_000_003
+    } else {
+        251
+    };
+    sweep(BF16, f32_to_bf16, &roundings, stride);
+    sweep(F16, f32_to_f16, &roundings, stride);
+}
+
+#[test]
+fn oracle_agrees_with_known_values() {
+    // Sanity of the oracle itself on hand-checked values.
+    let r = Rounding::RNE;
+    assert_eq!(oracle(&BF16, 1.0f32.to_bits(), r), 0x3F80);
+    assert_eq!(oracle(&BF16, 0x3F80_8000, r), 0x3F80); // tie to even
+    assert_eq!(oracle(&BF16, 0x3F81_8000, r), 0x3F82); // tie to even (up)
+    assert_eq!(oracle(&BF16, 0x7F7F_FFFF, r), 0x7F80); // overflow
+    assert_eq!(oracle(&BF16, 0x0000_0001, r), 0x0000);
+    assert_eq!(oracle(&F16, 65504.0f32.to_bits(), r), 0x7BFF);
+    assert_eq!(oracle(&F16, 65520.0f32.to_bits(), r), 0x7C00);
+    assert_eq!(oracle(&F16, (2f32.powi(-24)).to_bits(), r), 0x0001);
+    assert_eq!(oracle(&F16, (2f32.powi(-25)).to_bits(), r), 0x0000);
+    assert_eq!(
+        oracle(&F16, (2f32.powi(-25)).to_bits(), Rounding::RNA),
+        0x0001
+    );
+}
