@@ -144,7 +144,10 @@ pub struct OutputMetrics {
 pub struct WorstElement {
     /// Logical index, e.g. `b=0 n=3 s=17 d=5`.
     pub index: String,
+    /// NaN/Inf are written as the strings `"NaN"`, `"inf"`, `"-inf"` (JSON has no such numbers).
+    #[serde(with = "non_finite_f64")]
     pub actual: f64,
+    #[serde(with = "non_finite_f64")]
     pub expected: f64,
     pub abs_err: f64,
     pub rel_err: f64,
@@ -174,5 +177,78 @@ impl RunResults {
             *m.entry(c.status).or_insert(0) += 1;
         }
         m
+    }
+}
+
+/// An f64 that may be NaN or infinite: a JSON number when finite, else the string `"NaN"`,
+/// `"inf"` or `"-inf"`. Reads both forms.
+mod non_finite_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_nan() {
+            s.serialize_str("NaN")
+        } else if *v == f64::INFINITY {
+            s.serialize_str("inf")
+        } else if *v == f64::NEG_INFINITY {
+            s.serialize_str("-inf")
+        } else {
+            s.serialize_f64(*v)
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrName {
+        Number(f64),
+        Name(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match NumberOrName::deserialize(d)? {
+            NumberOrName::Number(v) => Ok(v),
+            NumberOrName::Name(n) => match n.as_str() {
+                "NaN" => Ok(f64::NAN),
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                other => Err(serde::de::Error::custom(format!(
+                    "expected a number, \"NaN\", \"inf\" or \"-inf\", got \"{other}\""
+                ))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_element_with_nan_and_infinity_round_trips_through_json() {
+        for (a, e) in [
+            (f64::NAN, 1.5),
+            (f64::INFINITY, -2.0),
+            (f64::NEG_INFINITY, 0.0),
+            (0.25, 3.0),
+        ] {
+            let w = WorstElement {
+                index: "b=0 s=1".to_string(),
+                actual: a,
+                expected: e,
+                abs_err: 0.0,
+                rel_err: 0.0,
+                ulp: None,
+            };
+            let text = serde_json::to_string(&w).unwrap();
+            let back: WorstElement = serde_json::from_str(&text).unwrap();
+            if a.is_nan() {
+                assert!(back.actual.is_nan(), "{text}");
+            } else {
+                assert_eq!(back.actual, a, "{text}");
+            }
+            assert_eq!(back.expected, e);
+        }
+        let bad = r#"{"index":"x","actual":"nan?","expected":1.0,"abs_err":0.0,"rel_err":0.0}"#;
+        assert!(serde_json::from_str::<WorstElement>(bad).is_err());
     }
 }

@@ -1,0 +1,181 @@
+//! The error heatmap over (query position `s`, head `n`): geometry, a per-element coordinate
+//! walker that needs no division per element, and the bucketed grid.
+
+use crate::results::Heatmap;
+
+/// At most this many buckets per heatmap side.
+pub const HEATMAP_MAX_SIDE: usize = 64;
+
+/// Where the two heatmap axes sit in a row-major tensor and how they are bucketed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HeatGeometry {
+    pub row_axis: String,
+    pub col_axis: String,
+    /// Elements between consecutive positions of the row / column axis.
+    pub row_stride: usize,
+    pub col_stride: usize,
+    pub row_len: usize,
+    pub col_len: usize,
+    /// Logical positions per bucket.
+    pub row_bucket: usize,
+    pub col_bucket: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+fn bucketing(len: usize) -> (usize, usize) {
+    let bucket = len.div_ceil(HEATMAP_MAX_SIDE).max(1);
+    (bucket, len.div_ceil(bucket))
+}
+
+impl HeatGeometry {
+    /// The geometry for a tensor whose axes include `s` (rows) and `n` (columns); None
+    /// otherwise, or when the axis names do not match the rank, or the tensor is empty.
+    pub fn for_axes(shape: &[usize], axes: &[String]) -> Option<HeatGeometry> {
+        if axes.len() != shape.len() || shape.contains(&0) {
+            return None;
+        }
+        let r = axes.iter().position(|a| a == "s")?;
+        let c = axes.iter().position(|a| a == "n")?;
+        let stride = |k: usize| shape[k + 1..].iter().product::<usize>();
+        let (row_bucket, rows) = bucketing(shape[r]);
+        let (col_bucket, cols) = bucketing(shape[c]);
+        Some(HeatGeometry {
+            row_axis: axes[r].clone(),
+            col_axis: axes[c].clone(),
+            row_stride: stride(r),
+            col_stride: stride(c),
+            row_len: shape[r],
+            col_len: shape[c],
+            row_bucket,
+            col_bucket,
+            rows,
+            cols,
+        })
+    }
+
+    pub fn cells(&self) -> usize {
+        self.rows * self.cols
+    }
+
+    /// Packs a finished grid.
+    pub fn into_heatmap(self, values: Vec<f64>) -> Heatmap {
+        Heatmap {
+            row_axis: self.row_axis,
+            col_axis: self.col_axis,
+            row_bucket: self.row_bucket,
+            col_bucket: self.col_bucket,
+            rows: self.rows,
+            cols: self.cols,
+            values,
+        }
+    }
+}
+
+/// One axis's coordinate as the flat index advances by one.
+#[derive(Clone, Copy, Debug)]
+struct AxisWalk {
+    idx: usize,
+    left: usize,
+    stride: usize,
+    len: usize,
+}
+
+impl AxisWalk {
+    fn at(flat: usize, stride: usize, len: usize) -> AxisWalk {
+        AxisWalk {
+            idx: (flat / stride) % len,
+            left: stride - flat % stride,
+            stride,
+            len,
+        }
+    }
+
+    #[inline(always)]
+    fn step(&mut self) {
+        self.left -= 1;
+        if self.left == 0 {
+            self.left = self.stride;
+            self.idx += 1;
+            if self.idx == self.len {
+                self.idx = 0;
+            }
+        }
+    }
+}
+
+/// Walks the heatmap cell of consecutive flat indices starting at `flat`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CellWalker {
+    row: AxisWalk,
+    col: AxisWalk,
+    row_bucket: usize,
+    col_bucket: usize,
+    cols: usize,
+}
+
+impl CellWalker {
+    pub fn new(g: &HeatGeometry, flat: usize) -> CellWalker {
+        CellWalker {
+            row: AxisWalk::at(flat, g.row_stride, g.row_len),
+            col: AxisWalk::at(flat, g.col_stride, g.col_len),
+            row_bucket: g.row_bucket,
+            col_bucket: g.col_bucket,
+            cols: g.cols,
+        }
+    }
+
+    /// The cell of the current element.
+    #[inline(always)]
+    pub fn cell(&self) -> usize {
+        (self.row.idx / self.row_bucket) * self.cols + self.col.idx / self.col_bucket
+    }
+
+    /// Moves to the next flat index.
+    #[inline(always)]
+    pub fn step(&mut self) {
+        self.row.step();
+        self.col.step();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn geometry_buckets_long_axes_to_at_most_64() {
+        let g = HeatGeometry::for_axes(&[2, 1000, 40, 128], &names(&["b", "s", "n", "d"])).unwrap();
+        assert_eq!((g.row_axis.as_str(), g.col_axis.as_str()), ("s", "n"));
+        assert_eq!((g.row_stride, g.col_stride), (40 * 128, 128));
+        assert_eq!((g.row_bucket, g.rows), (16, 63));
+        assert_eq!((g.col_bucket, g.cols), (1, 40));
+        let g = HeatGeometry::for_axes(&[64, 65], &names(&["s", "n"])).unwrap();
+        assert_eq!((g.row_bucket, g.rows, g.col_bucket, g.cols), (1, 64, 2, 33));
+        assert!(HeatGeometry::for_axes(&[4, 4], &names(&["s", "d"])).is_none());
+        assert!(HeatGeometry::for_axes(&[4, 4], &names(&["s"])).is_none());
+        assert!(HeatGeometry::for_axes(&[0, 4], &names(&["s", "n"])).is_none());
+    }
+
+    #[test]
+    fn walker_matches_division_from_any_start() {
+        let shape = [3, 5, 130, 7];
+        let axes = names(&["b", "n", "s", "d"]);
+        let g = HeatGeometry::for_axes(&shape, &axes).unwrap();
+        let total: usize = shape.iter().product();
+        for start in [0, 1, 6, 7, 911, total - 3] {
+            let mut w = CellWalker::new(&g, start);
+            for flat in start..total {
+                let s = (flat / g.row_stride) % g.row_len;
+                let n = (flat / g.col_stride) % g.col_len;
+                let expect = (s / g.row_bucket) * g.cols + n / g.col_bucket;
+                assert_eq!(w.cell(), expect, "flat {flat} from {start}");
+                w.step();
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Element access for the comparison kernels: raw bits, exact value, NaN class and the ordered
+//! integer representation (for ULP distances), one implementation per element type.
+
+use conform_reference::formats::f16::f16_to_f32;
+
+/// One element type as the kernels read it (little-endian bytes).
+pub(crate) trait Lane {
+    /// Bytes per element.
+    const BYTES: usize;
+    /// The element's bits from exactly `BYTES` bytes.
+    fn load(bytes: &[u8]) -> u64;
+    /// The exact value.
+    fn value(bits: u64) -> f64;
+    /// Whether the bits encode a NaN.
+    fn is_nan(bits: u64) -> bool;
+    /// Monotone integer image: `a < b` as numbers iff `ord(a) < ord(b)`; +0 and -0 both map to
+    /// 0; adjacent representable values differ by 1.
+    fn ord(bits: u64) -> i64;
+}
+
+/// Sign-magnitude float bits of width `W` to the ordered integer line.
+#[inline(always)]
+fn float_ord<const W: u32>(bits: u64) -> i64 {
+    let sign = 1u64 << (W - 1);
+    let mag = (bits & (sign - 1)) as i64;
+    if bits & sign != 0 {
+        -mag
+    } else {
+        mag
+    }
+}
+
+pub(crate) struct Bf16Lane;
+pub(crate) struct F16Lane;
+pub(crate) struct F32Lane;
+pub(crate) struct F64Lane;
+pub(crate) struct U8Lane;
+pub(crate) struct I32Lane;
+pub(crate) struct I64Lane;
+
+impl Lane for Bf16Lane {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        u16::from_le_bytes([b[0], b[1]]) as u64
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        f32::from_bits((bits as u32) << 16) as f64
+    }
+    #[inline(always)]
+    fn is_nan(bits: u64) -> bool {
+        bits & 0x7FFF > 0x7F80
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        float_ord::<16>(bits)
+    }
+}
+
+impl Lane for F16Lane {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        u16::from_le_bytes([b[0], b[1]]) as u64
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        f16_to_f32(bits as u16) as f64
+    }
+    #[inline(always)]
+    fn is_nan(bits: u64) -> bool {
+        bits & 0x7FFF > 0x7C00
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        float_ord::<16>(bits)
+    }
+}
+
+impl Lane for F32Lane {
+    const BYTES: usize = 4;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        f32::from_bits(bits as u32) as f64
+    }
+    #[inline(always)]
+    fn is_nan(bits: u64) -> bool {
+        bits & 0x7FFF_FFFF > 0x7F80_0000
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        float_ord::<32>(bits)
+    }
+}
+
+impl Lane for F64Lane {
+    const BYTES: usize = 8;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        f64::from_bits(bits)
+    }
+    #[inline(always)]
+    fn is_nan(bits: u64) -> bool {
+        bits & 0x7FFF_FFFF_FFFF_FFFF > 0x7FF0_0000_0000_0000
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        float_ord::<64>(bits)
+    }
+}
+
+impl Lane for U8Lane {
+    const BYTES: usize = 1;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        b[0] as u64
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        bits as f64
+    }
+    #[inline(always)]
+    fn is_nan(_: u64) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        bits as i64
+    }
+}
+
+impl Lane for I32Lane {
+    const BYTES: usize = 4;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        bits as u32 as i32 as f64
+    }
+    #[inline(always)]
+    fn is_nan(_: u64) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        bits as u32 as i32 as i64
+    }
+}
+
+impl Lane for I64Lane {
+    const BYTES: usize = 8;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        bits as i64 as f64
+    }
+    #[inline(always)]
+    fn is_nan(_: u64) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        bits as i64
+    }
+}
+
+/// ULP distance between two non-NaN elements: distance on the ordered integer line.
+#[inline(always)]
+pub(crate) fn ulp_distance<L: Lane>(a: u64, b: u64) -> u64 {
+    L::ord(a).abs_diff(L::ord(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_ordered_line_is_monotone_over_all_non_nan_codes() {
+        let mut codes: Vec<u64> = (0u64..=0xFFFF).filter(|&b| !Bf16Lane::is_nan(b)).collect();
+        codes.sort_by(|&a, &b| Bf16Lane::value(a).partial_cmp(&Bf16Lane::value(b)).unwrap());
+        for w in codes.windows(2) {
+            let (va, vb) = (Bf16Lane::value(w[0]), Bf16Lane::value(w[1]));
+            let step = Bf16Lane::ord(w[1]) - Bf16Lane::ord(w[0]);
+            if va == vb {
+                assert_eq!(step, 0, "+0/-0 share a point");
+            } else {
+                assert_eq!(step, 1, "{:#x} -> {:#x}", w[0], w[1]);
+            }
+        }
+    }
+
+    #[test]
+    fn f16_ordered_line_is_monotone_over_all_non_nan_codes() {
+        let mut codes: Vec<u64> = (0u64..=0xFFFF).filter(|&b| !F16Lane::is_nan(b)).collect();
+        codes.sort_by(|&a, &b| F16Lane::value(a).partial_cmp(&F16Lane::value(b)).unwrap());
+        for w in codes.windows(2) {
+            let step = F16Lane::ord(w[1]) - F16Lane::ord(w[0]);
+            let expect = if F16Lane::value(w[0]) == F16Lane::value(w[1]) {
+                0
+            } else {
+                1
+            };
+            assert_eq!(step, expect, "{:#x} -> {:#x}", w[0], w[1]);
+        }
+    }
+
+    #[test]
+    fn ulp_distances_across_zero_and_to_infinity() {
+        // Smallest positive and smallest negative subnormal are 2 apart (through +-0).
+        assert_eq!(ulp_distance::<Bf16Lane>(0x0001, 0x8001), 2);
+        assert_eq!(ulp_distance::<Bf16Lane>(0x0000, 0x8000), 0);
+        // Max finite to +Inf is one step.
+        assert_eq!(ulp_distance::<Bf16Lane>(0x7F7F, 0x7F80), 1);
+        assert_eq!(ulp_distance::<F32Lane>(0x3F80_0000, 0x3F80_0003), 3);
+        assert_eq!(
+            ulp_distance::<F64Lane>(0x7FEF_FFFF_FFFF_FFFF, 0xFFEF_FFFF_FFFF_FFFF),
+            2 * 0x7FEF_FFFF_FFFF_FFFF
+        );
+        assert_eq!(ulp_distance::<I32Lane>((-3i32) as u32 as u64, 4), 7);
+        assert!(F16Lane::is_nan(0x7DA5) && !F16Lane::is_nan(0x7C00));
+        assert!(Bf16Lane::is_nan(0xFFC0) && !Bf16Lane::is_nan(0xFF80));
+    }
+}

@@ -1,0 +1,25 @@
+//! Numerics verdicts: how one output tensor of a target is judged against the reference.
+//!
+//! A suite names a [`CheckPolicy`] per output; the runner builds a [`Comparison`] (the
+//! target's tensor, the expected tensor, optionally the oracle and a same-precision baseline,
+//! the output's spec and the poison patterns) and calls [`evaluate`], which fills the
+//! [`crate::results::OutputMetrics`] every verdict records. Policies, formulas and sources:
+//! docs/verdicts.md.
+
+mod comparison;
+mod evaluate;
+mod heatmap;
+mod histogram;
+mod index;
+mod lane;
+mod metrics;
+mod policy;
+mod worst;
+
+pub use comparison::Comparison;
+pub use evaluate::{evaluate, VerdictError};
+pub use heatmap::HEATMAP_MAX_SIDE;
+pub use index::format_index;
+pub use metrics::{CANN_EPS, CHUNK, FLASHINFER_EPS};
+pub use policy::{CannDtype, CannLevel, CannRatioLimits, CheckPolicy, Needs, PolicyError};
+pub use worst::WORST_COUNT;
