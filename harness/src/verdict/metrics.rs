@@ -217,7 +217,7 @@ fn pass_chunk<A: Lane, G: Lane>(
     let mut st = PassStats::new(cfg.heat.map_or(0, HeatGeometry::cells));
     let mut walker = cfg.heat.map(|g| CellWalker::new(g, first));
     let poison = cfg.poison;
-    let is_poison = |b: u64| poison.iter().any(|&p| p == b);
+    let is_poison = |b: u64| poison.contains(&b);
     let elements = act
         .chunks_exact(A::BYTES)
         .zip(exp.chunks_exact(A::BYTES))

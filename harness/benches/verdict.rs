@@ -1,0 +1,80 @@
+//! Verdict throughput: 100 M bf16 elements under the ulp and CANN policies (the figure in
+//! docs/PERFORMANCE.md, "Harness: verdicts"). Set CONFORM_BENCH_ELEMS to change the size and
+//! CONFORM_BENCH_THREADS the thread count (default 1: the target is per core).
+
+use conform_harness::verdict::{evaluate, CannLevel, CheckPolicy, Comparison};
+use conform_reference::ops::{ElemType, Tensor, TensorSpec};
+use conform_reference::parallel::Threads;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::hint::black_box;
+use std::time::Duration;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn bench(c: &mut Criterion) {
+    let n = env_usize("CONFORM_BENCH_ELEMS", 100_000_000);
+    let threads = Threads(env_usize("CONFORM_BENCH_THREADS", 1));
+    // Shape with s and n axes so the heatmap is part of the cost.
+    let d = 128;
+    let heads = 32;
+    let s = n / (d * heads);
+    let shape = vec![1, s, heads, d];
+    let n = s * heads * d;
+    let mut exp = Vec::with_capacity(n);
+    let mut act = Vec::with_capacity(n);
+    let mut base = Vec::with_capacity(n);
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Values in [1, 2) and [-2, -1): bf16 0x3F80..0x3FFF with a random sign.
+        let e = 0x3F80 | (x & 0x7F) as u16 | (((x >> 8) & 1) as u16) << 15;
+        exp.push(e);
+        act.push(e ^ ((x >> 9) & 1) as u16);
+        base.push(e ^ ((x >> 10) & 1) as u16);
+    }
+    let spec = TensorSpec::new("out", ElemType::Bf16, shape.clone(), &["b", "s", "n", "d"]);
+    let a = Tensor::from_bits16(ElemType::Bf16, shape.clone(), &act);
+    let e = Tensor::from_bits16(ElemType::Bf16, shape.clone(), &exp);
+    let b = Tensor::from_bits16(ElemType::Bf16, shape, &base);
+    drop((act, exp, base));
+    let poison = [0x7FA5u64];
+    let cmp = Comparison::new(&spec, &a, &e).with_poison(&poison);
+    // The double benchmark reads the expected tensor as the high-precision golden here (the
+    // oracle slot takes any tensor of the output dtype), so the bench stays within memory.
+    let cmp_double = cmp.with_oracle(&e).with_baseline(&b);
+
+    let mut g = c.benchmark_group("verdict_bf16");
+    g.throughput(Throughput::Elements(n as u64));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(20));
+    let policies = [
+        ("ulp", CheckPolicy::Ulp { max: 1 }, false),
+        ("cann_single", CheckPolicy::CannSingle {}, false),
+        ("cann_mixed", CheckPolicy::CannMixed {}, false),
+        (
+            "cann_double_L1",
+            CheckPolicy::CannDouble {
+                level: CannLevel::L1,
+            },
+            true,
+        ),
+    ];
+    for (name, policy, double) in policies {
+        let cmp = if double { cmp_double } else { cmp };
+        g.bench_function(format!("{name}/{n}"), |bch| {
+            bch.iter(|| black_box(evaluate(&policy, &cmp, threads).unwrap()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
