@@ -1,0 +1,470 @@
+//! The target model: something that runs cases of ops — the in-process reference or an
+//! external kernel behind the worker protocol.
+//!
+//! The harness asks a target for its [`Availability`] and [`Capabilities`], skips (with the
+//! [`SkipReason`]) every case outside them, and calls [`Target::execute`] once per input set.
+//!
+//! # Anti-cheat: the double run
+//! A target never sees the golden data. For workers, the harness calls `execute` AT LEAST
+//! TWICE per case: once with the case's inputs and once more with a second input set of the
+//! same shapes generated from another seed (the harness regenerates; targets cannot). Each
+//! result is checked against its own expectation, so a worker that returns a cached result
+//! (keyed on shape or case id) fails the second run. [`ExecRequest::input_set`] numbers the
+//! runs for reports; the case id is the same for both. See PROTOCOL.md, "Anti-cheat".
+
+use conform_reference::ops::{TensorMap, TensorSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use thiserror::Error;
+
+/// Whether a target can run here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Availability {
+    Available {
+        /// The device and implementation, in words.
+        description: String,
+        /// Library name -> version (e.g. `torch_npu`, `CANN`, `onnxruntime`).
+        versions: BTreeMap<String, String>,
+    },
+    Unavailable {
+        /// Why, for a human (e.g. the import error).
+        reason: String,
+    },
+}
+
+impl Availability {
+    pub fn is_available(&self) -> bool {
+        matches!(self, Availability::Available { .. })
+    }
+}
+
+impl fmt::Display for Availability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Availability::Available {
+                description,
+                versions,
+            } => {
+                write!(f, "available: {description}")?;
+                if !versions.is_empty() {
+                    let v: Vec<String> = versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                    write!(f, " ({})", v.join(", "))?;
+                }
+                Ok(())
+            }
+            Availability::Unavailable { reason } => write!(f, "unavailable: {reason}"),
+        }
+    }
+}
+
+/// A limit on one parameter of an op.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamLimit {
+    /// Smallest accepted value (numbers; every element of an array parameter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Largest accepted value (numbers; every element of an array parameter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Accepted values (any JSON value); empty means any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_of: Vec<serde_json::Value>,
+}
+
+/// What a target can do for one op.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpCapability {
+    /// Accepted values of the `dtype` parameter; empty means any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dtypes: Vec<String>,
+    /// Accepted values of the `input_layout` (attention) or `layout` (KV cache) parameter;
+    /// empty means any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layouts: Vec<String>,
+    /// The recipes (operation orders) this target implements, declared honestly; the reference
+    /// lists all of its recipes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipes: Vec<String>,
+    /// Parameter name -> limit. A limited parameter that a case leaves out is not checked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, ParamLimit>,
+    /// Free-form notes (e.g. "PA runs by gathering KV through the block table first").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub notes: String,
+}
+
+/// Everything a target can do: op name -> capability.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capabilities {
+    #[serde(default)]
+    pub ops: BTreeMap<String, OpCapability>,
+}
+
+/// Why a case is skipped on a target.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct SkipReason(pub String);
+
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn check_limit(name: &str, limit: &ParamLimit, v: &serde_json::Value) -> Result<(), SkipReason> {
+    if !limit.one_of.is_empty() && !limit.one_of.contains(v) {
+        let allowed: Vec<String> = limit.one_of.iter().map(value_text).collect();
+        return Err(SkipReason(format!(
+            "parameter `{name}` = {} is not supported (supported: {})",
+            value_text(v),
+            allowed.join(", ")
+        )));
+    }
+    let numbers: Vec<f64> = match v {
+        serde_json::Value::Number(n) => n.as_f64().into_iter().collect(),
+        serde_json::Value::Array(items) => items.iter().filter_map(|x| x.as_f64()).collect(),
+        _ => Vec::new(),
+    };
+    for x in numbers {
+        if let Some(min) = limit.min {
+            if x < min {
+                return Err(SkipReason(format!(
+                    "parameter `{name}` = {x} is below this target's minimum {min}"
+                )));
+            }
+        }
+        if let Some(max) = limit.max {
+            if x > max {
+                return Err(SkipReason(format!(
+                    "parameter `{name}` = {x} is above this target's maximum {max}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Capabilities {
+    /// Whether a case of `op` with `params` is within these capabilities; the error says why
+    /// not (the case is then `skipped` with that reason).
+    pub fn supports(&self, op: &str, params: &serde_json::Value) -> Result<(), SkipReason> {
+        let cap = self.ops.get(op).ok_or_else(|| {
+            SkipReason(format!(
+                "op `{op}` is not implemented by this target (it implements: {})",
+                if self.ops.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    self.ops.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            ))
+        })?;
+        if !cap.dtypes.is_empty() {
+            if let Some(d) = params.get("dtype") {
+                let d = value_text(d);
+                if !cap.dtypes.iter().any(|x| x.eq_ignore_ascii_case(&d)) {
+                    return Err(SkipReason(format!(
+                        "dtype {d} is not supported for `{op}` (supported: {})",
+                        cap.dtypes.join(", ")
+                    )));
+                }
+            }
+        }
+        if !cap.layouts.is_empty() {
+            for key in ["input_layout", "layout"] {
+                if let Some(l) = params.get(key) {
+                    let l = value_text(l);
+                    if !cap.layouts.contains(&l) {
+                        return Err(SkipReason(format!(
+                            "{key} {l} is not supported for `{op}` (supported: {})",
+                            cap.layouts.join(", ")
+                        )));
+                    }
+                }
+            }
+        }
+        for (name, limit) in &cap.limits {
+            if let Some(v) = params.get(name) {
+                check_limit(name, limit, v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A timing request: warm-up runs, then timed iterations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingRequest {
+    pub warmup: u32,
+    pub iterations: u32,
+}
+
+/// One execution of one case on one input set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecRequest {
+    /// Stable case id (the same for every input set of the case).
+    pub case_id: String,
+    /// Which input set this is (0 = the case's seed, 1.. = the anti-cheat re-runs).
+    pub input_set: u32,
+    pub op: String,
+    /// Parameters, with the suites' names.
+    pub params: serde_json::Value,
+    /// The recipe to emulate: any recipe (or `oracle`) for the reference; for a worker, `None`
+    /// (its own numerics) or one of the recipes it declares.
+    pub recipe: Option<String>,
+    pub inputs: TensorMap,
+    /// The outputs the case must produce (names, dtypes, shapes: `OpFamily::describe`'s
+    /// `outputs`). Workers get them pre-filled with poison and are checked against them.
+    pub expected_outputs: Vec<TensorSpec>,
+    /// Timing, when asked for.
+    pub timing: Option<TimingRequest>,
+}
+
+/// What a target produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Execution {
+    pub outputs: TensorMap,
+    /// Per-iteration times in microseconds (device times where the target can measure them);
+    /// empty when no timing was requested.
+    pub timings_us: Vec<f64>,
+    /// One-time setup (planning, weight repacking), reported but kept out of `timings_us`.
+    pub setup_us: Option<f64>,
+    /// Free-form notes from the target.
+    pub notes: Vec<String>,
+    /// The last lines the worker wrote to stderr during this request (empty in-process).
+    pub stderr_tail: String,
+}
+
+/// How a worker process ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+    /// Closed its stdout without exiting (or the exit status could not be read).
+    Unknown,
+}
+
+impl fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitReason::Code(c) => write!(f, "exit code {c}"),
+            ExitReason::Signal(s) => write!(f, "signal {s}"),
+            ExitReason::Unknown => write!(f, "closed its output"),
+        }
+    }
+}
+
+fn tail_suffix(tail: &str) -> String {
+    if tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!("\n--- stderr tail ---\n{}", tail.trim_end())
+    }
+}
+
+/// Why an execution produced no outputs. [`TargetError::status`] maps each to the result
+/// status the harness records.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum TargetError {
+    /// No answer within the per-request timeout; the worker was killed (and is restarted for
+    /// the next case).
+    #[error("no answer within {seconds} s; worker killed{}", tail_suffix(.stderr_tail))]
+    Timeout { seconds: f64, stderr_tail: String },
+    /// The worker process died.
+    #[error("worker crashed ({exit}){}", tail_suffix(.stderr_tail))]
+    Crashed {
+        exit: ExitReason,
+        stderr_tail: String,
+    },
+    /// The worker broke the protocol (malformed JSON, wrong message, bad output file).
+    #[error("protocol error: {message}{}", tail_suffix(.stderr_tail))]
+    Protocol {
+        message: String,
+        stderr_tail: String,
+    },
+    /// An output tensor is missing or has the wrong dtype or shape.
+    #[error("output `{tensor}`: {message}")]
+    Output { tensor: String, message: String },
+    /// The worker reported that the case failed (e.g. the kernel raised).
+    #[error("worker reported an error: {message}{}", tail_suffix(.stderr_tail))]
+    Worker {
+        message: String,
+        stderr_tail: String,
+    },
+    /// The case is outside what the target can do (recorded as `skipped`).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The target is not available here (recorded as `skipped`, or as a failure where the
+    /// target is required).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// A problem on the harness side (scratch directory, invalid request).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl TargetError {
+    /// The results status name this error is recorded as: `timeout`, `crashed`, `skipped` or
+    /// `error`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            TargetError::Timeout { .. } => "timeout",
+            TargetError::Crashed { .. } => "crashed",
+            TargetError::Unsupported(_) | TargetError::Unavailable(_) => "skipped",
+            TargetError::Protocol { .. }
+            | TargetError::Output { .. }
+            | TargetError::Worker { .. }
+            | TargetError::Internal(_) => "error",
+        }
+    }
+}
+
+/// An implementation under test.
+///
+/// Calls are sequential (`&mut self`); a target may start a process lazily on the first call
+/// that needs it. `Send` so the harness may drive different targets from different threads.
+pub trait Target: Send {
+    /// The target's name (`reference`, `ml_dtypes`, `torch_npu`, ...).
+    fn name(&self) -> &str;
+    /// Whether it can run here (a worker answers this by a handshake with a short timeout).
+    fn availability(&mut self) -> Availability;
+    /// What it can do (empty when unavailable).
+    fn capabilities(&mut self) -> Capabilities;
+    /// Whether a case is within the capabilities; the error is the skip reason.
+    fn supports(&mut self, op: &str, params: &serde_json::Value) -> Result<(), SkipReason> {
+        match self.availability() {
+            Availability::Available { .. } => self.capabilities().supports(op, params),
+            Availability::Unavailable { reason } => {
+                Err(SkipReason(format!("target unavailable: {reason}")))
+            }
+        }
+    }
+    /// Runs one case on one input set. The harness calls this at least twice per case for
+    /// workers (see the module docs).
+    fn execute(&mut self, request: &ExecRequest) -> Result<Execution, TargetError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn caps() -> Capabilities {
+        let mut limits = BTreeMap::new();
+        limits.insert(
+            "head_dim".to_string(),
+            ParamLimit {
+                min: Some(16.0),
+                max: Some(512.0),
+                one_of: vec![],
+            },
+        );
+        limits.insert(
+            "sparse_mode".to_string(),
+            ParamLimit {
+                one_of: vec![json!(0), json!(2), json!(3)],
+                ..Default::default()
+            },
+        );
+        limits.insert(
+            "actual_seq_lengths".to_string(),
+            ParamLimit {
+                max: Some(4096.0),
+                ..Default::default()
+            },
+        );
+        let mut ops = BTreeMap::new();
+        ops.insert(
+            "fa_prefill".to_string(),
+            OpCapability {
+                dtypes: vec!["f16".into(), "f32".into()],
+                layouts: vec!["BSND".into(), "BNSD".into()],
+                limits,
+                ..Default::default()
+            },
+        );
+        Capabilities { ops }
+    }
+
+    #[test]
+    fn supports_checks_op_dtype_layout_and_limits() {
+        let c = caps();
+        let ok = json!({"dtype": "F16", "input_layout": "BSND", "head_dim": 128, "sparse_mode": 3});
+        assert_eq!(c.supports("fa_prefill", &ok), Ok(()));
+        let r = c.supports("pa_decode", &ok).unwrap_err();
+        assert!(
+            r.0.contains("pa_decode") && r.0.contains("fa_prefill"),
+            "{r}"
+        );
+        let r = c
+            .supports("fa_prefill", &json!({"dtype": "bf16"}))
+            .unwrap_err();
+        assert!(r.0.contains("bf16") && r.0.contains("f16, f32"), "{r}");
+        let r = c
+            .supports("fa_prefill", &json!({"input_layout": "TND"}))
+            .unwrap_err();
+        assert!(r.0.contains("TND"), "{r}");
+        let r = c
+            .supports("fa_prefill", &json!({"head_dim": 8}))
+            .unwrap_err();
+        assert!(r.0.contains("head_dim") && r.0.contains("minimum"), "{r}");
+        let r = c
+            .supports("fa_prefill", &json!({"sparse_mode": 4}))
+            .unwrap_err();
+        assert!(
+            r.0.contains("sparse_mode") && r.0.contains("0, 2, 3"),
+            "{r}"
+        );
+        let r = c
+            .supports("fa_prefill", &json!({"actual_seq_lengths": [10, 5000]}))
+            .unwrap_err();
+        assert!(r.0.contains("5000"), "{r}");
+    }
+
+    #[test]
+    fn capabilities_round_trip_and_reject_unknown_fields() {
+        let c = caps();
+        let s = serde_json::to_string(&c).unwrap();
+        let back: Capabilities = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, c);
+        let bad = r#"{"ops": {"x": {"dtype": ["f16"]}}}"#;
+        assert!(serde_json::from_str::<Capabilities>(bad).is_err());
+    }
+
+    #[test]
+    fn errors_map_to_statuses_and_show_stderr() {
+        let e = TargetError::Crashed {
+            exit: ExitReason::Signal(9),
+            stderr_tail: "boom\n".into(),
+        };
+        assert_eq!(e.status(), "crashed");
+        let s = e.to_string();
+        assert!(s.contains("signal 9") && s.contains("boom"), "{s}");
+        assert_eq!(
+            TargetError::Timeout {
+                seconds: 2.0,
+                stderr_tail: String::new()
+            }
+            .status(),
+            "timeout"
+        );
+        assert_eq!(TargetError::Unsupported("x".into()).status(), "skipped");
+        assert_eq!(
+            TargetError::Output {
+                tensor: "out".into(),
+                message: "missing".into()
+            }
+            .status(),
+            "error"
+        );
+    }
+}
