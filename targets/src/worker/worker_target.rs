@@ -218,14 +218,14 @@ impl WorkerTarget {
         meta.insert("conform_protocol".into(), PROTOCOL_VERSION.to_string());
         tensor_file::write(&inputs, &request.inputs, &meta)
             .map_err(|e| TargetError::Internal(e.to_string()))?;
-        let mut poisoned = TensorMap::new();
-        for spec in &request.expected_outputs {
-            let t = poison::poisoned(spec.dtype, spec.shape.clone())
-                .map_err(|e| TargetError::Internal(format!("output `{}`: {e}", spec.name)))?;
-            poisoned.insert(spec.name.clone(), t);
-        }
+        // Poisoned outputs are streamed to the file, never materialised.
+        let specs: Vec<_> = request
+            .expected_outputs
+            .iter()
+            .map(|s| (s.name.clone(), s.dtype, s.shape.clone()))
+            .collect();
         meta.insert("poisoned".into(), "true".into());
-        tensor_file::write(&outputs, &poisoned, &meta)
+        tensor_file::write_filled(&outputs, &specs, poison::pattern_bytes, &meta)
             .map_err(|e| TargetError::Internal(e.to_string()))?;
         Ok((inputs, outputs))
     }

@@ -1,5 +1,6 @@
 """A well-behaved worker built on conform_worker (numpy): `double` (y = 2 * x) for F32, F16
-and BF16, plus `double_partial` which writes only the first half (the rest stays poisoned)."""
+and BF16, plus `double_partial` which writes only the first half (the rest stays poisoned), and
+`copy` (y = x) for the protocol benchmarks."""
 import numpy as np
 
 import conform_worker as cw
@@ -19,6 +20,11 @@ def double_partial(case):
     y[:half] = (x[:half] * 2.0).astype(y.dtype)
 
 
+def copy(case):
+    """y = x: measures protocol and transfer cost without compute."""
+    return {"y": case.inputs["x"]}
+
+
 def timed_double(case):
     x = case.inputs["x"]
     return {"y": case.time(lambda: (x * 2.0).astype(x.dtype))}
@@ -27,8 +33,9 @@ def timed_double(case):
 cw.serve(
     name="helper_double",
     version="1",
-    ops={"double": double, "double_partial": double_partial, "timed_double": timed_double},
-    capabilities={"ops": {"double": {}, "double_partial": {}, "timed_double": {}}},
+    ops={"double": double, "double_partial": double_partial, "timed_double": timed_double,
+         "copy": copy},
+    capabilities={"ops": {"double": {}, "double_partial": {}, "timed_double": {}, "copy": {}}},
     libraries={"numpy": np.__version__},
     device="CPU (test)",
 )
