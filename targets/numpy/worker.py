@@ -71,6 +71,42 @@ def w4a16(case):
     return {t["out"]: cw.from_f32(y, out_dt)}
 
 
+# paged_kv tensor names (the kv family's): inputs key, value [T, N, D], slot_mapping [T]
+# (-1 = padding), key_cache_in, value_cache_in; outputs key_cache_out, value_cache_out.
+KV_LAYOUTS = ("BnBsH", "BnNBsD", "vllm")
+
+
+def paged_kv(case):
+    """Reshape-and-cache by numpy fancy indexing, bitwise (rows moved as unsigned ints)."""
+    p = case.params
+    layout = p["layout"]
+    if layout not in KV_LAYOUTS:
+        raise cw.Unsupported("layout %s" % layout)
+    bs = int(p["block_size"])
+    slots = np.asarray(case.inputs["slot_mapping"]).astype(np.int64)
+    valid = slots >= 0
+    blk, sl = slots[valid] // bs, slots[valid] % bs
+    out = {}
+    for which in ("key", "value"):
+        cache_in = case.inputs[which + "_cache_in"]
+        bits = np.dtype("u%d" % cache_in.dtype.itemsize)
+        cache = np.array(cache_in).view(bits)
+        rows = np.asarray(case.inputs[which]).view(bits)[valid]  # [t, N, D]
+        t, n, d = rows.shape
+        if layout == "BnBsH":
+            cache[blk, sl] = rows.reshape(t, n * d)
+        elif layout == "BnNBsD":
+            cache[blk, :, sl] = rows
+        elif which == "key":  # vllm key [blocks, N, D/x, bs, x], x = 16 bytes of elements
+            x = 16 // cache_in.dtype.itemsize
+            cache[blk, :, :, sl, :] = rows.reshape(t, n, d // x, x)
+        else:  # vllm value [blocks, N, D, bs]
+            cache[blk, :, :, sl] = rows
+        out[which + "_cache_out"] = cache.view(cache_in.dtype)
+    case.note("numpy fancy-index scatter, bitwise")
+    return out
+
+
 ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
              "layouts": ["BSND", "BNSD", "BSH", "TND", "BNSD_BSND"],
              "limits": {"sparse_mode": {"one_of": [0, 2, 3, 4]}},
@@ -79,11 +115,14 @@ if __name__ == "__main__":
     cw.serve(
         name="numpy",
         version="1",
-        ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16},
+        ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
+             "paged_kv": paged_kv},
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
             "w4a16_matmul": {"dtypes": ["bf16", "f16", "f32"], "recipes": ["numpy_f32_blas"]},
+            "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": list(KV_LAYOUTS),
+                         "recipes": ["reference"]},
         }},
         libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
         device="CPU (numpy %s, BLAS)" % np.__version__,

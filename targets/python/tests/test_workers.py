@@ -211,6 +211,56 @@ class AttentionTest(unittest.TestCase):
                     self.assertTrue(any("block table" in n for n in case.notes))
 
 
+class PagedKvTest(unittest.TestCase):
+    def test_scatter_every_layout_bitwise_with_padding(self):
+        w = load("numpy")
+        rng = np.random.default_rng(5)
+        nb, bs, n, d, t = 4, 4, 2, 16, 6
+        for layout in ["BnBsH", "BnNBsD", "vllm"]:
+            for dt, store in [("BF16", np.uint16), ("F16", np.float16), ("F32", np.float32)]:
+                size = np.dtype(store).itemsize
+                x = 16 // size
+                shapes = {"BnBsH": ((nb, bs, n * d),) * 2, "BnNBsD": ((nb, n, bs, d),) * 2,
+                          "vllm": ((nb, n, d // x, bs, x), (nb, n, d, bs))}[layout]
+                bits = np.dtype("u%d" % size)
+                kc = rng.integers(0, 2 ** (8 * size), shapes[0], dtype=np.uint64).astype(bits).view(store)
+                vc = rng.integers(0, 2 ** (8 * size), shapes[1], dtype=np.uint64).astype(bits).view(store)
+                k = rng.integers(0, 2 ** (8 * size), (t, n, d), dtype=np.uint64).astype(bits).view(store)
+                v = rng.integers(0, 2 ** (8 * size), (t, n, d), dtype=np.uint64).astype(bits).view(store)
+                slots = rng.permutation(nb * bs)[:t].astype(np.int32)
+                slots[2] = -1
+                params = {"dtype": dt.lower(), "layout": layout, "num_blocks": nb,
+                          "block_size": bs, "num_key_value_heads": n, "head_dim": d,
+                          "num_tokens": t, "padding": 1}
+                case = FakeCase("paged_kv", params,
+                                {"key": k, "value": v, "slot_mapping": slots,
+                                 "key_cache_in": kc, "value_cache_in": vc}, {}, {})
+                before = {"key": kc.view(bits).copy(), "value": vc.view(bits).copy()}
+                res = w.paged_kv(case)
+                for which, rows, cin in (("key", k, kc), ("value", v, vc)):
+                    want = cin.view(bits).copy()
+                    for i, s in enumerate(slots):
+                        if s < 0:
+                            continue
+                        b, sl = divmod(int(s), bs)
+                        for h in range(n):
+                            for e in range(d):
+                                r = rows.view(bits)[i, h, e]
+                                if layout == "BnBsH":
+                                    want[b, sl, h * d + e] = r
+                                elif layout == "BnNBsD":
+                                    want[b, h, sl, e] = r
+                                elif which == "key":
+                                    want[b, h, e // x, sl, e % x] = r
+                                else:
+                                    want[b, h, e, sl] = r
+                    got = res[which + "_cache_out"].view(bits)
+                    with self.subTest(layout=layout, dt=dt, which=which):
+                        np.testing.assert_array_equal(got, want)
+                        # The input cache is not modified (the op returns a new one).
+                        np.testing.assert_array_equal(cin.view(bits), before[which])
+
+
 class Fp4Test(unittest.TestCase):
     def test_mxfp4_every_code_and_scale(self):
         np.seterr(over="ignore")
