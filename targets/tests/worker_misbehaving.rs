@@ -351,6 +351,14 @@ fn python_helper_round_trips_every_float_dtype_and_keeps_poison() {
         "{:?}",
         e.notes
     );
+    // An op that prints to stdout (Python print and raw fd 1): the helper routes it to
+    // stderr and the protocol survives. (The stderr tail of a successful request is best
+    // effort: stderr is drained by its own thread, so it is not asserted here.)
+    let mut r = request("h/noisy", &[3.0]);
+    r.op = "noisy".into();
+    for _ in 0..3 {
+        assert_eq!(y(&w.execute(&r).unwrap()), vec![6.0]);
+    }
     // An op the helper worker does not have.
     let mut r = request("h/none", &[1.0]);
     r.op = "triple".into();

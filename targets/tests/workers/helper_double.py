@@ -1,6 +1,8 @@
 """A well-behaved worker built on conform_worker (numpy): `double` (y = 2 * x) for F32, F16
 and BF16, plus `double_partial` which writes only the first half (the rest stays poisoned), and
 `copy` (y = x) for the protocol benchmarks."""
+import os
+
 import numpy as np
 
 import conform_worker as cw
@@ -25,6 +27,13 @@ def copy(case):
     return {"y": case.inputs["x"]}
 
 
+def noisy(case):
+    """Prints to stdout (as libraries do): the helper must route it to stderr."""
+    print("loading kernels... (stdout noise)")
+    os.write(1, b"raw fd-1 noise\n")
+    return double(case)
+
+
 def timed_double(case):
     x = case.inputs["x"]
     return {"y": case.time(lambda: (x * 2.0).astype(x.dtype))}
@@ -34,8 +43,8 @@ cw.serve(
     name="helper_double",
     version="1",
     ops={"double": double, "double_partial": double_partial, "timed_double": timed_double,
-         "copy": copy},
-    capabilities={"ops": {"double": {}, "double_partial": {}, "timed_double": {}, "copy": {}}},
+         "copy": copy, "noisy": noisy},
+    capabilities={"ops": {"double": {}, "double_partial": {}, "timed_double": {}, "copy": {}, "noisy": {}}},
     libraries={"numpy": np.__version__},
     device="CPU (test)",
 )
