@@ -56,6 +56,8 @@ fn registry_lists_every_shipped_target_and_cpu_workers_are_available() {
     assert!(errors.is_empty(), "{errors:?}");
     // torch_npu cannot run here: it must say why, cleanly.
     let i = target(&mut targets, "torch_npu");
+    assert_eq!(targets[i].device_group(), "npu");
+    assert_eq!(targets[0].device_group(), "cpu");
     match targets[i].availability() {
         Availability::Unavailable { reason } => assert!(!reason.is_empty()),
         Availability::Available { description, .. } => {

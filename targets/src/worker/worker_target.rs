@@ -283,6 +283,10 @@ impl Target for WorkerTarget {
         &self.name
     }
 
+    fn device_group(&self) -> &str {
+        &self.config.device_group
+    }
+
     fn availability(&mut self) -> Availability {
         if let Some(a) = &self.availability {
             return a.clone();
