@@ -34,8 +34,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// How long to wait for a dead worker's exit status and the rest of its stderr.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
-/// The scratch root: `$CONFORM_SCRATCH`, else `/dev/shm` (tmpfs) where present, else the
-/// system temporary directory.
+/// Free space a tmpfs scratch root must have to be used (containers often mount a 64 MiB
+/// `/dev/shm`).
+pub const MIN_SHM_FREE_BYTES: u64 = 4 << 30;
+
+/// The scratch root: `$CONFORM_SCRATCH`, else `/dev/shm` (tmpfs) where present, writable and
+/// with at least [`MIN_SHM_FREE_BYTES`] free, else the system temporary directory.
 pub fn default_scratch_root() -> PathBuf {
     if let Ok(p) = std::env::var("CONFORM_SCRATCH") {
         if !p.is_empty() {
@@ -43,10 +47,31 @@ pub fn default_scratch_root() -> PathBuf {
         }
     }
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() && tempfile::tempdir_in(shm).is_ok() {
+    if shm.is_dir()
+        && free_bytes(shm).is_some_and(|f| f >= MIN_SHM_FREE_BYTES)
+        && tempfile::tempdir_in(shm).is_ok()
+    {
         return shm.to_path_buf();
     }
     std::env::temp_dir()
+}
+
+/// Free bytes on the filesystem holding `path`.
+#[cfg(unix)]
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes into the zeroed struct; the path is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+fn free_bytes(_path: &Path) -> Option<u64> {
+    None
 }
 
 /// A worker target.
