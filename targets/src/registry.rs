@@ -73,6 +73,13 @@ pub fn discover(repo: &Path, threads: Threads) -> Result<Vec<Box<dyn Target>>, R
     Ok(targets)
 }
 
+/// One line for `conform targets`: `name: available: description (versions)` or
+/// `name: unavailable: reason` (this starts a worker's handshake).
+pub fn status_line(target: &mut dyn Target) -> String {
+    let a = target.availability();
+    format!("{}: {a}", target.name())
+}
+
 /// The required target names: `$CONFORM_REQUIRE_TARGETS`, comma- or space-separated.
 pub fn required_targets() -> BTreeSet<String> {
     parse_required(&std::env::var(REQUIRE_ENV).unwrap_or_default())
@@ -130,6 +137,9 @@ mod tests {
         let mut t = discover(repo.path(), Threads::ONE).unwrap();
         let names: Vec<&str> = t.iter().map(|t| t.name()).collect();
         assert_eq!(names, vec!["reference", "alpha", "zeta"]);
+        assert!(status_line(t[0].as_mut()).starts_with("reference: available: "));
+        let line = status_line(t[1].as_mut());
+        assert!(line.starts_with("alpha: unavailable: "), "{line}");
         let req = parse_required("alpha, reference,missing");
         let errs = check_required(&mut t, &req);
         let msgs: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
