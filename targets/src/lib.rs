@@ -1,5 +1,24 @@
 //! conform-targets: implementations under test.
+//!
+//! - [`target`]: the [`Target`] trait, capabilities, requests, executions and errors.
+//! - [`reference_target`]: the in-process reference.
+//! - [`worker`]: external kernels behind the worker protocol (targets/PROTOCOL.md).
+//! - [`registry`]: discovery of `targets/*/target.toml` plus the reference.
+//! - [`anti_cheat`]: the double run on different input sets.
+//! - [`tensor_file`]: tensors on disk (safetensors), the one exchange format.
+//! - [`poison`]: the pattern output buffers hold before a kernel runs.
+
+pub mod anti_cheat;
 pub mod poison;
 pub mod reference_target;
+pub mod registry;
 pub mod target;
 pub mod tensor_file;
+pub mod worker;
+
+pub use reference_target::ReferenceTarget;
+pub use target::{
+    Availability, Capabilities, ExecRequest, Execution, ExitReason, OpCapability, ParamLimit,
+    SkipReason, Target, TargetError, TimingRequest,
+};
+pub use worker::WorkerTarget;

@@ -112,11 +112,9 @@ impl Target for ReferenceTarget {
         let mut notes = Vec::new();
         if let Some(timing) = request.timing {
             let bytes = input_bytes(&request.inputs);
-            let copies = if bytes == 0 {
-                1
-            } else {
-                (ROTATION_BYTES_LIMIT / bytes).clamp(1, ROTATION_BUFFERS)
-            };
+            let copies = ROTATION_BYTES_LIMIT
+                .checked_div(bytes)
+                .map_or(1, |n| n.clamp(1, ROTATION_BUFFERS));
             let mut buffers: Vec<TensorMap> = Vec::with_capacity(copies);
             buffers.push(request.inputs.clone());
             while buffers.len() < copies {

@@ -335,6 +335,11 @@ impl TargetError {
 pub trait Target: Send {
     /// The target's name (`reference`, `ml_dtypes`, `torch_npu`, ...).
     fn name(&self) -> &str;
+    /// The device this target uses (`cpu`, `cuda`, `npu`, ...): the harness never runs two
+    /// targets of one device group at the same time (timings would interfere).
+    fn device_group(&self) -> &str {
+        "cpu"
+    }
     /// Whether it can run here (a worker answers this by a handshake with a short timeout).
     fn availability(&mut self) -> Availability;
     /// What it can do (empty when unavailable).

@@ -207,6 +207,48 @@ pub fn write(path: &Path, tensors: &TensorMap, metadata: &Metadata) -> Result<()
 
 /// Parses safetensors bytes. `path` only names the source in errors.
 pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<TensorFile, TensorFileError> {
+    parse(path, bytes, |data| data.to_vec())
+}
+
+/// Parses a file's bytes, taking ownership so the largest tensor can reuse the buffer (one
+/// allocation and one copy less for big single-tensor files).
+fn from_owned(path: &Path, mut bytes: Vec<u8>) -> Result<TensorFile, TensorFileError> {
+    let mut file = parse(path, &bytes, |_| Vec::new())?;
+    // Every tensor was checked (dtype, shape, offsets) by `parse`; now fill in the data.
+    let (n, header) = SafeTensors::read_metadata(&bytes).map_err(|e| TensorFileError::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let base = 8 + n;
+    let mut spans: Vec<(String, usize, usize)> = header
+        .tensors()
+        .into_iter()
+        .map(|(name, info)| (name, base + info.data_offsets.0, base + info.data_offsets.1))
+        .collect();
+    spans.sort_by_key(|(_, s, e)| std::cmp::Reverse(e - s));
+    let largest = spans.first().cloned();
+    for (name, s, e) in spans.iter().skip(1) {
+        if let Some(t) = file.tensors.get_mut(name) {
+            t.data = bytes[*s..*e].to_vec();
+        }
+    }
+    if let Some((name, s, e)) = largest {
+        bytes.copy_within(s..e, 0);
+        bytes.truncate(e - s);
+        bytes.shrink_to_fit();
+        if let Some(t) = file.tensors.get_mut(&name) {
+            t.data = bytes;
+        }
+    }
+    Ok(file)
+}
+
+/// Header checks shared by both readers; `data` makes each tensor's bytes.
+fn parse(
+    path: &Path,
+    bytes: &[u8],
+    data: impl Fn(&[u8]) -> Vec<u8>,
+) -> Result<TensorFile, TensorFileError> {
     let corrupt = |message: String| TensorFileError::Corrupt {
         path: path.to_path_buf(),
         message,
@@ -220,15 +262,30 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<TensorFile, TensorFileErr
             tensor: name.to_string(),
             dtype: format!("{:?}", view.dtype()),
         })?;
-        let tensor =
-            Tensor::new(dtype, view.shape().to_vec(), view.data().to_vec()).map_err(|e| {
-                TensorFileError::ShapeMismatch {
-                    path: path.to_path_buf(),
-                    tensor: name.to_string(),
-                    message: e.to_string(),
-                }
-            })?;
-        tensors.insert(name.to_string(), tensor);
+        let expected = view
+            .shape()
+            .iter()
+            .try_fold(dtype.size_bytes(), |a, &d| a.checked_mul(d));
+        if expected != Some(view.data().len()) {
+            return Err(TensorFileError::ShapeMismatch {
+                path: path.to_path_buf(),
+                tensor: name.to_string(),
+                message: format!(
+                    "{} {:?} does not match its {} data bytes",
+                    dtype.name(),
+                    view.shape(),
+                    view.data().len()
+                ),
+            });
+        }
+        tensors.insert(
+            name.to_string(),
+            Tensor {
+                dtype,
+                shape: view.shape().to_vec(),
+                data: data(view.data()),
+            },
+        );
     }
     let metadata = header
         .metadata()
@@ -238,13 +295,86 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<TensorFile, TensorFileErr
     Ok(TensorFile { tensors, metadata })
 }
 
-/// Reads a tensor file.
-pub fn read(path: &Path) -> Result<TensorFile, TensorFileError> {
-    let bytes = std::fs::read(path).map_err(|source| TensorFileError::Io {
+/// Writes a file whose tensors (`(name, dtype, shape)`) hold `pattern(dtype)` repeated, without
+/// materialising them in memory (poisoned output files).
+pub fn write_filled(
+    path: &Path,
+    specs: &[(String, ElemType, Vec<usize>)],
+    pattern: impl Fn(ElemType) -> Vec<u8>,
+    metadata: &Metadata,
+) -> Result<(), TensorFileError> {
+    use std::io::Write;
+    let io = |source: std::io::Error| TensorFileError::Io {
         path: path.to_path_buf(),
         source,
+    };
+    let mut header = serde_json::Map::new();
+    if !metadata.is_empty() {
+        header.insert("__metadata__".into(), serde_json::json!(metadata));
+    }
+    let mut offset = 0usize;
+    let mut sizes = Vec::with_capacity(specs.len());
+    for (name, dtype, shape) in specs {
+        let size = shape
+            .iter()
+            .try_fold(dtype.size_bytes(), |a, &d| a.checked_mul(d))
+            .ok_or_else(|| TensorFileError::ShapeMismatch {
+                path: path.to_path_buf(),
+                tensor: name.clone(),
+                message: format!("shape {shape:?} overflows"),
+            })?;
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": dtype.name(), "shape": shape,
+                               "data_offsets": [offset, offset + size]}),
+        );
+        offset += size;
+        sizes.push(size);
+    }
+    let mut h = serde_json::to_vec(&header).map_err(|e| TensorFileError::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
     })?;
-    from_bytes(path, &bytes)
+    h.resize(h.len().next_multiple_of(8), b' ');
+    let f = std::fs::File::create(path).map_err(io)?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    w.write_all(&(h.len() as u64).to_le_bytes()).map_err(io)?;
+    w.write_all(&h).map_err(io)?;
+    for ((_, dtype, _), size) in specs.iter().zip(sizes) {
+        let pat = pattern(*dtype);
+        let chunk = pat.repeat((1 << 16) / pat.len().max(1));
+        let mut left = size;
+        while left > 0 {
+            let k = left.min(chunk.len());
+            w.write_all(&chunk[..k]).map_err(io)?;
+            left -= k;
+        }
+    }
+    w.flush().map_err(io)
+}
+
+/// Reads a tensor file.
+pub fn read(path: &Path) -> Result<TensorFile, TensorFileError> {
+    use std::io::Read;
+    let io = |source: std::io::Error| TensorFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let len = usize::try_from(len).map_err(|_| TensorFileError::Corrupt {
+        path: path.to_path_buf(),
+        message: format!("{len} bytes do not fit in memory"),
+    })?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|e| TensorFileError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!("cannot allocate {len} bytes: {e}"),
+        })?;
+    file.take(len as u64).read_to_end(&mut bytes).map_err(io)?;
+    from_owned(path, bytes)
 }
 
 #[cfg(test)]
@@ -283,6 +413,27 @@ mod tests {
         assert_eq!(back.metadata, m);
         let bytes = to_bytes(&p, &t, &m).unwrap();
         assert_eq!(from_bytes(&p, &bytes).unwrap(), back);
+    }
+
+    #[test]
+    fn filled_files_read_back_with_the_pattern() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.safetensors");
+        let specs = vec![
+            ("a".to_string(), ElemType::F32, vec![3, 2]),
+            ("b".to_string(), ElemType::Bf16, vec![100_000]),
+            ("c".to_string(), ElemType::U8, vec![0]),
+        ];
+        let mut m = Metadata::new();
+        m.insert("poisoned".into(), "true".into());
+        write_filled(&p, &specs, crate::poison::pattern_bytes, &m).unwrap();
+        let f = read(&p).unwrap();
+        assert_eq!(f.metadata, m);
+        for (name, dt, shape) in &specs {
+            let t = &f.tensors[name];
+            assert_eq!((&t.dtype, &t.shape), (dt, shape));
+            assert_eq!(crate::poison::count_unwritten(t), t.numel());
+        }
     }
 
     #[test]

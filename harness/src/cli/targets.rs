@@ -8,6 +8,7 @@ use clap::Args;
 use conform_reference::parallel::Threads;
 use conform_targets::reference_target::ReferenceTarget;
 use conform_targets::target::Target;
+use conform_targets::{registry, WorkerTarget};
 
 #[derive(Debug, Args)]
 pub struct TargetsArgs {}
@@ -15,14 +16,8 @@ pub struct TargetsArgs {}
 /// Every target name known here: the reference and each `targets/<name>/target.toml`.
 pub fn known(paths: &Paths) -> Vec<String> {
     let mut names = vec![REFERENCE_TARGET.to_string()];
-    if let Ok(rd) = std::fs::read_dir(&paths.targets) {
-        let mut workers: Vec<String> = rd
-            .flatten()
-            .filter(|e| e.path().join("target.toml").is_file())
-            .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .collect();
-        workers.sort();
-        names.extend(workers);
+    if let Ok(dirs) = registry::worker_dirs(&paths.root) {
+        names.extend(dirs.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_string)));
     }
     names
 }
@@ -49,16 +44,20 @@ pub fn open(
 }
 
 fn open_worker(paths: &Paths, name: &str) -> Result<Box<dyn Target>, String> {
-    let _ = (paths, name);
-    Err(format!("worker target `{name}`: workers are not wired yet"))
+    let dir = paths.targets.join(name);
+    WorkerTarget::from_dir(&paths.root, &dir).map(|w| Box::new(w) as Box<dyn Target>).map_err(|e| e.to_string())
 }
 
 pub fn run(paths: &Paths, _args: TargetsArgs) -> anyhow::Result<i32> {
     let names = known(paths);
     let mut targets = open(paths, &names, Threads::available()).map_err(|e| anyhow::anyhow!(e))?;
     for t in targets.iter_mut() {
-        let availability = t.availability().to_string();
-        println!("{}", messages::target_line(t.name(), &availability));
+        println!("{}", registry::status_line(t.as_mut()));
     }
-    Ok(exit_code::SUCCESS)
+    let required = registry::required_targets();
+    let errors = registry::check_required(&mut targets, &required);
+    for e in &errors {
+        eprintln!("{}", messages::error_line(e));
+    }
+    Ok(if errors.is_empty() { exit_code::SUCCESS } else { exit_code::FAILURE })
 }

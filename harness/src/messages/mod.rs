@@ -248,11 +248,6 @@ pub fn all_skipped() -> String {
     "note: every selected case was skipped (see the messages above)".to_string()
 }
 
-/// `conform targets`: one line per target.
-pub fn target_line(name: &str, availability: &str) -> String {
-    format!("{name:<14} {availability}")
-}
-
 /// An unknown target name.
 pub fn unknown_target(name: &str, known: &[String]) -> String {
     format!("unknown target `{name}` (known: {})", known.join(", "))

@@ -168,6 +168,7 @@ fn run_trial_inner(
     let mut out = result(case, name, seed, Status::Passed, String::new());
     let mut failures = Vec::new();
     let mut set_seed = seed;
+    let mut first_run: Option<(ExecRequest, Execution)> = None;
     for set in 0..sets {
         if set > 0 {
             set_seed = second_run_seed(set_seed);
@@ -257,6 +258,13 @@ fn run_trial_inner(
                 out.message = e;
                 return out;
             }
+        }
+        if let Some(first) = &first_run {
+            if let Some(msg) = conform_targets::anti_cheat::identical_outputs((&first.0, &first.1), (&request, &exec)) {
+                failures.push(msg);
+            }
+        } else {
+            first_run = Some((request, exec));
         }
         if !failures.is_empty() {
             break;

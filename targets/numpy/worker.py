@@ -1,0 +1,129 @@
+"""numpy worker: a straightforward attention (f32 scores and softmax through BLAS matmuls,
+one rounding to the output dtype) and W4A16 matmul (FP4 weights decoded by table, scaled in
+f32, X @ W through BLAS in f32, one rounding) — an independent implementation with a
+different operation order from the reference, to show tolerance policies accept correct
+kernels. PA cases gather KV through the block table first."""
+import sys
+
+import conform_worker as cw
+
+try:
+    import numpy as np
+
+    import conform_attention as ca
+    import conform_fp4 as f4
+except Exception as e:  # pragma: no cover
+    cw.unavailable("import failed: %s" % e)
+
+
+def attention(case):
+    g = ca.Geometry(case.params)
+    dt = case.input_dtypes[ca.INPUTS["query"]]
+    q, k, v = ca.inputs_bnsd(case, g, case.input_dtypes.get)
+    q, k, v = (cw.to_f32(x, dt) for x in (q, k, v))
+    mask = case.inputs.get(ca.INPUTS["mask"]) if case.params.get("atten_mask") else None
+    out = np.zeros((g.batch, g.heads, g.q_seq, g.head_dim), dtype=np.float32)
+    lse = np.full((g.batch, g.heads, g.q_seq), np.inf, dtype=np.float32)
+    for b in range(g.batch):
+        ok = g.allowed(b, mask)
+        rows = ok.any(axis=1)
+        for h in range(g.heads):
+            kh = h // g.group
+            s = (q[b, h] @ k[b, kh].T) * np.float32(g.scale)
+            s = np.where(ok, s, -np.inf)
+            m = np.max(s, axis=1, where=ok, initial=-np.inf)
+            m_safe = np.where(rows, m, 0).astype(np.float32)
+            p = np.where(ok, np.exp(s - m_safe[:, None]), 0).astype(np.float32)
+            l = p.sum(axis=1, dtype=np.float32)
+            o = p @ v[b, kh]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                o = o / l[:, None]
+                lse[b, h] = np.where(rows, m_safe + np.log(l), np.inf)
+            out[b, h] = np.where(rows[:, None], o, 0)
+    res = {ca.OUTPUTS["out"]: cw.from_f32(ca.output_from_bnsd(out, g), dt)}
+    if g.lse_flag:
+        res[ca.OUTPUTS["lse"]] = ca.lse_to_layout(lse, g)
+    case.note("numpy attention: f32 scores/softmax via BLAS, one rounding at the end")
+    if case.op == "pa_decode":
+        case.note("paged KV gathered through the block table first")
+    return res
+
+
+def w4a16(case):
+    t = f4.TENSORS["w4a16_matmul"]
+    p = case.params
+    fmt = p.get("format", "mxfp4")
+    x = cw.to_f32(case.inputs[t["x"]], case.input_dtypes[t["x"]])
+    codes = f4.unpack(case.inputs[t["codes"]], p.get("packing", "low_first"))
+    k = codes.shape[-1]
+    w = f4.E2M1[codes]
+    if fmt == "mxfp4":
+        s = f4.e8m0_to_f32(case.inputs[t["scale"]])
+        w = w * f4.group_scale(s, k, int(p.get("group_size", 32)))
+    elif fmt == "nvfp4":
+        s = f4.E4M3[case.inputs[t["scale"]]] * case.inputs[t["global"]].astype(np.float32).reshape(())
+        w = w * f4.group_scale(s, k, int(p.get("group_size", 16)))
+    else:
+        raise cw.Unsupported("w4a16 format %s" % fmt)
+    y = x @ w.astype(np.float32).T
+    out_dt = case.output_dtypes[t["out"]]
+    case.note("numpy w4a16: dequant to f32, BLAS f32 matmul, one rounding")
+    return {t["out"]: cw.from_f32(y, out_dt)}
+
+
+# paged_kv tensor names (the kv family's): inputs key, value [T, N, D], slot_mapping [T]
+# (-1 = padding), key_cache_in, value_cache_in; outputs key_cache_out, value_cache_out.
+KV_LAYOUTS = ("BnBsH", "BnNBsD", "vllm")
+
+
+def paged_kv(case):
+    """Reshape-and-cache by numpy fancy indexing, bitwise (rows moved as unsigned ints)."""
+    p = case.params
+    layout = p["layout"]
+    if layout not in KV_LAYOUTS:
+        raise cw.Unsupported("layout %s" % layout)
+    bs = int(p["block_size"])
+    slots = np.asarray(case.inputs["slot_mapping"]).astype(np.int64)
+    valid = slots >= 0
+    blk, sl = slots[valid] // bs, slots[valid] % bs
+    out = {}
+    for which in ("key", "value"):
+        cache_in = case.inputs[which + "_cache_in"]
+        bits = np.dtype("u%d" % cache_in.dtype.itemsize)
+        cache = np.array(cache_in).view(bits)
+        rows = np.asarray(case.inputs[which]).view(bits)[valid]  # [t, N, D]
+        t, n, d = rows.shape
+        if layout == "BnBsH":
+            cache[blk, sl] = rows.reshape(t, n * d)
+        elif layout == "BnNBsD":
+            cache[blk, :, sl] = rows
+        elif which == "key":  # vllm key [blocks, N, D/x, bs, x], x = 16 bytes of elements
+            x = 16 // cache_in.dtype.itemsize
+            cache[blk, :, :, sl, :] = rows.reshape(t, n, d // x, x)
+        else:  # vllm value [blocks, N, D, bs]
+            cache[blk, :, :, sl] = rows
+        out[which + "_cache_out"] = cache.view(cache_in.dtype)
+    case.note("numpy fancy-index scatter, bitwise")
+    return out
+
+
+ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
+             "layouts": ["BSND", "BNSD", "BSH", "TND", "BNSD_BSND"],
+             "limits": {"sparse_mode": {"one_of": [0, 2, 3, 4]}},
+             "recipes": ["numpy_f32_blas"]}
+if __name__ == "__main__":
+    cw.serve(
+        name="numpy",
+        version="1",
+        ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
+             "paged_kv": paged_kv},
+        capabilities={"ops": {
+            "fa_prefill": ATTN_CAPS,
+            "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
+            "w4a16_matmul": {"dtypes": ["bf16", "f16", "f32"], "recipes": ["numpy_f32_blas"]},
+            "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": list(KV_LAYOUTS),
+                         "recipes": ["reference"]},
+        }},
+        libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
+        device="CPU (numpy %s, BLAS)" % np.__version__,
+    )

@@ -1,0 +1,100 @@
+"""torch_npu argument building, tested without torch or an NPU."""
+import math
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "torch_npu"))
+
+import numpy as np  # noqa: E402
+
+import fia_args as fa  # noqa: E402
+
+
+BASE = {"dtype": "bf16", "batch": 2, "q_seq": 16, "kv_seq": 32, "num_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 128}
+
+
+class FiaArgsTest(unittest.TestCase):
+    def test_defaults(self):
+        kw, mask = fa.fia_kwargs("fa_prefill", BASE)
+        self.assertEqual(kw["num_heads"], 8)
+        self.assertEqual(kw["num_key_value_heads"], 2)
+        self.assertAlmostEqual(kw["scale"], 1 / math.sqrt(128))
+        self.assertEqual(kw["input_layout"], "BSND")
+        self.assertEqual((kw["pre_tokens"], kw["next_tokens"]), (2147483647, 2147483647))
+        self.assertIsNone(mask)
+        self.assertNotIn("block_table", kw)
+
+    def test_scale_keyword_and_kv_heads_zero(self):
+        kw, _ = fa.fia_kwargs("fa_prefill", dict(BASE, num_key_value_heads=0, scale=0.5),
+                              scale_keyword="scale_value")
+        self.assertEqual(kw["scale_value"], 0.5)
+        self.assertNotIn("scale", kw)
+        self.assertEqual(kw["num_key_value_heads"], 8)
+
+    def test_masks(self):
+        _, m = fa.fia_kwargs("fa_prefill", dict(BASE, sparse_mode=3))
+        self.assertEqual(m, "compressed")
+        cm = fa.compressed_causal_mask()
+        self.assertEqual(cm.shape, (2048, 2048))
+        self.assertFalse(cm[5, 5])
+        self.assertTrue(cm[5, 6])
+        _, m = fa.fia_kwargs("fa_prefill", dict(BASE, atten_mask=True))
+        self.assertEqual(m, "explicit")
+        em = fa.explicit_mask(np.array([[[0, 1], [1, 0]]], dtype=np.uint8))
+        self.assertEqual(em.shape, (1, 1, 2, 2))
+        self.assertEqual(em.dtype, bool)
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("fa_prefill", dict(BASE, atten_mask=True, sparse_mode=2))
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("fa_prefill", dict(BASE, sparse_mode=1))
+
+    def test_paged(self):
+        p = dict(BASE, q_seq=1, block_size=128, actual_seq_lengths_kv=[100, 300])
+        kw, _ = fa.fia_kwargs("pa_decode", p)
+        self.assertEqual(kw["block_size"], 128)
+        self.assertEqual(kw["actual_seq_lengths_kv"], [100, 300])
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("pa_decode", dict(p, block_size=100))
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("pa_decode", dict(p, cache_layout="BnNBsD"))  # BSND query
+        kw, _ = fa.fia_kwargs("pa_decode", dict(p, cache_layout="BnNBsD", input_layout="BNSD"))
+        self.assertEqual(kw["input_layout"], "BNSD")
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("pa_decode", dict(BASE, q_seq=1))
+
+    def test_tnd_and_ratio_limits(self):
+        kw, _ = fa.fia_kwargs("fa_prefill", dict(BASE, input_layout="TND",
+                                                 actual_seq_lengths=[3, 7]))
+        self.assertEqual(kw["actual_seq_lengths"], [3, 7])
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("fa_prefill", dict(BASE, input_layout="TND"))
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("fa_prefill", dict(BASE, num_heads=130, num_key_value_heads=2))
+        with self.assertRaises(fa.ArgError):
+            fa.fia_kwargs("fa_prefill", dict(BASE, num_heads=8, num_key_value_heads=3))
+
+    def test_lse_shapes(self):
+        self.assertEqual(fa.lse_from_kernel(np.zeros((2, 8, 16, 1)), "BSND").dtype, np.float32)
+        with self.assertRaises(fa.ArgError):
+            fa.lse_from_kernel(np.zeros((2, 8, 16)), "BSND")
+        fa.lse_from_kernel(np.zeros((10, 8, 1)), "TND")
+
+    def test_mc2(self):
+        cmd = fa.mc2_launch_command("py", "rank.py", 4, "/in", "/out", 29500)
+        self.assertIn("--nproc_per_node=4", cmd)
+        self.assertEqual(cmd[:3], ["py", "-m", "torch.distributed.run"])
+        with self.assertRaises(fa.ArgError):
+            fa.mc2_launch_command("py", "rank.py", 3, "/in", "/out", 1)
+        x1 = np.arange(2 * 3 * 4).reshape(2, 3, 4)
+        x2 = np.arange(2 * 4 * 5).reshape(2, 4, 5)
+        a, b = fa.mc2_shard(x1, x2, 1)
+        self.assertEqual((a.shape, b.shape), ((3, 4), (4, 5)))
+        with self.assertRaises(fa.ArgError):
+            fa.mc2_shard(x1, x2.reshape(2, 5, 4), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

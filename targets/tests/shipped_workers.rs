@@ -1,0 +1,178 @@
+//! The workers shipped in targets/*/ through the registry: which are available here, and
+//! end-to-end runs of the CPU workers. Needs the venv (ci/setup-targets.sh); without it the
+//! tests print why and return, unless CONFORM_REQUIRE_TARGETS is set (CI), where they fail.
+
+use conform_reference::ops::{ElemType, Tensor, TensorMap, TensorSpec};
+use conform_reference::parallel::Threads;
+use conform_targets::registry::{self, check_required, parse_required};
+use conform_targets::{poison, Availability, ExecRequest, Target};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn venv_ready() -> bool {
+    let ok = repo().join(".venv/bin/python").exists();
+    if !ok {
+        if !registry::required_targets().is_empty() {
+            panic!("CONFORM_REQUIRE_TARGETS is set but .venv is missing: run ci/setup-targets.sh");
+        }
+        eprintln!("skipping: .venv is absent (run ci/setup-targets.sh)");
+    }
+    ok
+}
+
+fn target(targets: &mut [Box<dyn Target>], name: &str) -> usize {
+    targets.iter().position(|t| t.name() == name).unwrap()
+}
+
+#[test]
+fn registry_lists_every_shipped_target_and_cpu_workers_are_available() {
+    let mut targets = registry::discover(&repo(), Threads::ONE).unwrap();
+    let names: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
+    for n in [
+        "reference",
+        "example",
+        "ml_dtypes",
+        "numpy",
+        "onnxruntime",
+        "torch",
+        "torch_npu",
+    ] {
+        assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+    }
+    if !venv_ready() {
+        return;
+    }
+    let errors = check_required(
+        &mut targets,
+        &parse_required("reference,example,ml_dtypes,numpy,onnxruntime"),
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    // torch_npu cannot run here: it must say why, cleanly.
+    let i = target(&mut targets, "torch_npu");
+    assert_eq!(targets[i].device_group(), "npu");
+    assert_eq!(targets[0].device_group(), "cpu");
+    match targets[i].availability() {
+        Availability::Unavailable { reason } => assert!(!reason.is_empty()),
+        Availability::Available { description, .. } => {
+            eprintln!("torch_npu is available here: {description}")
+        }
+    }
+}
+
+fn mxfp4_request(seed: u64, out: ElemType) -> ExecRequest {
+    let (n, k) = (4usize, 64usize);
+    let mut s = seed;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let weight: Vec<u8> = (0..n * k / 2).map(|_| next() as u8).collect();
+    // Scales around 2^0, plus one NaN group.
+    let mut scale: Vec<u8> = (0..n * k / 32).map(|_| 120 + (next() % 16) as u8).collect();
+    scale[3] = 255;
+    let mut inputs = TensorMap::new();
+    inputs.insert("weight".into(), Tensor::from_u8(vec![n, k / 2], weight));
+    inputs.insert("scale".into(), Tensor::from_u8(vec![n, k / 32], scale));
+    ExecRequest {
+        case_id: "mxfp4_dequant/test".into(),
+        input_set: 0,
+        op: "mxfp4_dequant".into(),
+        params: json!({"dtype": out.name().to_lowercase(), "n": n, "k": k}),
+        recipe: None,
+        inputs,
+        expected_outputs: vec![TensorSpec::new("out", out, vec![n, k], &["n", "k"])],
+        timing: None,
+    }
+}
+
+#[test]
+fn example_and_ml_dtypes_agree_bit_for_bit_on_mxfp4() {
+    if !venv_ready() {
+        return;
+    }
+    let mut targets = registry::discover(&repo(), Threads::ONE).unwrap();
+    let e = target(&mut targets, "example");
+    let m = target(&mut targets, "ml_dtypes");
+    for (seed, dt) in [
+        (1u64, ElemType::Bf16),
+        (2, ElemType::F16),
+        (3, ElemType::F32),
+    ] {
+        let r = mxfp4_request(seed, dt);
+        let a = targets[e].execute(&r).unwrap();
+        let b = targets[m].execute(&r).unwrap();
+        let out = &a.outputs["out"];
+        assert_eq!(out.dtype, dt);
+        assert_eq!(poison::count_unwritten(out), 0);
+        assert_eq!(a.outputs, b.outputs, "{dt:?}");
+        // The NaN group (scale index 3: row 1, elements 32..64) is NaN, the rest finite.
+        let v = out.to_f64_vec();
+        assert!(v[64 + 32..128].iter().all(|x| x.is_nan()));
+        assert!(v[..64].iter().all(|x| x.is_finite()));
+    }
+}
+
+#[test]
+fn numpy_and_onnxruntime_agree_on_attention_and_skip_what_they_cannot_do() {
+    if !venv_ready() {
+        return;
+    }
+    let mut targets = registry::discover(&repo(), Threads::ONE).unwrap();
+    let (b, s, n, d) = (1usize, 4usize, 2usize, 8usize);
+    let params = json!({"dtype": "f32", "input_layout": "BSND", "batch": b, "q_seq": s,
+        "kv_seq": s, "num_heads": n, "num_key_value_heads": 1, "head_dim": d, "sparse_mode": 3});
+    let mut inputs = TensorMap::new();
+    for (i, name) in ["query", "key", "value"].iter().enumerate() {
+        let kvn = if i == 0 { n } else { 1 };
+        let v: Vec<f32> = (0..b * s * kvn * d)
+            .map(|j| (((j * 7 + i * 3) % 11) as f32 - 5.0) / 8.0)
+            .collect();
+        inputs.insert(name.to_string(), Tensor::from_f32(vec![b, s, kvn, d], &v));
+    }
+    let r = ExecRequest {
+        case_id: "fa_prefill/test".into(),
+        input_set: 0,
+        op: "fa_prefill".into(),
+        params: params.clone(),
+        recipe: None,
+        inputs,
+        expected_outputs: vec![TensorSpec::new(
+            "attention_out",
+            ElemType::F32,
+            vec![b, s, n, d],
+            &["b", "s", "n", "d"],
+        )],
+        timing: None,
+    };
+    let np_i = target(&mut targets, "numpy");
+    let ort_i = target(&mut targets, "onnxruntime");
+    let a = targets[np_i].execute(&r).unwrap();
+    let o = targets[ort_i].execute(&r).unwrap();
+    let (x, y) = (
+        a.outputs["attention_out"].to_f64_vec(),
+        o.outputs["attention_out"].to_f64_vec(),
+    );
+    for (p, q) in x.iter().zip(&y) {
+        assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+    }
+    // The first query row attends only to key 0 (bottom-right causal, S = L): out = v[0].
+    let v0: Vec<f64> = r.inputs["value"].to_f64_vec()[..d].to_vec();
+    for (p, q) in x[..d].iter().zip(&v0) {
+        assert!((p - q).abs() < 1e-6);
+    }
+    let bf16 = json!({"dtype": "bf16"});
+    let skip = targets[ort_i].supports("fa_prefill", &bf16).unwrap_err();
+    assert!(skip.0.contains("bf16"), "{skip}");
+    assert!(targets[ort_i]
+        .supports("mxfp4_dequant", &json!({}))
+        .is_err());
+}

@@ -1,0 +1,53 @@
+"""One rank of an MC2 MatmulAllReduce case, launched by torchrun from worker.py.
+Reads the case's inputs (x1 [R, M, K], x2 [R, K, N], optional bias [N]), runs
+npu_mm_all_reduce_base on its shard with the HCCL communicator, and rank 0 writes `out`."""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch_npu  # noqa: E402,F401
+
+import conform_worker as cw  # noqa: E402
+import fia_args as fa  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inputs")
+    ap.add_argument("--outputs")
+    a = ap.parse_args()
+    rank = int(os.environ["RANK"])
+    torch.npu.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dist.init_process_group(backend="hccl")
+    pg = dist.group.WORLD
+    hcom = pg._get_backend(torch.device("npu")).get_hccl_comm_name(rank)
+    tensors, dtypes, _ = cw.read_safetensors(a.inputs)
+    t = fa.MC2_TENSORS
+    x1, x2 = fa.mc2_shard(tensors[t["x1"]], tensors[t["x2"]], rank)
+    dt = dtypes[t["x1"]]
+
+    def dev(x, d):
+        if d == "BF16":
+            return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16).npu()
+        return torch.from_numpy(np.ascontiguousarray(x)).npu()
+
+    x1, x2 = dev(x1, dt), dev(x2, dt)
+    bias = dev(tensors[t["bias"]], dt) if t["bias"] in tensors else None
+    out = torch_npu.npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=bias)
+    torch.npu.synchronize()
+    if rank == 0:
+        o = out.cpu()
+        o = o.view(torch.int16).numpy().view(np.uint16) if dt == "BF16" else o.numpy()
+        cw.write_safetensors(a.outputs, {t["out"]: o}, {t["out"]: dt})
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
