@@ -28,13 +28,13 @@ pub enum GoldenCommand {
 
 pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
     match cmd {
-        GoldenCommand::Verify { select } => with_cases(paths, &select, |cases, complete| {
-            let report = verify::verify(&paths.golden, cases, complete, Threads::available())?;
+        GoldenCommand::Verify { select } => with_cases(paths, &select, |cases, all_ids| {
+            let report = verify::verify(&paths.golden, cases, all_ids, Threads::available())?;
             println!("{}", messages::golden::verify_summary(&report));
             Ok(report.exit_code())
         }),
-        GoldenCommand::Bless { select } => with_cases(paths, &select, |cases, complete| {
-            let review = bless::bless(&paths.golden, cases, complete, Threads::available())?;
+        GoldenCommand::Bless { select } => with_cases(paths, &select, |cases, all_ids| {
+            let review = bless::bless(&paths.golden, cases, all_ids, Threads::available())?;
             println!("{}", messages::golden::bless_review(&review));
             Ok(exit_code::SUCCESS)
         }),
@@ -57,7 +57,7 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
 fn with_cases(
     paths: &Paths,
     select: &SelectArgs,
-    f: impl FnOnce(&[&crate::suite::Case], bool) -> Result<i32, crate::golden::GoldenError>,
+    f: impl FnOnce(&[&crate::suite::Case], &std::collections::BTreeSet<&str>) -> Result<i32, crate::golden::GoldenError>,
 ) -> anyhow::Result<i32> {
     let cases = match load_all(&paths.suites) {
         Ok(c) => c,
@@ -72,13 +72,13 @@ fn with_cases(
         select.tier = Some("all".into());
     }
     let sel = select.selection()?;
-    let complete = select.suites.is_empty() && select.filter.is_none() && sel.all_tiers;
+    let all_ids: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     let chosen: Vec<&crate::suite::Case> = cases.iter().filter(|c| sel.matches(c)).collect();
     if chosen.is_empty() {
         eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok(exit_code::NO_CASES);
     }
-    match f(&chosen, complete) {
+    match f(&chosen, &all_ids) {
         Ok(code) => Ok(code),
         Err(e) => {
             eprintln!("{}", messages::error_line(&e));

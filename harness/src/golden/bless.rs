@@ -50,12 +50,13 @@ fn new_path(p: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Recomputes `cases` and stages every change as `.new` files. `complete`: the selection holds
-/// every case of the suites, so manifest entries of vanished cases are dropped.
+/// Recomputes `cases` and stages every change as `.new` files. Manifest entries of cases that
+/// no longer exist in the suites (`all_ids`) are dropped; entries of existing but unselected
+/// cases are kept as they are.
 pub fn bless(
     golden: &Path,
     cases: &[&Case],
-    complete: bool,
+    all_ids: &BTreeSet<&str>,
     threads: Threads,
 ) -> Result<BlessReview, GoldenError> {
     if std::env::var_os("CI").is_some() {
@@ -73,12 +74,10 @@ pub fn bless(
     let mut review = BlessReview::default();
     let selected: BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     for e in &old.cases {
-        if !selected.contains(e.id.as_str()) {
-            if complete {
-                review.changes.push((e.id.clone(), BlessChange::Removed));
-            } else {
-                new.cases.push(e.clone());
-            }
+        if !all_ids.contains(e.id.as_str()) {
+            review.changes.push((e.id.clone(), BlessChange::Removed));
+        } else if !selected.contains(e.id.as_str()) {
+            new.cases.push(e.clone());
         }
     }
     for case in cases {

@@ -52,12 +52,12 @@ pub fn manifest_path(golden: &Path) -> PathBuf {
     golden.join("MANIFEST.toml")
 }
 
-/// Verifies `cases` against the store at `golden`. `complete` also checks for unlisted files
-/// and stale entries (set when every case of the suites is selected).
+/// Verifies `cases` against the store at `golden`, and the store as a whole: entries naming no
+/// case of the suites (`all_ids`) and files the manifest does not list are errors.
 pub fn verify(
     golden: &Path,
     cases: &[&Case],
-    complete: bool,
+    all_ids: &BTreeSet<&str>,
     threads: Threads,
 ) -> Result<VerifyReport, GoldenError> {
     let manifest = Manifest::read(&manifest_path(golden), false)?;
@@ -171,10 +171,9 @@ pub fn verify(
         }
         let _ = split_golden;
     }
-    if complete {
-        let ids: BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+    {
         for e in &manifest.cases {
-            if !ids.contains(e.id.as_str()) {
+            if !all_ids.contains(e.id.as_str()) {
                 report.errors.push(Finding {
                     subject: e.id.clone(),
                     message: "stale manifest entry: no such case in the suites; run `conform golden bless` to drop it".into(),

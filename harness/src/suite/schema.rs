@@ -85,6 +85,9 @@ pub struct Entry {
     /// `[[case]]`: the case name (id = `<suite>/<name>`); `[[grid]]`: an id template with
     /// `{axis}` / `{param}` placeholders.
     pub name: Option<String>,
+    /// The op of these cases, when not the suite's `op` (e.g. `nvfp4_dequant` in
+    /// `fp4_dequant.toml`).
+    pub op: Option<String>,
     /// Op parameters (merged over the defaults' params; grid axes are merged over these).
     pub params: Option<toml::Table>,
     /// The reference recipe the case's expected output is computed with.

@@ -11,6 +11,7 @@
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
 pub mod fa_prefill;
+pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
 pub mod paged_kv;
@@ -120,7 +121,7 @@ pub trait OpFamily: Sync {
 
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
-    vec![&mc2_matmul_allreduce::Mc2MatmulAllReduce, &paged_kv::PagedKv, &fa_prefill::FaPrefill, &pa_decode::PaDecode]
+    vec![&mc2_matmul_allreduce::Mc2MatmulAllReduce, &paged_kv::PagedKv, &fa_prefill::FaPrefill, &pa_decode::PaDecode, &fp4::MXFP4_DEQUANT, &fp4::NVFP4_DEQUANT, &fp4::W4A16_MATMUL]
 }
 
 /// The family named `name`.

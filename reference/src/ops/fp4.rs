@@ -1,0 +1,356 @@
+//! Op families of the FP4 weight path: `mxfp4_dequant`, `nvfp4_dequant` and `w4a16_matmul`
+//! (see [`crate::dequant`] and [`crate::matmul::w4a16`]).
+//!
+//! Params (JSON, unknown keys rejected):
+//! - dequant: `{"n": N, "k": K, "dtype": "bf16"|"f16", "packing": "low_first"|"high_first"|
+//!   "split_halves", "element": "e2m1"|"e1m2"}` (defaults: bf16, low_first, e2m1);
+//! - w4a16: the same plus `"m": M` and `"format": "mxfp4"|"nvfp4"`.
+//!
+//! `packing` is the byte layout of the `weight` tensor (it overrides the recipe's layout, so one
+//! recipe can be checked under every packing a kernel may use; `split_halves` is the QingCheng
+//! Ascend kernel's 64-byte tile). `dtype` is the output type. The recipe supplies the
+//! numerics: group size, scale order, FP4 subnormal policy and the final rounding.
+//!
+//! Tensors (names shared with the worker protocol): `weight` U8 `[n, k/2]` packed codes,
+//! `scale` U8 `[n, k/32]` E8M0 (MXFP4) or `block_scale` U8 `[n, k/16]` E4M3FN plus
+//! `global_scale` F32 `[1]` (NVFP4); w4a16 takes `x` BF16 `[m, k]` and calls its scale tensor
+//! `scale` for both formats. Outputs: `out` `[n, k]`, or `y` `[m, n]`.
+//!
+//! `oracle`: the exact products (`q * 2^(e-127)`, `q * s * g`: at most 31 significant bits, so
+//! exact in f64), and for w4a16 the f64 sum of `x * w_exact`, unrounded.
+
+use super::{input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor, TensorMap, TensorSpec, ORACLE};
+use crate::dequant::{self, packing, Fp4DequantRecipe, Fp4Element, HalfType, PackingLayout, PRESET_NAMES};
+use crate::formats::{e8m0, fp4_e1m2, fp4_e2m1, fp8_e4m3fn, Rounding};
+use crate::matmul::w4a16::{self, Fp4Scales, Fp4Weights};
+use crate::parallel::Threads;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Mx,
+    Nv,
+}
+
+impl Format {
+    fn group(self) -> usize {
+        match self {
+            Format::Mx => dequant::mxfp4::MX_GROUP_SIZE,
+            Format::Nv => dequant::nvfp4::NV_GROUP_SIZE,
+        }
+    }
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    n: usize,
+    k: usize,
+    #[serde(default)]
+    m: Option<usize>,
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default = "default_dtype")]
+    dtype: String,
+    #[serde(default = "default_packing")]
+    packing: String,
+    #[serde(default = "default_element")]
+    element: String,
+}
+
+fn default_dtype() -> String {
+    "bf16".into()
+}
+fn default_packing() -> String {
+    "low_first".into()
+}
+fn default_element() -> String {
+    "e2m1".into()
+}
+
+/// Which of the three families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Mx,
+    Nv,
+    W4a16,
+}
+
+/// One FP4 op family.
+pub struct Fp4Family(Kind);
+
+/// `mxfp4_dequant`.
+pub const MXFP4_DEQUANT: Fp4Family = Fp4Family(Kind::Mx);
+/// `nvfp4_dequant`.
+pub const NVFP4_DEQUANT: Fp4Family = Fp4Family(Kind::Nv);
+/// `w4a16_matmul`.
+pub const W4A16_MATMUL: Fp4Family = Fp4Family(Kind::W4a16);
+
+/// A validated case.
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    format: Format,
+    out_type: ElemType,
+    half: HalfType,
+    layout: PackingLayout,
+    element: Fp4Element,
+}
+
+impl Fp4Family {
+    fn op(&self) -> &'static str {
+        match self.0 {
+            Kind::Mx => "mxfp4_dequant",
+            Kind::Nv => "nvfp4_dequant",
+            Kind::W4a16 => "w4a16_matmul",
+        }
+    }
+
+    fn invalid(&self, param: &str, message: impl Into<String>) -> OpError {
+        OpError::InvalidParam { op: self.op().into(), param: param.into(), message: message.into() }
+    }
+
+    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
+        let p: Params = parse_params(self.op(), v)?;
+        let format = match (self.0, p.format.as_deref()) {
+            (Kind::Mx, None) => Format::Mx,
+            (Kind::Nv, None) => Format::Nv,
+            (Kind::W4a16, Some("mxfp4")) => Format::Mx,
+            (Kind::W4a16, Some("nvfp4")) => Format::Nv,
+            (Kind::W4a16, other) => {
+                return Err(self.invalid("format", format!("{other:?}: w4a16_matmul needs `mxfp4` or `nvfp4`")))
+            }
+            (_, Some(_)) => return Err(self.invalid("format", "only w4a16_matmul takes `format`")),
+        };
+        let m = match (self.0, p.m) {
+            (Kind::W4a16, Some(m)) if m > 0 => m,
+            (Kind::W4a16, _) => return Err(self.invalid("m", "w4a16_matmul needs a positive `m`")),
+            (_, Some(_)) => return Err(self.invalid("m", "only w4a16_matmul takes `m`")),
+            (_, None) => 0,
+        };
+        let (out_type, half) = match p.dtype.as_str() {
+            "bf16" => (ElemType::Bf16, HalfType::Bf16),
+            "f16" => (ElemType::F16, HalfType::F16),
+            other => return Err(self.invalid("dtype", format!("`{other}`: the output is bf16 or f16"))),
+        };
+        let layout = match p.packing.as_str() {
+            "low_first" => PackingLayout::LOW_FIRST,
+            "high_first" => PackingLayout::HIGH_FIRST,
+            "split_halves" => PackingLayout::split_halves(dequant::recipe::QINGCHENG_SPLIT_HALVES_BYTES),
+            other => return Err(self.invalid("packing", format!("`{other}`: low_first, high_first or split_halves"))),
+        };
+        let element = match p.element.as_str() {
+            "e2m1" => Fp4Element::E2m1,
+            "e1m2" => Fp4Element::E1m2,
+            other => return Err(self.invalid("element", format!("`{other}`: e2m1 or e1m2"))),
+        };
+        if p.n == 0 || p.k == 0 {
+            return Err(self.invalid(if p.n == 0 { "n" } else { "k" }, "must be positive"));
+        }
+        if p.k % format.group() != 0 {
+            return Err(self.invalid("k", format!("{} is not a multiple of the group size {}", p.k, format.group())));
+        }
+        if p.n.checked_mul(p.k).is_none_or(|x| x > 1 << 30) || m.checked_mul(p.k).is_none_or(|x| x > 1 << 30) {
+            return Err(self.invalid("n/k/m", "more than 2^30 elements"));
+        }
+        if layout.tile_len() > 0 && p.k % layout.tile_len() != 0 {
+            return Err(self.invalid("k", format!("{} is not a multiple of the packing tile {}", p.k, layout.tile_len())));
+        }
+        Ok(Case { m, n: p.n, k: p.k, format, out_type, half, layout, element })
+    }
+
+    fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
+        let groups = c.k / c.format.group();
+        let mut inputs = Vec::new();
+        if self.0 == Kind::W4a16 {
+            inputs.push(TensorSpec::new("x", ElemType::Bf16, vec![c.m, c.k], &["m", "k"]));
+        }
+        inputs.push(TensorSpec::new("weight", ElemType::U8, vec![c.n, c.k / 2], &["n", "k2"]));
+        let scale_name = if c.format == Format::Nv && self.0 != Kind::W4a16 { "block_scale" } else { "scale" };
+        inputs.push(TensorSpec::new(scale_name, ElemType::U8, vec![c.n, groups], &["n", "g"]));
+        if c.format == Format::Nv {
+            inputs.push(TensorSpec::new("global_scale", ElemType::F32, vec![1], &["one"]));
+        }
+        let outputs = if self.0 == Kind::W4a16 {
+            vec![TensorSpec::new("y", c.out_type, vec![c.m, c.n], &["m", "n"])]
+        } else {
+            vec![TensorSpec::new("out", c.out_type, vec![c.n, c.k], &["n", "k"])]
+        };
+        (inputs, outputs)
+    }
+
+    /// The recipe with the case's packing, element and output type.
+    fn recipe(&self, name: &str, c: &Case) -> Result<Fp4DequantRecipe, OpError> {
+        let mut r = Fp4DequantRecipe::preset(name).ok_or_else(|| OpError::UnknownRecipe {
+            op: self.op().into(),
+            recipe: name.into(),
+            known: PRESET_NAMES.join(", "),
+        })?;
+        if r.group_size != c.format.group() {
+            return Err(OpError::InvalidParam {
+                op: self.op().into(),
+                param: "recipe".into(),
+                message: format!("recipe `{name}` has group size {}, this format {}", r.group_size, c.format.group()),
+            });
+        }
+        r.layout = c.layout.clone();
+        r.element = c.element;
+        r.output = c.half;
+        Ok(r)
+    }
+
+    fn code_f64(&self, code: u8, c: &Case) -> f64 {
+        match c.element {
+            Fp4Element::E2m1 => fp4_e2m1::e2m1_to_f64(code),
+            Fp4Element::E1m2 => fp4_e1m2::e1m2_to_f64(code),
+        }
+    }
+
+    /// Exact dequantised weights `[n, k]` in f64 (codes in logical order).
+    fn exact_weights(&self, c: &Case, codes: &[u8], scales: &[u8], global: f64) -> Vec<f64> {
+        let groups = c.k / c.format.group();
+        (0..c.n * c.k)
+            .map(|i| {
+                let (row, col) = (i / c.k, i % c.k);
+                let s = scales[row * groups + col / c.format.group()];
+                let q = self.code_f64(codes[i], c);
+                match c.format {
+                    Format::Mx => q * e8m0::e8m0_to_f64(s),
+                    Format::Nv => q * fp8_e4m3fn::e4m3fn_to_f64(s) * global,
+                }
+            })
+            .collect()
+    }
+}
+
+fn failed(op: &str, e: impl std::fmt::Display) -> OpError {
+    OpError::Failed { op: op.into(), message: e.to_string() }
+}
+
+impl OpFamily for Fp4Family {
+    fn name(&self) -> &'static str {
+        self.op()
+    }
+
+    fn recipes(&self) -> Vec<&'static str> {
+        PRESET_NAMES
+            .iter()
+            .copied()
+            .filter(|n| {
+                let g = Fp4DequantRecipe::preset(n).map(|r| r.group_size);
+                match self.0 {
+                    Kind::Mx => g == Some(Format::Mx.group()),
+                    Kind::Nv => g == Some(Format::Nv.group()),
+                    Kind::W4a16 => true,
+                }
+            })
+            .collect()
+    }
+
+    fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
+        let c = self.case(params)?;
+        let (inputs, outputs) = self.specs(&c);
+        let bytes: f64 = inputs
+            .iter()
+            .chain(&outputs)
+            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
+            .sum();
+        let flops = match self.0 {
+            Kind::W4a16 => 2.0 * (c.m * c.n * c.k) as f64 + (c.n * c.k) as f64,
+            _ => (c.n * c.k) as f64 * if c.format == Format::Nv { 2.0 } else { 1.0 },
+        };
+        Ok(OpDescription { inputs, outputs, cost: OpCost { flops, bytes } })
+    }
+
+    fn generate(&self, params: &serde_json::Value, ctx: &mut GenContext) -> Result<TensorMap, OpError> {
+        let c = self.case(params)?;
+        let (specs, _) = self.specs(&c);
+        let special = matches!(ctx.dist, super::ValueDist::Special { .. });
+        let codes: Vec<u8> = (0..c.n * c.k).map(|_| ctx.below(16) as u8).collect();
+        let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
+        let groups = c.n * (c.k / c.format.group());
+        let scales: Vec<u8> = (0..groups)
+            .map(|_| match c.format {
+                // E8M0 around 2^0 (weights of order 1e-3..1e3); the special distribution adds the
+                // extremes: 2^-127 (an f32 subnormal), 2^126, 2^127 and the NaN code.
+                Format::Mx if special && ctx.unit() < 0.2 => [0u8, 1, 253, 254, 255][ctx.below(5) as usize],
+                Format::Mx => 117 + ctx.below(21) as u8,
+                // E4M3FN positive finite codes; special adds zero, subnormals and 448.
+                Format::Nv if special && ctx.unit() < 0.2 => [0u8, 1, 7, 8, 0x7E][ctx.below(5) as usize],
+                Format::Nv => 0x20 + ctx.below(0x50) as u8,
+            })
+            .collect();
+        let mut out = TensorMap::new();
+        for s in &specs {
+            let t = match s.name.as_str() {
+                "weight" => Tensor::from_u8(s.shape.clone(), packed.clone()),
+                "scale" | "block_scale" => Tensor::from_u8(s.shape.clone(), scales.clone()),
+                "global_scale" => {
+                    // A per-tensor scale like amax / (448 * 6) in f32, from the distribution.
+                    let v = ctx.values(1, &super::SpecialValues::default())[0].abs();
+                    let g = crate::formats::f32::f64_to_f32((v + 0.05) / 2688.0, Rounding::RNE);
+                    Tensor::from_f32(vec![1], &[g])
+                }
+                "x" => {
+                    let v = ctx.values(c.m * c.k, &super::special_values(ElemType::Bf16));
+                    Tensor::from_f64_rounded(ElemType::Bf16, s.shape.clone(), &v, Rounding::RNE)
+                }
+                other => return Err(failed(self.op(), format!("no generator for `{other}`"))),
+            };
+            out.insert(s.name.clone(), t);
+        }
+        Ok(out)
+    }
+
+    fn run(&self, params: &serde_json::Value, recipe: &str, inputs: &TensorMap, threads: Threads) -> Result<TensorMap, OpError> {
+        let op = self.op();
+        let c = self.case(params)?;
+        let (specs, outs) = self.specs(&c);
+        let get = |name: &str| -> Result<&Tensor, OpError> {
+            let spec = specs.iter().find(|s| s.name == name).ok_or_else(|| failed(op, format!("no input `{name}`")))?;
+            input(op, inputs, spec)
+        };
+        let weight = &get("weight")?.data;
+        let scale_name = if c.format == Format::Nv && self.0 != Kind::W4a16 { "block_scale" } else { "scale" };
+        let scales = &get(scale_name)?.data;
+        let global = if c.format == Format::Nv {
+            get("global_scale")?.to_f32_vec().map_err(|e| failed(op, e))?[0]
+        } else {
+            1.0
+        };
+        let out_spec = &outs[0];
+        if recipe == ORACLE {
+            let codes = packing::unpack(weight, c.n * c.k, &c.layout).map_err(|e| failed(op, e))?;
+            let w = self.exact_weights(&c, &codes, scales, global as f64);
+            let values = if self.0 == Kind::W4a16 {
+                let x = get("x")?.to_f64_vec();
+                let mut y = vec![0.0f64; c.m * c.n];
+                for i in 0..c.m {
+                    for j in 0..c.n {
+                        y[i * c.n + j] = crate::dot::dot_f64(&x[i * c.k..(i + 1) * c.k], &w[j * c.k..(j + 1) * c.k]);
+                    }
+                }
+                y
+            } else {
+                w
+            };
+            return Ok(TensorMap::from([(out_spec.name.clone(), Tensor::from_f64(out_spec.shape.clone(), &values))]));
+        }
+        let r = self.recipe(recipe, &c)?;
+        let bits = match self.0 {
+            Kind::Mx => dequant::mxfp4::dequantize(weight, scales, c.n, c.k, &r, threads),
+            Kind::Nv => dequant::nvfp4::dequantize(weight, scales, global, c.n, c.k, &r, threads),
+            Kind::W4a16 => {
+                let x = get("x")?.bits16().map_err(|e| failed(op, e))?;
+                let scales = match c.format {
+                    Format::Mx => Fp4Scales::Mx { scales },
+                    Format::Nv => Fp4Scales::Nv { block_scales: scales, global_scale: global },
+                };
+                let w = Fp4Weights { packed: weight, scales, n: c.n, k: c.k };
+                w4a16::matmul(&x, c.m, &w, &r, threads)
+            }
+        }
+        .map_err(|e| failed(op, e))?;
+        Ok(TensorMap::from([(out_spec.name.clone(), Tensor::from_bits16(c.out_type, out_spec.shape.clone(), &bits))]))
+    }
+}
