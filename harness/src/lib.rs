@@ -1,1 +1,5 @@
 //! conform-harness library.
+
+pub mod cli;
+pub mod messages;
+pub mod perf;

@@ -1,0 +1,3 @@
+//! Every user-facing message of the harness, one module per area.
+
+pub mod perf;
