@@ -76,7 +76,7 @@ fn regression_rate(scenario: &str, shift: f64, spike: f64, trials: usize) -> Rat
                     (t..trials)
                         .step_by(threads)
                         .filter(|i| {
-                            let mut r = CaseRng::for_key(&format!("simulation/{scenario}/{i}"));
+                            let mut r = CaseRng::for_key(&format!("gate-simulation/{scenario}/{i}"));
                             let baseline = draw(&mut r, 100.0, spike);
                             let candidate = draw(&mut r, 100.0 * shift, spike);
                             let key = format!("{scenario}/{i}");
@@ -142,6 +142,6 @@ fn a_a_comparisons_with_5_percent_3x_spikes_raise_at_most_1_percent() {
 fn a_three_percent_slowdown_with_spikes_is_still_mostly_flagged() {
     // Not a requirement of the issue: recorded so the cost of spikes is visible. The bound is
     // what the calibration measured, with margin.
-    let r = regression_rate("slowdown-3pct-spikes", 1.03, 0.05, TRIALS_POWER);
+    let r = regression_rate("slowdown-3pct-spikes", 1.03, 0.05, TRIALS_POWER / 2);
     assert!(r.value() >= 0.70, "power with spikes {:.4}", r.value());
 }

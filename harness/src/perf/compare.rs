@@ -53,7 +53,7 @@ impl Default for GateConfig {
 }
 
 /// Default one-sided level of the bootstrap bound.
-pub const DEFAULT_CI_ALPHA: f64 = 0.006;
+pub const DEFAULT_CI_ALPHA: f64 = 0.0065;
 /// Default one-sided level of the rank test.
 pub const DEFAULT_RANK_ALPHA: f64 = 0.025;
 
