@@ -89,7 +89,8 @@ pub fn evaluate_budget(
     let fraction = roofline.map(|r| r.fraction_of_peak);
     let mut problems = Vec::new();
     if let Some(max) = budget.max_us {
-        if !(measured_us <= max) {
+        // a NaN measurement never passes
+        if measured_us.is_nan() || measured_us > max {
             problems.push(messages::over_time_budget(measured_us, max));
         }
     }
