@@ -76,7 +76,8 @@ fn regression_rate(scenario: &str, shift: f64, spike: f64, trials: usize) -> Rat
                     (t..trials)
                         .step_by(threads)
                         .filter(|i| {
-                            let mut r = CaseRng::for_key(&format!("gate-simulation/{scenario}/{i}"));
+                            let mut r =
+                                CaseRng::for_key(&format!("gate-simulation/{scenario}/{i}"));
                             let baseline = draw(&mut r, 100.0, spike);
                             let candidate = draw(&mut r, 100.0 * shift, spike);
                             let key = format!("{scenario}/{i}");
