@@ -5,6 +5,7 @@ pub mod exit_code;
 pub mod golden;
 pub mod mc2_costs;
 pub mod messages;
+pub mod perf;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -5,7 +5,7 @@
 //! Words are taken with `next_u64`. Nothing depends on the machine, the thread count or the
 //! order cases run in; the same (id, seed) always yields the same bytes.
 
-use rand::{RngCore, SeedableRng};
+use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 /// The random stream of one case's inputs.

@@ -57,7 +57,10 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
 fn with_cases(
     paths: &Paths,
     select: &SelectArgs,
-    f: impl FnOnce(&[&crate::suite::Case], &std::collections::BTreeSet<&str>) -> Result<i32, crate::golden::GoldenError>,
+    f: impl FnOnce(
+        &[&crate::suite::Case],
+        &std::collections::BTreeSet<&str>,
+    ) -> Result<i32, crate::golden::GoldenError>,
 ) -> anyhow::Result<i32> {
     let cases = match load_all(&paths.suites) {
         Ok(c) => c,

@@ -6,6 +6,7 @@ pub mod golden;
 pub mod list;
 pub mod mc2;
 pub mod paths;
+pub mod perf;
 pub mod report;
 pub mod run;
 pub mod targets;
@@ -43,6 +44,9 @@ pub enum Command {
     Report(report::ReportArgs),
     /// MC2 (matmul + all-reduce) tools: the M-axis split planner.
     Mc2(mc2::Mc2Args),
+    /// Performance records and the regression gate.
+    #[command(subcommand)]
+    Perf(perf::PerfCommand),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -61,6 +65,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 Ok(e.exit_code() as i32)
             }
         },
+        Command::Perf(c) => Ok(perf::run(&c) as i32),
         Command::Report(a) => match report::run(&a) {
             Ok(_) => Ok(crate::exit_code::SUCCESS),
             Err(e) => {

@@ -153,7 +153,10 @@ pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()>
         println!("{}", messages::wrote("JUnit", p));
     }
     if let Some(dir) = &args.report {
-        let source = args.json.clone().unwrap_or_else(|| dir.join("results.json"));
+        let source = args
+            .json
+            .clone()
+            .unwrap_or_else(|| dir.join("results.json"));
         let inputs = crate::report::ReportInputs::from_results(results.clone(), source);
         let page = crate::report::render(&inputs)?;
         let path = crate::report::write(dir, &page)?;

@@ -17,7 +17,10 @@ pub struct TargetsArgs {}
 pub fn known(paths: &Paths) -> Vec<String> {
     let mut names = vec![REFERENCE_TARGET.to_string()];
     if let Ok(dirs) = registry::worker_dirs(&paths.root) {
-        names.extend(dirs.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_string)));
+        names.extend(
+            dirs.iter()
+                .filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_string)),
+        );
     }
     names
 }
@@ -45,7 +48,9 @@ pub fn open(
 
 fn open_worker(paths: &Paths, name: &str) -> Result<Box<dyn Target>, String> {
     let dir = paths.targets.join(name);
-    WorkerTarget::from_dir(&paths.root, &dir).map(|w| Box::new(w) as Box<dyn Target>).map_err(|e| e.to_string())
+    WorkerTarget::from_dir(&paths.root, &dir)
+        .map(|w| Box::new(w) as Box<dyn Target>)
+        .map_err(|e| e.to_string())
 }
 
 pub fn run(paths: &Paths, _args: TargetsArgs) -> anyhow::Result<i32> {
@@ -59,5 +64,9 @@ pub fn run(paths: &Paths, _args: TargetsArgs) -> anyhow::Result<i32> {
     for e in &errors {
         eprintln!("{}", messages::error_line(e));
     }
-    Ok(if errors.is_empty() { exit_code::SUCCESS } else { exit_code::FAILURE })
+    Ok(if errors.is_empty() {
+        exit_code::SUCCESS
+    } else {
+        exit_code::FAILURE
+    })
 }

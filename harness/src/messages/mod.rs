@@ -1,6 +1,7 @@
 //! Every user-facing message of the `conform` CLI, in one place (per command in submodules).
 
 pub mod mc2;
+pub mod perf;
 pub mod report;
 
 use crate::results::{RunResults, Status};

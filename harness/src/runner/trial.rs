@@ -260,7 +260,10 @@ fn run_trial_inner(
             }
         }
         if let Some(first) = &first_run {
-            if let Some(msg) = conform_targets::anti_cheat::identical_outputs((&first.0, &first.1), (&request, &exec)) {
+            if let Some(msg) = conform_targets::anti_cheat::identical_outputs(
+                (&first.0, &first.1),
+                (&request, &exec),
+            ) {
                 failures.push(msg);
             }
         } else {

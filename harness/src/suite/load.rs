@@ -248,7 +248,11 @@ fn resolve(
     Ok(Case {
         id,
         suite: file.suite.name.clone(),
-        op: entry.op.clone().or_else(|| d.op.clone()).unwrap_or_else(|| file.suite.op.clone()),
+        op: entry
+            .op
+            .clone()
+            .or_else(|| d.op.clone())
+            .unwrap_or_else(|| file.suite.op.clone()),
         params: params_json,
         recipe,
         tier: entry.tier.or(d.tier).unwrap_or(Tier::Quick),

@@ -19,8 +19,13 @@
 //! `oracle`: the exact products (`q * 2^(e-127)`, `q * s * g`: at most 31 significant bits, so
 //! exact in f64), and for w4a16 the f64 sum of `x * w_exact`, unrounded.
 
-use super::{input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor, TensorMap, TensorSpec, ORACLE};
-use crate::dequant::{self, packing, Fp4DequantRecipe, Fp4Element, HalfType, PackingLayout, PRESET_NAMES};
+use super::{
+    input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
+    TensorMap, TensorSpec, ORACLE,
+};
+use crate::dequant::{
+    self, packing, Fp4DequantRecipe, Fp4Element, HalfType, PackingLayout, PRESET_NAMES,
+};
 use crate::formats::{e8m0, fp4_e1m2, fp4_e2m1, fp8_e4m3fn, Rounding};
 use crate::matmul::w4a16::{self, Fp4Scales, Fp4Weights};
 use crate::parallel::Threads;
@@ -107,7 +112,11 @@ impl Fp4Family {
     }
 
     fn invalid(&self, param: &str, message: impl Into<String>) -> OpError {
-        OpError::InvalidParam { op: self.op().into(), param: param.into(), message: message.into() }
+        OpError::InvalidParam {
+            op: self.op().into(),
+            param: param.into(),
+            message: message.into(),
+        }
     }
 
     fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
@@ -118,7 +127,10 @@ impl Fp4Family {
             (Kind::W4a16, Some("mxfp4")) => Format::Mx,
             (Kind::W4a16, Some("nvfp4")) => Format::Nv,
             (Kind::W4a16, other) => {
-                return Err(self.invalid("format", format!("{other:?}: w4a16_matmul needs `mxfp4` or `nvfp4`")))
+                return Err(self.invalid(
+                    "format",
+                    format!("{other:?}: w4a16_matmul needs `mxfp4` or `nvfp4`"),
+                ))
             }
             (_, Some(_)) => return Err(self.invalid("format", "only w4a16_matmul takes `format`")),
         };
@@ -131,13 +143,22 @@ impl Fp4Family {
         let (out_type, half) = match p.dtype.as_str() {
             "bf16" => (ElemType::Bf16, HalfType::Bf16),
             "f16" => (ElemType::F16, HalfType::F16),
-            other => return Err(self.invalid("dtype", format!("`{other}`: the output is bf16 or f16"))),
+            other => {
+                return Err(self.invalid("dtype", format!("`{other}`: the output is bf16 or f16")))
+            }
         };
         let layout = match p.packing.as_str() {
             "low_first" => PackingLayout::LOW_FIRST,
             "high_first" => PackingLayout::HIGH_FIRST,
-            "split_halves" => PackingLayout::split_halves(dequant::recipe::QINGCHENG_SPLIT_HALVES_BYTES),
-            other => return Err(self.invalid("packing", format!("`{other}`: low_first, high_first or split_halves"))),
+            "split_halves" => {
+                PackingLayout::split_halves(dequant::recipe::QINGCHENG_SPLIT_HALVES_BYTES)
+            }
+            other => {
+                return Err(self.invalid(
+                    "packing",
+                    format!("`{other}`: low_first, high_first or split_halves"),
+                ))
+            }
         };
         let element = match p.element.as_str() {
             "e2m1" => Fp4Element::E2m1,
@@ -148,33 +169,92 @@ impl Fp4Family {
             return Err(self.invalid(if p.n == 0 { "n" } else { "k" }, "must be positive"));
         }
         if p.k % format.group() != 0 {
-            return Err(self.invalid("k", format!("{} is not a multiple of the group size {}", p.k, format.group())));
+            return Err(self.invalid(
+                "k",
+                format!(
+                    "{} is not a multiple of the group size {}",
+                    p.k,
+                    format.group()
+                ),
+            ));
         }
-        if p.n.checked_mul(p.k).is_none_or(|x| x > 1 << 30) || m.checked_mul(p.k).is_none_or(|x| x > 1 << 30) {
+        if p.n.checked_mul(p.k).is_none_or(|x| x > 1 << 30)
+            || m.checked_mul(p.k).is_none_or(|x| x > 1 << 30)
+        {
             return Err(self.invalid("n/k/m", "more than 2^30 elements"));
         }
         if layout.tile_len() > 0 && p.k % layout.tile_len() != 0 {
-            return Err(self.invalid("k", format!("{} is not a multiple of the packing tile {}", p.k, layout.tile_len())));
+            return Err(self.invalid(
+                "k",
+                format!(
+                    "{} is not a multiple of the packing tile {}",
+                    p.k,
+                    layout.tile_len()
+                ),
+            ));
         }
-        Ok(Case { m, n: p.n, k: p.k, format, out_type, half, layout, element })
+        Ok(Case {
+            m,
+            n: p.n,
+            k: p.k,
+            format,
+            out_type,
+            half,
+            layout,
+            element,
+        })
     }
 
     fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let groups = c.k / c.format.group();
         let mut inputs = Vec::new();
         if self.0 == Kind::W4a16 {
-            inputs.push(TensorSpec::new("x", ElemType::Bf16, vec![c.m, c.k], &["m", "k"]));
+            inputs.push(TensorSpec::new(
+                "x",
+                ElemType::Bf16,
+                vec![c.m, c.k],
+                &["m", "k"],
+            ));
         }
-        inputs.push(TensorSpec::new("weight", ElemType::U8, vec![c.n, c.k / 2], &["n", "k2"]));
-        let scale_name = if c.format == Format::Nv && self.0 != Kind::W4a16 { "block_scale" } else { "scale" };
-        inputs.push(TensorSpec::new(scale_name, ElemType::U8, vec![c.n, groups], &["n", "g"]));
+        inputs.push(TensorSpec::new(
+            "weight",
+            ElemType::U8,
+            vec![c.n, c.k / 2],
+            &["n", "k2"],
+        ));
+        let scale_name = if c.format == Format::Nv && self.0 != Kind::W4a16 {
+            "block_scale"
+        } else {
+            "scale"
+        };
+        inputs.push(TensorSpec::new(
+            scale_name,
+            ElemType::U8,
+            vec![c.n, groups],
+            &["n", "g"],
+        ));
         if c.format == Format::Nv {
-            inputs.push(TensorSpec::new("global_scale", ElemType::F32, vec![1], &["one"]));
+            inputs.push(TensorSpec::new(
+                "global_scale",
+                ElemType::F32,
+                vec![1],
+                &["one"],
+            ));
         }
         let outputs = if self.0 == Kind::W4a16 {
-            vec![TensorSpec::new("y", c.out_type, vec![c.m, c.n], &["m", "n"])]
+            vec![TensorSpec::new(
+                "y",
+                c.out_type,
+                vec![c.m, c.n],
+                &["m", "n"],
+            )]
         } else {
-            vec![TensorSpec::new("out", c.out_type, vec![c.n, c.k], &["n", "k"])]
+            vec![TensorSpec::new(
+                "out",
+                c.out_type,
+                vec![c.n, c.k],
+                &["n", "k"],
+            )]
         };
         (inputs, outputs)
     }
@@ -190,7 +270,11 @@ impl Fp4Family {
             return Err(OpError::InvalidParam {
                 op: self.op().into(),
                 param: "recipe".into(),
-                message: format!("recipe `{name}` has group size {}, this format {}", r.group_size, c.format.group()),
+                message: format!(
+                    "recipe `{name}` has group size {}, this format {}",
+                    r.group_size,
+                    c.format.group()
+                ),
             });
         }
         r.layout = c.layout.clone();
@@ -224,7 +308,10 @@ impl Fp4Family {
 }
 
 fn failed(op: &str, e: impl std::fmt::Display) -> OpError {
-    OpError::Failed { op: op.into(), message: e.to_string() }
+    OpError::Failed {
+        op: op.into(),
+        message: e.to_string(),
+    }
 }
 
 impl OpFamily for Fp4Family {
@@ -259,10 +346,18 @@ impl OpFamily for Fp4Family {
             Kind::W4a16 => 2.0 * (c.m * c.n * c.k) as f64 + (c.n * c.k) as f64,
             _ => (c.n * c.k) as f64 * if c.format == Format::Nv { 2.0 } else { 1.0 },
         };
-        Ok(OpDescription { inputs, outputs, cost: OpCost { flops, bytes } })
+        Ok(OpDescription {
+            inputs,
+            outputs,
+            cost: OpCost { flops, bytes },
+        })
     }
 
-    fn generate(&self, params: &serde_json::Value, ctx: &mut GenContext) -> Result<TensorMap, OpError> {
+    fn generate(
+        &self,
+        params: &serde_json::Value,
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
         let c = self.case(params)?;
         let (specs, _) = self.specs(&c);
         let special = matches!(ctx.dist, super::ValueDist::Special { .. });
@@ -273,10 +368,14 @@ impl OpFamily for Fp4Family {
             .map(|_| match c.format {
                 // E8M0 around 2^0 (weights of order 1e-3..1e3); the special distribution adds the
                 // extremes: 2^-127 (an f32 subnormal), 2^126, 2^127 and the NaN code.
-                Format::Mx if special && ctx.unit() < 0.2 => [0u8, 1, 253, 254, 255][ctx.below(5) as usize],
+                Format::Mx if special && ctx.unit() < 0.2 => {
+                    [0u8, 1, 253, 254, 255][ctx.below(5) as usize]
+                }
                 Format::Mx => 117 + ctx.below(21) as u8,
                 // E4M3FN positive finite codes; special adds zero, subnormals and 448.
-                Format::Nv if special && ctx.unit() < 0.2 => [0u8, 1, 7, 8, 0x7E][ctx.below(5) as usize],
+                Format::Nv if special && ctx.unit() < 0.2 => {
+                    [0u8, 1, 7, 8, 0x7E][ctx.below(5) as usize]
+                }
                 Format::Nv => 0x20 + ctx.below(0x50) as u8,
             })
             .collect();
@@ -302,19 +401,34 @@ impl OpFamily for Fp4Family {
         Ok(out)
     }
 
-    fn run(&self, params: &serde_json::Value, recipe: &str, inputs: &TensorMap, threads: Threads) -> Result<TensorMap, OpError> {
+    fn run(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
         let op = self.op();
         let c = self.case(params)?;
         let (specs, outs) = self.specs(&c);
         let get = |name: &str| -> Result<&Tensor, OpError> {
-            let spec = specs.iter().find(|s| s.name == name).ok_or_else(|| failed(op, format!("no input `{name}`")))?;
+            let spec = specs
+                .iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| failed(op, format!("no input `{name}`")))?;
             input(op, inputs, spec)
         };
         let weight = &get("weight")?.data;
-        let scale_name = if c.format == Format::Nv && self.0 != Kind::W4a16 { "block_scale" } else { "scale" };
+        let scale_name = if c.format == Format::Nv && self.0 != Kind::W4a16 {
+            "block_scale"
+        } else {
+            "scale"
+        };
         let scales = &get(scale_name)?.data;
         let global = if c.format == Format::Nv {
-            get("global_scale")?.to_f32_vec().map_err(|e| failed(op, e))?[0]
+            get("global_scale")?
+                .to_f32_vec()
+                .map_err(|e| failed(op, e))?[0]
         } else {
             1.0
         };
@@ -327,14 +441,20 @@ impl OpFamily for Fp4Family {
                 let mut y = vec![0.0f64; c.m * c.n];
                 for i in 0..c.m {
                     for j in 0..c.n {
-                        y[i * c.n + j] = crate::dot::dot_f64(&x[i * c.k..(i + 1) * c.k], &w[j * c.k..(j + 1) * c.k]);
+                        y[i * c.n + j] = crate::dot::dot_f64(
+                            &x[i * c.k..(i + 1) * c.k],
+                            &w[j * c.k..(j + 1) * c.k],
+                        );
                     }
                 }
                 y
             } else {
                 w
             };
-            return Ok(TensorMap::from([(out_spec.name.clone(), Tensor::from_f64(out_spec.shape.clone(), &values))]));
+            return Ok(TensorMap::from([(
+                out_spec.name.clone(),
+                Tensor::from_f64(out_spec.shape.clone(), &values),
+            )]));
         }
         let r = self.recipe(recipe, &c)?;
         let bits = match self.0 {
@@ -344,13 +464,24 @@ impl OpFamily for Fp4Family {
                 let x = get("x")?.bits16().map_err(|e| failed(op, e))?;
                 let scales = match c.format {
                     Format::Mx => Fp4Scales::Mx { scales },
-                    Format::Nv => Fp4Scales::Nv { block_scales: scales, global_scale: global },
+                    Format::Nv => Fp4Scales::Nv {
+                        block_scales: scales,
+                        global_scale: global,
+                    },
                 };
-                let w = Fp4Weights { packed: weight, scales, n: c.n, k: c.k };
+                let w = Fp4Weights {
+                    packed: weight,
+                    scales,
+                    n: c.n,
+                    k: c.k,
+                };
                 w4a16::matmul(&x, c.m, &w, &r, threads)
             }
         }
         .map_err(|e| failed(op, e))?;
-        Ok(TensorMap::from([(out_spec.name.clone(), Tensor::from_bits16(c.out_type, out_spec.shape.clone(), &bits))]))
+        Ok(TensorMap::from([(
+            out_spec.name.clone(),
+            Tensor::from_bits16(c.out_type, out_spec.shape.clone(), &bits),
+        )]))
     }
 }

@@ -14,8 +14,8 @@ pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
-pub mod paged_kv;
 pub mod pa_decode;
+pub mod paged_kv;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
@@ -121,7 +121,15 @@ pub trait OpFamily: Sync {
 
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
-    vec![&mc2_matmul_allreduce::Mc2MatmulAllReduce, &paged_kv::PagedKv, &fa_prefill::FaPrefill, &pa_decode::PaDecode, &fp4::MXFP4_DEQUANT, &fp4::NVFP4_DEQUANT, &fp4::W4A16_MATMUL]
+    vec![
+        &mc2_matmul_allreduce::Mc2MatmulAllReduce,
+        &paged_kv::PagedKv,
+        &fa_prefill::FaPrefill,
+        &pa_decode::PaDecode,
+        &fp4::MXFP4_DEQUANT,
+        &fp4::NVFP4_DEQUANT,
+        &fp4::W4A16_MATMUL,
+    ]
 }
 
 /// The family named `name`.

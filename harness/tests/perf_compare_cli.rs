@@ -1,0 +1,126 @@
+//! End-to-end: `conform perf compare` on the hand-made fixtures in tests/fixtures/perf.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/perf")
+        .join(name)
+}
+
+fn compare(baseline: &str, candidate: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["perf", "compare", "--baseline"])
+        .arg(fixture(baseline))
+        .arg("--candidate")
+        .arg(fixture(candidate))
+        .args(extra)
+        .output()
+        .expect("run conform")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_clear_ten_percent_slowdown_is_a_regression_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let o = compare(
+        "baseline.json",
+        "slowdown_10pct.json",
+        &["--json", json.to_str().unwrap()],
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("REGRESSION"), "{out}");
+    assert!(out.contains("fa_prefill/seq1024"), "{out}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = &written["cases"][0];
+    assert_eq!(case["verdict"], "REGRESSION");
+    let low = case["ci_low"].as_f64().unwrap();
+    let high = case["ci_high"].as_f64().unwrap();
+    assert!(
+        low > 1.03 && low < 1.10 && high > 1.10 && high < 1.17,
+        "{low} {high}"
+    );
+    assert!(case["p_slower"].as_f64().unwrap() < 1e-6);
+}
+
+#[test]
+fn identical_distributions_are_unchanged_with_exit_0() {
+    for candidate in ["same_distribution.json", "baseline.json"] {
+        let o = compare("baseline.json", candidate, &[]);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(0), "{candidate}: {out}");
+        assert!(out.contains("UNCHANGED"), "{candidate}: {out}");
+        assert!(
+            !out.contains("REGRESSION\n") && !out.contains("IMPROVEMENT\n"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn two_3x_spikes_do_not_trigger_a_regression_even_at_threshold_zero() {
+    let o = compare(
+        "baseline.json",
+        "same_with_spikes.json",
+        &["--threshold", "0"],
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("UNCHANGED"), "{out}");
+}
+
+#[test]
+fn three_samples_are_inconclusive_never_a_silent_pass() {
+    let o = compare("baseline.json", "three_samples.json", &[]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("INCONCLUSIVE"), "{out}");
+    assert!(out.contains("too few samples"), "{out}");
+}
+
+#[test]
+fn bad_input_exits_2_naming_file_and_field() {
+    let o = compare("baseline.json", "bad_field.json", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad_field.json"), "{err}");
+    assert!(err.contains("samples"), "{err}");
+    let o = compare("baseline.json", "missing.json", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing.json"), "{err}");
+    let o = compare("baseline.json", "baseline.json", &["--threshold=-1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("threshold"), "{err}");
+}
+
+#[test]
+fn cases_on_one_side_only_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.json");
+    std::fs::write(
+        &other,
+        r#"{"cases": [{"id": "new_case", "target": "reference", "samples_us": [1, 2, 3, 4, 5]}]}"#,
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["perf", "compare", "--baseline"])
+        .arg(fixture("baseline.json"))
+        .arg("--candidate")
+        .arg(&other)
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(
+        out.contains("ONLY_IN_BASELINE") && out.contains("ONLY_IN_CANDIDATE"),
+        "{out}"
+    );
+}
