@@ -20,7 +20,7 @@ def dequant(case):
 
 CAPABILITIES = {"ops": {"mxfp4_dequant": {
     "dtypes": ["bf16", "f16", "f32"],
-    "limits": {"packing": {"one_of": ["low_first"]}},
+    "limits": {"packing": {"one_of": ["low_first"]}, "element": {"one_of": ["e2m1"]}},
     "recipes": ["mx_ocp"],
 }}}
 

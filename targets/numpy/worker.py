@@ -120,7 +120,9 @@ if __name__ == "__main__":
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
-            "w4a16_matmul": {"dtypes": ["bf16", "f16", "f32"], "recipes": ["numpy_f32_blas"]},
+            "w4a16_matmul": {"dtypes": ["bf16", "f16", "f32"], "recipes": ["numpy_f32_blas"],
+                             "limits": {"packing": {"one_of": ["low_first", "high_first"]},
+                                        "element": {"one_of": ["e2m1"]}}},
             "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": list(KV_LAYOUTS),
                          "recipes": ["reference"]},
         }},

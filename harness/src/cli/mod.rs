@@ -65,7 +65,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 Ok(e.exit_code() as i32)
             }
         },
-        Command::Perf(c) => Ok(perf::run(&c) as i32),
+        Command::Perf(c) => Ok(perf::run(&paths, &c) as i32),
         Command::Report(a) => match report::run(&a) {
             Ok(_) => Ok(crate::exit_code::SUCCESS),
             Err(e) => {

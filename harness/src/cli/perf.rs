@@ -21,6 +21,17 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 pub enum PerfCommand {
     /// Compare a candidate perf file against a baseline; exit 1 on any regression.
     Compare(CompareArgs),
+    /// Run the selected cases with timing and write their raw samples as a perf file.
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Where to write the perf file (JSON, schema in docs/perf.md).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub run: crate::cli::run::RunArgs,
 }
 
 #[derive(Debug, Args)]
@@ -40,8 +51,15 @@ pub struct CompareArgs {
 }
 
 /// Run a `perf` subcommand; returns the process exit status.
-pub fn run(cmd: &PerfCommand) -> u8 {
+pub fn run(paths: &crate::cli::paths::Paths, cmd: &PerfCommand) -> u8 {
     match cmd {
+        PerfCommand::Record(args) => match record(paths, args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("{}", crate::messages::error_line(&format!("{e:#}")));
+                EXIT_BAD_INPUT
+            }
+        },
         PerfCommand::Compare(args) => match run_compare(args) {
             Ok((table, regressed)) => {
                 print!("{table}");
@@ -77,4 +95,44 @@ pub fn run_compare(args: &CompareArgs) -> Result<(String, bool), PerfError> {
         table.push('\n');
     }
     Ok((table, cmp.has_regression()))
+}
+
+/// `conform perf record`: `conform run --perf` on the selection, then the samples of every
+/// timed case as a perf file. Exits like `conform run` (1 if a case failed or broke a budget).
+fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result<u8> {
+    let mut run_args = args.run.clone();
+    run_args.perf = true;
+    let (results, code) = crate::cli::run::execute(paths, &run_args)?;
+    let Some(results) = results else {
+        return Ok(code as u8);
+    };
+    crate::cli::run::write_outputs(&results, &run_args)?;
+    let mut versions = std::collections::BTreeMap::new();
+    versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
+    let mut file = PerfFile::new(crate::perf::Environment::capture(
+        versions,
+        None,
+        git_commit(&paths.root),
+    ));
+    for c in &results.cases {
+        if let Some(p) = &c.perf {
+            let rec: crate::perf::PerfRecord = serde_json::from_value(p.clone())?;
+            file.push(rec)?;
+        }
+    }
+    file.write(&args.out)?;
+    println!("{}", crate::messages::wrote("perf record", &args.out));
+    Ok(code as u8)
+}
+
+fn git_commit(root: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// Do not verify the reference target against the golden store.
     #[arg(long)]
     pub no_golden: bool,
+    /// Hardware profile (ci/hardware/<NAME>.toml) for roofline figures and budgets under
+    /// --perf (default: this-cpu).
+    #[arg(long)]
+    pub hardware: Option<String>,
 }
 
 pub fn run(paths: &Paths, args: RunArgs) -> anyhow::Result<i32> {
@@ -90,6 +94,7 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResul
             Ok(d) => runner::trial::policies(c, &d).err(),
             Err(e) => Some(e.to_string()),
         };
+        let problem = problem.or_else(|| runner::trial::budgets(c).err());
         if let Some(p) = problem {
             eprintln!(
                 "{}",
@@ -111,6 +116,26 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResul
             return Ok((None, exit_code::USAGE));
         }
     };
+    let hardware = if args.perf || args.hardware.is_some() {
+        let name = args
+            .hardware
+            .clone()
+            .unwrap_or_else(|| "this-cpu".to_string());
+        let path = paths
+            .root
+            .join("ci")
+            .join("hardware")
+            .join(format!("{name}.toml"));
+        match crate::perf::HardwareProfile::load(&path) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("{}", messages::error_line(&e));
+                return Ok((None, exit_code::USAGE));
+            }
+        }
+    } else {
+        None
+    };
     let opts = RunOptions {
         golden: (!args.no_golden).then(|| paths.golden.clone()),
         seed: args.seed,
@@ -121,6 +146,7 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResul
         threads,
         required_targets: RunOptions::required_from_env(),
         worker_input_sets: 2,
+        hardware,
     };
     let results = runner::run_all(&chosen, &mut targets, &opts);
     println!("{}", messages::summary_table(&results));

@@ -22,6 +22,8 @@ pub struct RunOptions {
     pub required_targets: Vec<String>,
     /// How many input sets a worker target runs per case (anti-cheat; at least 2).
     pub worker_input_sets: u32,
+    /// The hardware profile timings are judged against (roofline figures and budgets).
+    pub hardware: Option<crate::perf::HardwareProfile>,
 }
 
 impl Default for RunOptions {
@@ -36,6 +38,7 @@ impl Default for RunOptions {
             threads: Threads::available(),
             required_targets: Vec::new(),
             worker_input_sets: 2,
+            hardware: None,
         }
     }
 }

@@ -36,7 +36,7 @@ pub fn policies(
             .map_err(|e| format!("check of output `{}`: {e}", spec.name))?;
         out.insert(spec.name.clone(), policy);
     }
-    for name in case.checks.keys() {
+    for name in &case.own_checks {
         if !desc.outputs.iter().any(|o| &o.name == name) {
             return Err(format!(
                 "`checks.{name}` names no output of op `{}`",
@@ -222,7 +222,19 @@ fn run_trial_inner(
         }
         out.notes.extend(exec.notes.iter().cloned());
         if set == 0 && opts.perf {
-            out.perf = Some(perf_json(&desc, &exec));
+            match perf_record(case, name, &desc, &exec, opts) {
+                Ok((record, budget)) => {
+                    out.perf = serde_json::to_value(&record).ok();
+                    if let Some(b) = budget {
+                        if !b.passed {
+                            failures.push(b.message);
+                        } else {
+                            out.notes.push(b.message);
+                        }
+                    }
+                }
+                Err(e) => failures.push(format!("timing: {e}")),
+            }
         }
         if exp.from_golden {
             for (k, golden_t) in &exp.expected {
@@ -318,12 +330,63 @@ fn judge(
     Ok(metrics)
 }
 
-/// The perf block of a result: raw samples, setup time, and the op's FLOPs and bytes.
-fn perf_json(desc: &OpDescription, exec: &Execution) -> serde_json::Value {
-    serde_json::json!({
-        "samples_us": exec.timings_us,
-        "setup_us": exec.setup_us,
-        "flops": desc.cost.flops,
-        "bytes": desc.cost.bytes,
-    })
+/// The case's budgets (`budget = { <hardware> = { max_us, min_roofline_fraction } }`).
+pub fn budgets(case: &Case) -> Result<crate::perf::Budgets, String> {
+    let Some(table) = &case.budget else {
+        return Ok(Default::default());
+    };
+    let b: crate::perf::Budgets = table
+        .clone()
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("budget: {}", e.message()))?;
+    crate::perf::validate_budgets(&b).map_err(|e| format!("budget: {e}"))?;
+    Ok(b)
+}
+
+/// The perf record of a timed execution: raw samples, setup time, the op's FLOPs and bytes,
+/// the roofline figures on the run's hardware profile, and the budget outcome there.
+fn perf_record(
+    case: &Case,
+    target: &str,
+    desc: &OpDescription,
+    exec: &Execution,
+    opts: &RunOptions,
+) -> Result<(crate::perf::PerfRecord, Option<crate::perf::BudgetOutcome>), String> {
+    use crate::perf::{evaluate_budget, stats::median, PerfRecord, Work};
+    let warmup = opts.warmup.unwrap_or(case.perf.warmup);
+    let iterations = opts.iterations.unwrap_or(case.perf.iterations);
+    let mut record = PerfRecord::from_samples(&case.id, target, exec.timings_us.clone())
+        .map_err(|e| format!("the target returned no usable samples: {e}"))?
+        .with_protocol(warmup, iterations);
+    if let Some(setup) = exec.setup_us {
+        record = record.with_setup(vec![setup]).map_err(|e| e.to_string())?;
+    }
+    let dtype = case
+        .params
+        .get("dtype")
+        .and_then(|d| d.as_str())
+        .unwrap_or("bf16")
+        .to_string();
+    let work = Work {
+        flops: desc.cost.flops,
+        bytes: desc.cost.bytes,
+    };
+    let profile = opts
+        .hardware
+        .as_ref()
+        .filter(|p| p.peak_flops(&dtype).is_ok());
+    record = record
+        .with_work(work, profile.map(|p| (p, dtype.as_str())))
+        .map_err(|e| e.to_string())?;
+    if let (Some(hw), None) = (&opts.hardware, profile) {
+        record = record.on_hardware(hw.id.clone());
+    }
+    let outcome = match (&opts.hardware, budgets(case)?) {
+        (Some(hw), b) => b.get(&hw.id).map(|budget| {
+            let m = median(&record.samples_us).unwrap_or(f64::NAN);
+            evaluate_budget(&case.id, &hw.id, budget, m, record.roofline.as_ref())
+        }),
+        (None, _) => None,
+    };
+    Ok((record, outcome))
 }

@@ -19,8 +19,12 @@ pub struct Case {
     pub inputs: ValueDist,
     /// Default check policy (TOML table with a `policy` key), if any.
     pub check: Option<toml::Table>,
-    /// Per-output check policies.
+    /// Per-output check policies (inherited from `[defaults]` and the case's own).
     pub checks: BTreeMap<String, toml::Table>,
+    /// The output names the case's own `checks` table names (each must be an output of the
+    /// case; inherited defaults may name outputs only some cases have, e.g. `softmax_lse`).
+    #[serde(skip)]
+    pub own_checks: Vec<String>,
     pub perf: PerfSettings,
     pub budget: Option<toml::Table>,
     /// The case's fixed seed (overridden by `--seed` / `--fresh-seeds`).

@@ -262,6 +262,11 @@ fn resolve(
             .or_else(|| d.inputs.clone())
             .unwrap_or_default(),
         check: entry.check.clone().or_else(|| d.check.clone()),
+        own_checks: entry
+            .checks
+            .as_ref()
+            .map(|c| c.keys().cloned().collect())
+            .unwrap_or_default(),
         checks,
         perf: entry
             .perf
