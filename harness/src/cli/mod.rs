@@ -10,6 +10,7 @@ pub mod perf;
 pub mod report;
 pub mod run;
 pub mod targets;
+pub mod validate;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +48,9 @@ pub enum Command {
     /// Performance records and the regression gate.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
+    /// Validate a third-party kernel: fresh seeds, every applicable suite, correctness and
+    /// budgets, and a report to attach to the pull request.
+    Validate(validate::ValidateArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -65,6 +69,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 Ok(e.exit_code() as i32)
             }
         },
+        Command::Validate(a) => validate::run(&paths, a),
         Command::Perf(c) => Ok(perf::run(&paths, &c) as i32),
         Command::Report(a) => match report::run(&a) {
             Ok(_) => Ok(crate::exit_code::SUCCESS),

@@ -66,6 +66,15 @@ pub fn run(paths: &Paths, args: RunArgs) -> anyhow::Result<i32> {
 
 /// Runs and prints; returns the results (None when nothing ran) and the exit code.
 pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResults>, i32)> {
+    execute_on(paths, args, None)
+}
+
+/// [`execute`] on the given targets instead of those `args` names (`conform validate`).
+pub fn execute_on(
+    paths: &Paths,
+    args: &RunArgs,
+    given: Option<Vec<Box<dyn conform_targets::Target>>>,
+) -> anyhow::Result<(Option<RunResults>, i32)> {
     let cases = match load_all(&paths.suites) {
         Ok(c) => c,
         Err(e) => {
@@ -109,7 +118,11 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResul
         args.targets.clone()
     };
     let threads = args.threads.map(Threads).unwrap_or_default();
-    let mut targets = match super::targets::open(paths, &names, threads) {
+    let opened = match given {
+        Some(t) => Ok(t),
+        None => super::targets::open(paths, &names, threads),
+    };
+    let mut targets = match opened {
         Ok(t) => t,
         Err(e) => {
             eprintln!("{}", messages::error_line(&e));

@@ -253,3 +253,8 @@ pub fn all_skipped() -> String {
 pub fn unknown_target(name: &str, known: &[String]) -> String {
     format!("unknown target `{name}` (known: {})", known.join(", "))
 }
+
+/// `conform validate` start line.
+pub fn validate_start(worker: &str, out: &std::path::Path) -> String {
+    format!("validating worker `{worker}`: fresh seeds, every applicable suite, correctness and budgets; report in {}", out.display())
+}
