@@ -225,7 +225,8 @@ const IEEE: [Rounding; 6] = [
 
 /// As [`check_range`] for the IEEE roundings selected by the bit mask `MASK` (bit i = mode i
 /// of `RoundingMode::ALL`): the modes are compile-time constants, so both the conversion and
-/// the oracle decision are specialised per mode.
+/// the oracle decision are specialised per mode. Blocks of inputs are counted branch-free
+/// (vectorisable); a block with a mismatch is rescanned to report the first one.
 #[inline(never)]
 fn check_range_masked<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
     t: &Target,
@@ -236,28 +237,95 @@ fn check_range_masked<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
     first: &mut Option<String>,
 ) {
     const PER_TASK: u64 = (1u64 << 32) / 256;
+    const BLOCK: u64 = 4096;
+    let count_block = |from: u64, to: u64| -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if stride == 1 && std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was detected at run time.
+                return unsafe { count_block_avx2::<MASK, F>(t, convert, from, to) };
+            }
+        }
+        count_block_portable::<MASK, F>(t, convert, from, to, stride)
+    };
     let mut i = 0;
     while i < PER_TASK {
-        let bits = (base + i) as u32;
+        let from = base + i;
+        let to = base + (i + BLOCK * stride).min(PER_TASK);
+        let bad = count_block(from, to);
+        if bad > 0 {
+            *mismatches += bad;
+            let mut b = from;
+            while b < to && first.is_none() {
+                let bits = b as u32;
+                let p = position(t, bits);
+                for (m, &r) in IEEE.iter().enumerate() {
+                    if MASK & (1 << m) != 0 && first.is_none() {
+                        let (got, want) = (convert(f32::from_bits(bits), r), decide(t, p, r));
+                        if got != want {
+                            *first = Some(format!(
+                                "{bits:#010x} {r:?}: got {got:#06x} want {want:#06x}"
+                            ));
+                        }
+                    }
+                }
+                b += stride;
+            }
+        }
+        i += BLOCK * stride;
+    }
+}
+
+/// Mismatch count over `from..to` (step `stride`) for the modes in `MASK`, without branches
+/// on the result.
+#[inline(always)]
+fn count_block_portable<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
+    t: &Target,
+    convert: &F,
+    from: u64,
+    to: u64,
+    stride: u64,
+) -> u64 {
+    let mut bad = 0u64;
+    let mut b = from;
+    while b < to {
+        let bits = b as u32;
         let x = f32::from_bits(bits);
         let p = position(t, bits);
         for (m, &r) in IEEE.iter().enumerate() {
-            if MASK & (1 << m) == 0 {
-                continue;
-            }
-            let got = convert(x, r);
-            let want = decide(t, p, r);
-            if got != want {
-                *mismatches += 1;
-                if first.is_none() {
-                    *first = Some(format!(
-                        "{bits:#010x} {r:?}: got {got:#06x} want {want:#06x}"
-                    ));
-                }
+            if MASK & (1 << m) != 0 {
+                bad += (convert(x, r) != decide(t, p, r)) as u64;
             }
         }
-        i += stride;
+        b += stride;
     }
+    bad
+}
+
+/// [`count_block_portable`] with stride 1, compiled for AVX2 so the loop can vectorise.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn count_block_avx2<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
+    t: &Target,
+    convert: &F,
+    from: u64,
+    to: u64,
+) -> u64 {
+    let mut bad = 0u64;
+    for b in from..to {
+        let bits = b as u32;
+        let x = f32::from_bits(bits);
+        let p = position(t, bits);
+        for (m, &r) in IEEE.iter().enumerate() {
+            if MASK & (1 << m) != 0 {
+                bad += (convert(x, r) != decide(t, p, r)) as u64;
+            }
+        }
+    }
+    bad
 }
 
 /// Runs [`check_range_masked`] over all 256 tasks for the modes in `MASK`.
