@@ -90,9 +90,9 @@ pub const PRESET_NAMES: [&str; 4] = [
 
 /// The split-halves tile (bytes) used by the `ascend_qingcheng_fp4_dequant` preset.
 ///
-/// The kernel processes one vector repeat of output at a time; 64 bytes (128 BF16 outputs =
-/// 256 B, one Ascend vector repeat) is the tile assumed here. It is a parameter of the layout:
-/// a kernel build with another tile is described by `PackingLayout::split_halves(B)`.
+/// ASSUMPTION, not verified against the kernel source: 64 bytes (128 BF16 outputs = 256 B, one
+/// Ascend vector repeat). The tile is a parameter of the layout: a kernel with another tile is
+/// `PackingLayout::split_halves(B)` with its own `B`.
 pub const QINGCHENG_SPLIT_HALVES_BYTES: usize = 64;
 
 impl Fp4DequantRecipe {
@@ -112,8 +112,8 @@ impl Fp4DequantRecipe {
         }
     }
 
-    /// vLLM's NVFP4 weight dequantisation (`dequantize_to_dtype` in its NVFP4 utilities):
-    /// E2M1 codes low nibble first, groups of 16 with an E4M3FN block scale, the f32 global
+    /// vLLM's NVFP4 weight dequantisation (its Python NVFP4 reference path, as recorded in
+    /// the project's numerics notes): E2M1 codes low nibble first, groups of 16 with an E4M3FN block scale, the f32 global
     /// scale folded into the block scale first (`q * f32(s * g)`, order B), cast to BF16 with
     /// round-to-nearest-even.
     pub fn vllm_nvfp4() -> Fp4DequantRecipe {
@@ -131,9 +131,10 @@ impl Fp4DequantRecipe {
     /// The open-source Ascend soft-FP4 dequant kernel (QingCheng ascend-kernel,
     /// `dequant_kernels/fp4_to_bf16_custom.cpp`, the seed 002 talk): codes in the "split
     /// halves" layout ([`QINGCHENG_SPLIT_HALVES_BYTES`] bytes per tile), value and scale built
-    /// by bit placement and multiplied in f32 — modelled as order A (block scale, then the
-    /// global scale) — and the final cast to BF16 with CAST_ROUND (nearest, ties AWAY from
-    /// zero), not ties-to-even. FP4 subnormals are kept (IEEE behaviour of the vector unit);
+    /// by bit placement and multiplied in f32, and the final cast to BF16 with CAST_ROUND
+    /// (nearest, ties AWAY from zero), not ties-to-even. The scale order is modelled as A
+    /// (block scale, then the global scale); that order and the tile size are assumptions
+    /// not yet checked against the kernel source. FP4 subnormals are kept (IEEE behaviour of the vector unit);
     /// a DAZ build is this recipe with `fp4_subnormals = FlushToZero`.
     pub fn ascend_qingcheng_fp4_dequant() -> Fp4DequantRecipe {
         Fp4DequantRecipe {

@@ -20,8 +20,9 @@
 //!   that does not overflow to infinity (toward zero, toward -inf, to odd), otherwise NaN 0xFF
 //!   (no infinity to give);
 //! - NaN, zero, negative values and `-Inf` have no encoding and give NaN 0xFF (or the pinned
-//!   code under [`NanPolicy::Pinned`]). ml_dtypes also maps negatives and NaN to 0xFF; it maps
-//!   zero differently between versions, which is why zero is pinned down here.
+//!   code under [`NanPolicy::Pinned`]). NaN -> 0xFF is what ml_dtypes does; for zero and
+//!   negative inputs this rule is our own, pinned here rather than inherited from any library
+//!   version.
 //!
 //! The subnormal policy does not apply (E8M0 has no subnormals).
 
