@@ -128,16 +128,18 @@ unsafe fn pv_avx2(
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::rows::Rows;
-    use crate::dot::combine_lanes;
     use std::arch::x86_64::*;
     use std::ops::Range;
 
+    /// [`crate::dot::combine_lanes`] of the 16 lanes `lo` (0-7) and `hi` (8-15) with the same
+    /// pairings: `l[i] + l[i + 8]`, then `+ 4`, `+ 2`, `+ 1` (IEEE addition is commutative, so
+    /// operand order within a pair does not matter).
     #[inline(always)]
-    unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; 16] {
-        let mut a = [0.0f32; 16];
-        _mm256_storeu_ps(a.as_mut_ptr(), lo);
-        _mm256_storeu_ps(a.as_mut_ptr().add(8), hi);
-        a
+    unsafe fn combine(lo: __m256, hi: __m256) -> f32 {
+        let t = _mm256_add_ps(lo, hi);
+        let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
+        let w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+        _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps::<1>(w, w)))
     }
 
     /// One dot product (`dim` a multiple of 16).
@@ -154,7 +156,7 @@ mod avx2 {
                 _mm256_mul_ps(_mm256_loadu_ps(qp.add(8)), _mm256_loadu_ps(kp.add(8))),
             );
         }
-        combine_lanes(lanes(lo, hi))
+        combine(lo, hi)
     }
 
     /// Dot products of 2 query rows with 2 keys (`dim` a multiple of 16).
@@ -189,7 +191,7 @@ mod avx2 {
         let mut res = [[0.0f32; 2]; 2];
         for r in 0..2 {
             for c in 0..2 {
-                res[r][c] = combine_lanes(lanes(acc[r][c][0], acc[r][c][1]));
+                res[r][c] = combine(acc[r][c][0], acc[r][c][1]);
             }
         }
         res
