@@ -89,3 +89,60 @@ fn bf16_slice_cast_equals_the_scalar_cast_on_a_stride_of_all_f32() {
 fn bf16_slice_cast_equals_the_scalar_cast_for_every_f32() {
     bf16_check(1);
 }
+
+/// f64 cannot be swept: random doubles over the whole range, uniform values over the ranges
+/// the oracle uses ([-745, 710] and around 0), and the boundaries of the fast path.
+#[test]
+fn exp_f64_slice_equals_libm_exp_on_sampled_inputs() {
+    use conform_reference::attention::vexp::exp_f64_slice;
+    let n = if cfg!(debug_assertions) {
+        1 << 16
+    } else {
+        1 << 22
+    };
+    let tasks = 16;
+    let bad = map_tasks(tasks, Threads::available(), |t| {
+        let mut s = 0x1234_5678_9abc_def0u64 ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut xs: Vec<f64> = Vec::with_capacity(n);
+        for i in 0..n {
+            let r = next();
+            xs.push(match i % 4 {
+                0 => f64::from_bits(r),
+                1 => -745.0 + 1455.0 * ((r >> 11) as f64 / (1u64 << 53) as f64),
+                2 => -1.0 + 2.0 * ((r >> 11) as f64 / (1u64 << 53) as f64),
+                _ => f64::from_bits(r >> (r % 64)) * if r & 1 == 0 { 1.0 } else { -1.0 },
+            });
+        }
+        xs.extend_from_slice(&[
+            0.0,
+            -0.0,
+            700.0,
+            -700.0,
+            700.0000000000001,
+            -700.0000000000001,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            3.7252902984e-09,
+            -3.7252902984e-09,
+            0.34657359027997264,
+            -0.34657359027997264,
+            1.0397207708399179,
+            -1.0397207708399179,
+        ]);
+        let mut y = xs.clone();
+        exp_f64_slice(&mut y);
+        xs.iter().zip(&y).find_map(|(&x, &y)| {
+            let e = math::exp_f64(x);
+            (e.to_bits() != y.to_bits() && !(e.is_nan() && y.is_nan())).then_some(x)
+        })
+    });
+    let bad: Vec<f64> = bad.into_iter().flatten().collect();
+    assert!(bad.is_empty(), "mismatch at {:e}", bad[0]);
+}

@@ -66,29 +66,35 @@ unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut 
         return qk_lanes16(q, k, keys, out, ld);
     }
     let s0 = keys.start;
-    let mut r0 = 0;
-    while r0 + 2 <= q.len() {
-        let qs = [q[r0], q[r0 + 1]];
-        let mut j = keys.start;
-        while j + 2 <= keys.end {
-            let res = avx2::dots_2x2(qs, [k.row(j), k.row(j + 1)], dim);
-            for (r, row) in res.iter().enumerate() {
-                out[(r0 + r) * ld + j - s0] = row[0];
-                out[(r0 + r) * ld + j + 1 - s0] = row[1];
+    // Blocks of 32 keys stay in L1 while every query row pair passes over them.
+    let mut kb = keys.start;
+    while kb < keys.end {
+        let ke = (kb + 32).min(keys.end);
+        let mut r0 = 0;
+        while r0 + 2 <= q.len() {
+            let qs = [q[r0], q[r0 + 1]];
+            let mut j = kb;
+            while j + 2 <= ke {
+                let res = avx2::dots_2x2(qs, [k.row(j), k.row(j + 1)], dim);
+                for (r, row) in res.iter().enumerate() {
+                    out[(r0 + r) * ld + j - s0] = row[0];
+                    out[(r0 + r) * ld + j + 1 - s0] = row[1];
+                }
+                j += 2;
             }
-            j += 2;
+            if j < ke {
+                for (r, qr) in qs.iter().enumerate() {
+                    out[(r0 + r) * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
+                }
+            }
+            r0 += 2;
         }
-        if j < keys.end {
-            for (r, qr) in qs.iter().enumerate() {
-                out[(r0 + r) * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
+        for (r, qr) in q.iter().enumerate().skip(r0) {
+            for j in kb..ke {
+                out[r * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
             }
         }
-        r0 += 2;
-    }
-    for (r, qr) in q.iter().enumerate().skip(r0) {
-        for j in keys.clone() {
-            out[r * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
-        }
+        kb = ke;
     }
 }
 
@@ -107,18 +113,19 @@ unsafe fn pv_avx2(
         return pv_generic(p, ld, rows, v, keys, out);
     }
     let s0 = keys.start;
-    let mut r = 0;
-    while r < rows {
-        let two = r + 1 < rows;
-        let r1 = if two { r + 1 } else { r };
-        for c in (0..dim).step_by(32) {
+    // One 32-column slice of the V tile stays in L1 while every row pair passes over it.
+    for c in (0..dim).step_by(32) {
+        let mut r = 0;
+        while r < rows {
+            let two = r + 1 < rows;
+            let r1 = if two { r + 1 } else { r };
             let (a, b) = avx2::pv_2x32(p, ld, r, r1, v, keys.clone(), s0, c);
             out[r * dim + c..r * dim + c + 32].copy_from_slice(&a);
             if two {
                 out[r1 * dim + c..r1 * dim + c + 32].copy_from_slice(&b);
             }
+            r += if two { 2 } else { 1 };
         }
-        r += if two { 2 } else { 1 };
     }
 }
 

@@ -4,6 +4,8 @@
 //! - [`exp_f32_slice`] = [`crate::math::exp_f32`] (libm `expf`, the FreeBSD algorithm) on
 //!   every element: the common range runs the same f32 operations in the same order, lane
 //!   by lane; every other input goes through `math::exp_f32` itself;
+//! - [`exp_f64_slice`] = [`crate::math::exp_f64`] (libm `exp`, FreeBSD e_exp.c) likewise,
+//!   for the oracle (sampled test: f64 cannot be swept);
 //! - [`quantize_bf16_slice`] = [`crate::formats::bf16::quantize_f32_bf16`] for IEEE round-to-
 //!   nearest roundings (ties to even or away), as an integer operation on the bits.
 
@@ -156,5 +158,88 @@ fn quantize_portable(x: &mut [f32], away: bool) {
         x.iter_mut().for_each(|v| *v = bf16_bits(*v, true));
     } else {
         x.iter_mut().for_each(|v| *v = bf16_bits(*v, false));
+    }
+}
+
+// The constants of libm's exp (FreeBSD e_exp.c).
+const D_LN2HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+const D_LN2LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+const D_INVLN2: f64 = f64::from_bits(0x3ff7_1547_652b_82fe);
+const D_P1: f64 = f64::from_bits(0x3fc5_5555_5555_553e);
+const D_P2: f64 = f64::from_bits(0xbf66_c16c_16be_bd93);
+const D_P3: f64 = f64::from_bits(0x3f11_566a_af25_de2c);
+const D_P4: f64 = f64::from_bits(0xbebb_bd41_c5d2_6bf1);
+const D_P5: f64 = f64::from_bits(0x3e66_3769_72be_a4d0);
+
+/// libm exp's common path for |x| <= 700 (2^k and y * 2^k normal: scalbn is one multiply).
+#[inline(always)]
+fn exp_common(x: f64) -> f64 {
+    let hx = ((x.to_bits() >> 32) as u32) & 0x7fff_ffff;
+    let negative = x.to_bits() >> 63 != 0;
+    let half = if negative { -0.5f64 } else { 0.5f64 };
+    let k_big = (D_INVLN2 * x + half) as i32;
+    let k_one = if negative { -1 } else { 1 };
+    let reduce = hx > 0x3fd6_2e42;
+    let k = if hx >= 0x3ff0_a2b2 {
+        k_big
+    } else if reduce {
+        k_one
+    } else {
+        0
+    };
+    let kf = k as f64;
+    let hi = if reduce { x - kf * D_LN2HI } else { x };
+    let lo = if reduce { kf * D_LN2LO } else { 0.0 };
+    let r = if reduce { hi - lo } else { x };
+    let xx = r * r;
+    let c = r - xx * (D_P1 + xx * (D_P2 + xx * (D_P3 + xx * (D_P4 + xx * D_P5))));
+    let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
+    let two_k = f64::from_bits(((0x3ff + k as i64) as u64) << 52);
+    if hx > 0x3e30_0000 {
+        y * two_k
+    } else {
+        1.0 + x
+    }
+}
+
+/// `x[i] = math::exp_f64(x[i])` for every element, bit for bit.
+pub fn exp_f64_slice(x: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { exp64_avx2(x) };
+        }
+    }
+    exp64_portable(x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn exp64_avx2(x: &mut [f64]) {
+    exp64_portable(x)
+}
+
+#[inline(always)]
+fn exp64_portable(x: &mut [f64]) {
+    const W: usize = 4;
+    let mut chunks = x.chunks_exact_mut(W);
+    for c in &mut chunks {
+        let mut all_fast = true;
+        for v in c.iter() {
+            all_fast &= v.abs() <= 700.0;
+        }
+        if all_fast {
+            for v in c.iter_mut() {
+                *v = exp_common(*v);
+            }
+        } else {
+            for v in c.iter_mut() {
+                *v = math::exp_f64(*v);
+            }
+        }
+    }
+    for v in chunks.into_remainder() {
+        *v = math::exp_f64(*v);
     }
 }
