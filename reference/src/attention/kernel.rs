@@ -220,13 +220,22 @@ mod avx2 {
         let z = _mm256_setzero_ps();
         let mut a = [z; 4];
         let mut b = [z; 4];
+        if keys.is_empty() {
+            return ([0.0; 32], [0.0; 32]);
+        }
+        // Bounds, once: rows `keys` of `v` lie inside its slice (a `Rows` invariant) and hold
+        // columns c..c + 32; P rows ra, rb hold the keys' columns.
+        let (data, base, stride) = v.raw();
+        assert!(keys.end <= v.len() && c + 32 <= v.dim() && keys.start >= s0);
+        assert!(base + (keys.end - 1) * stride + v.dim() <= data.len());
+        assert!(ra.max(rb) * ld + (keys.end - s0) <= p.len());
+        let (pa_ptr, pb_ptr) = (p.as_ptr().add(ra * ld), p.as_ptr().add(rb * ld));
         for j in keys {
-            let vj = v.row(j);
-            assert!(vj.len() >= c + 32);
-            let pa = _mm256_set1_ps(p[ra * ld + j - s0]);
-            let pb = _mm256_set1_ps(p[rb * ld + j - s0]);
+            let vj = data.as_ptr().add(base + j * stride);
+            let pa = _mm256_set1_ps(*pa_ptr.add(j - s0));
+            let pb = _mm256_set1_ps(*pb_ptr.add(j - s0));
             for t in 0..4 {
-                let x = _mm256_loadu_ps(vj.as_ptr().add(c + 8 * t));
+                let x = _mm256_loadu_ps(vj.add(c + 8 * t));
                 a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(pa, x));
                 b[t] = _mm256_add_ps(b[t], _mm256_mul_ps(pb, x));
             }
