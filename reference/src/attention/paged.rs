@@ -222,6 +222,22 @@ pub fn paged_attention(
     g.check_inputs(q_len, g.kv_len(), g.kv_len(), atten_mask.map(|m| m.len()))?;
     let blocks = validate_paged(g, kv)?;
     let chunk = task_rows(recipe);
+    // Query rows of every (batch, head), built up front so a bad size is an error.
+    let mut q_rows = Vec::with_capacity(g.batch * g.heads);
+    for b in 0..g.batch {
+        for h in 0..g.heads {
+            q_rows.push(
+                Rows::new(
+                    query,
+                    g.q_offset(b, 0, h),
+                    g.q_stride(),
+                    g.lq[b],
+                    g.head_dim,
+                )
+                .ok_or_else(|| AttentionError::param("query", "row outside the tensor"))?,
+            );
+        }
+    }
     let results = map_tasks(g.batch * g.kv_heads, threads, |t| {
         let (b, kvh) = (t / g.kv_heads, t % g.kv_heads);
         let lk = g.lk[b];
@@ -230,14 +246,7 @@ pub fn paged_attention(
         let mut res = Vec::new();
         for h in kvh * g.group..(kvh + 1) * g.group {
             let task = HeadTask {
-                q: Rows::new(
-                    query,
-                    g.q_offset(b, 0, h),
-                    g.q_stride(),
-                    g.lq[b],
-                    g.head_dim,
-                )
-                .expect("query size checked above"),
+                q: q_rows[b * g.heads + h],
                 k: Rows::dense(&kd, g.head_dim),
                 v: Rows::dense(&vd, g.head_dim),
                 mask: BatchMask::new(g, b, atten_mask),
