@@ -168,10 +168,42 @@ fn chunk_generic(
     let lo = intervals.iter().map(|x| x.0).min().unwrap_or(0);
     let hi = intervals.iter().map(|x| x.1).max().unwrap_or(0).max(lo);
     let nk = hi - lo;
-    let mut s = vec![0.0f64; nr * nk];
+    // The score buffer is reused per thread (every element used is written first): a fresh
+    // half-megabyte allocation per task goes to mmap and serialises the threads on page
+    // faults.
+    let mut s = SCORES.with(|cell| cell.take());
+    s.clear();
+    s.resize(nr * nk, 0.0);
     if nk > 0 {
         scores64(q, k, dim, lo, hi, &mut s);
     }
+    rows_softmax(
+        &mut s, nk, lo, v, dim, mask, r0, scale, &intervals, out, lse,
+    );
+    SCORES.with(|cell| cell.replace(s));
+}
+
+thread_local! {
+    static SCORES: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Softmax and P V of the rows of one chunk from their scores `s` (`nr x nk`, keys from `lo`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn rows_softmax(
+    s: &mut [f64],
+    nk: usize,
+    lo: usize,
+    v: &[f64],
+    dim: usize,
+    mask: &BatchMask,
+    r0: usize,
+    scale: f64,
+    intervals: &[(usize, usize)],
+    out: &mut [f64],
+    lse: &mut [f64],
+) {
+    let nr = intervals.len();
     for r in 0..nr {
         let i = r0 + r;
         let (a, z) = intervals[r];
