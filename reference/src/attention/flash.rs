@@ -185,9 +185,28 @@ pub fn attention(
             heads.push(head_task(g, inputs, b, h)?);
         }
     }
+    // K and V of each (batch, KV head) packed densely (the same values, so the same bits):
+    // strided rows cost a TLB miss per key in BSND layouts.
+    let packed: Vec<(Vec<f32>, Vec<f32>)> = map_tasks(g.batch * g.kv_heads, threads, |t| {
+        let head = &heads[(t / g.kv_heads) * g.heads + (t % g.kv_heads) * g.group];
+        let pack = |rows: &Rows| -> Vec<f32> {
+            let mut d = Vec::with_capacity(rows.len() * rows.dim());
+            for j in 0..rows.len() {
+                d.extend_from_slice(rows.row(j));
+            }
+            d
+        };
+        (pack(&head.k), pack(&head.v))
+    });
     let results = map_tasks(tasks.len(), threads, |t| {
         let (b, h, r0, r1) = tasks[t];
-        run_rows(recipe, recipe.kv_tile, &heads[b * g.heads + h], r0, r1)
+        let (k, v) = &packed[b * g.kv_heads + g.kv_head(h)];
+        let task = HeadTask {
+            k: Rows::dense(k, g.head_dim),
+            v: Rows::dense(v, g.head_dim),
+            ..heads[b * g.heads + h]
+        };
+        run_rows(recipe, recipe.kv_tile, &task, r0, r1)
     });
     let mut out = vec![0.0f32; g.out_len()];
     let mut lse = vec![0.0f32; g.lse_len()];

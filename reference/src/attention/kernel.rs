@@ -66,29 +66,35 @@ unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut 
         return qk_lanes16(q, k, keys, out, ld);
     }
     let s0 = keys.start;
-    let mut r0 = 0;
-    while r0 + 2 <= q.len() {
-        let qs = [q[r0], q[r0 + 1]];
-        let mut j = keys.start;
-        while j + 2 <= keys.end {
-            let res = avx2::dots_2x2(qs, [k.row(j), k.row(j + 1)], dim);
-            for (r, row) in res.iter().enumerate() {
-                out[(r0 + r) * ld + j - s0] = row[0];
-                out[(r0 + r) * ld + j + 1 - s0] = row[1];
+    // Blocks of 32 keys stay in L1 while every query row pair passes over them.
+    let mut kb = keys.start;
+    while kb < keys.end {
+        let ke = (kb + 32).min(keys.end);
+        let mut r0 = 0;
+        while r0 + 2 <= q.len() {
+            let qs = [q[r0], q[r0 + 1]];
+            let mut j = kb;
+            while j + 2 <= ke {
+                let res = avx2::dots_2x2(qs, [k.row(j), k.row(j + 1)], dim);
+                for (r, row) in res.iter().enumerate() {
+                    out[(r0 + r) * ld + j - s0] = row[0];
+                    out[(r0 + r) * ld + j + 1 - s0] = row[1];
+                }
+                j += 2;
             }
-            j += 2;
+            if j < ke {
+                for (r, qr) in qs.iter().enumerate() {
+                    out[(r0 + r) * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
+                }
+            }
+            r0 += 2;
         }
-        if j < keys.end {
-            for (r, qr) in qs.iter().enumerate() {
-                out[(r0 + r) * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
+        for (r, qr) in q.iter().enumerate().skip(r0) {
+            for j in kb..ke {
+                out[r * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
             }
         }
-        r0 += 2;
-    }
-    for (r, qr) in q.iter().enumerate().skip(r0) {
-        for j in keys.clone() {
-            out[r * ld + j - s0] = avx2::dot(qr, k.row(j), dim);
-        }
+        kb = ke;
     }
 }
 
@@ -107,18 +113,19 @@ unsafe fn pv_avx2(
         return pv_generic(p, ld, rows, v, keys, out);
     }
     let s0 = keys.start;
-    let mut r = 0;
-    while r < rows {
-        let two = r + 1 < rows;
-        let r1 = if two { r + 1 } else { r };
-        for c in (0..dim).step_by(32) {
+    // One 32-column slice of the V tile stays in L1 while every row pair passes over it.
+    for c in (0..dim).step_by(32) {
+        let mut r = 0;
+        while r < rows {
+            let two = r + 1 < rows;
+            let r1 = if two { r + 1 } else { r };
             let (a, b) = avx2::pv_2x32(p, ld, r, r1, v, keys.clone(), s0, c);
             out[r * dim + c..r * dim + c + 32].copy_from_slice(&a);
             if two {
                 out[r1 * dim + c..r1 * dim + c + 32].copy_from_slice(&b);
             }
+            r += if two { 2 } else { 1 };
         }
-        r += if two { 2 } else { 1 };
     }
 }
 
@@ -128,16 +135,18 @@ unsafe fn pv_avx2(
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::rows::Rows;
-    use crate::dot::combine_lanes;
     use std::arch::x86_64::*;
     use std::ops::Range;
 
+    /// [`crate::dot::combine_lanes`] of the 16 lanes `lo` (0-7) and `hi` (8-15) with the same
+    /// pairings: `l[i] + l[i + 8]`, then `+ 4`, `+ 2`, `+ 1` (IEEE addition is commutative, so
+    /// operand order within a pair does not matter).
     #[inline(always)]
-    unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; 16] {
-        let mut a = [0.0f32; 16];
-        _mm256_storeu_ps(a.as_mut_ptr(), lo);
-        _mm256_storeu_ps(a.as_mut_ptr().add(8), hi);
-        a
+    unsafe fn combine(lo: __m256, hi: __m256) -> f32 {
+        let t = _mm256_add_ps(lo, hi);
+        let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
+        let w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+        _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps::<1>(w, w)))
     }
 
     /// One dot product (`dim` a multiple of 16).
@@ -154,7 +163,7 @@ mod avx2 {
                 _mm256_mul_ps(_mm256_loadu_ps(qp.add(8)), _mm256_loadu_ps(kp.add(8))),
             );
         }
-        combine_lanes(lanes(lo, hi))
+        combine(lo, hi)
     }
 
     /// Dot products of 2 query rows with 2 keys (`dim` a multiple of 16).
@@ -189,7 +198,7 @@ mod avx2 {
         let mut res = [[0.0f32; 2]; 2];
         for r in 0..2 {
             for c in 0..2 {
-                res[r][c] = combine_lanes(lanes(acc[r][c][0], acc[r][c][1]));
+                res[r][c] = combine(acc[r][c][0], acc[r][c][1]);
             }
         }
         res
@@ -211,13 +220,22 @@ mod avx2 {
         let z = _mm256_setzero_ps();
         let mut a = [z; 4];
         let mut b = [z; 4];
+        if keys.is_empty() {
+            return ([0.0; 32], [0.0; 32]);
+        }
+        // Bounds, once: rows `keys` of `v` lie inside its slice (a `Rows` invariant) and hold
+        // columns c..c + 32; P rows ra, rb hold the keys' columns.
+        let (data, base, stride) = v.raw();
+        assert!(keys.end <= v.len() && c + 32 <= v.dim() && keys.start >= s0);
+        assert!(base + (keys.end - 1) * stride + v.dim() <= data.len());
+        assert!(ra.max(rb) * ld + (keys.end - s0) <= p.len());
+        let (pa_ptr, pb_ptr) = (p.as_ptr().add(ra * ld), p.as_ptr().add(rb * ld));
         for j in keys {
-            let vj = v.row(j);
-            assert!(vj.len() >= c + 32);
-            let pa = _mm256_set1_ps(p[ra * ld + j - s0]);
-            let pb = _mm256_set1_ps(p[rb * ld + j - s0]);
+            let vj = data.as_ptr().add(base + j * stride);
+            let pa = _mm256_set1_ps(*pa_ptr.add(j - s0));
+            let pb = _mm256_set1_ps(*pb_ptr.add(j - s0));
             for t in 0..4 {
-                let x = _mm256_loadu_ps(vj.as_ptr().add(c + 8 * t));
+                let x = _mm256_loadu_ps(vj.add(c + 8 * t));
                 a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(pa, x));
                 b[t] = _mm256_add_ps(b[t], _mm256_mul_ps(pb, x));
             }

@@ -24,6 +24,7 @@ pub mod recipe;
 pub mod rows;
 pub mod split_kv;
 pub mod two_pass;
+pub mod vexp;
 
 pub use error::AttentionError;
 pub use flash::{attention, AttentionInputs, AttentionOutput};

@@ -22,8 +22,9 @@ use super::recipe::{
     ScalePlacement, ScorePrecision,
 };
 use super::rows::{HeadTask, RowsResult};
+use super::vexp;
 use crate::dot::{combine_lanes, LANES};
-use crate::formats::{f16, Rounding};
+use crate::formats::{f16, DType, Rounding};
 use crate::math;
 use std::ops::Range;
 
@@ -61,6 +62,14 @@ impl SoftmaxArith {
             },
             scale_log2: scale * math::LOG2_E_F32,
         }
+    }
+
+    /// Whether P is `expf(s - m)` on f32 scores (the slice fast path applies).
+    #[inline(always)]
+    pub(crate) fn is_plain_exp(&self) -> bool {
+        self.precision == ScorePrecision::F32
+            && self.placement == ScalePlacement::AfterMatmul
+            && self.exp == ExpFlavour::Exp
     }
 
     /// The score of an allowed key from its dot product.
@@ -198,6 +207,93 @@ pub(crate) fn finish_row(
     }
 }
 
+/// Lanes of the row max: element c goes to lane c % 8; lanes combine in order 0..8. Each
+/// step keeps the larger value (`>`), so a NaN score never becomes the max (it reaches the
+/// output through its own exp) and the bits do not depend on the vector width.
+const MAX_LANES: usize = 8;
+
+#[inline(always)]
+fn lane_max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; MAX_LANES];
+    let mut chunks = x.chunks_exact(MAX_LANES);
+    for c in &mut chunks {
+        for l in 0..MAX_LANES {
+            if c[l] > acc[l] {
+                acc[l] = c[l];
+            }
+        }
+    }
+    for (l, &v) in chunks.remainder().iter().enumerate() {
+        if v > acc[l] {
+            acc[l] = v;
+        }
+    }
+    let mut m = f32::NEG_INFINITY;
+    for v in acc {
+        if v > m {
+            m = v;
+        }
+    }
+    m
+}
+
+/// Step 2 of the module docs for one row of a tile: scores of allowed keys (those in
+/// `interval` passing `allowed`), mask fill for the rest; returns the row max and whether a
+/// key was allowed.
+#[inline(always)]
+fn row_scores(
+    arith: &SoftmaxArith,
+    srow: &mut [f32],
+    start: usize,
+    interval: (usize, usize),
+    allowed: impl Fn(usize) -> bool,
+) -> (f32, bool) {
+    let (lo, hi) = interval;
+    let a = lo.clamp(start, start + srow.len()) - start;
+    let z = hi.clamp(start, start + srow.len()) - start;
+    let z = z.max(a);
+    let mut any = false;
+    for (c, x) in srow.iter_mut().enumerate() {
+        let ok = c >= a && c < z && allowed(start + c);
+        *x = if ok {
+            arith.score(*x)
+        } else {
+            arith.masked(*x)
+        };
+        any |= ok;
+    }
+    (lane_max(srow), any)
+}
+
+/// Steps 4-5 for one row: P in place (cast to the P dtype) and the row sum the recipe uses.
+#[inline(always)]
+fn row_probs(recipe: &Recipe, arith: &SoftmaxArith, srow: &mut [f32], mu: f32) -> f32 {
+    let (p_dtype, p_rounding) = (recipe.p_dtype, recipe.p_rounding);
+    if arith.is_plain_exp() {
+        // s - m and expf, then the cast: the slice forms are bit-identical to the scalar.
+        for x in srow.iter_mut() {
+            *x -= mu;
+        }
+        vexp::exp_f32_slice(srow);
+    } else {
+        for x in srow.iter_mut() {
+            *x = arith.p(*x, mu);
+        }
+    }
+    let raw_sum = match recipe.rowsum_of {
+        RowSumOf::RawP => Some(lane_sum(srow)),
+        RowSumOf::RoundedP => None,
+    };
+    match p_dtype {
+        DType::F32 => {}
+        DType::Bf16 => vexp::quantize_bf16_slice(srow, p_rounding),
+        DType::F16 => srow
+            .iter_mut()
+            .for_each(|x| *x = p_dtype.quantize_f32(*x, p_rounding)),
+    }
+    raw_sum.unwrap_or_else(|| lane_sum(srow))
+}
+
 /// Online softmax attention of query rows `rows` of `task` over keys `keys` with KV tiles of
 /// `kv_tile` keys (tile boundaries at `keys.start + n * kv_tile`).
 pub fn online_rows(
@@ -242,23 +338,14 @@ pub fn online_rows(
         );
         for r in 0..nr {
             let i = rows.start + r;
-            let (lo, hi) = intervals[r];
             let srow = &mut s[r * kv_tile..r * kv_tile + bc];
-            let mut mx = f32::NEG_INFINITY;
-            let mut any = false;
-            for (c, x) in srow.iter_mut().enumerate() {
-                let j = tile.start + c;
-                let ok = j >= lo && j < hi && (!explicit || task.mask.allowed(i, j));
-                *x = if ok {
-                    arith.score(*x)
-                } else {
-                    arith.masked(*x)
-                };
-                any |= ok;
-                if *x > mx {
-                    mx = *x;
-                }
-            }
+            let (mx, any) = if explicit {
+                row_scores(&arith, srow, tile.start, intervals[r], |j| {
+                    task.mask.allowed(i, j)
+                })
+            } else {
+                row_scores(&arith, srow, tile.start, intervals[r], |_| true)
+            };
             has_key[r] |= any;
             let m_old = m[r];
             let m_new = if mx > m_old { mx } else { m_old };
@@ -266,26 +353,7 @@ pub fn online_rows(
             let a = arith.alpha(m_old, mu);
             alpha[r] = a;
             m[r] = m_new;
-            let p_dtype = recipe.p_dtype;
-            let p_rounding = recipe.p_rounding;
-            let sum = match recipe.rowsum_of {
-                RowSumOf::RawP => {
-                    // The sum sees the f32 exp values; the matmul sees them cast.
-                    let mut acc = [0.0f32; LANES];
-                    for (c, x) in srow.iter_mut().enumerate() {
-                        let p = arith.p(*x, mu);
-                        acc[c % LANES] += p;
-                        *x = p_dtype.quantize_f32(p, p_rounding);
-                    }
-                    combine_lanes(acc)
-                }
-                RowSumOf::RoundedP => {
-                    for x in srow.iter_mut() {
-                        *x = p_dtype.quantize_f32(arith.p(*x, mu), p_rounding);
-                    }
-                    lane_sum(srow)
-                }
-            };
+            let sum = row_probs(recipe, &arith, srow, mu);
             l[r] = l[r] * a + sum;
         }
         pv_tile(&s, kv_tile, nr, &task.v, tile, &mut pv);

@@ -60,6 +60,63 @@ fn dots64(q: [&[f64]; 2], k: [&[f64]; 2]) -> [[f64; 2]; 2] {
     ]
 }
 
+/// AVX2 form of [`dots64`] (`dim` a multiple of 8): lanes 0-3 and 4-7 of each accumulator
+/// in two registers, separate multiply and add, the same combine tree.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dots64_avx2(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
+    use std::arch::x86_64::*;
+    assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+    let z = _mm256_setzero_pd();
+    let mut acc = [[[z; 2]; 2]; 2];
+    for d in (0..dim).step_by(8) {
+        let kv = [
+            [
+                _mm256_loadu_pd(k[0].as_ptr().add(d)),
+                _mm256_loadu_pd(k[0].as_ptr().add(d + 4)),
+            ],
+            [
+                _mm256_loadu_pd(k[1].as_ptr().add(d)),
+                _mm256_loadu_pd(k[1].as_ptr().add(d + 4)),
+            ],
+        ];
+        for r in 0..2 {
+            let x = [
+                _mm256_loadu_pd(q[r].as_ptr().add(d)),
+                _mm256_loadu_pd(q[r].as_ptr().add(d + 4)),
+            ];
+            for c in 0..2 {
+                for h in 0..2 {
+                    acc[r][c][h] = _mm256_add_pd(acc[r][c][h], _mm256_mul_pd(x[h], kv[c][h]));
+                }
+            }
+        }
+    }
+    let mut res = [[0.0f64; 2]; 2];
+    for r in 0..2 {
+        for c in 0..2 {
+            // combine8: t = lanes 0-3 + lanes 4-7; (t0 + t2) + (t1 + t3).
+            let t = _mm256_add_pd(acc[r][c][0], acc[r][c][1]);
+            let u = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd::<1>(t));
+            res[r][c] = _mm_cvtsd_f64(_mm_add_sd(u, _mm_unpackhi_pd(u, u)));
+        }
+    }
+    res
+}
+
+/// [`dots64`], through the AVX2 form when the CPU has it (same bits).
+#[inline(always)]
+fn dots64_any(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if dim % 8 == 0 && std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { dots64_avx2(q, k, dim) };
+        }
+    }
+    dots64(q, k)
+}
+
 /// Scores of rows `q` (pairs; an odd last row is paired with itself) against keys `lo..hi`.
 #[inline(always)]
 fn scores64(q: &[&[f64]], k: &[f64], dim: usize, lo: usize, hi: usize, out: &mut [f64]) {
@@ -70,9 +127,10 @@ fn scores64(q: &[&[f64]], k: &[f64], dim: usize, lo: usize, hi: usize, out: &mut
         let mut j = lo;
         while j < hi {
             let j2 = (j + 1).min(hi - 1);
-            let res = dots64(
+            let res = dots64_any(
                 [q[r], q[r2]],
                 [&k[j * dim..(j + 1) * dim], &k[j2 * dim..(j2 + 1) * dim]],
+                dim,
             );
             out[r * nk + j - lo] = res[0][0];
             out[r2 * nk + j2 - lo] = res[1][1];
@@ -110,10 +168,42 @@ fn chunk_generic(
     let lo = intervals.iter().map(|x| x.0).min().unwrap_or(0);
     let hi = intervals.iter().map(|x| x.1).max().unwrap_or(0).max(lo);
     let nk = hi - lo;
-    let mut s = vec![0.0f64; nr * nk];
+    // The score buffer is reused per thread (every element used is written first): a fresh
+    // half-megabyte allocation per task goes to mmap and serialises the threads on page
+    // faults.
+    let mut s = SCORES.with(|cell| cell.take());
+    s.clear();
+    s.resize(nr * nk, 0.0);
     if nk > 0 {
         scores64(q, k, dim, lo, hi, &mut s);
     }
+    rows_softmax(
+        &mut s, nk, lo, v, dim, mask, r0, scale, &intervals, out, lse,
+    );
+    SCORES.with(|cell| cell.replace(s));
+}
+
+thread_local! {
+    static SCORES: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Softmax and P V of the rows of one chunk from their scores `s` (`nr x nk`, keys from `lo`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn rows_softmax(
+    s: &mut [f64],
+    nk: usize,
+    lo: usize,
+    v: &[f64],
+    dim: usize,
+    mask: &BatchMask,
+    r0: usize,
+    scale: f64,
+    intervals: &[(usize, usize)],
+    out: &mut [f64],
+    lse: &mut [f64],
+) {
+    let nr = intervals.len();
     for r in 0..nr {
         let i = r0 + r;
         let (a, z) = intervals[r];
@@ -134,12 +224,18 @@ fn chunk_generic(
             lse[r] = f64::INFINITY;
             continue;
         }
+        // e_j = exp(s_j - m) for the row's keys (the slice exp is libm's exp bit for bit).
+        let e = &mut s[r * nk + a - lo..r * nk + z - lo];
+        for x in e.iter_mut() {
+            *x -= m;
+        }
+        super::vexp::exp_f64_slice(e);
         let mut l = 0.0f64;
         for j in a..z {
             if allowed(j) {
-                let e = math::exp_f64(s[r * nk + j - lo] - m);
-                l += e;
-                axpy64(orow, e, &v[j * dim..(j + 1) * dim]);
+                let ej = e[j - a];
+                l += ej;
+                axpy64(orow, ej, &v[j * dim..(j + 1) * dim]);
             }
         }
         for x in orow.iter_mut() {

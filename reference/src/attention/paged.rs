@@ -19,7 +19,8 @@ use super::flash::{run_rows, task_rows, write_padding, write_rows, AttentionOutp
 use super::mask::BatchMask;
 use super::params::Geometry;
 use super::recipe::Recipe;
-use super::rows::{HeadTask, Rows};
+use super::rows::{HeadTask, Rows, RowsResult};
+use super::split_kv::rows_result;
 use crate::formats::{bf16, f16};
 use crate::kv::{CacheGeometry, KvCacheLayout};
 use crate::parallel::{map_tasks, Threads};
@@ -192,6 +193,27 @@ pub fn gather(
     dense
 }
 
+/// The query rows of heads `h0..h0 + group` of a decode step (one query row) as one `Rows`,
+/// when the mask gives every such row the same keys (no explicit mask, and the structured
+/// interval of rows 1..group equal to row 0's).
+fn decode_group_rows<'a>(
+    g: &Geometry,
+    b: usize,
+    h0: usize,
+    query: &'a [f32],
+    explicit: bool,
+) -> Option<Rows<'a>> {
+    if g.lq[b] != 1 || g.group < 2 || explicit {
+        return None;
+    }
+    let m = BatchMask::structured(g.sparse, 1, g.lk[b]);
+    if (1..g.group).any(|r| m.interval(r) != m.interval(0)) {
+        return None;
+    }
+    let stride = g.q_offset(b, 0, h0 + 1) - g.q_offset(b, 0, h0);
+    Rows::new(query, g.q_offset(b, 0, h0), stride, g.group, g.head_dim)
+}
+
 /// PagedAttention with `recipe`: queries contiguous in the configuration's layout (the
 /// configuration's `kv_seq` is the table capacity `max_blocks * block_size`), K/V through the
 /// paged cache. KV tiles are the cache block size.
@@ -222,22 +244,58 @@ pub fn paged_attention(
     g.check_inputs(q_len, g.kv_len(), g.kv_len(), atten_mask.map(|m| m.len()))?;
     let blocks = validate_paged(g, kv)?;
     let chunk = task_rows(recipe);
-    let results = map_tasks(g.batch * g.kv_heads, threads, |t| {
-        let (b, kvh) = (t / g.kv_heads, t % g.kv_heads);
-        let lk = g.lk[b];
-        let kd = gather(kv.key_cache, kv.layout, &kv.cache, &blocks[b], kvh, lk);
-        let vd = gather(kv.value_cache, kv.layout, &kv.cache, &blocks[b], kvh, lk);
-        let mut res = Vec::new();
-        for h in kvh * g.group..(kvh + 1) * g.group {
-            let task = HeadTask {
-                q: Rows::new(
+    // Query rows of every (batch, head), built up front so a bad size is an error.
+    let mut q_rows = Vec::with_capacity(g.batch * g.heads);
+    for b in 0..g.batch {
+        for h in 0..g.heads {
+            q_rows.push(
+                Rows::new(
                     query,
                     g.q_offset(b, 0, h),
                     g.q_stride(),
                     g.lq[b],
                     g.head_dim,
                 )
-                .expect("query size checked above"),
+                .ok_or_else(|| AttentionError::param("query", "row outside the tensor"))?,
+            );
+        }
+    }
+    let results = map_tasks(g.batch * g.kv_heads, threads, |t| {
+        let (b, kvh) = (t / g.kv_heads, t % g.kv_heads);
+        let lk = g.lk[b];
+        let kd = gather(kv.key_cache, kv.layout, &kv.cache, &blocks[b], kvh, lk);
+        let vd = gather(kv.value_cache, kv.layout, &kv.cache, &blocks[b], kvh, lk);
+        let mut res = Vec::new();
+        let h0 = kvh * g.group;
+        if let Some(rows) = decode_group_rows(g, b, h0, query, atten_mask.is_some()) {
+            // Decode with a mask that does not depend on the row: the group's heads share
+            // K/V and mask, and a row's arithmetic never depends on the other rows of its
+            // tile, so the group runs as one tile (same bits as one tile per head; the tests
+            // compare against the per-head contiguous path).
+            let task = HeadTask {
+                q: rows,
+                k: Rows::dense(&kd, g.head_dim),
+                v: Rows::dense(&vd, g.head_dim),
+                mask: BatchMask::new(g, b, None),
+                scale: g.scale,
+            };
+            let all = rows_result(recipe, kv.cache.block_size, &task, 0..g.group);
+            let dim = g.head_dim;
+            for r in 0..g.group {
+                let one = RowsResult {
+                    out: all.out[r * dim..(r + 1) * dim].to_vec(),
+                    lse: vec![all.lse[r]],
+                    max: vec![all.max[r]],
+                    sum: vec![all.sum[r]],
+                    has_key: vec![all.has_key[r]],
+                };
+                res.push((h0 + r, 0, one));
+            }
+            return res;
+        }
+        for h in kvh * g.group..(kvh + 1) * g.group {
+            let task = HeadTask {
+                q: q_rows[b * g.heads + h],
                 k: Rows::dense(&kd, g.head_dim),
                 v: Rows::dense(&vd, g.head_dim),
                 mask: BatchMask::new(g, b, atten_mask),

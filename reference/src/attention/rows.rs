@@ -61,6 +61,12 @@ impl<'a> Rows<'a> {
         &self.data[o..o + self.dim]
     }
 
+    /// The backing slice, the offset of row 0 and the row stride (every row lies inside the
+    /// slice: the constructors check it).
+    pub fn raw(&self) -> (&'a [f32], usize, usize) {
+        (self.data, self.base, self.stride)
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.len

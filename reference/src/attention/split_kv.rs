@@ -52,9 +52,10 @@ pub fn split_rows(
             r
         })
         .collect();
-    if n_parts == 1 {
-        return partials.into_iter().next().expect("one partition");
-    }
+    let partials = match <[RowsResult; 1]>::try_from(partials) {
+        Ok([only]) => return only,
+        Err(all) => all,
+    };
     let nr = rows.len();
     let dim = task.q.dim();
     let mut out = vec![0.0f32; nr * dim];
