@@ -3,7 +3,7 @@
 
 use super::comparison::{byte_length_ok, fits, Comparison};
 use super::heatmap::HeatGeometry;
-use super::metrics::{fill_metrics, run_pass, sat, ElementRule, PassConfig};
+use super::metrics::{fill_metrics, run_baseline_pass, run_pass, sat, ElementRule, PassConfig};
 use super::policy::{CannDtype, CheckPolicy, PolicyError};
 use crate::results::OutputMetrics;
 use conform_reference::ops::{ElemType, Tensor};
@@ -202,15 +202,11 @@ pub fn evaluate(
     // A baseline pass first where the policy compares against one.
     let base = match (policy, baseline, oracle) {
         (CheckPolicy::CannDouble { .. } | CheckPolicy::ErrorRatio { .. }, Some(b), Some(o)) => {
-            let cfg = PassConfig {
-                rule: ElementRule::Comparable,
-                poison: &[],
-                ulp: false,
-                small_value: cann.and_then(CannDtype::small_value),
-                heat: None,
-                worst: false,
+            let small_value = match policy {
+                CheckPolicy::CannDouble { .. } => cann.and_then(CannDtype::small_value),
+                _ => None,
             };
-            Some(run_pass(b, b, o, &cfg, threads))
+            Some(run_baseline_pass(b, o, small_value, threads))
         }
         _ => None,
     };
@@ -247,7 +243,6 @@ pub fn evaluate(
     let cfg = PassConfig {
         rule,
         poison: cmp.poison,
-        ulp: true,
         small_value,
         heat: heat.as_ref(),
         worst: true,
@@ -291,11 +286,12 @@ pub fn evaluate(
     let mut put = |k: &str, v: f64| extra.push((k.to_string(), v));
     match *policy {
         CheckPolicy::Bitwise { .. } => {
-            let wrong = st.mismatches - st.unwritten - st.non_finite.min(st.mismatches);
-            if wrong > 0 {
+            // Unwritten elements are reported above; the rest differ in their bits.
+            let differ = st.mismatches - st.unwritten;
+            if differ > 0 {
                 reasons.push(format!(
-                    "{} of {} elements differ bitwise (max ULP {})",
-                    st.mismatches, st.numel, st.max_ulp
+                    "{differ} of {} elements differ bitwise (max ULP {})",
+                    st.numel, st.max_ulp
                 ));
             }
         }

@@ -72,70 +72,102 @@ impl HeatGeometry {
     }
 }
 
-/// One axis's coordinate as the flat index advances by one.
-#[derive(Clone, Copy, Debug)]
-struct AxisWalk {
-    idx: usize,
+/// Accumulates the heatmap of consecutive flat indices starting at `first`.
+///
+/// The cell only changes at multiples of the smaller of the two axis strides, so the walker
+/// keeps the running maximum of the current run in a register and only recomputes the cell
+/// (by division) at run boundaries.
+#[derive(Clone, Debug)]
+pub(crate) struct HeatAccumulator {
+    values: Vec<f64>,
+    /// Flat index where the current run starts.
+    pos: usize,
+    /// Elements left in the current run (same cell).
     left: usize,
-    stride: usize,
-    len: usize,
-}
-
-impl AxisWalk {
-    fn at(flat: usize, stride: usize, len: usize) -> AxisWalk {
-        AxisWalk {
-            idx: (flat / stride) % len,
-            left: stride - flat % stride,
-            stride,
-            len,
-        }
-    }
-
-    #[inline(always)]
-    fn step(&mut self) {
-        self.left -= 1;
-        if self.left == 0 {
-            self.left = self.stride;
-            self.idx += 1;
-            if self.idx == self.len {
-                self.idx = 0;
-            }
-        }
-    }
-}
-
-/// Walks the heatmap cell of consecutive flat indices starting at `flat`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CellWalker {
-    row: AxisWalk,
-    col: AxisWalk,
+    cell: usize,
+    run_max: f64,
+    row_stride: usize,
+    col_stride: usize,
+    row_len: usize,
+    col_len: usize,
     row_bucket: usize,
     col_bucket: usize,
     cols: usize,
 }
 
-impl CellWalker {
-    pub fn new(g: &HeatGeometry, flat: usize) -> CellWalker {
-        CellWalker {
-            row: AxisWalk::at(flat, g.row_stride, g.row_len),
-            col: AxisWalk::at(flat, g.col_stride, g.col_len),
+impl HeatAccumulator {
+    pub fn new(g: &HeatGeometry, first: usize) -> HeatAccumulator {
+        let mut h = HeatAccumulator {
+            values: vec![0.0; g.cells()],
+            pos: first,
+            left: 0,
+            cell: 0,
+            run_max: 0.0,
+            row_stride: g.row_stride,
+            col_stride: g.col_stride,
+            row_len: g.row_len,
+            col_len: g.col_len,
             row_bucket: g.row_bucket,
             col_bucket: g.col_bucket,
             cols: g.cols,
+        };
+        h.locate();
+        h
+    }
+
+    /// The cell of flat index `pos` and the length of its run.
+    fn locate(&mut self) {
+        let p = self.pos;
+        let row = (p / self.row_stride) % self.row_len;
+        let col = (p / self.col_stride) % self.col_len;
+        self.cell = (row / self.row_bucket) * self.cols + col / self.col_bucket;
+        self.left =
+            (self.row_stride - p % self.row_stride).min(self.col_stride - p % self.col_stride);
+    }
+
+    /// The cell of the current run (where the next element falls).
+    #[cfg(test)]
+    pub fn cell(&self) -> usize {
+        self.cell
+    }
+
+    /// Records the next element's error (0 for elements without one).
+    #[inline(always)]
+    pub fn add(&mut self, err: f64) {
+        if err > self.run_max {
+            self.run_max = err;
+        }
+        self.left -= 1;
+        if self.left == 0 {
+            self.next_run();
         }
     }
 
-    /// The cell of the current element.
-    #[inline(always)]
-    pub fn cell(&self) -> usize {
-        (self.row.idx / self.row_bucket) * self.cols + self.col.idx / self.col_bucket
+    #[inline(never)]
+    fn next_run(&mut self) {
+        self.flush();
+        self.pos += self.run_len_done();
+        self.locate();
     }
 
-    /// Moves to the next flat index.
-    #[inline(always)]
-    pub fn step(&mut self) {
-        self.row.step();
-        self.col.step();
+    /// Length of the run just finished (recomputed from the position).
+    fn run_len_done(&self) -> usize {
+        let p = self.pos;
+        (self.row_stride - p % self.row_stride).min(self.col_stride - p % self.col_stride)
+    }
+
+    fn flush(&mut self) {
+        let v = &mut self.values[self.cell];
+        if self.run_max > *v {
+            *v = self.run_max;
+        }
+        self.run_max = 0.0;
+    }
+
+    /// The grid, row-major.
+    pub fn finish(mut self) -> Vec<f64> {
+        self.flush();
+        self.values
     }
 }
 
@@ -162,20 +194,26 @@ mod tests {
     }
 
     #[test]
-    fn walker_matches_division_from_any_start() {
+    fn accumulator_matches_division_from_any_start() {
         let shape = [3, 5, 130, 7];
         let axes = names(&["b", "n", "s", "d"]);
         let g = HeatGeometry::for_axes(&shape, &axes).unwrap();
         let total: usize = shape.iter().product();
         for start in [0, 1, 6, 7, 911, total - 3] {
-            let mut w = CellWalker::new(&g, start);
+            let mut h = HeatAccumulator::new(&g, start);
+            let mut want = vec![0.0; g.cells()];
             for flat in start..total {
                 let s = (flat / g.row_stride) % g.row_len;
                 let n = (flat / g.col_stride) % g.col_len;
                 let expect = (s / g.row_bucket) * g.cols + n / g.col_bucket;
-                assert_eq!(w.cell(), expect, "flat {flat} from {start}");
-                w.step();
+                assert_eq!(h.cell(), expect, "flat {flat} from {start}");
+                let err = ((flat * 7919) % 1000) as f64;
+                if err > want[expect] {
+                    want[expect] = err;
+                }
+                h.add(err);
             }
+            assert_eq!(h.finish(), want, "from {start}");
         }
     }
 }

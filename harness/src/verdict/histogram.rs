@@ -30,20 +30,18 @@ pub(crate) const REL_MAX_EXP: i32 = 10;
 /// Bucket 0: exactly 0; bucket 1: below 2^REL_MIN_EXP; then one per binade; last: >= 2^REL_MAX_EXP.
 pub(crate) const REL_BUCKETS: usize = (REL_MAX_EXP - REL_MIN_EXP) as usize + 3;
 
-/// The relative-error bucket of a finite, non-negative relative error.
+/// The relative-error bucket of a finite, non-negative relative error (branch-free: the
+/// binade comes from the exponent field).
 #[inline(always)]
 pub(crate) fn rel_bucket(r: f64) -> usize {
-    if r == 0.0 {
-        return 0;
-    }
-    // floor(log2(r)) from the exponent field; subnormals fall in the lowest bucket anyway.
-    let e = ((r.to_bits() >> 52) & 0x7FF) as i32 - 1023;
-    if e < REL_MIN_EXP {
-        1
-    } else if e >= REL_MAX_EXP {
-        REL_BUCKETS - 1
+    let bits = r.to_bits();
+    // floor(log2(r)) for normal r; zero and subnormals give -1023 (the "below" bucket).
+    let e = ((bits >> 52) & 0x7FF) as i32 - 1023;
+    let k = (e - REL_MIN_EXP + 2).clamp(1, REL_BUCKETS as i32 - 1) as usize;
+    if bits == 0 {
+        0
     } else {
-        (e - REL_MIN_EXP) as usize + 2
+        k
     }
 }
 

@@ -21,13 +21,10 @@ pub(crate) trait Lane {
 /// Sign-magnitude float bits of width `W` to the ordered integer line.
 #[inline(always)]
 fn float_ord<const W: u32>(bits: u64) -> i64 {
-    let sign = 1u64 << (W - 1);
-    let mag = (bits & (sign - 1)) as i64;
-    if bits & sign != 0 {
-        -mag
-    } else {
-        mag
-    }
+    // Branch-free: negate the magnitude when the sign bit is set ((m ^ s) - s with s = 0 or -1).
+    let mag = (bits & ((1u64 << (W - 1)) - 1)) as i64;
+    let s = -(((bits >> (W - 1)) & 1) as i64);
+    (mag ^ s) - s
 }
 
 pub(crate) struct Bf16Lane;

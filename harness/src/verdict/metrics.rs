@@ -6,7 +6,7 @@
 //! order on one thread, so every figure is bitwise identical for any thread count. No memory
 //! is allocated per element.
 
-use super::heatmap::{CellWalker, HeatGeometry};
+use super::heatmap::{HeatAccumulator, HeatGeometry};
 use super::histogram::{
     labelled, rel_bucket, rel_label, ulp_bucket, ulp_label, REL_BUCKETS, ULP_BUCKETS,
 };
@@ -50,8 +50,6 @@ pub(crate) enum ElementRule {
     },
     /// Absolute error above `limit`.
     AbsAbove { limit: f64 },
-    /// Only elements that cannot be compared numerically fail.
-    Comparable,
 }
 
 /// What one pass computes.
@@ -60,8 +58,6 @@ pub(crate) struct PassConfig<'a> {
     pub rule: ElementRule,
     /// Bit patterns that mark an element the target never wrote.
     pub poison: &'a [u64],
-    /// Compute ULP distances (actual vs expected, same dtype).
-    pub ulp: bool,
     /// Split figures into small (|g| < .0) and normal values; count small values whose
     /// absolute error exceeds .1.
     pub small_value: Option<(f64, f64)>,
@@ -206,7 +202,27 @@ pub(crate) fn sat(x: f64) -> f64 {
     }
 }
 
+/// Interleaved histogram copies in the kernel.
+const LANES: usize = 4;
+/// Slots per histogram copy: a power of two above every bucket count, so a masked index needs
+/// no bounds check.
+const HIST_SLOTS: usize = 128;
+const _: () = assert!(ULP_BUCKETS <= HIST_SLOTS && REL_BUCKETS <= HIST_SLOTS);
+
+/// `max(m, x)` for values known not to be NaN (one `maxsd`, no NaN handling).
+#[inline(always)]
+fn fmax(m: f64, x: f64) -> f64 {
+    if x > m {
+        x
+    } else {
+        m
+    }
+}
+
 /// One chunk of the kernel: elements `first..first + n` of the three byte streams.
+///
+/// The hot accumulators are locals (kept in registers) and written to the chunk's
+/// [`PassStats`] once at the end.
 fn pass_chunk<A: Lane, G: Lane>(
     act: &[u8],
     exp: &[u8],
@@ -214,26 +230,50 @@ fn pass_chunk<A: Lane, G: Lane>(
     first: usize,
     cfg: &PassConfig<'_>,
 ) -> PassStats {
-    let mut st = PassStats::new(cfg.heat.map_or(0, HeatGeometry::cells));
-    let mut walker = cfg.heat.map(|g| CellWalker::new(g, first));
+    let mut st = PassStats::new(0);
+    let mut heat = cfg.heat.map(|g| HeatAccumulator::new(g, first));
     let poison = cfg.poison;
-    let is_poison = |b: u64| poison.contains(&b);
-    let elements = act
-        .chunks_exact(A::BYTES)
-        .zip(exp.chunks_exact(A::BYTES))
-        .zip(gold.chunks_exact(G::BYTES));
-    for (j, ((ab, eb), gb)) in elements.enumerate() {
-        let ab = A::load(ab);
-        let eb = A::load(eb);
-        let gbits = G::load(gb);
-        st.numel += 1;
-        let cell = walker.as_ref().map_or(0, CellWalker::cell);
-        if let Some(w) = walker.as_mut() {
-            w.step();
-        }
-        if !poison.is_empty() && is_poison(ab) && !is_poison(eb) {
-            st.unwritten += 1;
-            st.mismatches += 1;
+    // Usually one pattern: compare it directly, the rest (if any) by search.
+    let (check_poison, p0, p_rest) = match poison.split_first() {
+        Some((&p0, rest)) => (true, p0, rest),
+        None => (false, 0, &[][..]),
+    };
+    let is_poison = |b: u64| b == p0 || p_rest.contains(&b);
+    let rule = cfg.rule;
+    let (split_small, small, small_err) = match cfg.small_value {
+        Some((s, e)) => (true, s, e),
+        None => (false, 0.0, 0.0),
+    };
+
+    let (mut comparable, mut unwritten, mut non_finite_n, mut non_comparable) = (0u64, 0, 0, 0);
+    let (mut mismatches, mut ulp_nan_mismatch, mut max_ulp) = (0u64, 0u64, 0u64);
+    let (mut max_abs, mut max_rel_plain, mut max_rel) = (0f64, 0f64, 0f64);
+    let (mut sum_abs, mut sum_sq, mut sum_rel) = (0f64, 0f64, 0f64);
+    let (mut n_small, mut n_small_err, mut n_normal) = (0u64, 0u64, 0u64);
+    let (mut normal_sum_rel, mut normal_max_rel, mut normal_sum_sq) = (0f64, 0f64, 0f64);
+    // Histograms in LANES interleaved copies (element j counts in copy j % LANES), so runs of
+    // one bucket do not serialise on a single counter; summed at the end.
+    let mut ulp_hist = [[0u64; HIST_SLOTS]; LANES];
+    let mut rel_hist = [[0u64; HIST_SLOTS]; LANES];
+
+    let n = (act.len() / A::BYTES)
+        .min(exp.len() / A::BYTES)
+        .min(gold.len() / G::BYTES);
+    let (act, exp, gold) = (
+        &act[..n * A::BYTES],
+        &exp[..n * A::BYTES],
+        &gold[..n * G::BYTES],
+    );
+    for j in 0..n {
+        let ab = A::load(&act[j * A::BYTES..(j + 1) * A::BYTES]);
+        let eb = A::load(&exp[j * A::BYTES..(j + 1) * A::BYTES]);
+        let gbits = G::load(&gold[j * G::BYTES..(j + 1) * G::BYTES]);
+        if check_poison && is_poison(ab) && !is_poison(eb) {
+            if let Some(h) = heat.as_mut() {
+                h.add(0.0);
+            }
+            unwritten += 1;
+            mismatches += 1;
             if cfg.worst {
                 st.worst.offer(Candidate {
                     flat: first + j,
@@ -253,62 +293,63 @@ fn pass_chunk<A: Lane, G: Lane>(
         let a_nan = A::is_nan(ab);
         let e_nan = A::is_nan(eb);
         let non_finite = !av.is_finite() && ev.is_finite();
-        st.non_finite += non_finite as u64;
+        non_finite_n += non_finite as u64;
 
-        // ULP distance against `expected`, in the output dtype.
-        let mut ulp = None;
-        if cfg.ulp {
-            if a_nan || e_nan {
-                if a_nan && e_nan {
-                    ulp = Some(0);
-                    st.ulp_hist[0] += 1;
-                } else {
-                    st.ulp_nan_mismatch += 1;
-                }
+        // ULP distance against `expected`, in the output dtype (None: NaN against a number).
+        let ulp = if a_nan || e_nan {
+            if a_nan && e_nan {
+                ulp_hist[j % LANES][0] += 1;
+                Some(0)
             } else {
-                let d = ulp_distance::<A>(ab, eb);
-                st.max_ulp = st.max_ulp.max(d);
-                st.ulp_hist[ulp_bucket(d)] += 1;
-                ulp = Some(d);
+                ulp_nan_mismatch += 1;
+                None
             }
-        }
+        } else {
+            let d = ulp_distance::<A>(ab, eb);
+            max_ulp = max_ulp.max(d);
+            ulp_hist[j % LANES][ulp_bucket(d) & (HIST_SLOTS - 1)] += 1;
+            Some(d)
+        };
 
-        let comparable = av.is_finite() && gv.is_finite();
-        let (d, rel) = if comparable {
+        let is_comparable = av.is_finite() && gv.is_finite();
+        let ag = gv.abs();
+        let (d, rel) = if is_comparable {
             let d = sat((av - gv).abs());
-            let ag = gv.abs();
             let rel = sat(d / (ag + CANN_EPS));
-            st.comparable += 1;
-            st.max_abs = st.max_abs.max(d);
-            if ag != 0.0 {
-                st.max_rel_plain = st.max_rel_plain.max(sat(d / ag));
+            comparable += 1;
+            max_abs = fmax(max_abs, d);
+            // max |a-g|/|g|: divide only where the quotient may beat the current maximum
+            // (the margin keeps every candidate whose rounded quotient is larger).
+            if d > max_rel_plain * ag * 0.999_999 && ag != 0.0 {
+                max_rel_plain = fmax(max_rel_plain, sat(d / ag));
             }
-            st.sum_abs += d;
-            st.sum_sq += d * d;
-            st.sum_rel += rel;
-            st.max_rel = st.max_rel.max(rel);
-            st.rel_hist[rel_bucket(rel)] += 1;
-            if let Some((small, small_err)) = cfg.small_value {
+            sum_abs += d;
+            sum_sq += d * d;
+            sum_rel += rel;
+            max_rel = fmax(max_rel, rel);
+            rel_hist[j % LANES][rel_bucket(rel) & (HIST_SLOTS - 1)] += 1;
+            if split_small {
                 if ag < small {
-                    st.small += 1;
-                    st.small_err += (d > small_err) as u64;
+                    n_small += 1;
+                    n_small_err += (d > small_err) as u64;
                 } else {
-                    st.normal += 1;
-                    st.normal_sum_rel += rel;
-                    st.normal_max_rel = st.normal_max_rel.max(rel);
-                    st.normal_sum_sq += d * d;
+                    n_normal += 1;
+                    normal_sum_rel += rel;
+                    normal_max_rel = fmax(normal_max_rel, rel);
+                    normal_sum_sq += d * d;
                 }
-            }
-            if walker.is_some() && d > st.heat[cell] {
-                st.heat[cell] = d;
             }
             (d, rel)
         } else {
-            st.non_comparable += 1;
+            non_comparable += 1;
             (0.0, 0.0)
         };
 
-        let rule_fails = match cfg.rule {
+        if let Some(h) = heat.as_mut() {
+            h.add(d);
+        }
+
+        let rule_fails = match rule {
             ElementRule::Bitwise { nan_bits } => {
                 if !nan_bits && a_nan && e_nan {
                     false
@@ -318,39 +359,32 @@ fn pass_chunk<A: Lane, G: Lane>(
             }
             ElementRule::Ulp { max } => match ulp {
                 Some(u) => u > max,
-                None => {
-                    if a_nan || e_nan {
-                        !(a_nan && e_nan)
-                    } else {
-                        ulp_distance::<A>(ab, eb) > max
-                    }
-                }
+                None => true,
             },
             ElementRule::Allclose { atol, rtol } => {
-                !comparable || (d > atol && d / (gv.abs() + FLASHINFER_EPS) > rtol)
+                !is_comparable || (d > atol && d / (ag + FLASHINFER_EPS) > rtol)
             }
-            ElementRule::RelAbove { limit } => !comparable || rel > limit,
-            ElementRule::Mixed { t } => !comparable || d > t + t * gv.abs(),
+            ElementRule::RelAbove { limit } => !is_comparable || rel > limit,
+            ElementRule::Mixed { t } => !is_comparable || d > t + t * ag,
             ElementRule::CannDouble {
                 rel_limit,
                 small,
                 small_err,
             } => {
-                !comparable
-                    || if gv.abs() < small {
+                !is_comparable
+                    || if ag < small {
                         d > small_err
                     } else {
                         rel > rel_limit
                     }
             }
-            ElementRule::AbsAbove { limit } => !comparable || d > limit,
-            ElementRule::Comparable => !comparable,
+            ElementRule::AbsAbove { limit } => !is_comparable || d > limit,
         };
         let fails = rule_fails || non_finite;
-        st.mismatches += fails as u64;
+        mismatches += fails as u64;
 
         if cfg.worst {
-            if comparable {
+            if is_comparable {
                 if d > st.worst.floor() {
                     st.worst.offer(Candidate {
                         flat: first + j,
@@ -375,6 +409,37 @@ fn pass_chunk<A: Lane, G: Lane>(
             }
         }
     }
+    if let Some(h) = heat {
+        st.heat = h.finish();
+    }
+    st.numel = n as u64;
+    st.comparable = comparable;
+    st.unwritten = unwritten;
+    st.non_finite = non_finite_n;
+    st.non_comparable = non_comparable;
+    st.mismatches = mismatches;
+    st.max_abs = max_abs;
+    st.max_rel_plain = max_rel_plain;
+    st.sum_abs = sum_abs;
+    st.sum_sq = sum_sq;
+    st.sum_rel = sum_rel;
+    st.max_rel = max_rel;
+    st.max_ulp = max_ulp;
+    st.ulp_nan_mismatch = ulp_nan_mismatch;
+    for lane in 0..LANES {
+        for (t, c) in st.ulp_hist.iter_mut().zip(&ulp_hist[lane]) {
+            *t += c;
+        }
+        for (t, c) in st.rel_hist.iter_mut().zip(&rel_hist[lane]) {
+            *t += c;
+        }
+    }
+    st.small = n_small;
+    st.small_err = n_small_err;
+    st.normal = n_normal;
+    st.normal_sum_rel = normal_sum_rel;
+    st.normal_max_rel = normal_max_rel;
+    st.normal_sum_sq = normal_sum_sq;
     st
 }
 
@@ -403,6 +468,118 @@ fn pass_typed<A: Lane, G: Lane>(
         total.absorb(p);
     }
     total
+}
+
+/// One chunk of the baseline pass: only the figures the baseline policies read (comparable
+/// and non-comparable counts, max and sum of |b-g|, the small-value split).
+fn baseline_chunk<A: Lane, G: Lane>(
+    base: &[u8],
+    gold: &[u8],
+    small_value: Option<(f64, f64)>,
+) -> PassStats {
+    let mut st = PassStats::new(0);
+    let (split_small, small, small_err) = match small_value {
+        Some((s, e)) => (true, s, e),
+        None => (false, 0.0, 0.0),
+    };
+    let (mut numel, mut comparable) = (0u64, 0u64);
+    let (mut max_abs, mut sum_abs) = (0f64, 0f64);
+    let (mut n_small_err, mut n_normal) = (0u64, 0u64);
+    let (mut normal_sum_rel, mut normal_max_rel, mut normal_sum_sq) = (0f64, 0f64, 0f64);
+    for (bb, gb) in base.chunks_exact(A::BYTES).zip(gold.chunks_exact(G::BYTES)) {
+        numel += 1;
+        let bv = A::value(A::load(bb));
+        let gv = G::value(G::load(gb));
+        if !(bv.is_finite() && gv.is_finite()) {
+            continue;
+        }
+        comparable += 1;
+        let d = sat((bv - gv).abs());
+        max_abs = fmax(max_abs, d);
+        sum_abs += d;
+        if split_small {
+            let ag = gv.abs();
+            if ag < small {
+                n_small_err += (d > small_err) as u64;
+            } else {
+                let rel = sat(d / (ag + CANN_EPS));
+                n_normal += 1;
+                normal_sum_rel += rel;
+                normal_max_rel = fmax(normal_max_rel, rel);
+                normal_sum_sq += d * d;
+            }
+        }
+    }
+    st.numel = numel;
+    st.comparable = comparable;
+    st.non_comparable = numel - comparable;
+    st.max_abs = max_abs;
+    st.sum_abs = sum_abs;
+    st.small = if split_small {
+        comparable - n_normal
+    } else {
+        0
+    };
+    st.small_err = n_small_err;
+    st.normal = if split_small { n_normal } else { 0 };
+    st.normal_sum_rel = normal_sum_rel;
+    st.normal_max_rel = normal_max_rel;
+    st.normal_sum_sq = normal_sum_sq;
+    st
+}
+
+/// The baseline pass: `baseline` against `golden` (same element count; golden of the same
+/// dtype or F64), fixed chunks combined in order like [`run_pass`]. Fills the counts, the
+/// absolute-error max and sum, and the small-value split (`small_value`); nothing else.
+pub(crate) fn run_baseline_pass(
+    baseline: &Tensor,
+    golden: &Tensor,
+    small_value: Option<(f64, f64)>,
+    threads: Threads,
+) -> PassStats {
+    let numel = baseline.numel();
+    let golden_f64 = golden.dtype == ElemType::F64 && baseline.dtype != ElemType::F64;
+    fn typed<A: Lane, G: Lane>(
+        b: &[u8],
+        g: &[u8],
+        numel: usize,
+        small_value: Option<(f64, f64)>,
+        threads: Threads,
+    ) -> PassStats {
+        let parts = map_tasks(numel.div_ceil(CHUNK), threads, |c| {
+            let lo = c * CHUNK;
+            let hi = (lo + CHUNK).min(numel);
+            baseline_chunk::<A, G>(
+                &b[lo * A::BYTES..hi * A::BYTES],
+                &g[lo * G::BYTES..hi * G::BYTES],
+                small_value,
+            )
+        });
+        let mut total = PassStats::new(0);
+        for p in &parts {
+            total.absorb(p);
+        }
+        total
+    }
+    let (b, g) = (&baseline.data[..], &golden.data[..]);
+    macro_rules! lane {
+        ($lane:ty) => {
+            if golden_f64 {
+                typed::<$lane, F64Lane>(b, g, numel, small_value, threads)
+            } else {
+                typed::<$lane, $lane>(b, g, numel, small_value, threads)
+            }
+        };
+    }
+    match baseline.dtype {
+        ElemType::Bf16 => lane!(Bf16Lane),
+        ElemType::F16 => lane!(F16Lane),
+        ElemType::F32 => lane!(F32Lane),
+        ElemType::F64 => typed::<F64Lane, F64Lane>(b, g, numel, small_value, threads),
+        ElemType::U8 => lane!(U8Lane),
+        ElemType::I32 => lane!(I32Lane),
+        ElemType::I64 => lane!(I64Lane),
+    }
 }
 
 /// Runs one pass. `actual` and `expected` share a dtype and length; `golden` has the same
@@ -511,4 +688,59 @@ pub(crate) fn fill_metrics(
         })
         .collect();
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baseline_pass_agrees_with_the_full_kernel_on_every_figure_it_fills() {
+        let n = CHUNK + 1000;
+        let oracle: Vec<f64> = (0..n)
+            .map(|i| {
+                let x = ((i * 7919) % 10007) as f64 / 10007.0 - 0.5;
+                if i % 977 == 0 {
+                    f64::NAN
+                } else {
+                    x * 2f64.powi((i % 13) as i32 - 9)
+                }
+            })
+            .collect();
+        let base: Vec<u16> = oracle
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| ((v as f32).to_bits() >> 16) as u16 ^ (i % 3 == 0) as u16)
+            .collect();
+        let b = Tensor::from_bits16(ElemType::Bf16, vec![n], &base);
+        let o = Tensor::from_f64(vec![n], &oracle);
+        let small = Some((2f64.powi(-8), 2f64.powi(-16)));
+        let cfg = PassConfig {
+            rule: ElementRule::AbsAbove {
+                limit: f64::INFINITY,
+            },
+            poison: &[],
+            small_value: small,
+            heat: None,
+            worst: false,
+        };
+        for threads in [Threads(1), Threads(3)] {
+            let full = run_pass(&b, &b, &o, &cfg, threads);
+            let lean = run_baseline_pass(&b, &o, small, threads);
+            assert_eq!(
+                (lean.numel, lean.comparable, lean.non_comparable),
+                (full.numel, full.comparable, full.non_comparable)
+            );
+            assert_eq!((lean.max_abs, lean.sum_abs), (full.max_abs, full.sum_abs));
+            assert_eq!(
+                (lean.small, lean.small_err, lean.normal),
+                (full.small, full.small_err, full.normal)
+            );
+            assert_eq!(
+                (lean.normal_sum_rel, lean.normal_max_rel, lean.normal_sum_sq),
+                (full.normal_sum_rel, full.normal_max_rel, full.normal_sum_sq)
+            );
+            assert!(lean.small_err > 0 && lean.non_comparable > 0);
+        }
+    }
 }
