@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
         .zip(0u64..)
         .map(|(&v, i)| v * (1.0 + ((i % 7) as f64 - 3.0) * 1e-4))
         .collect();
-    let o = Tensor::from_f64(e.shape.clone(), &oracle_values);
+    let o = Tensor::of_f64(e.shape.clone(), &oracle_values);
     drop(oracle_values);
     let cmp_oracle = cmp.with_oracle(&o).with_baseline(&b);
 

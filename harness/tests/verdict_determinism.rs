@@ -55,7 +55,7 @@ fn figures_are_identical_for_1_2_and_7_threads() {
     let a = Tensor::from_bits16(ElemType::Bf16, shape.to_vec(), &act);
     let e = Tensor::from_bits16(ElemType::Bf16, shape.to_vec(), &exp);
     let b = Tensor::from_bits16(ElemType::Bf16, shape.to_vec(), &base);
-    let o = Tensor::from_f64(shape.to_vec(), &oracle);
+    let o = Tensor::of_f64(shape.to_vec(), &oracle);
     let poison = [0x7FA5u64];
     let cmp = Comparison::new(&spec, &a, &e)
         .with_oracle(&o)

@@ -182,7 +182,7 @@ fn nan_or_inf_where_finite_is_expected_fails_every_policy_whatever_the_tolerance
     let s = spec(ElemType::Bf16, &[n], &["d"]);
     let values: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
     let e = bf16(&[n], &values);
-    let oracle = Tensor::from_f64(
+    let oracle = Tensor::of_f64(
         vec![n],
         &values.iter().map(|&v| v as f64).collect::<Vec<_>>(),
     );
@@ -214,7 +214,7 @@ fn numeric_policies_never_pass_nan_even_where_nan_is_expected() {
     let s = spec(ElemType::Bf16, &[2], &["d"]);
     let e = bf16_bits(&[2], &[0x7FC0, 0x3F80]);
     let a = bf16_bits(&[2], &[0x7FC0, 0x3F80]);
-    let oracle = Tensor::from_f64(vec![2], &[f64::NAN, 1.0]);
+    let oracle = Tensor::of_f64(vec![2], &[f64::NAN, 1.0]);
     for p in every_policy_lenient() {
         let cmp = Comparison::new(&s, &a, &e)
             .with_oracle(&oracle)
@@ -313,7 +313,7 @@ fn harness_side_problems_are_typed_errors() {
         ),
         "{err}"
     );
-    let oracle = Tensor::from_f64(vec![2], &[1.0, 2.0]);
+    let oracle = Tensor::of_f64(vec![2], &[1.0, 2.0]);
     let err = evaluate(
         &CheckPolicy::ErrorRatio {
             max_ratio: 2.0,
@@ -473,7 +473,7 @@ fn cann_single_checks_mere_below_t_and_mare_below_ten_t() {
 fn cann_single_measures_against_the_oracle_when_one_is_given() {
     let s = spec(ElemType::Bf16, &[1], &["d"]);
     let e = bf16(&[1], &[1.0]);
-    let oracle = Tensor::from_f64(vec![1], &[1.001]);
+    let oracle = Tensor::of_f64(vec![1], &[1.001]);
     let m = run(
         &CheckPolicy::CannSingle {},
         &Comparison::new(&s, &e, &e).with_oracle(&oracle),
@@ -562,7 +562,7 @@ fn double_fixture() -> DoubleFixture {
     ];
     DoubleFixture {
         spec: spec(ElemType::Bf16, &[8], &["d"]),
-        oracle: Tensor::from_f64(vec![8], &oracle),
+        oracle: Tensor::of_f64(vec![8], &oracle),
         baseline: bf16(&[8], &baseline),
     }
 }
@@ -645,7 +645,7 @@ fn cann_double_counts_small_value_errors_separately_against_twice_the_baseline_c
 #[test]
 fn error_ratio_applies_the_flash_attention_max_and_mean_rules() {
     let s = spec(ElemType::F32, &[4], &["d"]);
-    let oracle = Tensor::from_f64(vec![4], &[1.0, 2.0, 3.0, 4.0]);
+    let oracle = Tensor::of_f64(vec![4], &[1.0, 2.0, 3.0, 4.0]);
     let e = Tensor::from_f32(vec![4], &[1.0, 2.0, 3.0, 4.0]);
     let u = 2f32.powi(-7);
     // Baseline: max error 2^-7, mean 2^-8.
@@ -723,8 +723,8 @@ fn rounded_expectations_from_the_reference_compare_as_their_oracle_within_half_a
     // most half a bf16 ULP, 2^-8 relative in [1, 2), inside the cann_single thresholds.
     let n = 4096;
     let vals: Vec<f64> = (0..n).map(|i| 1.0 + i as f64 / 4097.0).collect();
-    let oracle = Tensor::from_f64(vec![n], &vals);
-    let e = Tensor::from_f64_rounded(ElemType::Bf16, vec![n], &vals, Rounding::RNE);
+    let oracle = Tensor::of_f64(vec![n], &vals);
+    let e = Tensor::round_values(ElemType::Bf16, vec![n], &vals, Rounding::RNE);
     let s = spec(ElemType::Bf16, &[n], &["d"]);
     let m = run(
         &CheckPolicy::CannSingle {},

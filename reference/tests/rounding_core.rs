@@ -31,7 +31,7 @@ fn bf16_fast_path_equals_generic_rounder_on_a_spread_of_inputs() {
                 Rounding::ieee(mode).saturating(),
             ] {
                 let fast = f32_to_bf16(x, r);
-                let slow = Exact::from_f32(x).round_to(&BFLOAT16, r) as u16;
+                let slow = Exact::of_f32(x).round_to(&BFLOAT16, r) as u16;
                 assert_eq!(fast, slow, "x={:#010x} {:?}", x.to_bits(), r);
             }
         }

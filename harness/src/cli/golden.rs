@@ -43,10 +43,10 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
                 println!("{}", messages::golden::nothing_to_accept());
                 Ok(exit_code::SUCCESS)
             }
-            Some((moved, removed)) => {
+            Some(done) => {
                 println!(
                     "{}",
-                    messages::golden::accept_done(moved.len(), removed.len())
+                    messages::golden::accept_done(done.moved.len(), done.removed.len())
                 );
                 Ok(exit_code::SUCCESS)
             }

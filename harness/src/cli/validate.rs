@@ -38,9 +38,16 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
     let dir = if args.worker.is_dir() {
         args.worker.clone()
     } else {
-        args.worker.parent().map(|p| p.to_path_buf()).unwrap_or_else(|| PathBuf::from("."))
+        args.worker
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|| PathBuf::from("."))
     };
-    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
     let worker = match WorkerTarget::from_dir(&paths.root, &dir) {
         Ok(w) => w,
         Err(e) => {
@@ -49,9 +56,14 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         }
     };
     println!("{}", messages::validate_start(worker.name(), &args.out));
-    std::fs::create_dir_all(&args.out).map_err(|e| anyhow::anyhow!("{}: {e}", args.out.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.out.display()))?;
     let run_args = RunArgs {
-        select: SelectArgs { suites: args.suites.clone(), filter: args.filter.clone(), tier: Some(args.tier.clone()) },
+        select: SelectArgs {
+            suites: args.suites.clone(),
+            filter: args.filter.clone(),
+            tier: Some(args.tier.clone()),
+        },
         fresh_seeds: true,
         perf: true,
         hardware: args.hardware.clone(),

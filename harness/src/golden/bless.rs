@@ -152,9 +152,17 @@ pub fn bless(
     Ok(review)
 }
 
-/// Moves staged `.new` files into place. Returns the files moved in and removed; `Ok(None)`
-/// when nothing is staged.
-pub fn accept(golden: &Path) -> Result<Option<(Vec<PathBuf>, Vec<PathBuf>)>, GoldenError> {
+/// What accept did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Accepted {
+    /// Files moved into the store (the manifest last).
+    pub moved: Vec<PathBuf>,
+    /// Files of cases that no longer exist, removed.
+    pub removed: Vec<PathBuf>,
+}
+
+/// Moves staged `.new` files into place; `Ok(None)` when nothing is staged.
+pub fn accept(golden: &Path) -> Result<Option<Accepted>, GoldenError> {
     let manifest = manifest_path(golden);
     let staged_manifest = new_path(&manifest);
     if !staged_manifest.exists() {
@@ -216,7 +224,7 @@ pub fn accept(golden: &Path) -> Result<Option<(Vec<PathBuf>, Vec<PathBuf>)>, Gol
     })?;
     moved.push(manifest);
     prune_empty_dirs(golden);
-    Ok(Some((moved, removed)))
+    Ok(Some(Accepted { moved, removed }))
 }
 
 fn staged_files(golden: &Path) -> Result<Vec<PathBuf>, GoldenError> {

@@ -2,7 +2,7 @@
 
 use super::case::Case;
 use super::error::{line_col, SuiteError};
-use super::schema::{Entry, PerfSettings, SuiteFile, Tier};
+use super::schema::{Entry, SuiteFile, Tier};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -272,7 +272,7 @@ fn resolve(
             .perf
             .clone()
             .or_else(|| d.perf.clone())
-            .unwrap_or_else(PerfSettings::default),
+            .unwrap_or_default(),
         budget: entry.budget.clone().or_else(|| d.budget.clone()),
         seed: entry.seed.or(d.seed).unwrap_or(0),
         description: entry

@@ -713,7 +713,7 @@ mod tests {
             .map(|(i, &v)| ((v as f32).to_bits() >> 16) as u16 ^ (i % 3 == 0) as u16)
             .collect();
         let b = Tensor::from_bits16(ElemType::Bf16, vec![n], &base);
-        let o = Tensor::from_f64(vec![n], &oracle);
+        let o = Tensor::of_f64(vec![n], &oracle);
         let small = Some((2f64.powi(-8), 2f64.powi(-16)));
         let cfg = PassConfig {
             rule: ElementRule::AbsAbove {

@@ -76,7 +76,7 @@ pub fn exact_product(factors: &[f32]) -> Exact {
     let mut infinite = false;
     let mut zero = false;
     for &f in factors {
-        match Exact::from_f32(f) {
+        match Exact::of_f32(f) {
             Exact::Nan { .. } => return Exact::Nan { negative: false },
             Exact::Infinity { negative: n } => {
                 negative ^= n;

@@ -15,5 +15,5 @@ pub fn f64_to_f32(x: f64, rounding: Rounding) -> f32 {
     {
         return x as f32;
     }
-    f32::from_bits(Exact::from_f64(x).round_to(&FLOAT32, rounding) as u32)
+    f32::from_bits(Exact::of_f64(x).round_to(&FLOAT32, rounding) as u32)
 }

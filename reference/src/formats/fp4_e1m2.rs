@@ -53,11 +53,11 @@ pub fn exact_to_e1m2(x: Exact, rounding: Rounding) -> u8 {
 /// Rounds an f32 to E1M2 in one step; the code is in the low nibble.
 #[inline]
 pub fn f32_to_e1m2(x: f32, rounding: Rounding) -> u8 {
-    exact_to_e1m2(Exact::from_f32(x), rounding)
+    exact_to_e1m2(Exact::of_f32(x), rounding)
 }
 
 /// Rounds an f64 to E1M2 in one step.
 #[inline]
 pub fn f64_to_e1m2(x: f64, rounding: Rounding) -> u8 {
-    exact_to_e1m2(Exact::from_f64(x), rounding)
+    exact_to_e1m2(Exact::of_f64(x), rounding)
 }

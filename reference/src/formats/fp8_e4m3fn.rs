@@ -52,11 +52,11 @@ pub fn exact_to_e4m3fn(x: Exact, rounding: Rounding) -> u8 {
 /// Rounds an f32 to E4M3FN in one step.
 #[inline]
 pub fn f32_to_e4m3fn(x: f32, rounding: Rounding) -> u8 {
-    exact_to_e4m3fn(Exact::from_f32(x), rounding)
+    exact_to_e4m3fn(Exact::of_f32(x), rounding)
 }
 
 /// Rounds an f64 to E4M3FN in one step.
 #[inline]
 pub fn f64_to_e4m3fn(x: f64, rounding: Rounding) -> u8 {
-    exact_to_e4m3fn(Exact::from_f64(x), rounding)
+    exact_to_e4m3fn(Exact::of_f64(x), rounding)
 }

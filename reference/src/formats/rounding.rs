@@ -201,7 +201,7 @@ pub enum Exact {
 impl Exact {
     /// Decomposes an f32 exactly.
     #[inline]
-    pub fn from_f32(x: f32) -> Exact {
+    pub fn of_f32(x: f32) -> Exact {
         let b = x.to_bits();
         let negative = b >> 31 != 0;
         let e = ((b >> 23) & 0xFF) as i32;
@@ -224,7 +224,7 @@ impl Exact {
 
     /// Decomposes an f64 exactly.
     #[inline]
-    pub fn from_f64(x: f64) -> Exact {
+    pub fn of_f64(x: f64) -> Exact {
         let b = x.to_bits();
         let negative = b >> 63 != 0;
         let e = ((b >> 52) & 0x7FF) as i32;

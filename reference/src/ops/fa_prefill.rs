@@ -208,7 +208,7 @@ pub(crate) fn values_tensor(
             row.fill(f64::NAN);
         }
     }
-    Tensor::from_f64_rounded(et, shape, &v, Rounding::RNE)
+    Tensor::round_values(et, shape, &v, Rounding::RNE)
 }
 
 /// Decodes a float input to f32 values (exact for bf16/f16/f32).
@@ -227,7 +227,7 @@ pub(crate) fn recipe_outputs(g: &Geometry, out: &[f32], lse: Option<&[f32]>) -> 
     // The values are already rounded to the output dtype, so this rounding is exact.
     m.insert(
         "attention_out".to_string(),
-        Tensor::from_f64_rounded(ElemType::from(g.dtype), g.out_shape(), &vals, Rounding::RNE),
+        Tensor::round_values(ElemType::from(g.dtype), g.out_shape(), &vals, Rounding::RNE),
     );
     if let Some(l) = lse {
         m.insert(
@@ -243,12 +243,12 @@ pub(crate) fn oracle_outputs(g: &Geometry, out: &[f64], lse: &[f64]) -> TensorMa
     let mut m = TensorMap::new();
     m.insert(
         "attention_out".to_string(),
-        Tensor::from_f64(g.out_shape(), out),
+        Tensor::of_f64(g.out_shape(), out),
     );
     if g.softmax_lse_flag {
         m.insert(
             "softmax_lse".to_string(),
-            Tensor::from_f64(g.lse_shape(), lse),
+            Tensor::of_f64(g.lse_shape(), lse),
         );
     }
     m

@@ -392,7 +392,7 @@ impl OpFamily for Fp4Family {
                 }
                 "x" => {
                     let v = ctx.values(c.m * c.k, &super::special_values(ElemType::Bf16));
-                    Tensor::from_f64_rounded(ElemType::Bf16, s.shape.clone(), &v, Rounding::RNE)
+                    Tensor::round_values(ElemType::Bf16, s.shape.clone(), &v, Rounding::RNE)
                 }
                 other => return Err(failed(self.op(), format!("no generator for `{other}`"))),
             };
@@ -453,7 +453,7 @@ impl OpFamily for Fp4Family {
             };
             return Ok(TensorMap::from([(
                 out_spec.name.clone(),
-                Tensor::from_f64(out_spec.shape.clone(), &values),
+                Tensor::of_f64(out_spec.shape.clone(), &values),
             )]));
         }
         let r = self.recipe(recipe, &c)?;

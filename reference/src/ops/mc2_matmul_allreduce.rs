@@ -184,7 +184,7 @@ impl OpFamily for Mc2MatmulAllReduce {
             let v = ctx.values(n, &special);
             out.insert(
                 spec.name.clone(),
-                Tensor::from_f64_rounded(et, spec.shape.clone(), &v, Rounding::RNE),
+                Tensor::round_values(et, spec.shape.clone(), &v, Rounding::RNE),
             );
         }
         Ok(out)
@@ -237,7 +237,7 @@ impl OpFamily for Mc2MatmulAllReduce {
             }
             return Ok(TensorMap::from([(
                 "out".to_string(),
-                Tensor::from_f64(outs[0].shape.clone(), &out),
+                Tensor::of_f64(outs[0].shape.clone(), &out),
             )]));
         }
         let numerics = numerics(recipe, dtype).ok_or_else(|| OpError::UnknownRecipe {

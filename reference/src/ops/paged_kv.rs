@@ -342,7 +342,7 @@ fn generate_cache(
         .map(|s| s as i64)
         .collect();
     let values = ctx.values(old.len() * g.row_len(), &special_values(case.dtype));
-    let rows = Tensor::from_f64_rounded(
+    let rows = Tensor::round_values(
         case.dtype,
         vec![old.len(), g.row_len()],
         &values,
@@ -426,7 +426,7 @@ impl OpFamily for PagedKv {
             let v = ctx.values(case.num_tokens * g.row_len(), &special);
             out.insert(
                 name.to_string(),
-                Tensor::from_f64_rounded(case.dtype, row_shape.clone(), &v, Rounding::RNE),
+                Tensor::round_values(case.dtype, row_shape.clone(), &v, Rounding::RNE),
             );
         }
         let slot_tensor = match case.slot_dtype {
@@ -507,7 +507,7 @@ impl OpFamily for PagedKv {
                 data,
             };
             let t = if recipe == ORACLE {
-                Tensor::from_f64(t.shape.clone(), &t.to_f64_vec())
+                Tensor::of_f64(t.shape.clone(), &t.to_f64_vec())
             } else {
                 t
             };

@@ -142,7 +142,7 @@ impl Tensor {
     }
 
     /// An f64 tensor.
-    pub fn from_f64(shape: Vec<usize>, values: &[f64]) -> Tensor {
+    pub fn of_f64(shape: Vec<usize>, values: &[f64]) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), values.len());
         Tensor {
             dtype: ElemType::F64,
@@ -183,14 +183,14 @@ impl Tensor {
     }
 
     /// A floating tensor of `dtype` holding `values` rounded ONCE from f64 with `rounding`.
-    pub fn from_f64_rounded(
+    pub fn round_values(
         dtype: ElemType,
         shape: Vec<usize>,
         values: &[f64],
         rounding: Rounding,
     ) -> Tensor {
         match dtype {
-            ElemType::F64 => Tensor::from_f64(shape, values),
+            ElemType::F64 => Tensor::of_f64(shape, values),
             ElemType::F32 => {
                 let v: Vec<f32> = values
                     .iter()
