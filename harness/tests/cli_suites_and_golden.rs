@@ -1,0 +1,198 @@
+//! The `conform` binary's contract for suites and the golden store: errors name the file,
+//! line and key; a damaged golden file names its case; golden data changes only through
+//! bless (never under CI) and accept; documented exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn conform(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_conform"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .env_remove("CI")
+        .output()
+        .expect("conform runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        let dest = to.join(e.file_name());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+/// A scratch project holding a copy of the repository's suites and golden store.
+fn scratch_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("suites"), &dir.path().join("suites"));
+    copy_dir(&repo().join("golden"), &dir.path().join("golden"));
+    dir
+}
+
+#[test]
+fn a_typo_in_a_suite_key_exits_2_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
+    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
+    let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n\n[defaults]\nrecipe = \"reference\"\nchek = { policy = \"bitwise\" }\n";
+    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    let o = conform(dir.path(), &["list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("paged_kv.toml:7:1"), "{t}");
+    assert!(t.contains("chek"), "{t}");
+}
+
+#[test]
+fn an_unknown_op_parameter_is_located_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
+    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
+    let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokns = 3 }\n";
+    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    let o = conform(dir.path(), &["list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("paged_kv.toml:10:") && t.contains("num_tokns"), "{t}");
+}
+
+#[test]
+fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
+    let dir = scratch_project();
+    let id = "mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes";
+    let file = dir.path().join("golden").join(format!("{id}.safetensors"));
+    let mut bytes = std::fs::read(&file).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0x01; // in the last tensor's data: `out.out`
+    std::fs::write(&file, bytes).unwrap();
+    let o = conform(dir.path(), &["golden", "verify", "--suite", "mc2_matmul_allreduce", "--tier", "quick"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains(id), "{}", text(&o));
+    // The main job also catches it, as drift of the reference against golden data.
+    let o = conform(dir.path(), &["run", "--suite", "mc2_matmul_allreduce"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(id) && text(&o).contains("differs from golden data"), "{}", text(&o));
+}
+
+#[test]
+fn a_truncated_golden_file_is_a_store_error_naming_it() {
+    let dir = scratch_project();
+    let id = "paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token";
+    let file = dir.path().join("golden").join(format!("{id}.safetensors"));
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("single-token.safetensors"), "{}", text(&o));
+}
+
+#[test]
+fn bless_stages_changes_for_review_and_accept_moves_them_in() {
+    let dir = scratch_project();
+    // Change one case's seed: its golden data must change, and nothing else.
+    let suite = dir.path().join("suites/paged_kv.toml");
+    let s = std::fs::read_to_string(&suite).unwrap();
+    let s = s.replace(
+        "description = \"edge: one decode token\"",
+        "description = \"edge: one decode token\"\nseed = 7",
+    );
+    std::fs::write(&suite, s).unwrap();
+    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(1), "definition drift: {}", text(&o));
+    let o = conform(dir.path(), &["golden", "bless", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("changed    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token"), "{t}");
+    assert!(t.contains("1 to review"), "{t}");
+    let staged = dir.path().join("golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors.new");
+    assert!(staged.exists());
+    assert!(dir.path().join("golden/MANIFEST.toml.new").exists());
+    // Nothing was overwritten yet: verify still reports the drift.
+    assert_eq!(conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]).status.code(), Some(1));
+    let o = conform(dir.path(), &["golden", "accept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!staged.exists());
+    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn bless_refuses_to_run_under_ci() {
+    let dir = scratch_project();
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .arg("--root")
+        .arg(dir.path())
+        .args(["golden", "bless", "--suite", "paged_kv"])
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("refusing to bless"), "{}", text(&o));
+    assert!(!dir.path().join("golden/MANIFEST.toml.new").exists());
+}
+
+#[test]
+fn an_unlisted_golden_file_is_a_store_error() {
+    let dir = scratch_project();
+    std::fs::write(dir.path().join("golden/stray.safetensors"), b"not a tensor file").unwrap();
+    let o = conform(dir.path(), &["golden", "verify", "--suite", "w4a16_matmul"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("stray.safetensors"), "{}", text(&o));
+}
+
+#[test]
+fn exit_codes_for_empty_selections_and_unknown_names() {
+    let root = repo();
+    assert_eq!(conform(&root, &["run", "--filter", "^no-such-case$"]).status.code(), Some(4));
+    assert_eq!(conform(&root, &["run", "--suite", "no_such_suite"]).status.code(), Some(2));
+    assert_eq!(conform(&root, &["run", "--suite", "paged_kv", "--target", "no_such_target"]).status.code(), Some(2));
+    assert_eq!(conform(&root, &["explain", "no/such/case"]).status.code(), Some(2));
+}
+
+#[test]
+fn run_writes_results_json_and_junit_and_replays_a_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let xml = dir.path().join("r.xml");
+    let o = conform(
+        &repo(),
+        &["run", "--suite", "w4a16_matmul", "--json", json.to_str().unwrap(), "--junit", xml.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cases = r["cases"].as_array().unwrap();
+    assert!(!cases.is_empty());
+    assert!(cases.iter().all(|c| c["status"] == "passed" && c["target"] == "reference"));
+    let x = std::fs::read_to_string(&xml).unwrap();
+    assert!(x.starts_with("<?xml") && x.contains("<testsuites") && x.contains("w4a16_matmul/"), "{x}");
+    // A fresh-seeds run reports its seeds; replaying one of them reproduces the case.
+    let o = conform(&repo(), &["run", "--suite", "w4a16_matmul", "--fresh-seeds", "--no-golden", "--json", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let c = &r["cases"][0];
+    assert_eq!(r["fresh_seeds"], true);
+    let seed = c["seed"].as_u64().unwrap().to_string();
+    let filter = format!("^{}$", regex_escape(c["id"].as_str().unwrap()));
+    let o = conform(&repo(), &["run", "--filter", &filter, "--seed", &seed]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars().flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
