@@ -20,7 +20,11 @@ fn conform(root: &Path, args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -69,7 +73,10 @@ fn an_unknown_op_parameter_is_located_in_the_file() {
     let o = conform(dir.path(), &["list"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
-    assert!(t.contains("paged_kv.toml:10:") && t.contains("num_tokns"), "{t}");
+    assert!(
+        t.contains("paged_kv.toml:10:") && t.contains("num_tokns"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -81,13 +88,27 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     let n = bytes.len();
     bytes[n - 3] ^= 0x01; // in the last tensor's data: `out.out`
     std::fs::write(&file, bytes).unwrap();
-    let o = conform(dir.path(), &["golden", "verify", "--suite", "mc2_matmul_allreduce", "--tier", "quick"]);
+    let o = conform(
+        dir.path(),
+        &[
+            "golden",
+            "verify",
+            "--suite",
+            "mc2_matmul_allreduce",
+            "--tier",
+            "quick",
+        ],
+    );
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains(id), "{}", text(&o));
     // The main job also catches it, as drift of the reference against golden data.
     let o = conform(dir.path(), &["run", "--suite", "mc2_matmul_allreduce"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains(id) && text(&o).contains("differs from golden data"), "{}", text(&o));
+    assert!(
+        text(&o).contains(id) && text(&o).contains("differs from golden data"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -99,7 +120,11 @@ fn a_truncated_golden_file_is_a_store_error_naming_it() {
     std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
     let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("single-token.safetensors"), "{}", text(&o));
+    assert!(
+        text(&o).contains("single-token.safetensors"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -118,13 +143,23 @@ fn bless_stages_changes_for_review_and_accept_moves_them_in() {
     let o = conform(dir.path(), &["golden", "bless", "--suite", "paged_kv"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let t = text(&o);
-    assert!(t.contains("changed    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token"), "{t}");
+    assert!(
+        t.contains("changed    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token"),
+        "{t}"
+    );
     assert!(t.contains("1 to review"), "{t}");
-    let staged = dir.path().join("golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors.new");
+    let staged = dir.path().join(
+        "golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors.new",
+    );
     assert!(staged.exists());
     assert!(dir.path().join("golden/MANIFEST.toml.new").exists());
     // Nothing was overwritten yet: verify still reports the drift.
-    assert_eq!(conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]).status.code(), Some(1));
+    assert_eq!(
+        conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"])
+            .status
+            .code(),
+        Some(1)
+    );
     let o = conform(dir.path(), &["golden", "accept"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!staged.exists());
@@ -150,7 +185,11 @@ fn bless_refuses_to_run_under_ci() {
 #[test]
 fn an_unlisted_golden_file_is_a_store_error() {
     let dir = scratch_project();
-    std::fs::write(dir.path().join("golden/stray.safetensors"), b"not a tensor file").unwrap();
+    std::fs::write(
+        dir.path().join("golden/stray.safetensors"),
+        b"not a tensor file",
+    )
+    .unwrap();
     let o = conform(dir.path(), &["golden", "verify", "--suite", "w4a16_matmul"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("stray.safetensors"), "{}", text(&o));
@@ -159,10 +198,31 @@ fn an_unlisted_golden_file_is_a_store_error() {
 #[test]
 fn exit_codes_for_empty_selections_and_unknown_names() {
     let root = repo();
-    assert_eq!(conform(&root, &["run", "--filter", "^no-such-case$"]).status.code(), Some(4));
-    assert_eq!(conform(&root, &["run", "--suite", "no_such_suite"]).status.code(), Some(2));
-    assert_eq!(conform(&root, &["run", "--suite", "paged_kv", "--target", "no_such_target"]).status.code(), Some(2));
-    assert_eq!(conform(&root, &["explain", "no/such/case"]).status.code(), Some(2));
+    assert_eq!(
+        conform(&root, &["run", "--filter", "^no-such-case$"])
+            .status
+            .code(),
+        Some(4)
+    );
+    assert_eq!(
+        conform(&root, &["run", "--suite", "no_such_suite"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        conform(
+            &root,
+            &["run", "--suite", "paged_kv", "--target", "no_such_target"]
+        )
+        .status
+        .code(),
+        Some(2)
+    );
+    assert_eq!(
+        conform(&root, &["explain", "no/such/case"]).status.code(),
+        Some(2)
+    );
 }
 
 #[test]
@@ -172,19 +232,45 @@ fn run_writes_results_json_and_junit_and_replays_a_seed() {
     let xml = dir.path().join("r.xml");
     let o = conform(
         &repo(),
-        &["run", "--suite", "w4a16_matmul", "--json", json.to_str().unwrap(), "--junit", xml.to_str().unwrap()],
+        &[
+            "run",
+            "--suite",
+            "w4a16_matmul",
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            xml.to_str().unwrap(),
+        ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let cases = r["cases"].as_array().unwrap();
     assert!(!cases.is_empty());
-    assert!(cases.iter().all(|c| c["status"] == "passed" && c["target"] == "reference"));
+    assert!(cases
+        .iter()
+        .all(|c| c["status"] == "passed" && c["target"] == "reference"));
     let x = std::fs::read_to_string(&xml).unwrap();
-    assert!(x.starts_with("<?xml") && x.contains("<testsuites") && x.contains("w4a16_matmul/"), "{x}");
+    assert!(
+        x.starts_with("<?xml") && x.contains("<testsuites") && x.contains("w4a16_matmul/"),
+        "{x}"
+    );
     // A fresh-seeds run reports its seeds; replaying one of them reproduces the case.
-    let o = conform(&repo(), &["run", "--suite", "w4a16_matmul", "--fresh-seeds", "--no-golden", "--json", json.to_str().unwrap()]);
+    let o = conform(
+        &repo(),
+        &[
+            "run",
+            "--suite",
+            "w4a16_matmul",
+            "--fresh-seeds",
+            "--no-golden",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let c = &r["cases"][0];
     assert_eq!(r["fresh_seeds"], true);
     let seed = c["seed"].as_u64().unwrap().to_string();
@@ -194,5 +280,13 @@ fn run_writes_results_json_and_junit_and_replays_a_seed() {
 }
 
 fn regex_escape(s: &str) -> String {
-    s.chars().flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+    s.chars()
+        .flat_map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                vec!['\\', c]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }

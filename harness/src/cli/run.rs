@@ -54,6 +54,9 @@ pub struct RunArgs {
     /// --perf (default: this-cpu).
     #[arg(long)]
     pub hardware: Option<String>,
+    /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.
+    #[arg(skip)]
+    pub require: Vec<String>,
 }
 
 pub fn run(paths: &Paths, args: RunArgs) -> anyhow::Result<i32> {
@@ -157,7 +160,10 @@ pub fn execute_on(
         warmup: args.warmup,
         iterations: args.iterations,
         threads,
-        required_targets: RunOptions::required_from_env(),
+        required_targets: RunOptions::required_from_env()
+            .into_iter()
+            .chain(args.require.iter().cloned())
+            .collect(),
         worker_input_sets: 2,
         hardware,
     };

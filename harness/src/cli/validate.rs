@@ -48,6 +48,17 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
     } else {
         dir
     };
+    // Absolute, so ${TARGET_DIR} in the declaration means the same from any working directory.
+    let dir = match std::fs::canonicalize(&dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "{}",
+                messages::error_line(&format!("{}: {e}", args.worker.display()))
+            );
+            return Ok(exit_code::USAGE);
+        }
+    };
     let worker = match WorkerTarget::from_dir(&paths.root, &dir) {
         Ok(w) => w,
         Err(e) => {
@@ -70,6 +81,7 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         json: Some(args.out.join("results.json")),
         junit: Some(args.out.join("junit.xml")),
         report: Some(args.out.clone()),
+        require: vec![worker.name().to_string()],
         ..RunArgs::default()
     };
     let targets: Vec<Box<dyn Target>> = vec![Box::new(worker)];
