@@ -22,7 +22,7 @@ pub enum PerfCommand {
     /// Compare a candidate perf file against a baseline; exit 1 on any regression.
     Compare(CompareArgs),
     /// Run the selected cases with timing and write their raw samples as a perf file.
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
 }
 
 #[derive(Debug, Args)]
