@@ -83,28 +83,14 @@ fn main() -> std::process::ExitCode {
                     Status::Passed => Ok(Completion::Completed),
                     Status::Skipped => Ok(Completion::ignored_with(r.message)),
                     _ => Err(Failed::from(format!(
-                        "{}: {}\nreplay: conform run --filter '^{}$' --seed {} --target {}",
+                        "{}: {}\nreplay: {}",
                         r.status.name(),
                         r.message,
-                        regex_escape(&r.id),
-                        r.seed,
-                        r.target
+                        conform_harness::messages::replay_command(&r.id, r.seed, &r.target)
                     ))),
                 }
             }));
         }
     }
     libtest_mimic::run(&args, trials).exit_code()
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if "\\.+*?()|[]{}^$".contains(c) {
-                vec!['\\', c]
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }

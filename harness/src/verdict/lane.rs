@@ -181,6 +181,40 @@ pub(crate) fn ulp_distance<L: Lane>(a: u64, b: u64) -> u64 {
     L::ord(a).abs_diff(L::ord(b))
 }
 
+/// The largest ULP distance between corresponding elements of two float tensors of the same
+/// dtype and shape (NaN vs NaN counts 0, NaN vs a number `u64::MAX`); `None` when the tensors
+/// differ in dtype or shape or are not floats. Used to size golden-data changes.
+pub fn max_ulp_between(
+    a: &conform_reference::ops::Tensor,
+    b: &conform_reference::ops::Tensor,
+) -> Option<u64> {
+    use conform_reference::ops::ElemType;
+    fn run<L: Lane>(a: &[u8], b: &[u8]) -> u64 {
+        a.chunks_exact(L::BYTES)
+            .zip(b.chunks_exact(L::BYTES))
+            .map(|(x, y)| {
+                let (x, y) = (L::load(x), L::load(y));
+                match (L::is_nan(x), L::is_nan(y)) {
+                    (true, true) => 0,
+                    (false, false) => ulp_distance::<L>(x, y),
+                    _ => u64::MAX,
+                }
+            })
+            .max()
+            .unwrap_or(0)
+    }
+    if a.dtype != b.dtype || a.shape != b.shape || a.data.len() != b.data.len() {
+        return None;
+    }
+    Some(match a.dtype {
+        ElemType::Bf16 => run::<Bf16Lane>(&a.data, &b.data),
+        ElemType::F16 => run::<F16Lane>(&a.data, &b.data),
+        ElemType::F32 => run::<F32Lane>(&a.data, &b.data),
+        ElemType::F64 => run::<F64Lane>(&a.data, &b.data),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

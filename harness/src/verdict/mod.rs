@@ -11,7 +11,7 @@ mod evaluate;
 mod heatmap;
 mod histogram;
 mod index;
-mod lane;
+pub mod lane;
 mod metrics;
 mod policy;
 mod worst;
