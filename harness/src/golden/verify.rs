@@ -5,9 +5,7 @@
 //! differs from the blessed one is drift: exit code 1, naming the case and the size of the
 //! change. This is what proves the reference gives the same bits on a new machine.
 
-use super::compute::{
-    definition_digest, generate_inputs, golden_tensors, reference_outputs, split_golden,
-};
+use super::compute::{definition_digest, generate_inputs, golden_tensors, reference_outputs};
 use super::diff::describe_change;
 use super::error::GoldenError;
 use super::manifest::{tensor_digest, Manifest};
@@ -169,7 +167,6 @@ pub fn verify(
                 changes.join("; ")
             )));
         }
-        let _ = split_golden;
     }
     {
         for e in &manifest.cases {

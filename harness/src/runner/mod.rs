@@ -63,46 +63,9 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
     RunResults {
         schema_version: RESULTS_SCHEMA_VERSION,
         conform_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: now_rfc3339(),
+        started_at: crate::perf::perf_file::utc_now_rfc3339(),
         fresh_seeds: opts.fresh_seeds,
-        hardware: None,
+        hardware: opts.hardware.as_ref().map(|h| h.id.clone()),
         cases: results,
-    }
-}
-
-/// The current UTC time as RFC 3339 (seconds), without a date crate.
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn rfc3339_has_the_right_shape() {
-        let s = super::now_rfc3339();
-        assert_eq!(s.len(), 20, "{s}");
-        assert!(s.starts_with("20") && s.ends_with('Z'));
     }
 }

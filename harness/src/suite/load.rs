@@ -51,7 +51,7 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Vec<Case>, SuiteError> {
             .ok_or_else(|| invalid(&location, "missing `name`".into()))?;
         check_name(&name).map_err(|m| invalid(&location, m))?;
         let params = merge(d.params.as_ref(), entry.params.as_ref());
-        cases.push(resolve(path, text, &file, entry, &name, params)?);
+        cases.push(resolve(path, &file, entry, &name, params)?);
     }
     for (i, entry) in file.grids.iter().enumerate() {
         let location = format!("[[grid]] #{}", i + 1);
@@ -122,7 +122,7 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Vec<Case>, SuiteError> {
             }
             let name = render(&template, &labels, &params).map_err(|m| invalid(&location, m))?;
             check_name(&name).map_err(|m| invalid(&location, m))?;
-            cases.push(resolve(path, text, &file, entry, &name, params)?);
+            cases.push(resolve(path, &file, entry, &name, params)?);
         }
     }
     let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
@@ -220,7 +220,6 @@ fn render(
 
 fn resolve(
     path: &Path,
-    text: &str,
     file: &SuiteFile,
     entry: &Entry,
     name: &str,
@@ -244,7 +243,6 @@ fn resolve(
         })?;
     let mut checks = d.checks.clone().unwrap_or_default();
     checks.extend(entry.checks.clone().unwrap_or_default());
-    let _ = text;
     Ok(Case {
         id,
         suite: file.suite.name.clone(),
