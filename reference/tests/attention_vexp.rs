@@ -146,3 +146,51 @@ fn exp_f64_slice_equals_libm_exp_on_sampled_inputs() {
     let bad: Vec<f64> = bad.into_iter().flatten().collect();
     assert!(bad.is_empty(), "mismatch at {:e}", bad[0]);
 }
+
+/// Softmax-shaped inputs: chunks mixing the common range with masked scores (-FLT_MAX,
+/// -inf), the underflow edge (-103.97...), the subnormal-result range and NaN, at every
+/// position, so every select of the vector path meets every other kind of lane.
+#[test]
+fn exp_slice_equals_libm_expf_on_masked_softmax_rows() {
+    let specials = [
+        -f32::MAX,
+        f32::NEG_INFINITY,
+        -104.0,
+        -103.972_08,
+        -103.972_09,
+        -103.5,
+        -90.0,
+        -87.5,
+        -80.0,
+        -80.000_01,
+        f32::NAN,
+        -0.0,
+        1e-30,
+    ];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for len in [1usize, 7, 8, 15, 16, 17, 31, 64, 129] {
+        for round in 0..400 {
+            let row: Vec<f32> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if (x >> 60) < 4 + (round % 8) as u64 {
+                        specials[(x >> 32) as usize % specials.len()]
+                    } else {
+                        -((x >> 40) as f32) / (1u64 << 24) as f32 * 80.0
+                    }
+                })
+                .collect();
+            let mut y = row.clone();
+            exp_f32_slice(&mut y);
+            for (a, b) in row.iter().zip(&y) {
+                let e = math::exp_f32(*a);
+                assert!(
+                    e.to_bits() == b.to_bits() || (e.is_nan() && b.is_nan()),
+                    "exp({a:e}) = {b:e}, libm {e:e}"
+                );
+            }
+        }
+    }
+}

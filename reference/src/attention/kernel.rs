@@ -1,5 +1,6 @@
 //! The two tile products of attention, with fixed reduction orders, written so the compiler
-//! vectorises them; on x86_64 explicit AVX2 forms are chosen at run time.
+//! vectorises them; on x86_64 explicit AVX-512 ([`super::tile_avx512`]) or AVX2 forms are
+//! chosen at run time.
 //!
 //! The bits never depend on that choice: the code has no FMA contraction (Rust never
 //! contracts) and the order of every f32 addition is fixed by the source, whatever the vector
@@ -36,6 +37,10 @@ pub fn qk_tile(
         ReductionOrder::Lanes16 => {
             #[cfg(target_arch = "x86_64")]
             {
+                if k.dim() % LANES == 0 && use_avx512() {
+                    // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+                    return unsafe { super::tile_avx512::qk_lanes16(q, k, keys, out, ld) };
+                }
                 if std::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU supports AVX2 (checked just above).
                     return unsafe { qk_lanes16_avx2(q, k, keys, out, ld) };
@@ -50,12 +55,29 @@ pub fn qk_tile(
 pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
+        if v.dim() % 16 == 0 && use_avx512() {
+            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            return unsafe { super::tile_avx512::pv(p, ld, rows, v, keys, out) };
+        }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { pv_avx2(p, ld, rows, v, keys, out) };
         }
     }
     pv_generic(p, ld, rows, v, keys, out)
+}
+
+/// Whether the AVX-512 tile products run: the CPU has AVX-512F and the process has not set
+/// `CONFORM_NO_AVX512` (which lets a test or a bench run the AVX2 forms on the same machine;
+/// the bits are the same either way).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn use_avx512() -> bool {
+    use std::sync::OnceLock;
+    static USE: OnceLock<bool> = OnceLock::new();
+    *USE.get_or_init(|| {
+        super::tile_avx512::available() && std::env::var_os("CONFORM_NO_AVX512").is_none()
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -362,6 +384,106 @@ mod tests {
     fn qk_tile_equals_dot_f32_for_every_row_and_key() {
         for dim in [37, 64, 128, 160] {
             check_dim(dim);
+        }
+    }
+
+    /// Values over many binades, so any change of the addition order changes some bits.
+    fn wild(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let m = (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                m * f32::from_bits((((x >> 8) % 24) as u32 + 115) << 23)
+            })
+            .collect()
+    }
+
+    /// Every explicit form (AVX-512, AVX2, portable) of both tile products gives the same bits
+    /// as the definitions (`dot_f32`; sequential sums over keys), for row and key counts that
+    /// are not multiples of the register blocks.
+    #[test]
+    fn every_vector_form_of_the_tile_products_equals_the_definition() {
+        for dim in [16, 48, 128] {
+            for (rows, nkeys) in [(1, 1), (3, 5), (4, 4), (5, 33), (9, 37), (16, 64)] {
+                let q = wild(rows * dim, 7 + dim as u64);
+                let kd = wild((nkeys + 2) * dim, 11 + rows as u64);
+                let qr: Vec<&[f32]> = q.chunks(dim).collect();
+                let k = Rows::dense(&kd, dim);
+                let keys = 2..nkeys + 2;
+                let ld = nkeys + 3;
+                let want_s: Vec<u32> = (0..rows * ld)
+                    .map(|i| {
+                        let (r, c) = (i / ld, i % ld);
+                        if c < nkeys {
+                            crate::dot::dot_f32(qr[r], k.row(c + 2)).to_bits()
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                let p = wild(rows * ld, 13 + nkeys as u64);
+                let want_o: Vec<u32> = (0..rows * dim)
+                    .map(|i| {
+                        let (r, d) = (i / dim, i % dim);
+                        let mut s = 0.0f32;
+                        for j in keys.clone() {
+                            s += p[r * ld + j - 2] * k.row(j)[d];
+                        }
+                        s.to_bits()
+                    })
+                    .collect();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let mut forms: Vec<(&str, Vec<f32>, Vec<f32>)> = Vec::new();
+                let mut s = vec![0.0; rows * ld];
+                let mut o = vec![f32::NAN; rows * dim];
+                qk_lanes16(&qr, &k, keys.clone(), &mut s, ld);
+                pv_generic(&p, ld, rows, &k, keys.clone(), &mut o);
+                forms.push(("portable", s.clone(), o.clone()));
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if std::is_x86_feature_detected!("avx2") {
+                        s.fill(0.0);
+                        o.fill(f32::NAN);
+                        // SAFETY: AVX2 is available (checked just above).
+                        unsafe {
+                            qk_lanes16_avx2(&qr, &k, keys.clone(), &mut s, ld);
+                            pv_avx2(&p, ld, rows, &k, keys.clone(), &mut o);
+                        }
+                        forms.push(("avx2", s.clone(), o.clone()));
+                    }
+                    if super::super::tile_avx512::available() {
+                        s.fill(0.0);
+                        o.fill(f32::NAN);
+                        // SAFETY: AVX-512F is available (checked just above).
+                        unsafe {
+                            super::super::tile_avx512::qk_lanes16(
+                                &qr,
+                                &k,
+                                keys.clone(),
+                                &mut s,
+                                ld,
+                            );
+                            super::super::tile_avx512::pv(&p, ld, rows, &k, keys.clone(), &mut o);
+                        }
+                        forms.push(("avx512", s.clone(), o.clone()));
+                    }
+                }
+                for (name, s, o) in &forms {
+                    assert_eq!(
+                        bits(s),
+                        want_s,
+                        "{name} Q.K^T dim {dim} rows {rows} keys {nkeys}"
+                    );
+                    assert_eq!(
+                        bits(o),
+                        want_o,
+                        "{name} P.V dim {dim} rows {rows} keys {nkeys}"
+                    );
+                }
+            }
         }
     }
 

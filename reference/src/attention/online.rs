@@ -265,6 +265,38 @@ fn row_scores(
     (lane_max(srow), any)
 }
 
+/// [`row_scores`] without an explicit mask: the allowed keys are exactly the interval, so
+/// the row is three runs (masked, scored, masked), each a branch-free loop.
+#[inline(always)]
+fn row_scores_interval(
+    arith: &SoftmaxArith,
+    srow: &mut [f32],
+    start: usize,
+    interval: (usize, usize),
+) -> (f32, bool) {
+    let (lo, hi) = interval;
+    let a = lo.clamp(start, start + srow.len()) - start;
+    let z = (hi.clamp(start, start + srow.len()) - start).max(a);
+    let (head, rest) = srow.split_at_mut(a);
+    let (mid, tail) = rest.split_at_mut(z - a);
+    for part in [head, tail] {
+        match arith.fill {
+            MaskFill::NegInf => part.fill(f32::NEG_INFINITY),
+            MaskFill::NegFltMax => part.fill(-f32::MAX),
+            MaskFill::AdditiveMinus10000 => part.iter_mut().for_each(|x| *x = arith.masked(*x)),
+        }
+    }
+    match (arith.precision, arith.placement) {
+        (ScorePrecision::F32, ScalePlacement::AfterMatmul) => {
+            let scale = arith.scale;
+            mid.iter_mut().for_each(|x| *x *= scale);
+        }
+        (ScorePrecision::F32, ScalePlacement::FoldedIntoExp2) => {}
+        (ScorePrecision::F16, _) => mid.iter_mut().for_each(|x| *x = arith.score(*x)),
+    }
+    (lane_max(srow), z > a)
+}
+
 /// Steps 4-5 for one row: P in place (cast to the P dtype) and the row sum the recipe uses.
 #[inline(always)]
 fn row_probs(recipe: &Recipe, arith: &SoftmaxArith, srow: &mut [f32], mu: f32) -> f32 {
@@ -296,7 +328,40 @@ fn row_probs(recipe: &Recipe, arith: &SoftmaxArith, srow: &mut [f32], mu: f32) -
 
 /// Online softmax attention of query rows `rows` of `task` over keys `keys` with KV tiles of
 /// `kv_tile` keys (tile boundaries at `keys.start + n * kv_tile`).
+///
+/// On x86_64 with AVX-512F the row arithmetic is compiled for it (wider vectors for the same
+/// operations in the same order: the bits do not change).
 pub fn online_rows(
+    recipe: &Recipe,
+    kv_tile: usize,
+    task: &HeadTask,
+    rows: Range<usize>,
+    keys: Range<usize>,
+) -> RowsResult {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::kernel::use_avx512() {
+            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            return unsafe { online_rows_avx512(recipe, kv_tile, task, rows, keys) };
+        }
+    }
+    online_rows_body(recipe, kv_tile, task, rows, keys)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn online_rows_avx512(
+    recipe: &Recipe,
+    kv_tile: usize,
+    task: &HeadTask,
+    rows: Range<usize>,
+    keys: Range<usize>,
+) -> RowsResult {
+    online_rows_body(recipe, kv_tile, task, rows, keys)
+}
+
+#[inline(always)]
+fn online_rows_body(
     recipe: &Recipe,
     kv_tile: usize,
     task: &HeadTask,
@@ -344,7 +409,7 @@ pub fn online_rows(
                     task.mask.allowed(i, j)
                 })
             } else {
-                row_scores(&arith, srow, tile.start, intervals[r], |_| true)
+                row_scores_interval(&arith, srow, tile.start, intervals[r])
             };
             has_key[r] |= any;
             let m_old = m[r];

@@ -33,7 +33,12 @@ fn expf_common(x: f32) -> f32 {
     // Argument reduction, exactly as libm: k from the rounded product for |x| > 1.5 ln2,
     // +-1 for 0.5 ln2 < |x| <= 1.5 ln2, 0 below.
     let half = if negative { -0.5f32 } else { 0.5f32 };
-    let k_big = (INV_LN2 * x + half) as i32;
+    // libm truncates the product toward zero; for |x| <= 80 it lies in [-116, 116], so the
+    // clamp changes nothing there and keeps the unchecked (vectorisable) conversion defined
+    // for every input, NaN included (max/min return the non-NaN operand).
+    let t = (INV_LN2 * x + half).max(-256.0).min(256.0);
+    // SAFETY: t is finite and within i32 range (clamped just above).
+    let k_big: i32 = unsafe { t.to_int_unchecked() };
     let k_one = if negative { -1 } else { 1 };
     let k = if hx > 0x3f85_1592 {
         k_big
@@ -60,36 +65,54 @@ fn expf_common(x: f32) -> f32 {
     }
 }
 
+/// Bits of -104.0 up to those of -inf: libm expf returns +0 for every x < -103.972084.
+const UNDERFLOW_BITS: std::ops::RangeInclusive<u32> = 0xc2d0_0000..=0xff80_0000;
+
 /// `x[i] = math::exp_f32(x[i])` for every element, bit for bit.
 pub fn exp_f32_slice(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
+        if crate::attention::kernel::use_avx512() {
+            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            return unsafe { exp_avx512(x) };
+        }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { exp_avx2(x) };
         }
     }
-    exp_portable(x)
+    exp_portable::<8>(x)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn exp_avx2(x: &mut [f32]) {
-    exp_portable(x)
+    exp_portable::<8>(x)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_avx512(x: &mut [f32]) {
+    exp_portable::<16>(x)
+}
+
+/// Chunks of `W` lanes: when every lane is in the common range or underflows (a masked
+/// score), the chunk is computed lane by lane without branches; otherwise each element goes
+/// through `math::exp_f32`.
 #[inline(always)]
-fn exp_portable(x: &mut [f32]) {
-    const W: usize = 8;
+fn exp_portable<const W: usize>(x: &mut [f32]) {
     let mut chunks = x.chunks_exact_mut(W);
     for c in &mut chunks {
         let mut all_fast = true;
         for v in c.iter() {
-            all_fast &= v.to_bits() & 0x7fff_ffff <= FAST_MAX_BITS;
+            let b = v.to_bits();
+            all_fast &= b & 0x7fff_ffff <= FAST_MAX_BITS || UNDERFLOW_BITS.contains(&b);
         }
         if all_fast {
             for v in c.iter_mut() {
-                *v = expf_common(*v);
+                let under = UNDERFLOW_BITS.contains(&v.to_bits());
+                let e = expf_common(*v);
+                *v = if under { 0.0 } else { e };
             }
         } else {
             for v in c.iter_mut() {
@@ -177,7 +200,10 @@ fn exp_common(x: f64) -> f64 {
     let hx = ((x.to_bits() >> 32) as u32) & 0x7fff_ffff;
     let negative = x.to_bits() >> 63 != 0;
     let half = if negative { -0.5f64 } else { 0.5f64 };
-    let k_big = (D_INVLN2 * x + half) as i32;
+    // As in `expf_common`: |x| <= 700 keeps the truncated product within [-1010, 1010].
+    let t = (D_INVLN2 * x + half).max(-2048.0).min(2048.0);
+    // SAFETY: t is finite and within i32 range (clamped just above).
+    let k_big: i32 = unsafe { t.to_int_unchecked() };
     let k_one = if negative { -1 } else { 1 };
     let reduce = hx > 0x3fd6_2e42;
     let k = if hx >= 0x3ff0_a2b2 {
