@@ -75,7 +75,7 @@ fn expected(lo: u64, neg: bool, above_mid: Option<bool>, mode: RoundingMode) -> 
             Some(true) => hi,
             Some(false) => lo,
             None => {
-                if lo % 2 == 0 {
+                if lo.is_multiple_of(2) {
                     lo
                 } else {
                     hi

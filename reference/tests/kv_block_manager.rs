@@ -157,7 +157,7 @@ impl World {
                 let len = self.model[&seq].len();
                 let last = before.blocks(seq).unwrap().last().copied();
                 let must_copy = !tokens.is_empty()
-                    && len % bs != 0
+                    && !len.is_multiple_of(bs)
                     && last.is_some_and(|b| before.refcount(b).unwrap() > 1);
                 match self.mgr.append(seq, tokens) {
                     Ok(out) => {

@@ -13,7 +13,7 @@ const POISON: u16 = 0x7FC1;
 fn layouts(g: &CacheGeometry) -> Vec<KvCacheLayout> {
     let x = [8, 4, 2, 1]
         .into_iter()
-        .find(|x| g.head_dim % x == 0)
+        .find(|x| g.head_dim.is_multiple_of(*x))
         .unwrap();
     vec![
         KvCacheLayout::BnBsH,

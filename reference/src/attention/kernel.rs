@@ -37,7 +37,7 @@ pub fn qk_tile(
         ReductionOrder::Lanes16 => {
             #[cfg(target_arch = "x86_64")]
             {
-                if k.dim() % LANES == 0 && use_avx512() {
+                if k.dim().is_multiple_of(LANES) && use_avx512() {
                     // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
                     return unsafe { super::tile_avx512::qk_lanes16(q, k, keys, out, ld) };
                 }
@@ -55,7 +55,7 @@ pub fn qk_tile(
 pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if v.dim() % 16 == 0 && use_avx512() {
+        if v.dim().is_multiple_of(16) && use_avx512() {
             // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
             return unsafe { super::tile_avx512::pv(p, ld, rows, v, keys, out) };
         }
@@ -84,7 +84,7 @@ pub(crate) fn use_avx512() -> bool {
 #[target_feature(enable = "avx2")]
 unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
     let dim = k.dim();
-    if dim % LANES != 0 {
+    if !dim.is_multiple_of(LANES) {
         return qk_lanes16(q, k, keys, out, ld);
     }
     let s0 = keys.start;
@@ -131,7 +131,7 @@ unsafe fn pv_avx2(
     out: &mut [f32],
 ) {
     let dim = v.dim();
-    if dim % 32 != 0 {
+    if !dim.is_multiple_of(32) {
         return pv_generic(p, ld, rows, v, keys, out);
     }
     let s0 = keys.start;

@@ -24,7 +24,7 @@ pub mod recipe;
 pub mod rows;
 pub mod split_kv;
 #[cfg(target_arch = "x86_64")]
-pub mod tile_avx512;
+pub(crate) mod tile_avx512;
 pub mod two_pass;
 pub mod vexp;
 

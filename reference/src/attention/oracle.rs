@@ -109,7 +109,7 @@ unsafe fn dots64_avx2(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 
 fn dots64_any(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
     #[cfg(target_arch = "x86_64")]
     {
-        if dim % 8 == 0 && std::is_x86_feature_detected!("avx2") {
+        if dim.is_multiple_of(8) && std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { dots64_avx2(q, k, dim) };
         }

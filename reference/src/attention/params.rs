@@ -247,7 +247,7 @@ impl Geometry {
         } else {
             c.num_key_value_heads
         };
-        if c.num_heads % kv_heads != 0 {
+        if !c.num_heads.is_multiple_of(kv_heads) {
             return Err(AttentionError::param(
                 "num_key_value_heads",
                 format!("num_heads {} is not a multiple of {kv_heads}", c.num_heads),

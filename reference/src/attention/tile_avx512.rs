@@ -68,9 +68,12 @@ unsafe fn combine16(acc: &[__m512; 16]) -> __m512 {
 }
 
 /// One dot product (`dim` a multiple of 16, both rows at least `dim` long: checked).
+///
+/// # Safety
+/// The CPU must support AVX-512F ([`available`]).
 #[target_feature(enable = "avx512f")]
 pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
-    assert!(q.len() >= dim && k.len() >= dim && dim % 16 == 0);
+    assert!(q.len() >= dim && k.len() >= dim && dim.is_multiple_of(16));
     let mut acc = _mm512_setzero_ps();
     for d in (0..dim).step_by(16) {
         let x = _mm512_loadu_ps(q.as_ptr().add(d));
@@ -83,7 +86,7 @@ pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
 /// The 16 dot products of 4 query rows with 4 keys; quarter r of the result holds row r.
 #[target_feature(enable = "avx512f")]
 unsafe fn dots_4x4(q: [&[f32]; 4], k: [&[f32]; 4], dim: usize) -> __m512 {
-    assert!(dim % 16 == 0 && q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+    assert!(dim.is_multiple_of(16) && q.iter().chain(k.iter()).all(|x| x.len() >= dim));
     let mut acc = [_mm512_setzero_ps(); 16];
     let qp = q.map(|x| x.as_ptr());
     let kp = k.map(|x| x.as_ptr());
@@ -106,6 +109,9 @@ unsafe fn dots_4x4(q: [&[f32]; 4], k: [&[f32]; 4], dim: usize) -> __m512 {
 
 /// `out[r * ld + (j - keys.start)] = q[r] . k[j]` in the 16-lane order, for `j in keys`
 /// (`k.dim()` a multiple of 16: the caller checks).
+///
+/// # Safety
+/// The CPU must support AVX-512F ([`available`]).
 #[target_feature(enable = "avx512f")]
 pub unsafe fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
     let dim = k.dim();
@@ -196,6 +202,9 @@ unsafe fn pv_block<const R: usize, const W: usize>(
 
 /// `out[r * dim + d] = sum_{j in keys} p[r * ld + (j - keys.start)] * v[j][d]` in increasing
 /// j (`v.dim()` a multiple of 16: the caller checks).
+///
+/// # Safety
+/// The CPU must support AVX-512F ([`available`]).
 #[target_feature(enable = "avx512f")]
 pub unsafe fn pv(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
     let dim = v.dim();

@@ -36,6 +36,7 @@ fn expf_common(x: f32) -> f32 {
     // libm truncates the product toward zero; for |x| <= 80 it lies in [-116, 116], so the
     // clamp changes nothing there and keeps the unchecked (vectorisable) conversion defined
     // for every input, NaN included (max/min return the non-NaN operand).
+    #[allow(clippy::manual_clamp)] // clamp would keep a NaN (then the conversion is undefined)
     let t = (INV_LN2 * x + half).max(-256.0).min(256.0);
     // SAFETY: t is finite and within i32 range (clamped just above).
     let k_big: i32 = unsafe { t.to_int_unchecked() };
@@ -201,6 +202,7 @@ fn exp_common(x: f64) -> f64 {
     let negative = x.to_bits() >> 63 != 0;
     let half = if negative { -0.5f64 } else { 0.5f64 };
     // As in `expf_common`: |x| <= 700 keeps the truncated product within [-1010, 1010].
+    #[allow(clippy::manual_clamp)] // clamp would keep a NaN (then the conversion is undefined)
     let t = (D_INVLN2 * x + half).max(-2048.0).min(2048.0);
     // SAFETY: t is finite and within i32 range (clamped just above).
     let k_big: i32 = unsafe { t.to_int_unchecked() };

@@ -38,7 +38,7 @@ pub(crate) fn check_shapes(
 ) -> Result<usize, DequantError> {
     recipe.validate()?;
     let group = recipe.group_size;
-    if k % group != 0 {
+    if !k.is_multiple_of(group) {
         return Err(DequantError::NotMultiple {
             param: "k",
             value: k,
@@ -47,7 +47,7 @@ pub(crate) fn check_shapes(
         });
     }
     let tile = recipe.layout.tile_len();
-    if recipe.layout.permutation != TilePermutation::Identity && k % tile != 0 {
+    if recipe.layout.permutation != TilePermutation::Identity && !k.is_multiple_of(tile) {
         return Err(DequantError::NotMultiple {
             param: "k",
             value: k,
@@ -190,7 +190,7 @@ mod simd {
     }
 
     pub(super) fn units_for(recipe: &Fp4DequantRecipe) -> Option<Unit> {
-        if recipe.group_size % 16 != 0 {
+        if !recipe.group_size.is_multiple_of(16) {
             return None;
         }
         match recipe.layout.permutation {

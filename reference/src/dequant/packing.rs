@@ -104,7 +104,7 @@ impl PackingLayout {
             }
             TilePermutation::Explicit(p) => p.clone(),
         };
-        if table.is_empty() || table.len() % 2 != 0 {
+        if table.is_empty() || !table.len().is_multiple_of(2) {
             return Err(DequantError::InvalidLayout {
                 param: "permutation",
                 reason: format!("tile length {} is not a positive even number", table.len()),
@@ -138,7 +138,7 @@ pub fn packed_len(count: usize) -> usize {
 
 fn check_count(layout: &PackingLayout, count: usize) -> Result<Vec<u32>, DequantError> {
     let table = layout.slot_table()?;
-    if layout.permutation != TilePermutation::Identity && count % table.len() != 0 {
+    if layout.permutation != TilePermutation::Identity && !count.is_multiple_of(table.len()) {
         return Err(DequantError::NotMultiple {
             param: "count",
             value: count,

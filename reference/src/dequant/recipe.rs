@@ -177,7 +177,7 @@ impl Fp4DequantRecipe {
 
     /// Checks the recipe's own fields (group size, layout).
     pub fn validate(&self) -> Result<(), DequantError> {
-        if self.group_size == 0 || self.group_size % 2 != 0 {
+        if self.group_size == 0 || !self.group_size.is_multiple_of(2) {
             return Err(DequantError::InvalidRecipe {
                 field: "group_size",
                 reason: "must be a positive even number",

@@ -429,7 +429,7 @@ impl BlockManager {
         let mut slots = Vec::with_capacity(tokens.len());
         for &t in tokens {
             let pos = s.tokens.len();
-            if pos % self.block_size == 0 {
+            if pos.is_multiple_of(self.block_size) {
                 let b = self.pop_free();
                 self.refcount[b as usize] = 1;
                 s.blocks.push(b);
@@ -437,7 +437,7 @@ impl BlockManager {
             let block = s.blocks[pos / self.block_size];
             slots.push(self.slot_of(block, pos));
             s.tokens.push(t);
-            if (pos + 1) % self.block_size == 0 {
+            if (pos + 1).is_multiple_of(self.block_size) {
                 self.cache_full_block(s, pos / self.block_size);
             }
         }

@@ -104,7 +104,7 @@ impl KvCacheLayout {
     pub fn validate(&self, g: &CacheGeometry) -> Result<(), KvLayoutError> {
         g.validate()?;
         if let KvCacheLayout::VllmKey { x } = *self {
-            if x == 0 || g.head_dim % x != 0 {
+            if x == 0 || !g.head_dim.is_multiple_of(x) {
                 return Err(KvLayoutError::HeadDimNotMultipleOfX {
                     head_dim: g.head_dim,
                     x,

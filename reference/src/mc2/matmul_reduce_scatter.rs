@@ -32,7 +32,7 @@ pub fn matmul_reduce_scatter(
     threads: Threads,
 ) -> Result<Vec<Vec<f32>>, Mc2Error> {
     let ranks = inputs.ranks.len();
-    if ranks != 0 && inputs.shape.m % ranks != 0 {
+    if ranks != 0 && !inputs.shape.m.is_multiple_of(ranks) {
         return Err(Mc2Error::NotDivisibleByRanks {
             name: "M",
             value: inputs.shape.m,

@@ -168,7 +168,7 @@ impl Fp4Family {
         if p.n == 0 || p.k == 0 {
             return Err(self.invalid(if p.n == 0 { "n" } else { "k" }, "must be positive"));
         }
-        if p.k % format.group() != 0 {
+        if !p.k.is_multiple_of(format.group()) {
             return Err(self.invalid(
                 "k",
                 format!(
@@ -183,7 +183,7 @@ impl Fp4Family {
         {
             return Err(self.invalid("n/k/m", "more than 2^30 elements"));
         }
-        if layout.tile_len() > 0 && p.k % layout.tile_len() != 0 {
+        if layout.tile_len() > 0 && !p.k.is_multiple_of(layout.tile_len()) {
             return Err(self.invalid(
                 "k",
                 format!(
