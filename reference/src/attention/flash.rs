@@ -8,6 +8,8 @@ use super::params::Geometry;
 use super::recipe::{EmptyRow, Recipe};
 use super::rows::{HeadTask, Rows, RowsResult};
 use super::split_kv::rows_result;
+use super::vexp;
+use crate::formats::DType;
 use crate::parallel::{map_tasks, Threads};
 
 /// The input buffers: element values (bf16/f16 inputs decoded exactly to f32) in the
@@ -74,11 +76,33 @@ pub(crate) fn run_rows(
     acc
 }
 
-/// Writes a task's rows into the output buffers, rounding to the output dtype.
+/// [`run_rows`], then the output rounding of the recipe applied to the rows in place (inside
+/// the parallel task, so that [`write_rows`] only copies).
+pub(crate) fn run_rows_rounded(
+    g: &Geometry,
+    recipe: &Recipe,
+    kv_tile: usize,
+    task: &HeadTask,
+    r0: usize,
+    r1: usize,
+) -> RowsResult {
+    let mut res = run_rows(recipe, kv_tile, task, r0, r1);
+    match g.dtype {
+        DType::F32 => {}
+        DType::Bf16 => vexp::quantize_bf16_slice(&mut res.out, recipe.output_rounding),
+        DType::F16 => res
+            .out
+            .iter_mut()
+            .for_each(|x| *x = DType::F16.quantize_f32(*x, recipe.output_rounding)),
+    }
+    res
+}
+
+/// Writes a task's rows, already rounded to the output dtype ([`run_rows_rounded`]), into the
+/// output buffers.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_rows(
     g: &Geometry,
-    recipe: &Recipe,
     b: usize,
     h: usize,
     r0: usize,
@@ -89,12 +113,7 @@ pub(crate) fn write_rows(
     let dim = g.head_dim;
     for (r, i) in (r0..r0 + res.lse.len()).enumerate() {
         let o = g.out_offset(b, i, h);
-        for (dst, &x) in out[o..o + dim]
-            .iter_mut()
-            .zip(&res.out[r * dim..(r + 1) * dim])
-        {
-            *dst = g.dtype.quantize_f32(x, recipe.output_rounding);
-        }
+        out[o..o + dim].copy_from_slice(&res.out[r * dim..(r + 1) * dim]);
         lse[g.lse_index(b, i, h)] = res.lse[r];
     }
 }
@@ -206,13 +225,13 @@ pub fn attention(
             v: Rows::dense(v, g.head_dim),
             ..heads[b * g.heads + h]
         };
-        run_rows(recipe, recipe.kv_tile, &task, r0, r1)
+        run_rows_rounded(g, recipe, recipe.kv_tile, &task, r0, r1)
     });
     let mut out = vec![0.0f32; g.out_len()];
     let mut lse = vec![0.0f32; g.lse_len()];
     write_padding(g, recipe, &mut out, &mut lse);
     for (&(b, h, r0, _), res) in tasks.iter().zip(&results) {
-        write_rows(g, recipe, b, h, r0, res, &mut out, &mut lse);
+        write_rows(g, b, h, r0, res, &mut out, &mut lse);
     }
     Ok(AttentionOutput {
         out,

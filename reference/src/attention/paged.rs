@@ -15,7 +15,7 @@
 //! any `q_seq`.
 
 use super::error::AttentionError;
-use super::flash::{run_rows, task_rows, write_padding, write_rows, AttentionOutput};
+use super::flash::{run_rows_rounded, task_rows, write_padding, write_rows, AttentionOutput};
 use super::mask::BatchMask;
 use super::params::Geometry;
 use super::recipe::Recipe;
@@ -304,7 +304,11 @@ pub fn paged_attention(
             let mut r0 = 0;
             while r0 < g.lq[b] {
                 let r1 = (r0 + chunk).min(g.lq[b]);
-                res.push((h, r0, run_rows(recipe, kv.cache.block_size, &task, r0, r1)));
+                res.push((
+                    h,
+                    r0,
+                    run_rows_rounded(g, recipe, kv.cache.block_size, &task, r0, r1),
+                ));
                 r0 = r1;
             }
         }
@@ -316,7 +320,7 @@ pub fn paged_attention(
     for (t, group) in results.iter().enumerate() {
         let b = t / g.kv_heads;
         for (h, r0, res) in group {
-            write_rows(g, recipe, b, *h, *r0, res, &mut out, &mut lse);
+            write_rows(g, b, *h, *r0, res, &mut out, &mut lse);
         }
     }
     Ok(AttentionOutput {
