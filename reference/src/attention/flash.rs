@@ -87,15 +87,19 @@ pub(crate) fn run_rows_rounded(
     r1: usize,
 ) -> RowsResult {
     let mut res = run_rows(recipe, kv_tile, task, r0, r1);
+    round_output(g, recipe, &mut res.out);
+    res
+}
+
+/// Rounds finished output rows to the output dtype with the recipe's output rounding.
+pub(crate) fn round_output(g: &Geometry, recipe: &Recipe, out: &mut [f32]) {
     match g.dtype {
         DType::F32 => {}
-        DType::Bf16 => vexp::quantize_bf16_slice(&mut res.out, recipe.output_rounding),
-        DType::F16 => res
-            .out
+        DType::Bf16 => vexp::quantize_bf16_slice(out, recipe.output_rounding),
+        DType::F16 => out
             .iter_mut()
             .for_each(|x| *x = DType::F16.quantize_f32(*x, recipe.output_rounding)),
     }
-    res
 }
 
 /// Writes a task's rows, already rounded to the output dtype ([`run_rows_rounded`]), into the

@@ -15,7 +15,9 @@
 //! any `q_seq`.
 
 use super::error::AttentionError;
-use super::flash::{run_rows_rounded, task_rows, write_padding, write_rows, AttentionOutput};
+use super::flash::{
+    round_output, run_rows_rounded, task_rows, write_padding, write_rows, AttentionOutput,
+};
 use super::mask::BatchMask;
 use super::params::Geometry;
 use super::recipe::Recipe;
@@ -279,7 +281,8 @@ pub fn paged_attention(
                 mask: BatchMask::new(g, b, None),
                 scale: g.scale,
             };
-            let all = rows_result(recipe, kv.cache.block_size, &task, 0..g.group);
+            let mut all = rows_result(recipe, kv.cache.block_size, &task, 0..g.group);
+            round_output(g, recipe, &mut all.out);
             let dim = g.head_dim;
             for r in 0..g.group {
                 let one = RowsResult {
