@@ -104,11 +104,49 @@ unsafe fn dots64_avx2(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 
     res
 }
 
-/// [`dots64`], through the AVX2 form when the CPU has it (same bits).
+/// AVX-512 form of [`dots64`] (`dim` a multiple of 8): one register per accumulator; the
+/// combine adds lanes i and i + 4 (the 256-bit halves), then (t0 + t2), (t1 + t3), then the
+/// two: the pairs of [`combine8`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dots64_avx512(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
+    use std::arch::x86_64::*;
+    assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+    let z = _mm512_setzero_pd();
+    let mut acc = [[z; 2]; 2];
+    for d in (0..dim).step_by(8) {
+        let kv = [
+            _mm512_loadu_pd(k[0].as_ptr().add(d)),
+            _mm512_loadu_pd(k[1].as_ptr().add(d)),
+        ];
+        for r in 0..2 {
+            let x = _mm512_loadu_pd(q[r].as_ptr().add(d));
+            for c in 0..2 {
+                acc[r][c] = _mm512_add_pd(acc[r][c], _mm512_mul_pd(x, kv[c]));
+            }
+        }
+    }
+    let mut res = [[0.0f64; 2]; 2];
+    for r in 0..2 {
+        for c in 0..2 {
+            let a = acc[r][c];
+            let t = _mm256_add_pd(_mm512_castpd512_pd256(a), _mm512_extractf64x4_pd::<1>(a));
+            let u = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd::<1>(t));
+            res[r][c] = _mm_cvtsd_f64(_mm_add_sd(u, _mm_unpackhi_pd(u, u)));
+        }
+    }
+    res
+}
+
+/// [`dots64`], through the AVX-512 or AVX2 form when the CPU has it (same bits).
 #[inline(always)]
 fn dots64_any(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
     #[cfg(target_arch = "x86_64")]
     {
+        if dim.is_multiple_of(8) && super::kernel::use_avx512() {
+            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            return unsafe { dots64_avx512(q, k, dim) };
+        }
         if dim.is_multiple_of(8) && std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { dots64_avx2(q, k, dim) };
@@ -142,10 +180,92 @@ fn scores64(q: &[&[f64]], k: &[f64], dim: usize, lo: usize, hi: usize, out: &mut
     }
 }
 
+/// `out[d0..d0 + C] = sum over (e, j) in weights, in order, of e * v[j][d0..d0 + C]`, the `C`
+/// accumulators kept in registers across all keys.
 #[inline(always)]
-fn axpy64(acc: &mut [f64], a: f64, x: &[f64]) {
-    for (y, &v) in acc.iter_mut().zip(x) {
-        *y += a * v;
+fn weighted_block<const C: usize>(
+    out: &mut [f64],
+    weights: &[(f64, usize)],
+    v: &[f64],
+    dim: usize,
+    d0: usize,
+) {
+    let mut acc: [f64; C] = std::array::from_fn(|c| out[d0 + c]);
+    for &(e, j) in weights {
+        let row = &v[j * dim + d0..j * dim + d0 + C];
+        for c in 0..C {
+            acc[c] += e * row[c];
+        }
+    }
+    out[d0..d0 + C].copy_from_slice(&acc);
+}
+
+/// `out[d] += e * v[j][d]` for each (e, j) in weights, in order: each output element is
+/// accumulated sequentially in the order of `weights`, from its current value. Column blocks of 128 (16
+/// independent AVX-512 chains) or 32, so the additions are not bound by their latency.
+#[inline(always)]
+fn weighted_sum64(out: &mut [f64], weights: &[(f64, usize)], v: &[f64], dim: usize) {
+    let mut d0 = 0;
+    while d0 + 128 <= dim {
+        weighted_block::<128>(out, weights, v, dim, d0);
+        d0 += 128;
+    }
+    while d0 + 32 <= dim {
+        weighted_block::<32>(out, weights, v, dim, d0);
+        d0 += 32;
+    }
+    for d in d0..dim {
+        let mut acc = out[d];
+        for &(e, j) in weights {
+            acc += e * v[j * dim + d];
+        }
+        out[d] = acc;
+    }
+}
+
+/// For the 4 rows `r..r + 4` of the chunk and every key `j` in `keys` (increasing), all of
+/// them allowed for all 4 rows: `out[row][d] += e[row][j] * v[j][d]`, continuing from the
+/// current values, `e[row][j] = s[row * nk + j - lo]`. The same sequential sums as
+/// [`weighted_sum64`] per row, with each value row loaded once for the 4 rows.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn weighted_rows4(
+    out: &mut [f64],
+    r: usize,
+    s: &[f64],
+    nk: usize,
+    lo: usize,
+    keys: std::ops::Range<usize>,
+    v: &[f64],
+    dim: usize,
+) {
+    const C: usize = 32;
+    let mut d0 = 0;
+    while d0 + C <= dim {
+        let mut acc: [[f64; C]; 4] =
+            std::array::from_fn(|q| std::array::from_fn(|c| out[(r + q) * dim + d0 + c]));
+        for j in keys.clone() {
+            let row = &v[j * dim + d0..j * dim + d0 + C];
+            for (q, a) in acc.iter_mut().enumerate() {
+                let e = s[(r + q) * nk + j - lo];
+                for c in 0..C {
+                    a[c] += e * row[c];
+                }
+            }
+        }
+        for (q, a) in acc.iter().enumerate() {
+            out[(r + q) * dim + d0..(r + q) * dim + d0 + C].copy_from_slice(a);
+        }
+        d0 += C;
+    }
+    for q in 0..4 {
+        for d in d0..dim {
+            let mut acc = out[(r + q) * dim + d];
+            for j in keys.clone() {
+                acc += s[(r + q) * nk + j - lo] * v[j * dim + d];
+            }
+            out[(r + q) * dim + d] = acc;
+        }
     }
 }
 
@@ -177,14 +297,29 @@ fn chunk_generic(
     if nk > 0 {
         scores64(q, k, dim, lo, hi, &mut s);
     }
+    let mut weights = WEIGHTS.with(|cell| cell.take());
     rows_softmax(
-        &mut s, nk, lo, v, dim, mask, r0, scale, &intervals, out, lse,
+        &mut s,
+        nk,
+        lo,
+        v,
+        dim,
+        mask,
+        r0,
+        scale,
+        &intervals,
+        &mut weights,
+        out,
+        lse,
     );
     SCORES.with(|cell| cell.replace(s));
+    WEIGHTS.with(|cell| cell.replace(weights));
 }
 
 thread_local! {
     static SCORES: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+    static WEIGHTS: std::cell::RefCell<Vec<(f64, usize)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Softmax and P V of the rows of one chunk from their scores `s` (`nr x nk`, keys from `lo`).
@@ -200,15 +335,18 @@ fn rows_softmax(
     r0: usize,
     scale: f64,
     intervals: &[(usize, usize)],
+    weights: &mut Vec<(f64, usize)>,
     out: &mut [f64],
     lse: &mut [f64],
 ) {
     let nr = intervals.len();
+    out[..nr * dim].fill(0.0);
+    // Pass 1, per row: scores, max, e_j = exp(s_j - m) in place, l = sum of e_j in key order.
+    let mut ml = vec![(0.0f64, 0.0f64); nr];
+    let mut live = vec![false; nr];
     for r in 0..nr {
         let i = r0 + r;
         let (a, z) = intervals[r];
-        let orow = &mut out[r * dim..(r + 1) * dim];
-        orow.fill(0.0);
         let allowed = |j: usize| j >= a && j < z && mask.allowed(i, j);
         let mut m = f64::NEG_INFINITY;
         for j in a..z {
@@ -224,7 +362,7 @@ fn rows_softmax(
             lse[r] = f64::INFINITY;
             continue;
         }
-        // e_j = exp(s_j - m) for the row's keys (the slice exp is libm's exp bit for bit).
+        // The slice exp is libm's exp bit for bit.
         let e = &mut s[r * nk + a - lo..r * nk + z - lo];
         for x in e.iter_mut() {
             *x -= m;
@@ -233,15 +371,61 @@ fn rows_softmax(
         let mut l = 0.0f64;
         for j in a..z {
             if allowed(j) {
-                let ej = e[j - a];
-                l += ej;
-                axpy64(orow, ej, &v[j * dim..(j + 1) * dim]);
+                l += e[j - a];
             }
         }
-        for x in orow.iter_mut() {
-            *x /= l;
+        ml[r] = (m, l);
+        live[r] = true;
+    }
+    // Pass 2, P V: each output element sums e_j v_j[d] over its row's allowed keys in
+    // increasing j, from 0. Without an explicit mask a row's keys are its interval, so 4 rows
+    // run their common keys together (each value row loaded once), their own keys before and
+    // after it alone: the same sums in the same order.
+    let explicit = mask.has_explicit();
+    let row_keys = |r: usize, keys: std::ops::Range<usize>, weights: &mut Vec<(f64, usize)>| {
+        weights.clear();
+        for j in keys {
+            if mask.allowed(r0 + r, j) {
+                weights.push((s[r * nk + j - lo], j));
+            }
         }
-        lse[r] = math::ln_f64(l) + m;
+    };
+    let mut r = 0;
+    while r < nr {
+        if !explicit && r + 4 <= nr && live[r..r + 4].iter().all(|&x| x) {
+            let iv = &intervals[r..r + 4];
+            let common_lo = iv.iter().map(|x| x.0).max().unwrap_or(0);
+            let common_hi = iv.iter().map(|x| x.1).min().unwrap_or(0);
+            if common_lo < common_hi {
+                for (q, &(a, _)) in iv.iter().enumerate() {
+                    row_keys(r + q, a..common_lo, weights);
+                    weighted_sum64(&mut out[(r + q) * dim..(r + q + 1) * dim], weights, v, dim);
+                }
+                weighted_rows4(out, r, s, nk, lo, common_lo..common_hi, v, dim);
+                for (q, &(_, z)) in iv.iter().enumerate() {
+                    row_keys(r + q, common_hi..z, weights);
+                    weighted_sum64(&mut out[(r + q) * dim..(r + q + 1) * dim], weights, v, dim);
+                }
+                r += 4;
+                continue;
+            }
+        }
+        if live[r] {
+            let (a, z) = intervals[r];
+            row_keys(r, a..z, weights);
+            weighted_sum64(&mut out[r * dim..(r + 1) * dim], weights, v, dim);
+        }
+        r += 1;
+    }
+    // Pass 3: normalise, LSE.
+    for r in 0..nr {
+        if live[r] {
+            let (m, l) = ml[r];
+            for x in out[r * dim..(r + 1) * dim].iter_mut() {
+                *x /= l;
+            }
+            lse[r] = math::ln_f64(l) + m;
+        }
     }
 }
 
@@ -249,6 +433,23 @@ fn rows_softmax(
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn chunk_avx2(
+    q: &[&[f64]],
+    k: &[f64],
+    v: &[f64],
+    dim: usize,
+    mask: &BatchMask,
+    r0: usize,
+    scale: f64,
+    out: &mut [f64],
+    lse: &mut [f64],
+) {
+    chunk_generic(q, k, v, dim, mask, r0, scale, out, lse)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn chunk_avx512(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
@@ -276,6 +477,10 @@ fn chunk(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        if super::kernel::use_avx512() {
+            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            return unsafe { chunk_avx512(q, k, v, dim, mask, r0, scale, out, lse) };
+        }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { chunk_avx2(q, k, v, dim, mask, r0, scale, out, lse) };

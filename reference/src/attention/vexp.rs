@@ -234,23 +234,32 @@ fn exp_common(x: f64) -> f64 {
 pub fn exp_f64_slice(x: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
+        if crate::attention::kernel::use_avx512() {
+            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            return unsafe { exp64_avx512(x) };
+        }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { exp64_avx2(x) };
         }
     }
-    exp64_portable(x)
+    exp64_portable::<4>(x)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn exp64_avx2(x: &mut [f64]) {
-    exp64_portable(x)
+    exp64_portable::<4>(x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp64_avx512(x: &mut [f64]) {
+    exp64_portable::<8>(x)
 }
 
 #[inline(always)]
-fn exp64_portable(x: &mut [f64]) {
-    const W: usize = 4;
+fn exp64_portable<const W: usize>(x: &mut [f64]) {
     let mut chunks = x.chunks_exact_mut(W);
     for c in &mut chunks {
         let mut all_fast = true;
