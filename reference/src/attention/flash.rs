@@ -6,6 +6,7 @@ use super::error::AttentionError;
 use super::mask::BatchMask;
 use super::params::Geometry;
 use super::recipe::{EmptyRow, Recipe};
+use super::row_sink::RowSink;
 use super::rows::{HeadTask, Rows, RowsResult};
 use super::split_kv::rows_result;
 use super::vexp;
@@ -221,7 +222,11 @@ pub fn attention(
         };
         (pack(&head.k), pack(&head.v))
     });
-    let results = map_tasks(tasks.len(), threads, |t| {
+    let mut out = vec![0.0f32; g.out_len()];
+    let mut lse = vec![0.0f32; g.lse_len()];
+    write_padding(g, recipe, &mut out, &mut lse);
+    let sink = RowSink::new(&mut out, &mut lse);
+    map_tasks(tasks.len(), threads, |t| {
         let (b, h, r0, r1) = tasks[t];
         let (k, v) = &packed[b * g.kv_heads + g.kv_head(h)];
         let task = HeadTask {
@@ -229,14 +234,11 @@ pub fn attention(
             v: Rows::dense(v, g.head_dim),
             ..heads[b * g.heads + h]
         };
-        run_rows_rounded(g, recipe, recipe.kv_tile, &task, r0, r1)
+        let res = run_rows_rounded(g, recipe, recipe.kv_tile, &task, r0, r1);
+        // SAFETY: the tasks partition the (b, h, query row) triples: task t alone owns rows
+        // r0..r1 of (b, h).
+        unsafe { sink.write(g, b, h, r0, &res) };
     });
-    let mut out = vec![0.0f32; g.out_len()];
-    let mut lse = vec![0.0f32; g.lse_len()];
-    write_padding(g, recipe, &mut out, &mut lse);
-    for (&(b, h, r0, _), res) in tasks.iter().zip(&results) {
-        write_rows(g, b, h, r0, res, &mut out, &mut lse);
-    }
     Ok(AttentionOutput {
         out,
         lse: g.softmax_lse_flag.then_some(lse),

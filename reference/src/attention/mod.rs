@@ -21,6 +21,7 @@ pub mod oracle;
 pub mod paged;
 pub mod params;
 pub mod recipe;
+mod row_sink;
 pub mod rows;
 pub mod split_kv;
 #[cfg(target_arch = "x86_64")]
