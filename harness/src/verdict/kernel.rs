@@ -749,38 +749,68 @@ impl BaselineAcc {
         base: &[u8],
         gold: &[u8],
     ) -> bool {
-        let (base, gold) = (&base[..BLOCK * A::BYTES], &gold[..BLOCK * G::BYTES]);
-        let mut bv = [0f64; BLOCK];
-        let mut gv = [0f64; BLOCK];
-        let mut bad = 0u32;
-        for i in 0..BLOCK {
-            bv[i] = A::value(load::<A>(base, i));
-            gv[i] = G::value(load::<G>(gold, i));
-            bad |= !(finite(bv[i]) & finite(gv[i])) as u32;
+        match small_value {
+            Some((small, small_err)) => self.block_as::<A, G, true>(small, small_err, base, gold),
+            None => self.block_as::<A, G, false>(0.0, 0.0, base, gold),
         }
-        if bad != 0 {
+    }
+
+    /// [`BaselineAcc::block`] with or without the small-value split. One pass over the block
+    /// in lanes of [`PARTIALS`] elements, into copies of the running sums that are kept only
+    /// when the block turns out clean (so each sum still adds the same terms in the same
+    /// order as the per-element path).
+    #[inline(always)]
+    fn block_as<A: Lane, G: Lane, const SPLIT: bool>(
+        &mut self,
+        small: f64,
+        small_err: f64,
+        base: &[u8],
+        gold: &[u8],
+    ) -> bool {
+        let (base, gold) = (&base[..BLOCK * A::BYTES], &gold[..BLOCK * G::BYTES]);
+        let mut sum_abs = self.sum_abs;
+        let mut normal_sum_rel = self.normal_sum_rel;
+        let mut normal_sum_sq = self.normal_sum_sq;
+        let mut m_abs = [0f64; PARTIALS];
+        let mut m_normal = [0f64; PARTIALS];
+        let mut n_small = [0u64; PARTIALS];
+        let mut n_small_err = [0u64; PARTIALS];
+        let mut bad = [0u64; PARTIALS];
+        for c in 0..BLOCK / PARTIALS {
+            for k in 0..PARTIALS {
+                let i = c * PARTIALS + k;
+                let bv = A::value(load::<A>(base, i));
+                let gv = G::value(load::<G>(gold, i));
+                bad[k] |= !(finite(bv) & finite(gv)) as u64;
+                let d = sat((bv - gv).abs());
+                sum_abs[k] += d;
+                m_abs[k] = fmax(m_abs[k], d);
+                if SPLIT {
+                    let ag = gv.abs();
+                    let is_small = ag < small;
+                    n_small[k] += is_small as u64;
+                    n_small_err[k] += (is_small & (d > small_err)) as u64;
+                    let rel = sat(d / (ag + CANN_EPS));
+                    let (r, sq) = if is_small { (0.0, 0.0) } else { (rel, d * d) };
+                    normal_sum_rel[k] += r;
+                    normal_sum_sq[k] += sq;
+                    m_normal[k] = fmax(m_normal[k], r);
+                }
+            }
+        }
+        if bad.iter().any(|&b| b != 0) {
             return false;
         }
-        let mut d = [0f64; BLOCK];
-        for i in 0..BLOCK {
-            d[i] = sat((bv[i] - gv[i]).abs());
-        }
-        add_lanes(&mut self.sum_abs, &d);
-        self.max_abs = fmax(self.max_abs, max_of_block(&d));
+        self.sum_abs = sum_abs;
+        self.max_abs = fmax(self.max_abs, max_lanes(m_abs));
         self.comparable += BLOCK as u64;
-        if let Some((small, small_err)) = small_value {
-            let mut ag = [0f64; BLOCK];
-            let mut rel = [0f64; BLOCK];
-            for i in 0..BLOCK {
-                ag[i] = gv[i].abs();
-                rel[i] = sat(d[i] / (ag[i] + CANN_EPS));
-            }
-            let split = SmallSplit::of(&ag, &d, &rel, small, small_err);
-            self.small_err += split.small_err;
-            self.normal += BLOCK as u64 - split.small;
-            add_lanes(&mut self.normal_sum_rel, &split.normal_rel);
-            add_lanes(&mut self.normal_sum_sq, &split.normal_sq);
-            self.normal_max_rel = fmax(self.normal_max_rel, max_of_block(&split.normal_rel));
+        if SPLIT {
+            let n_small: u64 = n_small.iter().sum();
+            self.small_err += n_small_err.iter().sum::<u64>();
+            self.normal += BLOCK as u64 - n_small;
+            self.normal_sum_rel = normal_sum_rel;
+            self.normal_sum_sq = normal_sum_sq;
+            self.normal_max_rel = fmax(self.normal_max_rel, max_lanes(m_normal));
         }
         true
     }
