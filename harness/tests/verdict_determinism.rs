@@ -23,7 +23,7 @@ fn json(m: &OutputMetrics) -> String {
 }
 
 #[test]
-fn figures_are_identical_for_1_2_and_7_threads() {
+fn figures_are_identical_for_1_2_3_and_7_threads() {
     // 3 chunks and a ragged tail; axes with s and n so the heatmap is built too.
     let shape = [1usize, 131, 48, 128 + 1];
     let n: usize = shape.iter().product();
@@ -83,7 +83,7 @@ fn figures_are_identical_for_1_2_and_7_threads() {
         assert!(one.unwritten > 0 && one.non_finite > 0);
         assert!(one.heatmap.is_some());
         assert_eq!(one.worst.len(), 10);
-        for t in [2, 7] {
+        for t in [2, 3, 7] {
             let many = evaluate(&policy, &cmp, Threads(t)).unwrap();
             assert_eq!(json(&one), json(&many), "{} with {t} threads", one.policy);
         }

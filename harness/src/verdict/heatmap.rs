@@ -143,6 +143,28 @@ impl HeatAccumulator {
         }
     }
 
+    /// Records the errors of the next `errs.len()` elements (the same as calling [`add`] for
+    /// each in turn, for errors that are not NaN): one maximum per run segment.
+    ///
+    /// [`add`]: HeatAccumulator::add
+    #[inline(always)]
+    pub fn add_slice(&mut self, errs: &[f64]) {
+        let mut rest = errs;
+        while !rest.is_empty() {
+            let k = rest.len().min(self.left);
+            let (seg, tail) = rest.split_at(k);
+            let m = max_of(seg);
+            if m > self.run_max {
+                self.run_max = m;
+            }
+            self.left -= k;
+            if self.left == 0 {
+                self.next_run();
+            }
+            rest = tail;
+        }
+    }
+
     #[inline(never)]
     fn next_run(&mut self) {
         self.flush();
@@ -169,6 +191,29 @@ impl HeatAccumulator {
         self.flush();
         self.values
     }
+}
+
+/// The largest of `xs` and 0 (for values that are not NaN): 8 running maxima, so the loop
+/// does not wait on one compare chain (the maximum does not depend on the grouping).
+#[inline(always)]
+fn max_of(xs: &[f64]) -> f64 {
+    const W: usize = 8;
+    let mut m = [0.0f64; W];
+    let mut groups = xs.chunks_exact(W);
+    for g in &mut groups {
+        for k in 0..W {
+            if g[k] > m[k] {
+                m[k] = g[k];
+            }
+        }
+    }
+    let mut best = 0.0f64;
+    for &x in m.iter().chain(groups.remainder()) {
+        if x > best {
+            best = x;
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -214,6 +259,33 @@ mod tests {
                 h.add(err);
             }
             assert_eq!(h.finish(), want, "from {start}");
+        }
+    }
+
+    #[test]
+    fn add_slice_is_add_for_each_element_whatever_the_slice_lengths() {
+        let shape = [2, 9, 3, 5];
+        let axes = names(&["b", "s", "n", "d"]);
+        let g = HeatGeometry::for_axes(&shape, &axes).unwrap();
+        let total: usize = shape.iter().product();
+        let errs: Vec<f64> = (0..total)
+            .map(|i| match i % 11 {
+                0 => 0.0,
+                3 => f64::MAX,
+                _ => ((i * 7919) % 1013) as f64 * 1e-3,
+            })
+            .collect();
+        for start in [0, 4, 17] {
+            let mut one = HeatAccumulator::new(&g, start);
+            errs[start..].iter().for_each(|&e| one.add(e));
+            let want = one.finish();
+            for len in [1, 2, 7, 8, 15, 64, 200] {
+                let mut h = HeatAccumulator::new(&g, start);
+                for part in errs[start..].chunks(len) {
+                    h.add_slice(part);
+                }
+                assert_eq!(h.finish(), want, "from {start}, slices of {len}");
+            }
         }
     }
 }

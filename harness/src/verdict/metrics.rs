@@ -1,20 +1,19 @@
-//! The comparison kernel: one pass over (actual, expected, golden) that gathers every figure a
-//! verdict reports, and the filling of [`OutputMetrics`] from them.
+//! The passes of a comparison: one pass over (actual, expected, golden) that gathers every
+//! figure a verdict reports, the lean baseline pass, and the filling of [`OutputMetrics`] from
+//! them.
 //!
 //! Work is split into fixed chunks of [`CHUNK`] elements (independent of the thread count);
-//! each chunk's figures are computed in element order and the chunks are combined in chunk
-//! order on one thread, so every figure is bitwise identical for any thread count. No memory
-//! is allocated per element.
+//! each chunk's figures are computed by the kernels in `kernel` (blocks of 64 elements, sums in
+//! a fixed order of 8 partial sums described there) and the chunks are combined in chunk
+//! order on one thread, so every figure is bitwise identical for any thread count and any CPU.
+//! No memory is allocated per element.
 
-use super::heatmap::{HeatAccumulator, HeatGeometry};
-use super::histogram::{
-    labelled, rel_bucket, rel_label, ulp_bucket, ulp_label, REL_BUCKETS, ULP_BUCKETS,
-};
+use super::heatmap::HeatGeometry;
+use super::histogram::{labelled, rel_label, ulp_label, REL_BUCKETS, ULP_BUCKETS};
 use super::index::format_index;
-use super::lane::{
-    ulp_distance, Bf16Lane, F16Lane, F32Lane, F64Lane, I32Lane, I64Lane, Lane, U8Lane,
-};
-use super::worst::{Candidate, Severity, WorstList};
+use super::kernel::{baseline_chunk, pass_chunk, KernelPath};
+use super::lane::{Bf16Lane, F16Lane, F32Lane, F64Lane, I32Lane, I64Lane, Lane, U8Lane};
+use super::worst::WorstList;
 use crate::results::{OutputMetrics, WorstElement};
 use conform_reference::ops::{ElemType, Tensor};
 use conform_reference::parallel::{map_tasks, Threads};
@@ -103,7 +102,7 @@ pub(crate) struct PassStats {
 }
 
 impl PassStats {
-    fn new(heat_cells: usize) -> PassStats {
+    pub(crate) fn new(heat_cells: usize) -> PassStats {
         PassStats {
             numel: 0,
             comparable: 0,
@@ -202,247 +201,6 @@ pub(crate) fn sat(x: f64) -> f64 {
     }
 }
 
-/// Interleaved histogram copies in the kernel.
-const LANES: usize = 4;
-/// Slots per histogram copy: a power of two above every bucket count, so a masked index needs
-/// no bounds check.
-const HIST_SLOTS: usize = 128;
-const _: () = assert!(ULP_BUCKETS <= HIST_SLOTS && REL_BUCKETS <= HIST_SLOTS);
-
-/// `max(m, x)` for values known not to be NaN (one `maxsd`, no NaN handling).
-#[inline(always)]
-fn fmax(m: f64, x: f64) -> f64 {
-    if x > m {
-        x
-    } else {
-        m
-    }
-}
-
-/// One chunk of the kernel: elements `first..first + n` of the three byte streams.
-///
-/// The hot accumulators are locals (kept in registers) and written to the chunk's
-/// [`PassStats`] once at the end.
-fn pass_chunk<A: Lane, G: Lane>(
-    act: &[u8],
-    exp: &[u8],
-    gold: &[u8],
-    first: usize,
-    cfg: &PassConfig<'_>,
-) -> PassStats {
-    let mut st = PassStats::new(0);
-    let mut heat = cfg.heat.map(|g| HeatAccumulator::new(g, first));
-    let poison = cfg.poison;
-    // Usually one pattern: compare it directly, the rest (if any) by search.
-    let (check_poison, p0, p_rest) = match poison.split_first() {
-        Some((&p0, rest)) => (true, p0, rest),
-        None => (false, 0, &[][..]),
-    };
-    let is_poison = |b: u64| b == p0 || p_rest.contains(&b);
-    let rule = cfg.rule;
-    let (split_small, small, small_err) = match cfg.small_value {
-        Some((s, e)) => (true, s, e),
-        None => (false, 0.0, 0.0),
-    };
-
-    let (mut comparable, mut unwritten, mut non_finite_n, mut non_comparable) = (0u64, 0, 0, 0);
-    let (mut mismatches, mut ulp_nan_mismatch, mut max_ulp) = (0u64, 0u64, 0u64);
-    let (mut max_abs, mut max_rel_plain, mut max_rel) = (0f64, 0f64, 0f64);
-    let (mut sum_abs, mut sum_sq, mut sum_rel) = (0f64, 0f64, 0f64);
-    let (mut n_small, mut n_small_err, mut n_normal) = (0u64, 0u64, 0u64);
-    let (mut normal_sum_rel, mut normal_max_rel, mut normal_sum_sq) = (0f64, 0f64, 0f64);
-    // Histograms in LANES interleaved copies (element j counts in copy j % LANES), so runs of
-    // one bucket do not serialise on a single counter; summed at the end.
-    let mut ulp_hist = [[0u64; HIST_SLOTS]; LANES];
-    let mut rel_hist = [[0u64; HIST_SLOTS]; LANES];
-
-    let n = (act.len() / A::BYTES)
-        .min(exp.len() / A::BYTES)
-        .min(gold.len() / G::BYTES);
-    let (act, exp, gold) = (
-        &act[..n * A::BYTES],
-        &exp[..n * A::BYTES],
-        &gold[..n * G::BYTES],
-    );
-    for j in 0..n {
-        let ab = A::load(&act[j * A::BYTES..(j + 1) * A::BYTES]);
-        let eb = A::load(&exp[j * A::BYTES..(j + 1) * A::BYTES]);
-        let gbits = G::load(&gold[j * G::BYTES..(j + 1) * G::BYTES]);
-        if check_poison && is_poison(ab) && !is_poison(eb) {
-            if let Some(h) = heat.as_mut() {
-                h.add(0.0);
-            }
-            unwritten += 1;
-            mismatches += 1;
-            if cfg.worst {
-                st.worst.offer(Candidate {
-                    flat: first + j,
-                    severity: Severity::Unwritten,
-                    abs_err: 0.0,
-                    actual: A::value(ab),
-                    golden: G::value(gbits),
-                    rel_err: 0.0,
-                    ulp: None,
-                });
-            }
-            continue;
-        }
-        let av = A::value(ab);
-        let ev = A::value(eb);
-        let gv = G::value(gbits);
-        let a_nan = A::is_nan(ab);
-        let e_nan = A::is_nan(eb);
-        let non_finite = !av.is_finite() && ev.is_finite();
-        non_finite_n += non_finite as u64;
-
-        // ULP distance against `expected`, in the output dtype (None: NaN against a number).
-        let ulp = if a_nan || e_nan {
-            if a_nan && e_nan {
-                ulp_hist[j % LANES][0] += 1;
-                Some(0)
-            } else {
-                ulp_nan_mismatch += 1;
-                None
-            }
-        } else {
-            let d = ulp_distance::<A>(ab, eb);
-            max_ulp = max_ulp.max(d);
-            ulp_hist[j % LANES][ulp_bucket(d) & (HIST_SLOTS - 1)] += 1;
-            Some(d)
-        };
-
-        let is_comparable = av.is_finite() && gv.is_finite();
-        let ag = gv.abs();
-        let (d, rel) = if is_comparable {
-            let d = sat((av - gv).abs());
-            let rel = sat(d / (ag + CANN_EPS));
-            comparable += 1;
-            max_abs = fmax(max_abs, d);
-            // max |a-g|/|g|: divide only where the quotient may beat the current maximum
-            // (the margin keeps every candidate whose rounded quotient is larger).
-            if d > max_rel_plain * ag * 0.999_999 && ag != 0.0 {
-                max_rel_plain = fmax(max_rel_plain, sat(d / ag));
-            }
-            sum_abs += d;
-            sum_sq += d * d;
-            sum_rel += rel;
-            max_rel = fmax(max_rel, rel);
-            rel_hist[j % LANES][rel_bucket(rel) & (HIST_SLOTS - 1)] += 1;
-            if split_small {
-                if ag < small {
-                    n_small += 1;
-                    n_small_err += (d > small_err) as u64;
-                } else {
-                    n_normal += 1;
-                    normal_sum_rel += rel;
-                    normal_max_rel = fmax(normal_max_rel, rel);
-                    normal_sum_sq += d * d;
-                }
-            }
-            (d, rel)
-        } else {
-            non_comparable += 1;
-            (0.0, 0.0)
-        };
-
-        if let Some(h) = heat.as_mut() {
-            h.add(d);
-        }
-
-        let rule_fails = match rule {
-            ElementRule::Bitwise { nan_bits } => {
-                if !nan_bits && a_nan && e_nan {
-                    false
-                } else {
-                    ab != eb
-                }
-            }
-            ElementRule::Ulp { max } => match ulp {
-                Some(u) => u > max,
-                None => true,
-            },
-            ElementRule::Allclose { atol, rtol } => {
-                !is_comparable || (d > atol && d / (ag + FLASHINFER_EPS) > rtol)
-            }
-            ElementRule::RelAbove { limit } => !is_comparable || rel > limit,
-            ElementRule::Mixed { t } => !is_comparable || d > t + t * ag,
-            ElementRule::CannDouble {
-                rel_limit,
-                small,
-                small_err,
-            } => {
-                !is_comparable
-                    || if ag < small {
-                        d > small_err
-                    } else {
-                        rel > rel_limit
-                    }
-            }
-            ElementRule::AbsAbove { limit } => !is_comparable || d > limit,
-        };
-        let fails = rule_fails || non_finite;
-        mismatches += fails as u64;
-
-        if cfg.worst {
-            if is_comparable {
-                if d > st.worst.floor() {
-                    st.worst.offer(Candidate {
-                        flat: first + j,
-                        severity: Severity::Numeric,
-                        abs_err: d,
-                        actual: av,
-                        golden: gv,
-                        rel_err: rel,
-                        ulp,
-                    });
-                }
-            } else if fails {
-                st.worst.offer(Candidate {
-                    flat: first + j,
-                    severity: Severity::NonComparable,
-                    abs_err: 0.0,
-                    actual: av,
-                    golden: gv,
-                    rel_err: 0.0,
-                    ulp,
-                });
-            }
-        }
-    }
-    if let Some(h) = heat {
-        st.heat = h.finish();
-    }
-    st.numel = n as u64;
-    st.comparable = comparable;
-    st.unwritten = unwritten;
-    st.non_finite = non_finite_n;
-    st.non_comparable = non_comparable;
-    st.mismatches = mismatches;
-    st.max_abs = max_abs;
-    st.max_rel_plain = max_rel_plain;
-    st.sum_abs = sum_abs;
-    st.sum_sq = sum_sq;
-    st.sum_rel = sum_rel;
-    st.max_rel = max_rel;
-    st.max_ulp = max_ulp;
-    st.ulp_nan_mismatch = ulp_nan_mismatch;
-    for lane in 0..LANES {
-        for (t, c) in st.ulp_hist.iter_mut().zip(&ulp_hist[lane]) {
-            *t += c;
-        }
-        for (t, c) in st.rel_hist.iter_mut().zip(&rel_hist[lane]) {
-            *t += c;
-        }
-    }
-    st.small = n_small;
-    st.small_err = n_small_err;
-    st.normal = n_normal;
-    st.normal_sum_rel = normal_sum_rel;
-    st.normal_max_rel = normal_max_rel;
-    st.normal_sum_sq = normal_sum_sq;
-    st
-}
-
 fn pass_typed<A: Lane, G: Lane>(
     act: &[u8],
     exp: &[u8],
@@ -450,6 +208,7 @@ fn pass_typed<A: Lane, G: Lane>(
     numel: usize,
     cfg: &PassConfig<'_>,
     threads: Threads,
+    path: KernelPath,
 ) -> PassStats {
     let n_chunks = numel.div_ceil(CHUNK);
     let parts = map_tasks(n_chunks, threads, |c| {
@@ -461,6 +220,7 @@ fn pass_typed<A: Lane, G: Lane>(
             &gold[lo * G::BYTES..hi * G::BYTES],
             lo,
             cfg,
+            path,
         )
     });
     let mut total = PassStats::new(cfg.heat.map_or(0, HeatGeometry::cells));
@@ -468,64 +228,6 @@ fn pass_typed<A: Lane, G: Lane>(
         total.absorb(p);
     }
     total
-}
-
-/// One chunk of the baseline pass: only the figures the baseline policies read (comparable
-/// and non-comparable counts, max and sum of |b-g|, the small-value split).
-fn baseline_chunk<A: Lane, G: Lane>(
-    base: &[u8],
-    gold: &[u8],
-    small_value: Option<(f64, f64)>,
-) -> PassStats {
-    let mut st = PassStats::new(0);
-    let (split_small, small, small_err) = match small_value {
-        Some((s, e)) => (true, s, e),
-        None => (false, 0.0, 0.0),
-    };
-    let (mut numel, mut comparable) = (0u64, 0u64);
-    let (mut max_abs, mut sum_abs) = (0f64, 0f64);
-    let (mut n_small_err, mut n_normal) = (0u64, 0u64);
-    let (mut normal_sum_rel, mut normal_max_rel, mut normal_sum_sq) = (0f64, 0f64, 0f64);
-    for (bb, gb) in base.chunks_exact(A::BYTES).zip(gold.chunks_exact(G::BYTES)) {
-        numel += 1;
-        let bv = A::value(A::load(bb));
-        let gv = G::value(G::load(gb));
-        if !(bv.is_finite() && gv.is_finite()) {
-            continue;
-        }
-        comparable += 1;
-        let d = sat((bv - gv).abs());
-        max_abs = fmax(max_abs, d);
-        sum_abs += d;
-        if split_small {
-            let ag = gv.abs();
-            if ag < small {
-                n_small_err += (d > small_err) as u64;
-            } else {
-                let rel = sat(d / (ag + CANN_EPS));
-                n_normal += 1;
-                normal_sum_rel += rel;
-                normal_max_rel = fmax(normal_max_rel, rel);
-                normal_sum_sq += d * d;
-            }
-        }
-    }
-    st.numel = numel;
-    st.comparable = comparable;
-    st.non_comparable = numel - comparable;
-    st.max_abs = max_abs;
-    st.sum_abs = sum_abs;
-    st.small = if split_small {
-        comparable - n_normal
-    } else {
-        0
-    };
-    st.small_err = n_small_err;
-    st.normal = if split_small { n_normal } else { 0 };
-    st.normal_sum_rel = normal_sum_rel;
-    st.normal_max_rel = normal_max_rel;
-    st.normal_sum_sq = normal_sum_sq;
-    st
 }
 
 /// The baseline pass: `baseline` against `golden` (same element count; golden of the same
@@ -537,6 +239,17 @@ pub(crate) fn run_baseline_pass(
     small_value: Option<(f64, f64)>,
     threads: Threads,
 ) -> PassStats {
+    run_baseline_pass_on(baseline, golden, small_value, threads, KernelPath::Auto)
+}
+
+/// [`run_baseline_pass`] on a chosen kernel path (every path gives the same figures).
+pub(crate) fn run_baseline_pass_on(
+    baseline: &Tensor,
+    golden: &Tensor,
+    small_value: Option<(f64, f64)>,
+    threads: Threads,
+    path: KernelPath,
+) -> PassStats {
     let numel = baseline.numel();
     let golden_f64 = golden.dtype == ElemType::F64 && baseline.dtype != ElemType::F64;
     fn typed<A: Lane, G: Lane>(
@@ -545,6 +258,7 @@ pub(crate) fn run_baseline_pass(
         numel: usize,
         small_value: Option<(f64, f64)>,
         threads: Threads,
+        path: KernelPath,
     ) -> PassStats {
         let parts = map_tasks(numel.div_ceil(CHUNK), threads, |c| {
             let lo = c * CHUNK;
@@ -553,6 +267,7 @@ pub(crate) fn run_baseline_pass(
                 &b[lo * A::BYTES..hi * A::BYTES],
                 &g[lo * G::BYTES..hi * G::BYTES],
                 small_value,
+                path,
             )
         });
         let mut total = PassStats::new(0);
@@ -565,9 +280,9 @@ pub(crate) fn run_baseline_pass(
     macro_rules! lane {
         ($lane:ty) => {
             if golden_f64 {
-                typed::<$lane, F64Lane>(b, g, numel, small_value, threads)
+                typed::<$lane, F64Lane>(b, g, numel, small_value, threads, path)
             } else {
-                typed::<$lane, $lane>(b, g, numel, small_value, threads)
+                typed::<$lane, $lane>(b, g, numel, small_value, threads, path)
             }
         };
     }
@@ -575,7 +290,7 @@ pub(crate) fn run_baseline_pass(
         ElemType::Bf16 => lane!(Bf16Lane),
         ElemType::F16 => lane!(F16Lane),
         ElemType::F32 => lane!(F32Lane),
-        ElemType::F64 => typed::<F64Lane, F64Lane>(b, g, numel, small_value, threads),
+        ElemType::F64 => typed::<F64Lane, F64Lane>(b, g, numel, small_value, threads, path),
         ElemType::U8 => lane!(U8Lane),
         ElemType::I32 => lane!(I32Lane),
         ElemType::I64 => lane!(I64Lane),
@@ -591,28 +306,27 @@ pub(crate) fn run_pass(
     cfg: &PassConfig<'_>,
     threads: Threads,
 ) -> PassStats {
+    run_pass_on(actual, expected, golden, cfg, threads, KernelPath::Auto)
+}
+
+/// [`run_pass`] on a chosen kernel path (every path gives the same figures).
+pub(crate) fn run_pass_on(
+    actual: &Tensor,
+    expected: &Tensor,
+    golden: &Tensor,
+    cfg: &PassConfig<'_>,
+    threads: Threads,
+    path: KernelPath,
+) -> PassStats {
     let numel = actual.numel();
     let golden_f64 = golden.dtype == ElemType::F64 && actual.dtype != ElemType::F64;
+    let (a, e, g) = (&actual.data[..], &expected.data[..], &golden.data[..]);
     macro_rules! typed {
         ($lane:ty) => {
             if golden_f64 {
-                pass_typed::<$lane, F64Lane>(
-                    &actual.data,
-                    &expected.data,
-                    &golden.data,
-                    numel,
-                    cfg,
-                    threads,
-                )
+                pass_typed::<$lane, F64Lane>(a, e, g, numel, cfg, threads, path)
             } else {
-                pass_typed::<$lane, $lane>(
-                    &actual.data,
-                    &expected.data,
-                    &golden.data,
-                    numel,
-                    cfg,
-                    threads,
-                )
+                pass_typed::<$lane, $lane>(a, e, g, numel, cfg, threads, path)
             }
         };
     }
@@ -620,14 +334,7 @@ pub(crate) fn run_pass(
         ElemType::Bf16 => typed!(Bf16Lane),
         ElemType::F16 => typed!(F16Lane),
         ElemType::F32 => typed!(F32Lane),
-        ElemType::F64 => pass_typed::<F64Lane, F64Lane>(
-            &actual.data,
-            &expected.data,
-            &golden.data,
-            numel,
-            cfg,
-            threads,
-        ),
+        ElemType::F64 => pass_typed::<F64Lane, F64Lane>(a, e, g, numel, cfg, threads, path),
         ElemType::U8 => typed!(U8Lane),
         ElemType::I32 => typed!(I32Lane),
         ElemType::I64 => typed!(I64Lane),

@@ -11,6 +11,7 @@ mod evaluate;
 mod heatmap;
 mod histogram;
 mod index;
+mod kernel;
 pub mod lane;
 mod metrics;
 mod policy;
