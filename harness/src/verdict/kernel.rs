@@ -30,7 +30,7 @@ use super::worst::{Candidate, Severity, WorstList};
 pub(crate) const BLOCK: usize = 64;
 /// Partial sums per figure (element `j` of a chunk adds into partial `j % PARTIALS`).
 pub(crate) const PARTIALS: usize = 8;
-const _: () = assert!(BLOCK % PARTIALS == 0 && PARTIALS == 8);
+const _: () = assert!(BLOCK.is_multiple_of(PARTIALS) && PARTIALS == 8);
 
 /// Interleaved histogram copies (element `j` counts in copy `j % HIST_COPIES`), so runs of one
 /// bucket do not serialise on a single counter; summed at the end.
@@ -39,7 +39,7 @@ const HIST_COPIES: usize = 4;
 /// no bounds check.
 const HIST_SLOTS: usize = 128;
 const _: () = assert!(ULP_BUCKETS <= HIST_SLOTS && REL_BUCKETS <= HIST_SLOTS);
-const _: () = assert!(BLOCK % HIST_COPIES == 0);
+const _: () = assert!(BLOCK.is_multiple_of(HIST_COPIES));
 
 /// Which code computes a chunk. Every path gives the same figures bit for bit; tests compare
 /// them.
@@ -1416,7 +1416,7 @@ mod tests {
         let shape = [2usize, 167, 3, 5];
         let axes: Vec<String> = ["b", "s", "n", "d"].iter().map(|s| s.to_string()).collect();
         let n: usize = shape.iter().product();
-        assert!(n % BLOCK != 0);
+        assert!(!n.is_multiple_of(BLOCK));
         let heat = HeatGeometry::for_axes(&shape, &axes).unwrap();
         let dtypes = [
             ElemType::Bf16,
