@@ -3,8 +3,12 @@
 //!
 //! - The reference target runs every quick case and is verified bitwise against the golden
 //!   store; worker targets run every case their capabilities cover.
-//! - A target that is not available here is ignored at run time with its reason — unless
-//!   `CONFORM_REQUIRE_TARGETS` names it (CI does), in which case its trials fail.
+//! - A trial that its target would skip (the target is not available here, or does not cover
+//!   the case) is marked ignored when the trials are listed, and its reason is printed once
+//!   per target and reason — unless `CONFORM_REQUIRE_TARGETS` names the target (CI does), in
+//!   which case an unavailable target's trials fail. Marking them at list time matters under
+//!   nextest, which counts a trial that ignores itself at run time as a pass;
+//!   `--include-ignored` still runs them (each then reports itself ignored, with the reason).
 //! - Under nextest every trial runs in its own process with `--exact NAME`: then only that one
 //!   trial is built (no worker is started for the others).
 //! - `CONFORM_TIER=full` (or `all`) selects the full tier instead.
@@ -12,6 +16,7 @@
 use conform_harness::cli::paths::Paths;
 use conform_harness::cli::targets;
 use conform_harness::results::Status;
+use conform_harness::runner::skip_reason;
 use conform_harness::runner::{run_trial, RunOptions};
 use conform_harness::suite::select::load_all;
 use conform_harness::suite::{Case, Tier};
@@ -54,6 +59,8 @@ fn main() -> std::process::ExitCode {
         ..RunOptions::default()
     });
     let mut trials = Vec::new();
+    // (target, reason) -> how many trials it ignores.
+    let mut ignored: BTreeMap<(String, String), usize> = BTreeMap::new();
     for target in &target_names {
         for case in &selected {
             let name = format!("{target}::{}", case.id);
@@ -74,9 +81,16 @@ fn main() -> std::process::ExitCode {
                     }
                 },
             };
+            let skip = {
+                let mut t = handle.lock().unwrap_or_else(|e| e.into_inner());
+                skip_reason(case, t.as_mut(), &opts)
+            };
+            if let Some(reason) = &skip {
+                *ignored.entry((target.clone(), reason.clone())).or_default() += 1;
+            }
             let case = case.clone();
             let opts = opts.clone();
-            trials.push(Trial::ignorable_test(name, move || {
+            let trial = Trial::ignorable_test(name, move || {
                 let mut t = handle.lock().unwrap_or_else(|e| e.into_inner());
                 let r = run_trial(&case, t.as_mut(), case.seed, &opts);
                 match r.status {
@@ -89,7 +103,13 @@ fn main() -> std::process::ExitCode {
                         conform_harness::messages::replay_command(&r.id, r.seed, &r.target)
                     ))),
                 }
-            }));
+            });
+            trials.push(trial.with_ignored_flag(skip.is_some()));
+        }
+    }
+    if !args.list {
+        for ((target, reason), n) in &ignored {
+            eprintln!("conformance: {n} trial(s) of `{target}` ignored: {reason}");
         }
     }
     libtest_mimic::run(&args, trials).exit_code()

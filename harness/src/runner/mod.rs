@@ -6,7 +6,7 @@ pub mod options;
 pub mod trial;
 
 pub use options::RunOptions;
-pub use trial::{run_trial, REFERENCE_TARGET};
+pub use trial::{run_trial, skip_reason, REFERENCE_TARGET};
 
 use crate::results::{CaseResult, RunResults, RESULTS_SCHEMA_VERSION};
 use crate::suite::Case;

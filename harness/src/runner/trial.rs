@@ -86,16 +86,42 @@ pub fn run_trial(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOpti
     r
 }
 
-fn run_trial_inner(
+/// Why `target` would skip `case` before running anything (it is unavailable and not
+/// required, lacks the op or a parameter, or does not implement a recipe the checks need), or
+/// `None` when [`run_trial`] would run it (or end it as an error). The conformance test target
+/// asks this when it lists its trials, so that test runners which cannot report a skip decided
+/// at run time (nextest counts it as a pass) see these trials as ignored.
+pub fn skip_reason(case: &Case, target: &mut dyn Target, opts: &RunOptions) -> Option<String> {
+    let name = target.name().to_string();
+    match admit(case, target, case.seed, opts, &name) {
+        Admission::Done(r) if r.status == Status::Skipped => Some(r.message),
+        _ => None,
+    }
+}
+
+/// What a trial needs once it is admitted, or the result that ends it before it runs.
+enum Admission {
+    Run {
+        desc: OpDescription,
+        policies: BTreeMap<String, CheckPolicy>,
+        recipe: Option<String>,
+    },
+    Done(CaseResult),
+}
+
+/// The checks before a trial runs: availability, the target's declared support, the op's
+/// description, the check policies and the recipe the target is asked to emulate.
+fn admit(
     case: &Case,
     target: &mut dyn Target,
     seed: u64,
     opts: &RunOptions,
     name: &str,
-) -> CaseResult {
+) -> Admission {
+    use Admission::Done;
     let is_reference = name == REFERENCE_TARGET;
     if let Availability::Unavailable { reason } = target.availability() {
-        return if opts.required_targets.iter().any(|t| t == name) {
+        return Done(if opts.required_targets.iter().any(|t| t == name) {
             result(
                 case,
                 name,
@@ -111,18 +137,18 @@ fn run_trial_inner(
                 Status::Skipped,
                 format!("target unavailable: {reason}"),
             )
-        };
+        });
     }
     if let Err(skip) = target.supports(&case.op, &case.params) {
-        return result(case, name, seed, Status::Skipped, skip.0);
+        return Done(result(case, name, seed, Status::Skipped, skip.0));
     }
     let desc = match ops::find(&case.op).and_then(|f| f.describe(&case.params)) {
         Ok(d) => d,
-        Err(e) => return result(case, name, seed, Status::Error, e.to_string()),
+        Err(e) => return Done(result(case, name, seed, Status::Error, e.to_string())),
     };
     let policies = match policies(case, &desc) {
         Ok(p) => p,
-        Err(e) => return result(case, name, seed, Status::Error, e),
+        Err(e) => return Done(result(case, name, seed, Status::Error, e)),
     };
     // Which recipe the target is asked to emulate.
     let recipe = if is_reference {
@@ -143,7 +169,7 @@ fn run_trial_inner(
                 .map(|p| p.name())
                 .collect();
             if !exact.is_empty() {
-                return result(
+                return Done(result(
                     case,
                     name,
                     seed,
@@ -154,10 +180,33 @@ fn run_trial_inner(
                         case.recipe,
                         if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
                     ),
-                );
+                ));
             }
             None
         }
+    };
+    Admission::Run {
+        desc,
+        policies,
+        recipe,
+    }
+}
+
+fn run_trial_inner(
+    case: &Case,
+    target: &mut dyn Target,
+    seed: u64,
+    opts: &RunOptions,
+    name: &str,
+) -> CaseResult {
+    let is_reference = name == REFERENCE_TARGET;
+    let (desc, policies, recipe) = match admit(case, target, seed, opts, name) {
+        Admission::Run {
+            desc,
+            policies,
+            recipe,
+        } => (desc, policies, recipe),
+        Admission::Done(r) => return r,
     };
     let want_oracle = policies.values().any(|p| p.needs().oracle);
     let sets = if is_reference {
