@@ -4,7 +4,7 @@
 //! NPUs: low-precision formats and FP4 dequantisation, W4A16 matmul, FlashAttention and
 //! PagedAttention over a paged KV cache, and MC2 (matmul + all-reduce).
 //!
-//! Rules every module follows (see DEVELOPERS.md):
+//! Rules every module follows (why, and the sources: `docs/numerics.md`):
 //! - every rounding point names a [`formats::Rounding`] and rounds once;
 //! - transcendentals come from [`math`] (pure-Rust libm), never the platform;
 //! - reductions have a fixed, documented order ([`dot`]); parallel work has a fixed

@@ -2,7 +2,7 @@
 them (torch_npu's names), layouts to and from BNSD, per-batch lengths, the mask predicate,
 and the paged-KV gather through the block table.
 
-Conventions (the reference's, ../shared/notes/numerics.md): sparse_mode 0 none, 2 top-left
+Conventions (the reference's, docs/numerics.md): sparse_mode 0 none, 2 top-left
 causal (j <= i), 3 bottom-right causal (j <= i + Lk - Lq), 4 band relative to the
 bottom-right diagonal (i + Lk - Lq - pre_tokens <= j <= i + Lk - Lq + next_tokens); explicit
 `atten_mask` U8 [B, q_seq, kv_seq], 1 = masked; keys at or beyond the KV length never count;

@@ -1,7 +1,7 @@
 """Argument building for torch_npu kernels, as plain functions (no torch, no NPU) so they are
 tested anywhere (targets/python/tests/test_torch_npu_args.py).
 
-Written from the documented signatures (../shared/notes/ascend-apis.md), torch_npu 2.x / CANN
+Written from the documented signatures (summarised in docs/numerics.md, "The FIA call"), torch_npu 2.x / CANN
 8.x: npu_fused_infer_attention_score(query, key, value, *, atten_mask, actual_seq_lengths,
 actual_seq_lengths_kv, block_table, num_heads, scale, pre_tokens, next_tokens, input_layout,
 num_key_value_heads, sparse_mode, inner_precise, block_size, softmax_lse_flag, ...) ->

@@ -1,7 +1,7 @@
 //! Which keys a query row may attend to: the structured `sparse_mode` masks, the explicit
 //! boolean mask (1 = masked) and the per-batch valid lengths, as one predicate.
 //!
-//! Alignments (../shared/notes/numerics.md, "Conventions"): sparse_mode 2 is top-left
+//! Alignments (docs/numerics.md, "Conventions"): sparse_mode 2 is top-left
 //! (j <= i), sparse_mode 3 bottom-right (j <= i + Lk - Lq), and the band of sparse_mode 4 is
 //! taken relative to the bottom-right diagonal: i + (Lk - Lq) - pre_tokens <= j <= i + (Lk -
 //! Lq) + next_tokens. Keys at or beyond `actual_seq_lengths_kv` never count.

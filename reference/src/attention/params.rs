@@ -2,7 +2,7 @@
 //! and its validation into a [`Geometry`]: per-batch lengths and the element offsets of every
 //! query, key, value, output and LSE row in the chosen layout.
 //!
-//! Facts used (../shared/notes/ascend-apis.md, "npu_fused_infer_attention_score"): layouts
+//! Facts used (docs/numerics.md, "The FIA call"): layouts
 //! BSND, BNSD, BSH, TND (cumulative `actual_seq_lengths`) and the mixed BNSD_BSND; N <= 256,
 //! D <= 512, Q_N / KV_N integral with ratio <= 64; `num_key_value_heads = 0` means "equal to
 //! `num_heads`"; sparse_mode 0 (none / explicit mask), 2 (top-left causal), 3 (bottom-right

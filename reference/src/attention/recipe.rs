@@ -1,10 +1,10 @@
 //! A [`Recipe`]: every numerically relevant choice of an attention kernel as a field, and the
 //! named presets that reproduce specific kernels.
 //!
-//! Why each field exists: ../shared/notes/numerics.md, "What changes the output bits" (KV tile,
+//! Why each field exists: docs/numerics.md, "What changes the output bits" (KV tile,
 //! block order, P dtype and rounding, rowsum source, exp flavour, reciprocal vs division,
 //! output rounding, LSE formula, empty-row policy, mask value). Accumulators (row max, row sum,
-//! S, O and every dot product) are f32 in every recipe, as in every kernel the notes describe;
+//! S, O and every dot product) are f32 in every recipe, as in every kernel that document describes;
 //! the f64 ground truth is [`super::oracle`].
 
 use crate::formats::{DType, Rounding};
