@@ -1,6 +1,7 @@
 //! The workers shipped in targets/*/ through the registry: which are available here, and
-//! end-to-end runs of the CPU workers. Needs the venv (ci/setup-targets.sh); without it the
-//! tests print why and return, unless CONFORM_REQUIRE_TARGETS is set (CI), where they fail.
+//! end-to-end runs of the CPU workers. The worker tests need the venv (ci/setup-targets.sh);
+//! without it they are ignored with the reason, unless CONFORM_REQUIRE_TARGETS is set (CI),
+//! where they run and fail.
 
 use conform_reference::ops::{ElemType, Tensor, TensorMap, TensorSpec};
 use conform_reference::parallel::Threads;
@@ -16,24 +17,48 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-fn venv_ready() -> bool {
-    let ok = repo().join(".venv/bin/python").exists();
-    if !ok {
-        if !registry::required_targets().is_empty() {
-            panic!("CONFORM_REQUIRE_TARGETS is set but .venv is missing: run ci/setup-targets.sh");
-        }
-        eprintln!("skipping: .venv is absent (run ci/setup-targets.sh)");
-    }
-    ok
+#[path = "support/trials.rs"]
+mod trials;
+
+/// Why the worker tests cannot run here, or None (they run; in CI a missing venv then fails).
+fn missing_venv() -> Option<String> {
+    let absent = !repo().join(".venv/bin/python").exists();
+    (absent && registry::required_targets().is_empty())
+        .then(|| ".venv is absent: run ci/setup-targets.sh".to_string())
+}
+
+fn main() {
+    let venv = missing_venv();
+    trials::run(vec![
+        trials::Test {
+            name: "registry_lists_every_shipped_target",
+            body: registry_lists_every_shipped_target,
+            missing: None,
+        },
+        trials::Test {
+            name: "cpu_workers_are_available_and_torch_npu_says_why_it_is_not",
+            body: cpu_workers_are_available_and_torch_npu_says_why_it_is_not,
+            missing: venv.clone(),
+        },
+        trials::Test {
+            name: "example_and_ml_dtypes_agree_bit_for_bit_on_mxfp4",
+            body: example_and_ml_dtypes_agree_bit_for_bit_on_mxfp4,
+            missing: venv.clone(),
+        },
+        trials::Test {
+            name: "numpy_and_onnxruntime_agree_on_attention_and_skip_what_they_cannot_do",
+            body: numpy_and_onnxruntime_agree_on_attention_and_skip_what_they_cannot_do,
+            missing: venv,
+        },
+    ])
 }
 
 fn target(targets: &mut [Box<dyn Target>], name: &str) -> usize {
     targets.iter().position(|t| t.name() == name).unwrap()
 }
 
-#[test]
-fn registry_lists_every_shipped_target_and_cpu_workers_are_available() {
-    let mut targets = registry::discover(&repo(), Threads::ONE).unwrap();
+fn registry_lists_every_shipped_target() {
+    let targets = registry::discover(&repo(), Threads::ONE).unwrap();
     let names: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
     for n in [
         "reference",
@@ -46,9 +71,10 @@ fn registry_lists_every_shipped_target_and_cpu_workers_are_available() {
     ] {
         assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
     }
-    if !venv_ready() {
-        return;
-    }
+}
+
+fn cpu_workers_are_available_and_torch_npu_says_why_it_is_not() {
+    let mut targets = registry::discover(&repo(), Threads::ONE).unwrap();
     let errors = check_required(
         &mut targets,
         &parse_required("reference,example,ml_dtypes,numpy,onnxruntime"),
@@ -94,11 +120,7 @@ fn mxfp4_request(seed: u64, out: ElemType) -> ExecRequest {
     }
 }
 
-#[test]
 fn example_and_ml_dtypes_agree_bit_for_bit_on_mxfp4() {
-    if !venv_ready() {
-        return;
-    }
     let mut targets = registry::discover(&repo(), Threads::ONE).unwrap();
     let e = target(&mut targets, "example");
     let m = target(&mut targets, "ml_dtypes");
@@ -121,11 +143,7 @@ fn example_and_ml_dtypes_agree_bit_for_bit_on_mxfp4() {
     }
 }
 
-#[test]
 fn numpy_and_onnxruntime_agree_on_attention_and_skip_what_they_cannot_do() {
-    if !venv_ready() {
-        return;
-    }
     let mut targets = registry::discover(&repo(), Threads::ONE).unwrap();
     let (b, s, n, d) = (1usize, 4usize, 2usize, 8usize);
     let params = json!({"dtype": "f32", "input_layout": "BSND", "batch": b, "q_seq": s,

@@ -13,6 +13,69 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+#[path = "support/trials.rs"]
+mod trials;
+
+fn main() {
+    // Only the helper round trip needs the venv (numpy); the misbehaving worker is stdlib-only.
+    let venv = (!repo().join(".venv/bin/python").exists()
+        && conform_targets::registry::required_targets().is_empty())
+    .then(|| ".venv is absent: run ci/setup-targets.sh".to_string());
+    let test = |name, body, missing| trials::Test {
+        name,
+        body,
+        missing,
+    };
+    trials::run(vec![
+        test("good_worker_round_trip", good_worker_round_trip, None),
+        test(
+            "timeout_kills_and_restarts",
+            timeout_kills_and_restarts,
+            None,
+        ),
+        test(
+            "crash_reports_exit_code_and_stderr_then_recovers",
+            crash_reports_exit_code_and_stderr_then_recovers,
+            None,
+        ),
+        test(
+            "malformed_json_is_a_protocol_error_and_the_worker_restarts",
+            malformed_json_is_a_protocol_error_and_the_worker_restarts,
+            None,
+        ),
+        test(
+            "bad_outputs_are_errors_naming_the_tensor",
+            bad_outputs_are_errors_naming_the_tensor,
+            None,
+        ),
+        test(
+            "unwritten_outputs_stay_poisoned",
+            unwritten_outputs_stay_poisoned,
+            None,
+        ),
+        test(
+            "worker_that_never_answers_the_handshake_is_unavailable",
+            worker_that_never_answers_the_handshake_is_unavailable,
+            None,
+        ),
+        test(
+            "unavailable_handshakes_give_the_reason",
+            unavailable_handshakes_give_the_reason,
+            None,
+        ),
+        test(
+            "cached_results_are_caught_by_the_double_run",
+            cached_results_are_caught_by_the_double_run,
+            None,
+        ),
+        test(
+            "python_helper_round_trips_every_float_dtype_and_keeps_poison",
+            python_helper_round_trips_every_float_dtype_and_keeps_poison,
+            venv.clone(),
+        ),
+    ])
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -83,7 +146,6 @@ fn y(e: &conform_targets::Execution) -> Vec<f32> {
     e.outputs["y"].to_f32_vec().unwrap()
 }
 
-#[test]
 fn good_worker_round_trip() {
     let mut w = worker("good");
     match w.availability() {
@@ -115,7 +177,6 @@ fn good_worker_round_trip() {
     assert_eq!(w.starts(), 1);
 }
 
-#[test]
 fn timeout_kills_and_restarts() {
     let mut w = WorkerTarget::new("misbehave", config("misbehave.py", &["good"], 1.5));
     assert!(w.availability().is_available());
@@ -139,7 +200,6 @@ fn timeout_kills_and_restarts() {
     assert_eq!(w.starts(), 2);
 }
 
-#[test]
 fn crash_reports_exit_code_and_stderr_then_recovers() {
     let mut w = worker("good");
     let e = w.execute(&request("crash/1", &[1.0])).unwrap_err();
@@ -165,7 +225,6 @@ fn crash_reports_exit_code_and_stderr_then_recovers() {
     assert_eq!(w.starts(), 3);
 }
 
-#[test]
 fn malformed_json_is_a_protocol_error_and_the_worker_restarts() {
     let mut w = worker("good");
     let e = w.execute(&request("malformed", &[1.0])).unwrap_err();
@@ -183,7 +242,6 @@ fn malformed_json_is_a_protocol_error_and_the_worker_restarts() {
     assert!(e.to_string().contains("loading kernels"), "{e}");
 }
 
-#[test]
 fn bad_outputs_are_errors_naming_the_tensor() {
     let mut w = worker("good");
     let e = w.execute(&request("missing", &[1.0, 2.0])).unwrap_err();
@@ -212,7 +270,6 @@ fn bad_outputs_are_errors_naming_the_tensor() {
     assert_eq!(w.starts(), 1);
 }
 
-#[test]
 fn unwritten_outputs_stay_poisoned() {
     let mut w = worker("good");
     let e = w.execute(&request("partial", &[1.0, 2.0, 3.0])).unwrap();
@@ -221,7 +278,6 @@ fn unwritten_outputs_stay_poisoned() {
     assert_eq!(out.to_f32_vec().unwrap()[0], 2.0);
 }
 
-#[test]
 fn worker_that_never_answers_the_handshake_is_unavailable() {
     let mut cfg = config("misbehave.py", &["no_handshake"], 5.0);
     cfg.timeouts.handshake_s = 1.0;
@@ -240,7 +296,6 @@ fn worker_that_never_answers_the_handshake_is_unavailable() {
     assert!(skip.0.contains("unavailable"), "{skip}");
 }
 
-#[test]
 fn unavailable_handshakes_give_the_reason() {
     let mut w = worker("unavailable");
     assert_eq!(
@@ -262,7 +317,6 @@ fn unavailable_handshakes_give_the_reason() {
     assert!(a.contains("cannot start `/nonexistent/python`"), "{a}");
 }
 
-#[test]
 fn cached_results_are_caught_by_the_double_run() {
     let mut w = worker("cached");
     let first = request("double/n3", &[1.0, 2.0, 3.0]);
@@ -287,29 +341,17 @@ fn cached_results_are_caught_by_the_double_run() {
 
 /// Tests that need the venv's numpy run only where `.venv` exists, unless targets are
 /// required (CI), where a missing venv is a failure.
-fn helper_worker() -> Option<WorkerTarget> {
+/// The stdlib-and-numpy helper worker needs the venv; a trial that runs without it fails (CI).
+fn helper_worker() -> WorkerTarget {
     let mut w = WorkerTarget::new("helper", config("helper_double.py", &[], 10.0));
-    match w.availability() {
-        Availability::Available { .. } => Some(w),
-        Availability::Unavailable { reason } => {
-            if !conform_targets::registry::required_targets().is_empty() {
-                panic!(
-                    "CONFORM_REQUIRE_TARGETS is set but the helper worker is unavailable: {reason}"
-                );
-            }
-            eprintln!(
-                "skipping: python helper worker unavailable ({reason}); run ci/setup-targets.sh"
-            );
-            None
-        }
+    if let Availability::Unavailable { reason } = w.availability() {
+        panic!("the python helper worker is unavailable: {reason}; run ci/setup-targets.sh");
     }
+    w
 }
 
-#[test]
 fn python_helper_round_trips_every_float_dtype_and_keeps_poison() {
-    let Some(mut w) = helper_worker() else {
-        return;
-    };
+    let mut w = helper_worker();
     // F32, F16, BF16 (BF16 handed to the op as bits and rounded back once).
     let mut r = request("h/f32", &[1.5, -3.0, 0.0]);
     assert_eq!(y(&w.execute(&r).unwrap()), vec![3.0, -6.0, 0.0]);
