@@ -1,11 +1,20 @@
-//! The `conform` process's exit codes (documented in README.md and docs/results.md).
+//! The `conform` process's exit codes: the one table of them (README.md and docs/results.md
+//! repeat it). No other file spells an exit code as a literal.
 
 /// Every selected case passed (skips are not failures), or a command succeeded.
 pub const SUCCESS: i32 = 0;
 /// At least one case failed, errored, timed out or crashed; or golden drift; or a perf
-/// regression.
+/// regression; or an output could not be written after the work was done.
 pub const FAILURE: i32 = 1;
-/// Usage, suite, golden-store or input-file error: nothing (more) was run.
+/// Usage, suite, golden-store or input-file error (also an output path that cannot be
+/// written, found before any case ran): nothing (more) was run.
 pub const USAGE: i32 = 2;
-/// The selection matched no case.
-pub const NO_CASES: i32 = 4;
+/// Nothing was judged: the selection matched no case, every selected case was skipped, or a
+/// perf file / comparison holds no case to judge. A run that checked nothing is not green
+/// (`--allow-skips` turns "every case skipped" back into 0).
+pub const NOTHING_JUDGED: i32 = 4;
+/// Interrupted by SIGINT (128 + 2): the finished cases' results were written, marked
+/// interrupted.
+pub const INTERRUPTED_SIGINT: i32 = 130;
+/// Interrupted by SIGTERM (128 + 15), as CI runners cancel jobs.
+pub const INTERRUPTED_SIGTERM: i32 = 143;

@@ -79,7 +79,7 @@ fn with_cases(
     let chosen: Vec<&crate::suite::Case> = cases.iter().filter(|c| sel.matches(c)).collect();
     if chosen.is_empty() {
         eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
-        return Ok(exit_code::NO_CASES);
+        return Ok(exit_code::NOTHING_JUDGED);
     }
     match f(&chosen, &all_ids) {
         Ok(code) => Ok(code),

@@ -79,7 +79,7 @@ pub fn run(paths: &Paths, args: ListArgs) -> anyhow::Result<i32> {
         println!("{}", messages::list_footer(chosen.len(), suites.len()));
     }
     Ok(if chosen.is_empty() {
-        exit_code::NO_CASES
+        exit_code::NOTHING_JUDGED
     } else {
         exit_code::SUCCESS
     })

@@ -29,17 +29,21 @@ pub enum Mc2Command {
     Plan(PlanArgs),
 }
 
+/// The largest M, K or N `mc2 plan` accepts: 2^31 - 1, the int32 extent every Ascend
+/// kernel interface uses for a dimension. Anything larger is a typo, not a shape.
+pub const MAX_DIM: u64 = (1 << 31) - 1;
+
 /// `conform mc2 plan`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
     /// Rows of x1 (M; B * S for a [B, S, K] activation).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub m: u64,
     /// Reduction dimension K.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub k: u64,
     /// Columns of x2 and of the output (N).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub n: u64,
     /// Output dtype: f16 or bf16.
     #[arg(long)]
@@ -70,11 +74,13 @@ pub enum Mc2CliError {
 }
 
 impl Mc2CliError {
-    /// Process exit code: 2 for usage and input errors, 1 for output failures.
-    pub fn exit_code(&self) -> u8 {
+    /// Process exit code: usage for usage and input errors, failure for output failures.
+    pub fn exit_code(&self) -> i32 {
         match self {
-            Mc2CliError::Usage(_) | Mc2CliError::Costs(_) | Mc2CliError::Plan(_) => 2,
-            Mc2CliError::Output(_) => 1,
+            Mc2CliError::Usage(_) | Mc2CliError::Costs(_) | Mc2CliError::Plan(_) => {
+                crate::exit_code::USAGE
+            }
+            Mc2CliError::Output(_) => crate::exit_code::FAILURE,
         }
     }
 }
@@ -92,6 +98,13 @@ pub fn plan_json(args: &PlanArgs) -> Result<(serde_json::Value, String), Mc2CliE
         Some(d @ (DType::F16 | DType::Bf16)) => d,
         _ => return Err(Mc2CliError::Usage(msg::unknown_dtype(&args.dtype))),
     };
+    for (name, v) in [("m", args.m), ("k", args.k), ("n", args.n)] {
+        if v > MAX_DIM {
+            return Err(Mc2CliError::Usage(msg::dimension_too_large(
+                name, v, MAX_DIM,
+            )));
+        }
+    }
     let costs = load_costs(&args.costs)?;
     let path = args.costs.display().to_string();
     let uses_rows = costs.matmul.axis == CostAxis::Rows || costs.comm.axis == CostAxis::Rows;

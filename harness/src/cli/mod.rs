@@ -66,11 +66,11 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(()) => Ok(crate::exit_code::SUCCESS),
             Err(e) => {
                 eprintln!("{}", crate::messages::error_line(&e));
-                Ok(e.exit_code() as i32)
+                Ok(e.exit_code())
             }
         },
         Command::Validate(a) => validate::run(&paths, a),
-        Command::Perf(c) => Ok(perf::run(&paths, &c) as i32),
+        Command::Perf(c) => Ok(perf::run(&paths, &c)),
         Command::Report(a) => match report::run(&a) {
             Ok(_) => Ok(crate::exit_code::SUCCESS),
             Err(e) => {

@@ -11,19 +11,24 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// `root` if given, else the nearest ancestor of the current directory holding `suites/`
-    /// and `golden/`, else the workspace this binary was built from.
+    /// `root` if given (`--root` or `CONFORM_ROOT`), else the nearest ancestor of the current
+    /// directory holding `suites/` and `golden/`. Outside any checkout this is an error naming
+    /// both ways out: silently using the checkout the binary was built from would test other
+    /// suites than the user thinks.
     pub fn discover(root: Option<&Path>) -> anyhow::Result<Paths> {
         let root = match root {
             Some(r) => r.to_path_buf(),
             None => {
                 let cwd = std::env::current_dir()?;
                 cwd.ancestors()
-                    .find(|d| d.join("suites").is_dir() && d.join("golden").is_dir())
+                    .find(|d| is_root(d))
                     .map(Path::to_path_buf)
-                    .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+                    .ok_or_else(|| anyhow::anyhow!(crate::messages::no_project_root(&cwd)))?
             }
         };
+        if !is_root(&root) {
+            anyhow::bail!(crate::messages::not_a_project_root(&root));
+        }
         Ok(Paths::at(&root))
     }
 
@@ -36,4 +41,9 @@ impl Paths {
             targets: root.join("targets"),
         }
     }
+}
+
+/// Whether `dir` is a conform project root (it holds `suites/` and `golden/`).
+fn is_root(dir: &Path) -> bool {
+    dir.join("suites").is_dir() && dir.join("golden").is_dir()
 }

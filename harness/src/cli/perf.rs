@@ -1,7 +1,8 @@
 //! `conform perf ...`: the baseline comparison gate.
 //!
-//! Exit codes: 0 no regression, 1 at least one REGRESSION, 2 bad input (the message names
-//! the file and field).
+//! Exit codes (`crate::exit_code`): success, no regression; failure, at least one REGRESSION;
+//! usage, bad input (the message names the file and field); nothing judged, no case on both
+//! sides of a comparison or no timed case to record.
 
 use std::path::PathBuf;
 
@@ -10,12 +11,7 @@ use clap::{Args, Subcommand};
 use crate::messages::perf as messages;
 use crate::perf::{compare, GateConfig, PerfError, PerfFile};
 
-/// Exit status: no case regressed.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: at least one case regressed.
-pub const EXIT_REGRESSION: u8 = 1;
-/// Exit status: unreadable or invalid input.
-pub const EXIT_BAD_INPUT: u8 = 2;
+use crate::exit_code;
 
 #[derive(Debug, Subcommand)]
 pub enum PerfCommand {
@@ -43,7 +39,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub candidate: PathBuf,
     /// Relative slowdown that counts as a regression (0.03 = 3%).
-    #[arg(long, default_value_t = 0.03)]
+    #[arg(long, default_value_t = 0.03, allow_negative_numbers = true)]
     pub threshold: f64,
     /// Also write the comparison as JSON here.
     #[arg(long)]
@@ -51,34 +47,46 @@ pub struct CompareArgs {
 }
 
 /// Run a `perf` subcommand; returns the process exit status.
-pub fn run(paths: &crate::cli::paths::Paths, cmd: &PerfCommand) -> u8 {
+pub fn run(paths: &crate::cli::paths::Paths, cmd: &PerfCommand) -> i32 {
     match cmd {
         PerfCommand::Record(args) => match record(paths, args) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("{}", crate::messages::error_line(&format!("{e:#}")));
-                EXIT_BAD_INPUT
+                exit_code::USAGE
             }
         },
         PerfCommand::Compare(args) => match run_compare(args) {
-            Ok((table, regressed)) => {
+            Ok((table, _, 0)) => {
+                print!("{table}");
+                println!("{}", messages::nothing_compared());
+                exit_code::NOTHING_JUDGED
+            }
+            Ok((table, regressed, _)) => {
                 print!("{table}");
                 if regressed {
-                    EXIT_REGRESSION
+                    exit_code::FAILURE
                 } else {
-                    EXIT_OK
+                    exit_code::SUCCESS
                 }
             }
             Err(e) => {
                 eprintln!("{}", messages::bad_input(&e));
-                EXIT_BAD_INPUT
+                exit_code::USAGE
             }
         },
     }
 }
 
-/// The comparison as a printed table and whether anything regressed.
-pub fn run_compare(args: &CompareArgs) -> Result<(String, bool), PerfError> {
+/// The comparison as a printed table, whether anything regressed, and how many cases were on
+/// both sides (judged).
+pub fn run_compare(args: &CompareArgs) -> Result<(String, bool, usize), PerfError> {
+    if let Some(out) = &args.json {
+        crate::atomic_file::check_writable(out).map_err(|problem| PerfError::InvalidArgument {
+            field: "--json",
+            problem,
+        })?;
+    }
     let cfg = GateConfig::with_threshold(args.threshold)?;
     let baseline = PerfFile::read(&args.baseline)?;
     let candidate = PerfFile::read(&args.candidate)?;
@@ -87,24 +95,28 @@ pub fn run_compare(args: &CompareArgs) -> Result<(String, bool), PerfError> {
     if let Some(out) = &args.json {
         let mut text = serde_json::to_string_pretty(&cmp).map_err(PerfError::Serialise)?;
         text.push('\n');
-        std::fs::write(out, text).map_err(|source| PerfError::Write {
+        crate::atomic_file::write(out, text.as_bytes()).map_err(|source| PerfError::Write {
             path: out.clone(),
             source,
         })?;
         table.push_str(&messages::wrote_json(out));
         table.push('\n');
     }
-    Ok((table, cmp.has_regression()))
+    Ok((table, cmp.has_regression(), cmp.judged()))
 }
 
 /// `conform perf record`: `conform run --perf` on the selection, then the samples of every
 /// timed case as a perf file. Exits like `conform run` (1 if a case failed or broke a budget).
-fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result<u8> {
+fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result<i32> {
     let mut run_args = args.run.clone();
     run_args.perf = true;
+    if let Err(e) = crate::cli::run::check_output_paths(&run_args, &[&args.out]) {
+        eprintln!("{}", crate::messages::error_line(&e));
+        return Ok(exit_code::USAGE);
+    }
     let (results, code) = crate::cli::run::execute(paths, &run_args)?;
     let Some(results) = results else {
-        return Ok(code as u8);
+        return Ok(code);
     };
     crate::cli::run::write_outputs(&results, &run_args)?;
     let mut versions = std::collections::BTreeMap::new();
@@ -122,7 +134,11 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result
     }
     file.write(&args.out)?;
     println!("{}", crate::messages::wrote("perf record", &args.out));
-    Ok(code as u8)
+    if file.cases.is_empty() && code != exit_code::FAILURE {
+        println!("{}", messages::nothing_recorded());
+        return Ok(exit_code::NOTHING_JUDGED);
+    }
+    Ok(code)
 }
 
 fn git_commit(root: &std::path::Path) -> Option<String> {

@@ -24,7 +24,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "seed")]
     pub fresh_seeds: bool,
     /// Use this input seed for every case (replay a failure).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub seed: Option<u64>,
     /// Write the results JSON here (schema: docs/results.md).
     #[arg(long)]
@@ -39,13 +39,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub perf: bool,
     /// Override every case's warm-up count under --perf.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup: Option<u32>,
     /// Override every case's iteration count under --perf.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub iterations: Option<u32>,
     /// Threads for reference computations (results never depend on it).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Do not verify the reference target against the golden store.
     #[arg(long)]
@@ -54,12 +54,19 @@ pub struct RunArgs {
     /// --perf (default: this-cpu).
     #[arg(long)]
     pub hardware: Option<String>,
+    /// Exit 0 even when every selected case was skipped (default: exit 4, nothing judged).
+    #[arg(long)]
+    pub allow_skips: bool,
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.
     #[arg(skip)]
     pub require: Vec<String>,
 }
 
 pub fn run(paths: &Paths, args: RunArgs) -> anyhow::Result<i32> {
+    if let Err(e) = check_output_paths(&args, &[]) {
+        eprintln!("{}", messages::error_line(&e));
+        return Ok(exit_code::USAGE);
+    }
     let (results, code) = execute(paths, &args)?;
     if let Some(r) = &results {
         write_outputs(r, &args)?;
@@ -97,7 +104,7 @@ pub fn execute_on(
     let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
     if chosen.is_empty() {
         eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
-        return Ok((None, exit_code::NO_CASES));
+        return Ok((None, exit_code::NOTHING_JUDGED));
     }
     // Pre-flight: every output of every selected case has a valid check policy.
     for c in &chosen {
@@ -172,29 +179,46 @@ pub fn execute_on(
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
         println!("{}", messages::failure_block(c));
     }
+    if let Some(skips) = messages::skip_summary(&results) {
+        println!("{skips}");
+    }
+    let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
     let code = if results.cases.iter().any(|c| c.status.is_failure()) {
         exit_code::FAILURE
+    } else if all_skipped && !args.allow_skips {
+        println!("{}", messages::nothing_judged_run());
+        exit_code::NOTHING_JUDGED
     } else {
         exit_code::SUCCESS
     };
-    let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
-    if all_skipped {
-        println!("{}", messages::all_skipped());
-    }
     Ok((Some(results), code))
+}
+
+/// Checks, before any case runs, that every output the run will write can be written:
+/// `--json`, `--junit`, `--report` and the `extra` files of the calling command.
+pub fn check_output_paths(args: &RunArgs, extra: &[&std::path::Path]) -> Result<(), String> {
+    let files = args.json.iter().chain(&args.junit).map(PathBuf::as_path);
+    for p in files.chain(extra.iter().copied()) {
+        crate::atomic_file::check_writable(p)?;
+    }
+    match &args.report {
+        Some(dir) => crate::atomic_file::check_dir_target(dir),
+        None => Ok(()),
+    }
 }
 
 /// Writes the JSON and JUnit files a run asked for.
 pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
-        std::fs::write(p, serde_json::to_string_pretty(results)?)
+        crate::atomic_file::write(p, serde_json::to_string_pretty(results)?.as_bytes())
             .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         println!("{}", messages::wrote("results", p));
     }
     if let Some(p) = &args.junit {
-        let mut f =
-            std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        junit::write_junit(results, &mut f).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let mut xml = Vec::new();
+        junit::write_junit(results, &mut xml)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        crate::atomic_file::write(p, &xml).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         println!("{}", messages::wrote("JUnit", p));
     }
     if let Some(dir) = &args.report {

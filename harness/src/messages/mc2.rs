@@ -90,3 +90,8 @@ pub fn shape_mismatch(path: &str, measured: (u64, u64, &str), asked: (u64, u64, 
         measured.0, measured.1, measured.2, asked.0, asked.1, asked.2
     )
 }
+
+/// A dimension beyond anything a kernel interface can express.
+pub fn dimension_too_large(name: &str, value: u64, limit: u64) -> String {
+    format!("--{name} {value} is larger than the limit {limit} (2^31 - 1, the int32 extent of a kernel dimension)")
+}

@@ -34,6 +34,23 @@ pub fn unknown_case(id: &str) -> String {
     format!("no case `{id}` (see `conform list`)")
 }
 
+/// Run outside any conform checkout without `--root`.
+pub fn no_project_root(cwd: &std::path::Path) -> String {
+    format!(
+        "no conform project here: neither {} nor any parent holds suites/ and golden/ \
+         (run inside a checkout, or pass --root DIR / set CONFORM_ROOT)",
+        cwd.display()
+    )
+}
+
+/// `--root` / `CONFORM_ROOT` names a directory that is not a project root.
+pub fn not_a_project_root(root: &std::path::Path) -> String {
+    format!(
+        "{}: not a conform project root (it must hold suites/ and golden/)",
+        root.display()
+    )
+}
+
 /// A fatal error line.
 pub fn error_line(e: &dyn std::fmt::Display) -> String {
     format!("error: {e}")
@@ -244,9 +261,36 @@ pub fn failure_block(c: &crate::results::CaseResult) -> String {
     )
 }
 
-/// Every selected case was skipped.
-pub fn all_skipped() -> String {
-    "note: every selected case was skipped (see the messages above)".to_string()
+/// Every selected case was skipped: the run judged nothing, so it is not green.
+pub fn nothing_judged_run() -> String {
+    "nothing judged: every selected case was skipped (reasons above); exit 4 \
+     (pass --allow-skips to accept a run that checks nothing)"
+        .to_string()
+}
+
+/// The skip reasons of a run, per target (None when nothing was skipped). Printed at the end
+/// of every run, on a terminal too, so a skip is never silent.
+pub fn skip_summary(results: &RunResults) -> Option<String> {
+    use std::collections::BTreeMap;
+    let mut by_target: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    for c in results.cases.iter().filter(|c| c.status == Status::Skipped) {
+        let reason = c.message.lines().next().unwrap_or("(no reason given)");
+        *by_target
+            .entry(&c.target)
+            .or_default()
+            .entry(reason)
+            .or_default() += 1;
+    }
+    if by_target.is_empty() {
+        return None;
+    }
+    let mut s = String::from("skipped:");
+    for (target, reasons) in by_target {
+        for (reason, n) in reasons {
+            s.push_str(&format!("\n  [{target}] {n} case(s): {reason}"));
+        }
+    }
+    Some(s)
 }
 
 /// An unknown target name.

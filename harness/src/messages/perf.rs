@@ -188,3 +188,18 @@ pub fn wrote_json(path: &std::path::Path) -> String {
 pub fn bad_input(err: &dyn std::fmt::Display) -> String {
     format!("error: {err}")
 }
+
+/// `perf compare` where no case is on both sides: nothing was compared, so the gate cannot be
+/// green.
+pub fn nothing_compared() -> String {
+    "nothing judged: no case is in both the baseline and the candidate (exit 4); \
+     check that both files were recorded for the same cases, target and hardware"
+        .to_string()
+}
+
+/// `perf record` that timed no case (every case skipped, or the target unavailable).
+pub fn nothing_recorded() -> String {
+    "nothing judged: no case was timed, so the perf file holds no case (exit 4); \
+     the skip reasons are listed above"
+        .to_string()
+}

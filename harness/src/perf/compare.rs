@@ -266,6 +266,19 @@ impl Comparison {
             .any(|c| c.result.verdict == Verdict::Regression)
     }
 
+    /// Number of cases on both sides, i.e. actually compared.
+    pub fn judged(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| {
+                !matches!(
+                    c.result.verdict,
+                    Verdict::OnlyInBaseline | Verdict::OnlyInCandidate
+                )
+            })
+            .count()
+    }
+
     /// Number of cases with the given verdict.
     pub fn count(&self, verdict: Verdict) -> usize {
         self.cases

@@ -315,7 +315,7 @@ impl PerfFile {
     pub fn write(&self, path: &Path) -> Result<(), PerfError> {
         let mut text = self.to_json()?;
         text.push('\n');
-        std::fs::write(path, text).map_err(|source| PerfError::Write {
+        crate::atomic_file::write(path, text.as_bytes()).map_err(|source| PerfError::Write {
             path: path.to_path_buf(),
             source,
         })

@@ -120,7 +120,7 @@ pub fn write(dir: &Path, page: &str) -> Result<PathBuf, ReportError> {
     };
     std::fs::create_dir_all(dir).map_err(write_err(dir))?;
     let path = dir.join("index.html");
-    std::fs::write(&path, page).map_err(write_err(&path))?;
+    crate::atomic_file::write(&path, page.as_bytes()).map_err(write_err(&path))?;
     Ok(path)
 }
 

@@ -1,0 +1,91 @@
+//! Files written whole or not at all, and output paths checked before any work is done.
+//!
+//! A results, JUnit, perf or report file is written to a temporary file beside its
+//! destination and renamed over it, so a reader (or a run killed half-way) never sees half a
+//! file. [`check_writable`] runs before a command starts its cases, so a bad `--json` path
+//! is refused up front instead of after an hour of work.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Writes `bytes` to `path` atomically (temp file in the same directory, fsync, rename).
+pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = parent_dir(path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".conform-tmp-")
+        .tempfile_in(&dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The directory a file path lives in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Why `path` cannot be written as an output *file* (its directory is missing, not a
+/// directory, or not writable; or `path` is an existing directory), or Ok.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    if path.is_dir() {
+        return Err(format!("{}: is a directory, not a file", path.display()));
+    }
+    check_dir_writable(&parent_dir(path))
+}
+
+/// Why `dir` cannot hold an output *directory* (`--report DIR`): it must be a writable
+/// directory, or not exist yet under a writable parent.
+pub fn check_dir_target(dir: &Path) -> Result<(), String> {
+    if dir.exists() {
+        if !dir.is_dir() {
+            return Err(format!("{}: exists and is not a directory", dir.display()));
+        }
+        return check_dir_writable(dir);
+    }
+    check_dir_writable(&parent_dir(dir))
+}
+
+fn check_dir_writable(dir: &Path) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Err(format!("{}: no such directory", dir.display()));
+    }
+    tempfile::Builder::new()
+        .prefix(".conform-probe-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| format!("{}: not writable: {e}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_files_and_leaves_no_temporary_behind() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.json");
+        write(&p, b"one").unwrap();
+        write(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "a temporary file was left behind");
+    }
+
+    #[test]
+    fn refuses_missing_directories_and_directories_as_files() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("no/such/dir/r.json");
+        let e = check_writable(&missing).unwrap_err();
+        assert!(e.contains("no such directory"), "{e}");
+        let e = check_writable(d.path()).unwrap_err();
+        assert!(e.contains("is a directory"), "{e}");
+        assert!(check_writable(&d.path().join("r.json")).is_ok());
+        assert!(check_dir_target(&d.path().join("report")).is_ok());
+        assert!(check_dir_target(&d.path().join("a/report")).is_err());
+        assert!(check_writable(Path::new("bare-name.json")).is_ok());
+    }
+}

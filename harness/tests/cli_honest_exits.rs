@@ -1,0 +1,294 @@
+//! A run never exits green having checked nothing, and never loses its results to a bad
+//! output path: the "nothing judged" exit code (4) with the skip reasons printed, output paths
+//! refused before any case runs, broken pipes, negative numbers, absurd MC2 shapes and a binary
+//! started outside any checkout.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn conform_in(cwd: &Path, root: Option<&Path>, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_conform"));
+    if let Some(r) = root {
+        c.arg("--root").arg(r);
+    }
+    c.args(args)
+        .current_dir(cwd)
+        .env_remove("CI")
+        .env_remove("CONFORM_ROOT")
+        .env_remove("CONFORM_REQUIRE_TARGETS")
+        .output()
+        .expect("conform runs")
+}
+
+fn conform(root: &Path, args: &[&str]) -> Output {
+    conform_in(&repo(), Some(root), args)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn no_panic(o: &Output) {
+    assert!(!text(o).contains("panicked at"), "{}", text(o));
+}
+
+/// A project with the repository's suites and golden store, plus a target whose command does
+/// not exist.
+fn project_with_ghost_target() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["suites", "golden", "ci/hardware"] {
+        copy_dir(&repo().join(sub), &dir.path().join(sub));
+    }
+    let ghost = dir.path().join("targets/ghost");
+    std::fs::create_dir_all(&ghost).unwrap();
+    std::fs::write(
+        ghost.join("target.toml"),
+        "description = \"a worker whose command is not installed\"\n\
+         command = \"/nonexistent/conform-ghost-worker\"\nargs = []\ndevice_group = \"cpu\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (p, dest) = (e.path(), to.join(e.file_name()));
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_run_on_an_unavailable_worker_judges_nothing_exits_4_and_prints_why() {
+    let p = project_with_ghost_target();
+    let o = conform(
+        p.path(),
+        &["run", "--target", "ghost", "--suite", "paged_kv"],
+    );
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("nothing judged"), "{out}");
+    // The reasons, per target, at the end of the run.
+    assert!(out.contains("skipped:") && out.contains("[ghost]"), "{out}");
+    assert!(out.contains("conform-ghost-worker"), "{out}");
+    // --allow-skips accepts a run that checks nothing.
+    let o = conform(
+        p.path(),
+        &[
+            "run",
+            "--target",
+            "ghost",
+            "--suite",
+            "paged_kv",
+            "--allow-skips",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn perf_record_of_an_unavailable_target_and_empty_comparisons_are_not_green() {
+    let p = project_with_ghost_target();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("cand.json");
+    let o = conform(
+        p.path(),
+        &[
+            "perf",
+            "record",
+            "--out",
+            out.to_str().unwrap(),
+            "--target",
+            "ghost",
+            "--suite",
+            "paged_kv",
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    // Comparing that empty file with itself compares nothing.
+    let o = conform(
+        p.path(),
+        &[
+            "perf",
+            "compare",
+            "--baseline",
+            out.to_str().unwrap(),
+            "--candidate",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(text(&o).contains("nothing judged"), "{}", text(&o));
+    // A baseline whose cases the candidate lost: no case on both sides.
+    let base = repo().join("harness/tests/fixtures/perf/baseline.json");
+    let o = conform(
+        p.path(),
+        &[
+            "perf",
+            "compare",
+            "--baseline",
+            base.to_str().unwrap(),
+            "--candidate",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+}
+
+#[test]
+fn bad_output_paths_are_refused_before_any_case_runs() {
+    let root = repo();
+    for args in [
+        &["run", "--json", "/nonexistent/dir/r.json"][..],
+        &["run", "--junit", "/nonexistent/dir/r.xml"][..],
+        &["run", "--report", "/nonexistent/dir/report"][..],
+        &["perf", "record", "--out", "/nonexistent/dir/p.json"][..],
+    ] {
+        let o = conform(&root, args);
+        no_panic(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let out = text(&o);
+        assert!(out.contains("/nonexistent/dir"), "{args:?}: {out}");
+        // Nothing ran: no case line, no summary table.
+        assert!(!out.contains("PASSED") && !out.contains("total"), "{out}");
+    }
+}
+
+#[test]
+fn results_files_are_written_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("r.json");
+    let xml = d.path().join("r.xml");
+    let o = conform(
+        &repo(),
+        &[
+            "run",
+            "--suite",
+            "paged_kv",
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            xml.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("complete JSON");
+    assert!(!v["cases"].as_array().unwrap().is_empty());
+    assert!(std::fs::read_to_string(&xml)
+        .unwrap()
+        .contains("</testsuites>"));
+    // Only the two results files: no temporary left behind.
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn a_broken_pipe_never_panics() {
+    for _ in 0..20 {
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "'{}' --root '{}' list --tier all | head -1 >/dev/null; echo \"${{PIPESTATUS[0]}}\"",
+                env!("CARGO_BIN_EXE_conform"),
+                repo().display()
+            ))
+            .output()
+            .unwrap();
+        let status = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert_ne!(status, "101", "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            status == "0" || status == "141",
+            "conform list exited {status}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
+    }
+}
+
+#[test]
+fn negative_numbers_get_a_value_error_not_an_unknown_argument() {
+    let root = repo();
+    for (args, flag) in [
+        (&["run", "--seed", "-1"][..], "--seed"),
+        (
+            &[
+                "perf",
+                "compare",
+                "--baseline",
+                "a",
+                "--candidate",
+                "b",
+                "--threshold",
+                "-1",
+            ][..],
+            "threshold",
+        ),
+        (
+            &[
+                "mc2", "plan", "--m", "64", "--k", "-1", "--n", "8", "--dtype", "f16", "--costs",
+                "c.toml",
+            ][..],
+            "--k",
+        ),
+    ] {
+        let o = conform(&root, args);
+        no_panic(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let out = text(&o);
+        assert!(!out.contains("unexpected argument"), "{args:?}: {out}");
+        assert!(out.contains(flag), "{args:?}: {out}");
+    }
+}
+
+#[test]
+fn mc2_plan_refuses_absurd_shapes_naming_the_limit() {
+    let root = repo();
+    let costs = root.join("suites/mc2/costs-seed-example.toml");
+    let o = conform(
+        &root,
+        &[
+            "mc2",
+            "plan",
+            "--m",
+            "1000000000000000",
+            "--k",
+            "3072",
+            "--n",
+            "8192",
+            "--dtype",
+            "f16",
+            "--costs",
+            costs.to_str().unwrap(),
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("2147483647"), "{}", text(&o));
+}
+
+#[test]
+fn outside_any_checkout_the_binary_says_so_instead_of_using_its_build_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let o = conform_in(d.path(), None, &["list"]);
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--root"), "{}", text(&o));
+    // With --root it works from anywhere.
+    let o = conform_in(d.path(), Some(&repo()), &["list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
