@@ -101,14 +101,85 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     );
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains(id), "{}", text(&o));
-    // The main job also catches it, as drift of the reference against golden data.
+    // The main job also catches it, as corruption of the store (naming file and tensor),
+    // never as drift of the reference.
     let o = conform(dir.path(), &["run", "--suite", "mc2_matmul_allreduce"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
     assert!(
-        text(&o).contains(id) && text(&o).contains("differs from golden data"),
-        "{}",
-        text(&o)
+        t.contains(id) && t.contains("golden store corruption"),
+        "{t}"
     );
+    assert!(t.contains("out.out"), "{t}");
+    assert!(!t.contains("drift"), "{t}");
+}
+
+#[test]
+fn the_main_job_refuses_a_missing_or_malformed_manifest_before_running() {
+    let dir = scratch_project();
+    let manifest = dir.path().join("golden/MANIFEST.toml");
+    let good = std::fs::read_to_string(&manifest).unwrap();
+    for (what, content) in [
+        ("garbage", Some("this is = not [ a manifest")),
+        ("unknown format", Some("format = 99\n")),
+        ("missing", None),
+    ] {
+        match content {
+            Some(c) => std::fs::write(&manifest, c).unwrap(),
+            None => std::fs::remove_file(&manifest).unwrap(),
+        }
+        let o = conform(dir.path(), &["run", "--suite", "paged_kv"]);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
+        let t = text(&o);
+        assert!(t.contains("MANIFEST.toml"), "{what}: {t}");
+        assert!(!t.contains("PASSED"), "{what}: a case ran: {t}");
+    }
+    // A wrong digest for one tensor is corruption of that case, named.
+    let id = "paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token";
+    let start = good.find(&format!("id = \"{id}\"")).unwrap();
+    let digest_at = start + good[start..].find("\"out.").unwrap();
+    let value_at = digest_at + good[digest_at..].find("= \"").unwrap() + 3;
+    let mut damaged = good.clone();
+    let flipped = if &good[value_at..value_at + 1] == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    damaged.replace_range(value_at..value_at + 1, flipped);
+    std::fs::write(&manifest, damaged).unwrap();
+    let o = conform(dir.path(), &["run", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains(id) && t.contains("golden store corruption"),
+        "{t}"
+    );
+}
+
+#[test]
+fn accept_refuses_staged_data_of_a_case_that_changed_after_bless() {
+    let dir = scratch_project();
+    let suite = dir.path().join("suites/paged_kv.toml");
+    let original = std::fs::read_to_string(&suite).unwrap();
+    let changed = original.replace(
+        "description = \"edge: one decode token\"",
+        "description = \"edge: one decode token\"\nseed = 7",
+    );
+    std::fs::write(&suite, &changed).unwrap();
+    let o = conform(dir.path(), &["golden", "bless", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The suite change is reverted before accept: the staged data is stale.
+    std::fs::write(&suite, &original).unwrap();
+    let o = conform(dir.path(), &["golden", "accept"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("refusing to accept") && t.contains("single-token"),
+        "{t}"
+    );
+    // Nothing moved: the store still verifies.
+    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]

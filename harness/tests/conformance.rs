@@ -39,6 +39,14 @@ fn main() -> std::process::ExitCode {
             return libtest_mimic::run(&args, vec![trial]).exit_code();
         }
     };
+    let golden = match conform_harness::golden::GoldenStore::open(&paths.golden) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            let msg = e.to_string();
+            let trial = Trial::test("golden::open", move || Err(Failed::from(msg)));
+            return libtest_mimic::run(&args, vec![trial]).exit_code();
+        }
+    };
     let tier = std::env::var("CONFORM_TIER").unwrap_or_default();
     let selected: Vec<Case> = cases
         .into_iter()
@@ -53,7 +61,7 @@ fn main() -> std::process::ExitCode {
     let wanted = |name: &str| !args.exact || args.filter.as_deref().is_none_or(|f| f == name);
     let mut opened: BTreeMap<String, Arc<Mutex<Box<dyn Target>>>> = BTreeMap::new();
     let opts = Arc::new(RunOptions {
-        golden: Some(paths.golden.clone()),
+        golden: Some(golden),
         required_targets: RunOptions::required_from_env(),
         threads: Threads::available(),
         ..RunOptions::default()

@@ -12,24 +12,35 @@ use conform_reference::parallel::Threads;
 #[derive(Debug, Subcommand)]
 pub enum GoldenCommand {
     /// Recompute golden tensors with the reference and compare digests (exit 1 on drift,
-    /// 2 on a damaged store).
+    /// 2 on a damaged store). Checks every tier unless --tier says otherwise.
     Verify {
         #[command(flatten)]
         select: SelectArgs,
     },
     /// Recompute and stage changes as `.new` files with a review (refused when CI is set).
+    /// Every tier unless --tier says otherwise.
     Bless {
         #[command(flatten)]
         select: SelectArgs,
     },
-    /// Move staged `.new` files into the golden store.
+    /// Move staged `.new` files into the golden store (refused when a staged entry no longer
+    /// matches its case in the suites).
     Accept,
 }
 
 pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
     match cmd {
         GoldenCommand::Verify { select } => with_cases(paths, &select, |cases, all_ids| {
-            let report = verify::verify(&paths.golden, cases, all_ids, Threads::available())?;
+            let mut progress = |i: usize, n: usize, id: &str| {
+                eprintln!("{}", messages::golden::verify_progress(i, n, id))
+            };
+            let report = verify::verify(
+                &paths.golden,
+                cases,
+                all_ids,
+                Threads::available(),
+                &mut progress,
+            )?;
             println!("{}", messages::golden::verify_summary(&report));
             Ok(report.exit_code())
         }),
@@ -38,7 +49,7 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
             println!("{}", messages::golden::bless_review(&review));
             Ok(exit_code::SUCCESS)
         }),
-        GoldenCommand::Accept => match bless::accept(&paths.golden)? {
+        GoldenCommand::Accept => match accept(paths)? {
             None => {
                 println!("{}", messages::golden::nothing_to_accept());
                 Ok(exit_code::SUCCESS)
@@ -88,4 +99,11 @@ fn with_cases(
             Ok(exit_code::USAGE)
         }
     }
+}
+
+/// `golden accept` against the suites as they are now: staged entries blessed for another
+/// definition of a case (the suite changed back, or again, after bless) are refused.
+fn accept(paths: &Paths) -> anyhow::Result<Option<bless::Accepted>> {
+    let cases = load_all(&paths.suites).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(bless::accept(&paths.golden, &cases)?)
 }

@@ -16,7 +16,8 @@ pub struct SelectArgs {
     /// Only cases whose id matches this regular expression.
     #[arg(long)]
     pub filter: Option<String>,
-    /// Tier to select: quick (default), full, or all.
+    /// Tier to select: quick, full, or all (default: quick for list and run; all for the
+    /// golden commands, whose store holds every tier).
     #[arg(long, value_parser = ["quick", "full", "all"])]
     pub tier: Option<String>,
 }

@@ -159,8 +159,22 @@ pub fn execute_on(
     } else {
         None
     };
+    // The golden store is opened (and its MANIFEST checked) whenever the reference target is
+    // verified against it: a missing or malformed manifest stops the run before any case.
+    let verifies_golden = !args.no_golden && targets.iter().any(|t| t.name() == REFERENCE_TARGET);
+    let golden = if verifies_golden {
+        match crate::golden::GoldenStore::open(&paths.golden) {
+            Ok(s) => Some(std::sync::Arc::new(s)),
+            Err(e) => {
+                eprintln!("{}", messages::error_line(&e));
+                return Ok((None, exit_code::USAGE));
+            }
+        }
+    } else {
+        None
+    };
     let opts = RunOptions {
-        golden: (!args.no_golden).then(|| paths.golden.clone()),
+        golden,
         seed: args.seed,
         fresh_seeds: args.fresh_seeds,
         perf: args.perf,

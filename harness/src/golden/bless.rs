@@ -161,14 +161,29 @@ pub struct Accepted {
     pub removed: Vec<PathBuf>,
 }
 
-/// Moves staged `.new` files into place; `Ok(None)` when nothing is staged.
-pub fn accept(golden: &Path) -> Result<Option<Accepted>, GoldenError> {
+/// Moves staged `.new` files into place; `Ok(None)` when nothing is staged. Every staged
+/// entry must still describe its case in `cases` (the suites now): a bless followed by a
+/// change to the suite would otherwise put data into the store that no case produces.
+pub fn accept(golden: &Path, cases: &[Case]) -> Result<Option<Accepted>, GoldenError> {
     let manifest = manifest_path(golden);
     let staged_manifest = new_path(&manifest);
     if !staged_manifest.exists() {
         return Ok(None);
     }
     let new = Manifest::read(&staged_manifest, false)?;
+    let stale: Vec<String> = new
+        .cases
+        .iter()
+        .filter(|e| {
+            !cases
+                .iter()
+                .any(|c| c.id == e.id && c.tier == e.tier && definition_digest(c) == e.definition)
+        })
+        .map(|e| e.id.clone())
+        .collect();
+    if !stale.is_empty() {
+        return Err(GoldenError::StagedStale { ids: stale });
+    }
     let listed: BTreeSet<PathBuf> = new
         .cases
         .iter()

@@ -17,6 +17,17 @@ pub enum GoldenError {
     File(#[from] conform_targets::tensor_file::TensorFileError),
     #[error("case `{id}`: {message}")]
     Compute { id: String, message: String },
+    /// A golden file whose bytes disagree with MANIFEST.toml: the store was altered.
+    #[error("{path}: golden store corruption: {problem} (the file changed after `conform golden accept`; restore it from version control, or bless and review)")]
+    Corrupt { path: PathBuf, problem: String },
+    #[error("refusing to accept: the staged golden data no longer matches the suites for {} (the case changed or disappeared after `conform golden bless`); run `conform golden bless` again and review", ids.join(", "))]
+    StagedStale { ids: Vec<String> },
+    #[error(
+        "case `{id}`: no golden entry in MANIFEST.toml; run `conform golden bless` and review"
+    )]
+    NotInManifest { id: String },
+    #[error("case `{id}`: the golden entry was blessed for another definition of the case (params, recipe, generator, seed or tier changed); run `conform golden bless` and review")]
+    Stale { id: String },
     #[error("refusing to bless golden data with CI set: golden files change only through a reviewed `conform golden bless` + `conform golden accept` on a developer machine")]
     BlessOnCi,
 }

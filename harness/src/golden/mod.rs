@@ -6,6 +6,8 @@ pub mod compute;
 pub mod diff;
 pub mod error;
 pub mod manifest;
+pub mod store;
 pub mod verify;
 
 pub use error::GoldenError;
+pub use store::GoldenStore;

@@ -11,7 +11,6 @@ use super::error::GoldenError;
 use super::manifest::{tensor_digest, Manifest};
 use crate::suite::{Case, Tier};
 use conform_reference::parallel::Threads;
-use conform_targets::tensor_file;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -57,11 +56,13 @@ pub fn verify(
     cases: &[&Case],
     all_ids: &BTreeSet<&str>,
     threads: Threads,
+    progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<VerifyReport, GoldenError> {
     let manifest = Manifest::read(&manifest_path(golden), false)?;
     let mut report = VerifyReport::default();
     for case in cases {
         report.checked += 1;
+        progress(report.checked, cases.len(), &case.id);
         let err = |message: String| Finding {
             subject: case.id.clone(),
             message,
@@ -86,47 +87,13 @@ pub fn verify(
         }
         // Stored tensors (quick tier): the file must parse and agree with the manifest.
         let stored = if case.tier == Tier::Quick {
-            let Some(file) = &entry.file else {
-                report
-                    .errors
-                    .push(err("quick-tier entry names no file".into()));
-                continue;
-            };
-            let path = golden.join(file);
-            let tf = match tensor_file::read(&path) {
-                Ok(tf) => tf,
+            match super::store::read_checked(golden, entry) {
+                Ok(t) => Some(t),
                 Err(e) => {
                     report.errors.push(err(e.to_string()));
                     continue;
                 }
-            };
-            let names: BTreeSet<&String> = tf.tensors.keys().collect();
-            let listed: BTreeSet<&String> = entry.tensors.keys().collect();
-            if names != listed {
-                report.errors.push(err(format!(
-                    "{}: holds tensors {names:?}, the manifest lists {listed:?}",
-                    path.display()
-                )));
-                continue;
             }
-            let bad: Vec<&String> = tf
-                .tensors
-                .iter()
-                .filter(|(k, t)| entry.tensors.get(*k) != Some(&tensor_digest(t)))
-                .map(|(k, _)| k)
-                .collect();
-            if !bad.is_empty() {
-                report.errors.push(err(format!(
-                    "{}: corrupt: tensor(s) {} do not match their MANIFEST.toml digests",
-                    path.display(),
-                    bad.iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-                continue;
-            }
-            Some(tf.tensors)
         } else {
             None
         };

@@ -239,6 +239,10 @@ pub mod golden {
         s
     }
 
+    pub fn verify_progress(i: usize, n: usize, id: &str) -> String {
+        format!("[{i}/{n}] {id}")
+    }
+
     pub fn accept_done(moved: usize, removed: usize) -> String {
         format!("accepted: {moved} file(s) moved into golden/, {removed} removed")
     }

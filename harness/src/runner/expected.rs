@@ -3,12 +3,10 @@
 //! input set), and the oracle when a policy needs it.
 
 use crate::golden::compute::{generate_inputs, reference_outputs, split_golden};
-use crate::golden::GoldenError;
+use crate::golden::{GoldenError, GoldenStore};
 use crate::suite::{Case, Tier};
 use conform_reference::ops::{TensorMap, ORACLE};
 use conform_reference::parallel::Threads;
-use conform_targets::tensor_file;
-use std::path::Path;
 
 /// The expectations of one input set.
 #[derive(Clone, Debug)]
@@ -29,18 +27,17 @@ pub struct Expectation {
 pub fn expectation(
     case: &Case,
     seed: u64,
-    golden: Option<&Path>,
+    golden: Option<&GoldenStore>,
     want_oracle: bool,
     threads: Threads,
 ) -> Result<Expectation, GoldenError> {
     let inputs = generate_inputs(case, seed)?;
     let mut from_golden = false;
     let mut expected = None;
-    if let Some(dir) = golden {
+    if let Some(store) = golden {
         if seed == case.seed && case.tier == Tier::Quick {
-            let path = dir.join(case.golden_relpath());
-            let file = tensor_file::read(&path)?;
-            let (g_inputs, g_outputs) = split_golden(&file.tensors);
+            let path = store.dir.join(case.golden_relpath());
+            let (g_inputs, g_outputs) = split_golden(&store.read_case(case)?);
             if g_inputs != inputs {
                 return Err(GoldenError::Compute {
                     id: case.id.clone(),

@@ -1,12 +1,11 @@
 //! What a run does.
 
 use conform_reference::parallel::Threads;
-use std::path::PathBuf;
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     /// Verify the reference target's outputs against the golden store (the main job).
-    pub golden: Option<PathBuf>,
+    pub golden: Option<std::sync::Arc<crate::golden::GoldenStore>>,
     /// Override every case's seed (replay) — `--seed`.
     pub seed: Option<u64>,
     /// Draw a fresh seed per case — `--fresh-seeds`.
