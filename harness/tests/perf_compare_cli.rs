@@ -103,6 +103,28 @@ fn bad_input_exits_2_naming_file_and_field() {
 }
 
 #[test]
+fn a_nan_or_infinite_sample_is_an_error_naming_the_file_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("baseline.json")).unwrap();
+    for token in ["NaN", "Infinity", "-Infinity"] {
+        let bad = dir.path().join(format!("{token}.json"));
+        std::fs::write(&bad, text.replacen("2701.52", token, 1)).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+            .args(["perf", "compare", "--baseline"])
+            .arg(fixture("baseline.json"))
+            .arg("--candidate")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("{token}.json")), "{err}");
+        assert!(err.contains("must be finite"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
 fn cases_on_one_side_only_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other.json");

@@ -60,6 +60,23 @@ fn bitwise_passes_identical_bits_and_fails_one_flipped_bit() {
 }
 
 #[test]
+fn a_bitwise_mismatch_of_nan_against_inf_is_named_not_reported_as_max_ulp_0() {
+    let s = spec(ElemType::Bf16, &[3], &["d"]);
+    let e = bf16_bits(&[3], &[0x3F80, 0x7F80, 0x7FC0]); // 1, +Inf, NaN
+    let a = bf16_bits(&[3], &[0x3F80, 0x7FC0, 0x7FC0]); // the Inf came back as NaN
+    let m = run(&bitwise(), &Comparison::new(&s, &a, &e));
+    assert!(!m.passed);
+    assert!(m.reason.contains("1 NaN against a number"), "{}", m.reason);
+    assert!(!m.reason.contains("max ULP 0"), "{}", m.reason);
+    // Two NaNs with different payloads, where the policy pins NaN bits: named as such.
+    let a = bf16_bits(&[3], &[0x3F80, 0x7F80, 0x7FC1]);
+    let pinned = CheckPolicy::Bitwise { nan_bits: true };
+    let m = run(&pinned, &Comparison::new(&s, &a, &e));
+    assert!(!m.passed);
+    assert!(m.reason.contains("NaN encodings"), "{}", m.reason);
+}
+
+#[test]
 fn bitwise_matches_nan_by_class_unless_nan_bits_pins_the_encoding() {
     let s = spec(ElemType::Bf16, &[2], &["d"]);
     let e = bf16_bits(&[2], &[0x7FC0, 0x3F80]);

@@ -17,7 +17,7 @@ pub enum PerfError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: not a valid perf file: {source}")]
+    #[error("{path}: not a valid perf file: {source}{}", json_hint(source))]
     PerfJson {
         path: PathBuf,
         #[source]
@@ -73,4 +73,15 @@ pub enum PerfError {
     },
     #[error("cannot serialise the perf file: {0}")]
     Serialise(#[source] serde_json::Error),
+}
+
+/// What a bare serde position means for a perf file: JSON has no NaN or Infinity, so a
+/// non-finite sample written by a broken timer shows up as a syntax error at its position.
+fn json_hint(e: &serde_json::Error) -> &'static str {
+    if e.is_syntax() {
+        " (samples_us and every other number must be finite: JSON has no NaN or Infinity, \
+         so a non-finite timing is written as a bare token the parser stops at)"
+    } else {
+        ""
+    }
 }

@@ -289,9 +289,18 @@ pub fn evaluate(
             // Unwritten elements are reported above; the rest differ in their bits.
             let differ = st.mismatches - st.unwritten;
             if differ > 0 {
+                // ULP distances exist only between numbers: a NaN against a number (an Inf,
+                // say) is counted apart, and equal-class NaNs with other bits are named, so a
+                // mismatch never reads "max ULP 0".
+                let detail = match (st.max_ulp, st.ulp_nan_mismatch) {
+                    (0, 0) => "only NaN encodings (payload or sign) differ".to_string(),
+                    (0, n) => format!("{n} NaN against a number"),
+                    (m, 0) => format!("max ULP {m}"),
+                    (m, n) => format!("max ULP {m} between numbers, {n} NaN against a number"),
+                };
                 reasons.push(format!(
-                    "{differ} of {} elements differ bitwise (max ULP {})",
-                    st.numel, st.max_ulp
+                    "{differ} of {} elements differ bitwise ({detail})",
+                    st.numel
                 ));
             }
         }
