@@ -292,3 +292,58 @@ fn outside_any_checkout_the_binary_says_so_instead_of_using_its_build_tree() {
     let o = conform_in(d.path(), Some(&repo()), &["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+#[test]
+fn a_case_too_large_for_memory_is_an_error_and_the_run_goes_on() {
+    let p = project_with_ghost_target();
+    let suite = p.path().join("suites/fa_prefill.toml");
+    let mut s = std::fs::read_to_string(&suite).unwrap();
+    s.push_str(
+        "\n[[case]]\nname = \"bf16/huge\"\ntier = \"full\"\n\
+         params = { dtype = \"bf16\", q_seq = 1000000000, kv_seq = 1000000000, num_heads = 32, \
+         num_key_value_heads = 8, head_dim = 128, sparse_mode = 3 }\n",
+    );
+    std::fs::write(&suite, s).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("r.json");
+    let o = conform(
+        p.path(),
+        &[
+            "run",
+            "--tier",
+            "all",
+            "--suite",
+            "fa_prefill",
+            "--filter",
+            "huge|s24-hq8-hkv2-d128/causal_br",
+            "--no-golden",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    let huge = cases
+        .iter()
+        .find(|c| c["id"].as_str().unwrap().ends_with("huge"))
+        .unwrap();
+    assert_eq!(huge["status"], "error");
+    let msg = huge["message"].as_str().unwrap();
+    assert!(msg.contains("over the memory limit"), "{msg}");
+    // The others ran and passed.
+    assert!(cases.len() > 1);
+    assert!(cases
+        .iter()
+        .filter(|c| !c["id"].as_str().unwrap().ends_with("huge"))
+        .all(|c| c["status"] == "passed"));
+    // --max-memory applies to ordinary cases too.
+    let o = conform(
+        p.path(),
+        &["run", "--suite", "paged_kv", "--max-memory", "1K"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("over the memory limit"), "{}", text(&o));
+}

@@ -54,6 +54,11 @@ pub struct RunArgs {
     /// --perf (default: this-cpu).
     #[arg(long)]
     pub hardware: Option<String>,
+    /// Memory limit per case, e.g. `4G` (K, M, G, T = powers of 1024): a case whose estimated
+    /// memory exceeds it ends as `error` before anything is allocated (default: half of the
+    /// available memory).
+    #[arg(long, value_parser = crate::runner::memory::parse_size)]
+    pub max_memory: Option<u64>,
     /// Exit 0 even when every selected case was skipped (default: exit 4, nothing judged).
     #[arg(long)]
     pub allow_skips: bool,
@@ -187,6 +192,9 @@ pub fn execute_on(
             .collect(),
         worker_input_sets: 2,
         hardware,
+        max_memory: args
+            .max_memory
+            .unwrap_or_else(runner::memory::default_limit),
     };
     let results = runner::run_all(&chosen, &mut targets, &opts);
     println!("{}", messages::summary_table(&results));

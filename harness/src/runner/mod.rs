@@ -2,6 +2,7 @@
 
 pub mod expected;
 pub mod junit;
+pub mod memory;
 pub mod options;
 pub mod trial;
 

@@ -23,6 +23,9 @@ pub struct RunOptions {
     pub worker_input_sets: u32,
     /// The hardware profile timings are judged against (roofline figures and budgets).
     pub hardware: Option<crate::perf::HardwareProfile>,
+    /// Cases whose estimated memory exceeds this many bytes end as `error` before anything
+    /// is allocated (`--max-memory`; default: half of the available memory).
+    pub max_memory: u64,
 }
 
 impl Default for RunOptions {
@@ -38,6 +41,7 @@ impl Default for RunOptions {
             required_targets: Vec::new(),
             worker_input_sets: 2,
             hardware: None,
+            max_memory: super::memory::default_limit(),
         }
     }
 }

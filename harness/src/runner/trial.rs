@@ -150,6 +150,11 @@ fn admit(
         Ok(p) => p,
         Err(e) => return Done(result(case, name, seed, Status::Error, e)),
     };
+    let need = super::memory::estimate(&desc, policies.values().any(|p| p.needs().oracle));
+    if need.total() > opts.max_memory as f64 {
+        let message = crate::messages::over_memory_limit(&need, opts.max_memory);
+        return Done(result(case, name, seed, Status::Error, message));
+    }
     // Which recipe the target is asked to emulate.
     let recipe = if is_reference {
         Some(case.recipe.clone())
