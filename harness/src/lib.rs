@@ -4,6 +4,7 @@ pub mod atomic_file;
 pub mod cli;
 pub mod exit_code;
 pub mod golden;
+pub mod interrupt;
 pub mod mc2_costs;
 pub mod messages;
 pub mod perf;

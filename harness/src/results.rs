@@ -63,6 +63,20 @@ pub struct RunResults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware: Option<String>,
     pub cases: Vec<CaseResult>,
+    /// Set when the run was interrupted (`"SIGINT"`, `"SIGTERM"`): `cases` holds the trials
+    /// that finished, `unfinished` those that did not run to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
+    /// The (case, target) trials an interrupt left unfinished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished: Vec<UnfinishedTrial>,
+}
+
+/// A trial an interrupt stopped before it ended (or before it started).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnfinishedTrial {
+    pub id: String,
+    pub target: String,
 }
 
 /// One (case, target) result.

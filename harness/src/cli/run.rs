@@ -192,11 +192,18 @@ pub fn execute_on(
             .collect(),
         worker_input_sets: 2,
         hardware,
+        journal: args.json.as_deref().map(runner::journal::path_for),
         max_memory: args
             .max_memory
             .unwrap_or_else(runner::memory::default_limit),
     };
+    crate::interrupt::install();
+    conform_targets::worker::live::clean_stale_scratch(
+        &conform_targets::worker::default_scratch_root(),
+    );
     let results = runner::run_all(&chosen, &mut targets, &opts);
+    // Workers are shut down (and their scratch removed) before anything is reported.
+    drop(targets);
     println!("{}", messages::summary_table(&results));
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
         println!("{}", messages::failure_block(c));
@@ -205,7 +212,10 @@ pub fn execute_on(
         println!("{skips}");
     }
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
-    let code = if results.cases.iter().any(|c| c.status.is_failure()) {
+    let code = if let Some(sig) = crate::interrupt::received() {
+        println!("{}", messages::interrupted(&results));
+        crate::interrupt::exit_code(sig)
+    } else if results.cases.iter().any(|c| c.status.is_failure()) {
         exit_code::FAILURE
     } else if all_skipped && !args.allow_skips {
         println!("{}", messages::nothing_judged_run());
@@ -234,6 +244,8 @@ pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()>
     if let Some(p) = &args.json {
         crate::atomic_file::write(p, serde_json::to_string_pretty(results)?.as_bytes())
             .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        // The results file is whole: the journal has served its purpose.
+        let _ = std::fs::remove_file(runner::journal::path_for(p));
         println!("{}", messages::wrote("results", p));
     }
     if let Some(p) = &args.junit {

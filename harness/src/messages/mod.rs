@@ -65,6 +65,17 @@ pub fn over_memory_limit(e: &crate::runner::memory::MemoryEstimate, limit: u64) 
     )
 }
 
+/// An interrupted run: what finished, what did not.
+pub fn interrupted(results: &RunResults) -> String {
+    format!(
+        "interrupted by {}: {} trial(s) finished (results below and in the output files, marked \
+         interrupted), {} not finished",
+        results.interrupted.as_deref().unwrap_or("a signal"),
+        results.cases.len(),
+        results.unfinished.len()
+    )
+}
+
 /// A fatal error line.
 pub fn error_line(e: &dyn std::fmt::Display) -> String {
     format!("error: {e}")

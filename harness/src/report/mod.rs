@@ -153,6 +153,8 @@ mod tests {
             fresh_seeds: true,
             hardware: None,
             cases,
+            interrupted: None,
+            unfinished: Vec::new(),
         }
     }
 

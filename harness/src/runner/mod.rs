@@ -1,6 +1,7 @@
 //! The runner: every selected case on every selected target, with progress and a summary.
 
 pub mod expected;
+pub mod journal;
 pub mod junit;
 pub mod memory;
 pub mod options;
@@ -9,7 +10,7 @@ pub mod trial;
 pub use options::RunOptions;
 pub use trial::{run_trial, skip_reason, REFERENCE_TARGET};
 
-use crate::results::{CaseResult, RunResults, RESULTS_SCHEMA_VERSION};
+use crate::results::{CaseResult, RunResults, UnfinishedTrial, RESULTS_SCHEMA_VERSION};
 use crate::suite::Case;
 use conform_targets::target::Target;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,13 +38,33 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
         b
     });
     let mut results: Vec<CaseResult> = Vec::with_capacity(total as usize);
+    let mut unfinished: Vec<UnfinishedTrial> = Vec::new();
+    let mut journal = opts.journal.as_deref().and_then(journal::Journal::create);
     for case in cases {
         let seed = seed_for(case, opts);
         for target in targets.iter_mut() {
+            if crate::interrupt::received().is_some() {
+                unfinished.push(UnfinishedTrial {
+                    id: case.id.clone(),
+                    target: target.name().to_string(),
+                });
+                continue;
+            }
             if let Some(b) = &bar {
                 b.set_message(format!("{} [{}]", case.id, target.name()));
             }
             let r = run_trial(case, target.as_mut(), seed, opts);
+            if crate::interrupt::received().is_some() {
+                // Cut short by the interrupt (its worker was killed): not a verdict.
+                unfinished.push(UnfinishedTrial {
+                    id: r.id,
+                    target: r.target,
+                });
+                continue;
+            }
+            if let Some(j) = &mut journal {
+                j.append(&r);
+            }
             let line =
                 crate::messages::case_line(r.status, &r.id, &r.target, r.duration_ms, &r.message);
             match &bar {
@@ -68,5 +89,7 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
         fresh_seeds: opts.fresh_seeds,
         hardware: opts.hardware.as_ref().map(|h| h.id.clone()),
         cases: results,
+        interrupted: crate::interrupt::received().map(crate::interrupt::signal_name),
+        unfinished,
     }
 }

@@ -23,6 +23,10 @@ pub struct RunOptions {
     pub worker_input_sets: u32,
     /// The hardware profile timings are judged against (roofline figures and budgets).
     pub hardware: Option<crate::perf::HardwareProfile>,
+    /// Append each finished trial's result as one JSON line here while the run goes on, so
+    /// even a SIGKILL leaves the finished cases readable (`--json PATH` journals to
+    /// `PATH.journal`, removed once PATH is written).
+    pub journal: Option<std::path::PathBuf>,
     /// Cases whose estimated memory exceeds this many bytes end as `error` before anything
     /// is allocated (`--max-memory`; default: half of the available memory).
     pub max_memory: u64,
@@ -41,6 +45,7 @@ impl Default for RunOptions {
             required_targets: Vec::new(),
             worker_input_sets: 2,
             hardware: None,
+            journal: None,
             max_memory: super::memory::default_limit(),
         }
     }

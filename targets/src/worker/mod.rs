@@ -1,11 +1,14 @@
 //! External kernels behind the worker protocol (targets/PROTOCOL.md).
 //!
 //! - `config`: `targets/<name>/target.toml`.
+//! - [`live`]: the live worker process groups and scratch directories, for clean-up on
+//!   interrupt.
 //! - [`process`]: the worker process (JSON lines, stderr capture, timeouts, kill, limits).
 //! - [`protocol`]: the messages.
 //! - [`worker_target`]: [`WorkerTarget`], the [`crate::Target`] implementation.
 
 pub mod config;
+pub mod live;
 pub mod process;
 pub mod protocol;
 pub mod worker_target;

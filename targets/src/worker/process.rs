@@ -202,6 +202,7 @@ impl WorkerProcess {
             .stderr(Stdio::piped());
         apply_limits(&mut cmd, cfg);
         let mut child = cmd.spawn()?;
+        super::live::register(child.id());
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, rx) = mpsc::channel();
@@ -294,6 +295,7 @@ impl WorkerProcess {
             Ok(Some(status)) => {
                 let r = exit_reason(status);
                 self.exited = Some(r.clone());
+                super::live::unregister(self.child.id());
                 r
             }
             _ => ExitReason::Unknown,
@@ -318,6 +320,7 @@ impl WorkerProcess {
         if let Ok(status) = self.child.wait() {
             self.exited = Some(exit_reason(status));
         }
+        super::live::unregister(self.child.id());
     }
 
     /// Asks the worker to exit (closing stdin after `shutdown_line`), waits up to `grace`,

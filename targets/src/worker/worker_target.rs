@@ -377,7 +377,7 @@ impl Target for WorkerTarget {
         std::fs::create_dir_all(&self.scratch_root)
             .map_err(|e| TargetError::Internal(format!("{}: {e}", self.scratch_root.display())))?;
         let scratch = tempfile::Builder::new()
-            .prefix("conform-case-")
+            .prefix(&super::live::scratch_prefix())
             .tempdir_in(&self.scratch_root)
             .map_err(|e| TargetError::Internal(format!("scratch directory: {e}")))?;
         let (inputs_path, outputs_path) = self.write_files(scratch.path(), request)?;

@@ -1,0 +1,181 @@
+//! SIGINT / SIGTERM during `conform run`, with a worker that hangs (and has a child process of
+//! its own): the run stops at once, kills the worker's whole process group, removes its scratch
+//! directories, writes the results of the trials that finished (marked interrupted, the rest
+//! listed as unfinished), removes its journal and exits 130 / 143.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Answers the handshake, then on any request starts a child (`sleep`), writes both pids
+/// and hangs.
+const HANGING: &str = r#"
+import json, os, subprocess, sys, time
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "hanging", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"paged_kv": {"recipes": ["reference"]}}}}), flush=True)
+for line in sys.stdin:
+    if json.loads(line)["type"] == "shutdown":
+        break
+    child = subprocess.Popen(["sleep", "3600"])
+    with open(os.environ["PIDS_FILE"] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.rename(os.environ["PIDS_FILE"] + ".tmp", os.environ["PIDS_FILE"])
+    time.sleep(3600)
+"#;
+
+fn alive(pid: i32) -> bool {
+    // A zombie still answers kill(0); read its state instead.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+struct Project {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    scratch: PathBuf,
+    pids: PathBuf,
+}
+
+fn project() -> Project {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("p");
+    for d in ["suites", "golden", "scratch"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy(
+        repo.join("suites/paged_kv.toml"),
+        root.join("suites/paged_kv.toml"),
+    )
+    .unwrap();
+    let t = root.join("targets/hanging");
+    std::fs::create_dir_all(&t).unwrap();
+    std::fs::write(t.join("worker.py"), HANGING).unwrap();
+    let pids = dir.path().join("pids");
+    std::fs::write(
+        t.join("target.toml"),
+        format!(
+            "description = \"hangs on every request\"\ncommand = \"python3\"\n\
+             args = [\"${{TARGET_DIR}}/worker.py\"]\n\n[env]\nPIDS_FILE = \"{}\"\n\n\
+             [timeouts]\nhandshake_s = 20\nrequest_s = 600\n",
+            pids.display()
+        ),
+    )
+    .unwrap();
+    let scratch = root.join("scratch");
+    Project {
+        _dir: dir,
+        root,
+        scratch,
+        pids,
+    }
+}
+
+fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
+    let p = project();
+    // A scratch directory a dead run left behind: cleaned at start-up.
+    let stale = p.scratch.join("conform-case-2147483646-stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    let json = p.root.join("r.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .arg("--root")
+        .arg(&p.root)
+        .args([
+            "run",
+            "--target",
+            "reference",
+            "--target",
+            "hanging",
+            "--suite",
+            "paged_kv",
+            "--no-golden",
+            "--json",
+        ])
+        .arg(&json)
+        .env("CONFORM_SCRATCH", &p.scratch)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the worker hangs in its first request.
+    let start = Instant::now();
+    while !p.pids.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the worker never started its request"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pids: Vec<i32> = std::fs::read_to_string(&p.pids)
+        .unwrap()
+        .split_whitespace()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert!(pids.iter().all(|&pid| alive(pid)));
+    // While it hangs, the journal already holds the reference's finished trial.
+    let journal = PathBuf::from(format!("{}.journal", json.display()));
+    let journaled = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(journaled.lines().count(), 1, "{journaled}");
+    // SAFETY: signalling the child process this test started.
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let sent = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(20),
+        "took {:?} to stop",
+        sent.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(expected_code), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(text.contains("interrupted by"), "{text}");
+    // No process left: the worker and its child are gone.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for pid in &pids {
+        assert!(!alive(*pid), "process {pid} survived the interrupt");
+    }
+    // No scratch left, the stale one included.
+    let left: Vec<_> = std::fs::read_dir(&p.scratch)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "scratch left behind: {left:?}");
+    // Partial results, readable, marked interrupted; the journal removed.
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["interrupted"], signal_name);
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1, "{r}");
+    assert_eq!(cases[0]["target"], "reference");
+    assert_eq!(cases[0]["status"], "passed");
+    let unfinished = r["unfinished"].as_array().unwrap();
+    assert!(!unfinished.is_empty());
+    assert_eq!(unfinished[0]["target"], "hanging");
+    assert!(!journal.exists());
+}
+
+#[test]
+fn sigint_with_a_hanging_worker_leaves_no_process_no_scratch_and_readable_results() {
+    interrupt_with(libc::SIGINT, 130, "SIGINT");
+}
+
+#[test]
+fn sigterm_as_ci_runners_send_it_exits_143() {
+    interrupt_with(libc::SIGTERM, 143, "SIGTERM");
+}
