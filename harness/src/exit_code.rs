@@ -13,6 +13,9 @@ pub const USAGE: i32 = 2;
 /// perf file / comparison holds no case to judge. A run that checked nothing is not green
 /// (`--allow-skips` turns "every case skipped" back into 0).
 pub const NOTHING_JUDGED: i32 = 4;
+/// The reader of stdout went away (`conform list | head -1`): 128 + SIGPIPE, what a Unix
+/// filter killed by SIGPIPE reports; nothing is printed.
+pub const BROKEN_PIPE: i32 = 141;
 /// Interrupted by SIGINT (128 + 2): the finished cases' results were written, marked
 /// interrupted.
 pub const INTERRUPTED_SIGINT: i32 = 130;

@@ -4,21 +4,34 @@
 use clap::Parser;
 use conform_harness::{cli, exit_code, messages};
 
+/// Whether a panic is `println!` failing on a closed stdout (`conform list | head -1`).
+fn is_broken_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    text.contains("failed printing to stdout") && text.contains("Broken pipe")
+}
+
 fn main() {
-    // Die quietly of SIGPIPE like any Unix filter (`conform list | head -1`) instead of
-    // panicking in println! on the broken pipe.
-    // SAFETY: restoring the default disposition of SIGPIPE at start-up, before any thread
-    // exists; no handler is installed.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-    let args = cli::Cli::parse();
-    let code = match cli::run(args) {
-        Ok(code) => code,
-        Err(e) => {
+    // SIGPIPE stays ignored (a worker that dies mid-request must give EPIPE, not kill us), so
+    // a reader that closes our stdout early makes println! panic: end quietly, like a Unix
+    // filter killed by SIGPIPE (exit 141), instead of printing a panic and exiting 101.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_stdout(info.payload()) {
+            default_hook(info);
+        }
+    }));
+    let code = match std::panic::catch_unwind(|| cli::run(cli::Cli::parse())) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("{}", messages::error_line(&format!("{e:#}")));
             exit_code::USAGE
         }
+        Err(p) if is_broken_stdout(&*p) => exit_code::BROKEN_PIPE,
+        Err(p) => std::panic::resume_unwind(p),
     };
     std::process::exit(code);
 }

@@ -347,3 +347,30 @@ fn a_case_too_large_for_memory_is_an_error_and_the_run_goes_on() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("over the memory limit"), "{}", text(&o));
 }
+
+#[test]
+fn a_worker_that_says_unavailable_and_exits_never_kills_conform_with_sigpipe() {
+    let p = project_with_ghost_target();
+    let t = p.path().join("targets/gone");
+    std::fs::create_dir_all(&t).unwrap();
+    std::fs::write(
+        t.join("worker.py"),
+        "import json\nprint(json.dumps({\"type\": \"unavailable\", \"protocol\": 1, \
+         \"reason\": \"import failed: no kernel here\"}), flush=True)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        t.join("target.toml"),
+        "description = \"exits after its handshake\"\ncommand = \"python3\"\n\
+         args = [\"${TARGET_DIR}/worker.py\"]\n",
+    )
+    .unwrap();
+    for _ in 0..3 {
+        let o = conform(
+            p.path(),
+            &["run", "--target", "gone", "--suite", "paged_kv"],
+        );
+        assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+        assert!(text(&o).contains("no kernel here"), "{}", text(&o));
+    }
+}
