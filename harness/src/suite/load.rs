@@ -243,6 +243,8 @@ fn resolve(
         })?;
     let mut checks = d.checks.clone().unwrap_or_default();
     checks.extend(entry.checks.clone().unwrap_or_default());
+    let mut checks_without_recipe = d.checks_without_recipe.clone().unwrap_or_default();
+    checks_without_recipe.extend(entry.checks_without_recipe.clone().unwrap_or_default());
     Ok(Case {
         id,
         suite: file.suite.name.clone(),
@@ -266,6 +268,7 @@ fn resolve(
             .map(|c| c.keys().cloned().collect())
             .unwrap_or_default(),
         checks,
+        checks_without_recipe,
         perf: entry
             .perf
             .clone()
