@@ -262,7 +262,7 @@ fn setup_torch_npu_dry_run_plans_the_worker_environment() {
 }
 
 #[test]
-fn nightly_perf_dry_run_plans_run_record_compare_report() {
+fn nightly_perf_dry_run_plans_record_compare_report() {
     let cwd = tempfile::tempdir().unwrap();
     let script = repo().join("ci/nightly-perf.sh");
     let o = bash(
@@ -273,6 +273,8 @@ fn nightly_perf_dry_run_plans_run_record_compare_report() {
             "fa_prefill",
             "--threshold",
             "0.05",
+            "--baseline",
+            "base.json",
         ],
         cwd.path(),
     );
@@ -286,16 +288,20 @@ fn nightly_perf_dry_run_plans_run_record_compare_report() {
         out.find(needle)
             .unwrap_or_else(|| panic!("dry run lacks `{needle}`:\n{out}"))
     };
-    let run = pos("conform run --perf");
-    let record =
-        pos("conform perf record --input nightly-out/results.json --out nightly-out/perf.json");
-    let compare = pos("conform perf compare --baseline");
+    let record = pos("conform perf record --out nightly-out/perf.json");
+    let compare = pos("conform perf compare --baseline base.json");
     let report = pos("conform report --input nightly-out/results.json");
-    assert!(run < record && record < compare && compare < report);
+    assert!(record < compare && compare < report);
     assert!(out.contains("--suite fa_prefill"));
     assert!(out.contains("--threshold 0.05"));
-    assert!(out.contains("ci/baselines/atlas-800i-a2.json"));
+    assert!(out.contains("--json nightly-out/results.json"));
     assert!(!cwd.path().join("nightly-out").exists());
+    // Without any baseline the plan is a first night: record and report, no comparison.
+    let o = bash(&[script.to_str().unwrap(), "--dry-run"], cwd.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("first night"), "{out}");
+    assert!(!out.contains("perf compare"), "{out}");
     let o = bash(
         &[script.to_str().unwrap(), "--dry-run", "--threshold", "x"],
         cwd.path(),
