@@ -256,9 +256,54 @@ fn setup_torch_npu_dry_run_plans_the_worker_environment() {
     );
     // Nothing was created.
     assert!(!venv.exists());
+    // The compatibility check is planned too, and the pinned requirements file is used.
+    assert!(out.contains("torch-npu-compat.tsv"), "{out}");
+    assert!(out.contains("requirements-npu.txt"), "{out}");
     // Misuse is a usage error, not a half-run.
     let o = bash(&[script.to_str().unwrap(), "--no-such-flag"], cwd.path());
     assert_eq!(o.status.code(), Some(2));
+}
+
+fn bash_with(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    Command::new("bash")
+        .args(args)
+        .current_dir(cwd)
+        .envs(env.iter().copied())
+        .output()
+        .expect("bash runs")
+}
+
+#[test]
+fn setup_torch_npu_checks_cann_against_the_compatibility_table_before_installing() {
+    let cwd = tempfile::tempdir().unwrap();
+    let script = repo().join("ci/atlas/setup-torch-npu.sh");
+    let s = script.to_str().unwrap();
+    // A CANN release the table lists: its newest pair is chosen.
+    let o = bash_with(
+        &[s, "--dry-run"],
+        cwd.path(),
+        &[("CANN_VERSION", "8.2.RC1")],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("torch==2.6.0 torch_npu==2.6.0"), "{out}");
+    // A CANN release outside the table: exit 2 with the table's rows, nothing planned.
+    let o = bash_with(&[s, "--dry-run"], cwd.path(), &[("CANN_VERSION", "7.0.0")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("CANN 7.0.0 is not in"), "{err}");
+    assert!(err.contains("8.1.RC1\t2.5.1\t2.5.1"), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("-m venv"));
+    // A torch_npu pin that was not built for the installed CANN: exit 2 with that CANN's rows.
+    let o = bash_with(
+        &[s, "--dry-run"],
+        cwd.path(),
+        &[("CANN_VERSION", "8.2.RC1"), ("TORCH_NPU_VERSION", "2.5.1")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("8.2.RC1\t2.5.1\t2.5.1.post1"), "{err}");
+    assert!(!err.contains("8.1.RC1"), "{err}");
 }
 
 #[test]
