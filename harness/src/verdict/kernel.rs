@@ -650,7 +650,7 @@ pub(crate) fn pass_chunk<A: Lane, G: Lane>(
 ) -> PassStats {
     #[cfg(target_arch = "x86_64")]
     {
-        if path == KernelPath::Auto && std::is_x86_feature_detected!("avx2") {
+        if path == KernelPath::Auto && conform_reference::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { pass_chunk_avx2::<A, G>(act, exp, gold, first, cfg) };
         }
@@ -833,7 +833,7 @@ pub(crate) fn baseline_chunk<A: Lane, G: Lane>(
 ) -> PassStats {
     #[cfg(target_arch = "x86_64")]
     {
-        if path == KernelPath::Auto && std::is_x86_feature_detected!("avx2") {
+        if path == KernelPath::Auto && conform_reference::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { baseline_chunk_avx2::<A, G>(base, gold, small_value) };
         }

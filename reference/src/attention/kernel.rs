@@ -41,7 +41,7 @@ pub fn qk_tile(
                     // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
                     return unsafe { super::tile_avx512::qk_lanes16(q, k, keys, out, ld) };
                 }
-                if std::is_x86_feature_detected!("avx2") {
+                if crate::cpu::avx2() {
                     // SAFETY: the CPU supports AVX2 (checked just above).
                     return unsafe { qk_lanes16_avx2(q, k, keys, out, ld) };
                 }
@@ -59,7 +59,7 @@ pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, 
             // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
             return unsafe { super::tile_avx512::pv(p, ld, rows, v, keys, out) };
         }
-        if std::is_x86_feature_detected!("avx2") {
+        if crate::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { pv_avx2(p, ld, rows, v, keys, out) };
         }
@@ -67,17 +67,12 @@ pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, 
     pv_generic(p, ld, rows, v, keys, out)
 }
 
-/// Whether the AVX-512 tile products run: the CPU has AVX-512F and the process has not set
-/// `CONFORM_NO_AVX512` (which lets a test or a bench run the AVX2 forms on the same machine;
-/// the bits are the same either way).
+/// Whether the AVX-512 tile products run (`crate::cpu::avx512`: the CPU has AVX-512F and
+/// neither `CONFORM_NO_AVX512` nor `CONFORM_NO_SIMD` is set; the bits are the same either way).
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub(crate) fn use_avx512() -> bool {
-    use std::sync::OnceLock;
-    static USE: OnceLock<bool> = OnceLock::new();
-    *USE.get_or_init(|| {
-        super::tile_avx512::available() && std::env::var_os("CONFORM_NO_AVX512").is_none()
-    })
+    crate::cpu::avx512()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -454,7 +449,7 @@ mod tests {
                         }
                         forms.push(("avx2", s.clone(), o.clone()));
                     }
-                    if super::super::tile_avx512::available() {
+                    if std::is_x86_feature_detected!("avx512f") {
                         s.fill(0.0);
                         o.fill(f32::NAN);
                         // SAFETY: AVX-512F is available (checked just above).

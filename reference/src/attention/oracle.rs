@@ -147,7 +147,7 @@ fn dots64_any(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
             // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
             return unsafe { dots64_avx512(q, k, dim) };
         }
-        if dim.is_multiple_of(8) && std::is_x86_feature_detected!("avx2") {
+        if dim.is_multiple_of(8) && crate::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { dots64_avx2(q, k, dim) };
         }
@@ -481,7 +481,7 @@ fn chunk(
             // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
             return unsafe { chunk_avx512(q, k, v, dim, mask, r0, scale, out, lse) };
         }
-        if std::is_x86_feature_detected!("avx2") {
+        if crate::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { chunk_avx2(q, k, v, dim, mask, r0, scale, out, lse) };
         }

@@ -14,12 +14,6 @@ use super::rows::Rows;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-/// Whether this CPU runs the AVX-512 forms.
-#[inline]
-pub fn available() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-}
-
 /// Reduces one 16-lane accumulator with the [`crate::dot::combine_lanes`] tree.
 #[inline(always)]
 unsafe fn combine1(a: __m512) -> f32 {

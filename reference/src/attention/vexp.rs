@@ -77,7 +77,7 @@ pub fn exp_f32_slice(x: &mut [f32]) {
             // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
             return unsafe { exp_avx512(x) };
         }
-        if std::is_x86_feature_detected!("avx2") {
+        if crate::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { exp_avx2(x) };
         }
@@ -162,7 +162,7 @@ pub fn quantize_bf16_slice(x: &mut [f32], rounding: Rounding) {
     let away = rounding.mode == RoundingMode::NearestTiesAway;
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") {
+        if crate::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { quantize_avx2(x, away) };
         }
@@ -238,7 +238,7 @@ pub fn exp_f64_slice(x: &mut [f64]) {
             // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
             return unsafe { exp64_avx512(x) };
         }
-        if std::is_x86_feature_detected!("avx2") {
+        if crate::cpu::avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { exp64_avx2(x) };
         }

@@ -97,7 +97,7 @@ where
     #[cfg(target_arch = "x86_64")]
     {
         if let Some(unit) = simd::units_for(recipe) {
-            if std::arch::is_x86_feature_detected!("ssse3") {
+            if crate::cpu::ssse3() {
                 let tables = simd::Tables::new(&nibble);
                 fill_chunks(out, chunk, threads, |ci, out_chunk| {
                     // SAFETY: SSSE3 was detected at run time just above.
