@@ -361,3 +361,48 @@ fn regex_escape(s: &str) -> String {
         })
         .collect()
 }
+
+/// `golden verify --help` says what the command does with no --tier (every tier, since the
+/// store holds full-tier digests too), and the command shows its progress case by case
+/// instead of staying silent for minutes.
+#[test]
+fn golden_verify_checks_every_tier_by_default_as_its_help_says_and_shows_progress() {
+    let root = repo();
+    let help = conform(&root, &["golden", "verify", "--help"]);
+    assert_eq!(help.status.code(), Some(0), "{}", text(&help));
+    let h = String::from_utf8_lossy(&help.stdout);
+    assert!(h.contains("Checks every tier unless --tier"), "{h}");
+    assert!(h.contains("all for the golden commands"), "{h}");
+
+    // The cases of every tier, as `list --tier all` names them.
+    let list = conform(&root, &["list", "--suite", "paged_kv", "--tier", "all"]);
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list));
+    let all: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| l.starts_with("paged_kv/"))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("[full]"),
+        "the suite has no full-tier case to tell the default apart: {}",
+        text(&list)
+    );
+
+    let o = conform(&root, &["golden", "verify", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let n = all.len();
+    let progress: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(progress.len(), n, "one progress line per case: {err}");
+    for (i, line) in progress.iter().enumerate() {
+        assert!(line.starts_with(&format!("[{}/{n}] ", i + 1)), "{line}");
+        let id = line.split_once("] ").unwrap().1;
+        assert!(all.iter().any(|a| a == id), "{id} is not a listed case");
+    }
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("{n} cases checked")),
+        "{}",
+        text(&o)
+    );
+    assert!(!text(&o).contains("panicked at"), "{}", text(&o));
+}
