@@ -83,6 +83,8 @@ fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
     let stale = p.scratch.join("conform-case-2147483646-stale");
     std::fs::create_dir_all(&stale).unwrap();
     let json = p.root.join("r.json");
+    let junit = p.root.join("r.xml");
+    let report = p.root.join("report");
     let child = Command::new(env!("CARGO_BIN_EXE_conform"))
         .arg("--root")
         .arg(&p.root)
@@ -98,6 +100,10 @@ fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
             "--json",
         ])
         .arg(&json)
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--report")
+        .arg(&report)
         .env("CONFORM_SCRATCH", &p.scratch)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -168,6 +174,28 @@ fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
     assert!(!unfinished.is_empty());
     assert_eq!(unfinished[0]["target"], "hanging");
     assert!(!journal.exists());
+    // JUnit: the finished trial passed, the unfinished ones are errors of type `interrupted`
+    // (a cancelled CI job never reads as green).
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let hanging_id = unfinished[0]["id"].as_str().unwrap();
+    assert!(xml.contains(cases[0]["id"].as_str().unwrap()), "{xml}");
+    assert!(xml.contains(hanging_id), "{xml}");
+    assert!(xml.contains("type=\"interrupted\""), "{xml}");
+    assert!(
+        xml.contains(&format!("interrupted by {signal_name}")),
+        "{xml}"
+    );
+    // The report's verdict says interrupted, not "all passed", and lists what did not finish.
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(
+        html.contains(&format!(
+            "interrupted by {signal_name}: 1 finished, {} not finished",
+            unfinished.len()
+        )),
+        "{html}"
+    );
+    assert!(html.contains("id=\"unfinished\""), "{html}");
+    assert!(html.contains(hanging_id), "{html}");
 }
 
 #[test]

@@ -65,6 +65,14 @@ pub fn over_memory_limit(e: &crate::runner::memory::MemoryEstimate, limit: u64) 
     )
 }
 
+/// Why an unfinished trial has no verdict (its JUnit error and report line).
+pub fn unfinished_trial(signal: Option<&str>) -> String {
+    format!(
+        "not finished: the run was interrupted by {} before this trial ended",
+        signal.unwrap_or("a signal")
+    )
+}
+
 /// An interrupted run: what finished, what did not.
 pub fn interrupted(results: &RunResults) -> String {
     format!(
