@@ -169,6 +169,33 @@ fn bad_output_paths_are_refused_before_any_case_runs() {
     }
 }
 
+/// `conform validate` writes results.json, junit.xml and index.html into --out: a path there
+/// that cannot be written is found before the worker's cases run, not after.
+#[test]
+fn validate_checks_its_report_files_before_running_the_worker() {
+    let dir = project_with_ghost_target();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("results.json")).unwrap();
+    let o = conform(
+        dir.path(),
+        &[
+            "validate",
+            "--worker",
+            dir.path().join("targets/ghost").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--suite",
+            "paged_kv",
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("results.json: is a directory"), "{t}");
+    // Nothing ran: no case line, no summary table.
+    assert!(!t.contains("ERROR") && !t.contains("total"), "{t}");
+}
+
 #[test]
 fn results_files_are_written_whole() {
     let d = tempfile::tempdir().unwrap();
