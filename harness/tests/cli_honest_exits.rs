@@ -222,6 +222,18 @@ fn results_files_are_written_whole() {
         .contains("</testsuites>"));
     // Only the two results files: no temporary left behind.
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
+    // Readable as a plain write leaves a file (0666 less the umask), not owner-only like the
+    // temporary file they were written through.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let other = tempfile::tempdir().unwrap();
+        let plain = other.path().join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&json), mode(&plain));
+        assert_eq!(mode(&xml), mode(&plain));
+    }
 }
 
 #[test]
