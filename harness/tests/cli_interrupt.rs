@@ -1,4 +1,4 @@
-//! SIGINT / SIGTERM during `conform run`, with a worker that hangs (and has a child process of
+//! SIGINT / SIGTERM during `conform run` (and `perf record`), with a worker that hangs (and has a child process of
 //! its own): the run stops at once, kills the worker's whole process group, removes its scratch
 //! directories, writes the results of the trials that finished (marked interrupted, the rest
 //! listed as unfinished), removes its journal and exits 130 / 143.
@@ -68,6 +68,12 @@ fn project() -> Project {
         ),
     )
     .unwrap();
+    // `perf record` reads the hardware profile it evaluates budgets against.
+    std::fs::create_dir_all(root.join("ci/hardware")).unwrap();
+    for e in std::fs::read_dir(repo.join("ci/hardware")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), root.join("ci/hardware").join(e.file_name())).unwrap();
+    }
     let scratch = root.join("scratch");
     Project {
         _dir: dir,
@@ -206,4 +212,54 @@ fn sigint_with_a_hanging_worker_leaves_no_process_no_scratch_and_readable_result
 #[test]
 fn sigterm_as_ci_runners_send_it_exits_143() {
     interrupt_with(libc::SIGTERM, 143, "SIGTERM");
+}
+
+/// `perf record` interrupted before any case was timed exits 130 like `run`, not 4 ("nothing
+/// recorded"): the exit code says the file is short because of the interrupt.
+#[test]
+fn an_interrupted_perf_record_exits_130_not_nothing_judged() {
+    let p = project();
+    let out = p.root.join("perf.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .arg("--root")
+        .arg(&p.root)
+        .args([
+            "perf", "record", "--target", "hanging", "--suite", "paged_kv",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .env("CONFORM_SCRATCH", &p.scratch)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !p.pids.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the worker never started its request"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling the child process this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(130), "{text}");
+    assert!(text.contains("interrupted by SIGINT"), "{text}");
+    assert!(
+        !text.contains("nothing judged") && !text.contains("panicked"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["cases"].as_array().map(Vec::len), Some(0), "{v}");
+    let left: Vec<_> = std::fs::read_dir(&p.scratch).unwrap().flatten().collect();
+    assert!(left.is_empty(), "scratch left behind: {left:?}");
 }

@@ -134,7 +134,9 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result
     }
     file.write(&args.out)?;
     println!("{}", crate::messages::wrote("perf record", &args.out));
-    if file.cases.is_empty() && code != exit_code::FAILURE {
+    // An interrupt (130/143) or a failure outranks "nothing recorded": the exit code says why
+    // the file is short.
+    if file.cases.is_empty() && matches!(code, exit_code::SUCCESS | exit_code::NOTHING_JUDGED) {
         println!("{}", messages::nothing_recorded());
         return Ok(exit_code::NOTHING_JUDGED);
     }
