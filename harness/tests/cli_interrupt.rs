@@ -83,39 +83,18 @@ fn project() -> Project {
     }
 }
 
-fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
-    let p = project();
-    // A scratch directory a dead run left behind: cleaned at start-up.
-    let stale = p.scratch.join("conform-case-2147483646-stale");
-    std::fs::create_dir_all(&stale).unwrap();
-    let json = p.root.join("r.json");
-    let junit = p.root.join("r.xml");
-    let report = p.root.join("report");
+/// Starts `conform --root ROOT ARGS` with its scratch under the project, and waits until the
+/// hanging worker is inside its first request.
+fn start_until_hanging(p: &Project, args: &[&std::ffi::OsStr]) -> std::process::Child {
     let child = Command::new(env!("CARGO_BIN_EXE_conform"))
         .arg("--root")
         .arg(&p.root)
-        .args([
-            "run",
-            "--target",
-            "reference",
-            "--target",
-            "hanging",
-            "--suite",
-            "paged_kv",
-            "--no-golden",
-            "--json",
-        ])
-        .arg(&json)
-        .arg("--junit")
-        .arg(&junit)
-        .arg("--report")
-        .arg(&report)
+        .args(args)
         .env("CONFORM_SCRATCH", &p.scratch)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the worker hangs in its first request.
     let start = Instant::now();
     while !p.pids.exists() {
         assert!(
@@ -124,6 +103,34 @@ fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    child
+}
+
+fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
+    let p = project();
+    // A scratch directory a dead run left behind: cleaned at start-up.
+    let stale = p.scratch.join("conform-case-2147483646-stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    let json = p.root.join("r.json");
+    let junit = p.root.join("r.xml");
+    let report = p.root.join("report");
+    let args: Vec<&std::ffi::OsStr> = [
+        "run",
+        "--target",
+        "reference",
+        "--target",
+        "hanging",
+        "--suite",
+        "paged_kv",
+        "--no-golden",
+        "--json",
+    ]
+    .iter()
+    .map(std::ffi::OsStr::new)
+    .chain([json.as_os_str(), "--junit".as_ref(), junit.as_os_str()])
+    .chain(["--report".as_ref(), report.as_os_str()])
+    .collect();
+    let child = start_until_hanging(&p, &args);
     let pids: Vec<i32> = std::fs::read_to_string(&p.pids)
         .unwrap()
         .split_whitespace()
@@ -220,27 +227,12 @@ fn sigterm_as_ci_runners_send_it_exits_143() {
 fn an_interrupted_perf_record_exits_130_not_nothing_judged() {
     let p = project();
     let out = p.root.join("perf.json");
-    let child = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(&p.root)
-        .args([
-            "perf", "record", "--target", "hanging", "--suite", "paged_kv",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .env("CONFORM_SCRATCH", &p.scratch)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !p.pids.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the worker never started its request"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let args: Vec<&std::ffi::OsStr> = ["perf", "record", "--target", "hanging", "--suite"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain(["paged_kv".as_ref(), "--out".as_ref(), out.as_os_str()])
+        .collect();
+    let child = start_until_hanging(&p, &args);
     // SAFETY: signalling the child process this test started.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
