@@ -1,7 +1,8 @@
-//! SIGINT / SIGTERM during `conform run` (and `perf record`), with a worker that hangs (and has a child process of
-//! its own): the run stops at once, kills the worker's whole process group, removes its scratch
-//! directories, writes the results of the trials that finished (marked interrupted, the rest
-//! listed as unfinished), removes its journal and exits 130 / 143.
+//! SIGINT / SIGTERM during `conform run` (and `perf record`), with a worker that hangs (and has
+//! a child process of its own): the run stops at once, kills the worker's whole process group,
+//! removes its scratch directories, writes the results of the trials that finished (marked
+//! interrupted, the rest listed as unfinished), removes its journal and exits 130 / 143. After
+//! a SIGKILL, the journal holds the finished trials and the next run removes the scratch.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -106,15 +107,9 @@ fn start_until_hanging(p: &Project, args: &[&std::ffi::OsStr]) -> std::process::
     child
 }
 
-fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
-    let p = project();
-    // A scratch directory a dead run left behind: cleaned at start-up.
-    let stale = p.scratch.join("conform-case-2147483646-stale");
-    std::fs::create_dir_all(&stale).unwrap();
-    let json = p.root.join("r.json");
-    let junit = p.root.join("r.xml");
-    let report = p.root.join("report");
-    let args: Vec<&std::ffi::OsStr> = [
+/// `run` on the reference and the hanging worker, results to `json`.
+fn run_args(json: &Path) -> Vec<&std::ffi::OsStr> {
+    [
         "run",
         "--target",
         "reference",
@@ -127,9 +122,23 @@ fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
     ]
     .iter()
     .map(std::ffi::OsStr::new)
-    .chain([json.as_os_str(), "--junit".as_ref(), junit.as_os_str()])
-    .chain(["--report".as_ref(), report.as_os_str()])
-    .collect();
+    .chain([json.as_os_str()])
+    .collect()
+}
+
+fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
+    let p = project();
+    // A scratch directory a dead run left behind: cleaned at start-up.
+    let stale = p.scratch.join("conform-case-2147483646-stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    let json = p.root.join("r.json");
+    let junit = p.root.join("r.xml");
+    let report = p.root.join("report");
+    let args: Vec<&std::ffi::OsStr> = run_args(&json)
+        .into_iter()
+        .chain(["--junit".as_ref(), junit.as_os_str()])
+        .chain(["--report".as_ref(), report.as_os_str()])
+        .collect();
     let child = start_until_hanging(&p, &args);
     let pids: Vec<i32> = std::fs::read_to_string(&p.pids)
         .unwrap()
@@ -254,4 +263,70 @@ fn an_interrupted_perf_record_exits_130_not_nothing_judged() {
     assert_eq!(v["cases"].as_array().map(Vec::len), Some(0), "{v}");
     let left: Vec<_> = std::fs::read_dir(&p.scratch).unwrap().flatten().collect();
     assert!(left.is_empty(), "scratch left behind: {left:?}");
+}
+
+/// SIGKILL cannot be caught: what it leaves must still be usable. The journal holds the
+/// finished trial as a complete JSON line, and the scratch directory of the request in flight
+/// (named after the dead process) is removed by the next run's start-up.
+#[test]
+fn after_sigkill_the_journal_is_readable_and_the_next_run_removes_the_dead_runs_scratch() {
+    let p = project();
+    let json = p.root.join("r.json");
+    let args = run_args(&json);
+    let mut child = start_until_hanging(&p, &args);
+    let dead = child.id();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // The worker outlives a SIGKILLed parent (nothing could kill it): end its group here.
+    let worker: i32 = std::fs::read_to_string(&p.pids)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // SAFETY: signalling the process group of the worker this test's conform started.
+    unsafe {
+        libc::kill(-worker, libc::SIGKILL);
+    }
+
+    assert!(
+        !json.exists(),
+        "SIGKILL leaves no time to write the results file"
+    );
+    let journal = PathBuf::from(format!("{}.journal", json.display()));
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["target"], "reference");
+    assert_eq!(lines[0]["status"], "passed");
+
+    let prefix = format!("conform-case-{dead}-");
+    let of_dead_run = || {
+        std::fs::read_dir(&p.scratch)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .count()
+    };
+    assert_eq!(of_dead_run(), 1, "the request in flight had its scratch");
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .arg("--root")
+        .arg(&p.root)
+        .args([
+            "run",
+            "--suite",
+            "paged_kv",
+            "--no-golden",
+            "--filter",
+            "single-token",
+        ])
+        .env("CONFORM_SCRATCH", &p.scratch)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(of_dead_run(), 0, "the dead run's scratch survived start-up");
 }
