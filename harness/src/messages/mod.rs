@@ -76,8 +76,8 @@ pub fn unfinished_trial(signal: Option<&str>) -> String {
 /// An interrupted run: what finished, what did not.
 pub fn interrupted(results: &RunResults) -> String {
     format!(
-        "interrupted by {}: {} trial(s) finished (results below and in the output files, marked \
-         interrupted), {} not finished",
+        "interrupted by {}: {} trial(s) finished (in the table above and in the output files asked \
+         for, marked interrupted), {} not finished",
         results.interrupted.as_deref().unwrap_or("a signal"),
         results.cases.len(),
         results.unfinished.len()
