@@ -259,6 +259,25 @@ fn a_broken_pipe_never_panics() {
     }
 }
 
+/// Counts that cannot be zero are refused when parsed, naming the flag, before any case runs:
+/// `--iterations 0` used to run every case under --perf and fail each with "no samples".
+#[test]
+fn zero_iterations_or_threads_are_value_errors_before_any_case_runs() {
+    let root = repo();
+    for (args, flag) in [
+        (&["run", "--perf", "--iterations", "0"][..], "--iterations"),
+        (&["perf", "record", "--iterations", "0"][..], "--iterations"),
+        (&["run", "--threads", "0"][..], "--threads"),
+    ] {
+        let o = conform(&root, args);
+        no_panic(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let out = text(&o);
+        assert!(out.contains(flag) && out.contains("'0'"), "{args:?}: {out}");
+        assert!(!out.contains("PASSED") && !out.contains("ERROR"), "{out}");
+    }
+}
+
 #[test]
 fn negative_numbers_get_a_value_error_not_an_unknown_argument() {
     let root = repo();

@@ -243,6 +243,18 @@ fn resolve(
         })?;
     let mut checks = d.checks.clone().unwrap_or_default();
     checks.extend(entry.checks.clone().unwrap_or_default());
+    let perf = entry
+        .perf
+        .clone()
+        .or_else(|| d.perf.clone())
+        .unwrap_or_default();
+    if perf.iterations == 0 {
+        return Err(SuiteError::Case {
+            path: path.to_path_buf(),
+            id: id.clone(),
+            message: "`perf.iterations = 0`: a timed case needs at least 1 iteration".into(),
+        });
+    }
     Ok(Case {
         id,
         suite: file.suite.name.clone(),
@@ -266,11 +278,7 @@ fn resolve(
             .map(|c| c.keys().cloned().collect())
             .unwrap_or_default(),
         checks,
-        perf: entry
-            .perf
-            .clone()
-            .or_else(|| d.perf.clone())
-            .unwrap_or_default(),
+        perf,
         budget: entry.budget.clone().or_else(|| d.budget.clone()),
         seed: entry.seed.or(d.seed).unwrap_or(0),
         description: entry
