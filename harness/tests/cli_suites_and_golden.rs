@@ -41,6 +41,15 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A scratch project whose only suite is `suite` (as suites/paged_kv.toml), golden store empty.
+fn project_with_paged_kv_suite(suite: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
+    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
+    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    dir
+}
+
 /// A scratch project holding a copy of the repository's suites and golden store.
 fn scratch_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -51,11 +60,8 @@ fn scratch_project() -> tempfile::TempDir {
 
 #[test]
 fn a_typo_in_a_suite_key_exits_2_naming_file_line_and_key() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
-    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n\n[defaults]\nrecipe = \"reference\"\nchek = { policy = \"bitwise\" }\n";
-    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    let dir = project_with_paged_kv_suite(suite);
     let o = conform(dir.path(), &["list"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
@@ -65,11 +71,8 @@ fn a_typo_in_a_suite_key_exits_2_naming_file_line_and_key() {
 
 #[test]
 fn a_case_timed_with_zero_iterations_is_a_suite_error_naming_file_and_case() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
-    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nperf = { iterations = 0 }\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokens = 3 }\n";
-    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    let dir = project_with_paged_kv_suite(suite);
     let o = conform(dir.path(), &["list"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
@@ -81,11 +84,8 @@ fn a_case_timed_with_zero_iterations_is_a_suite_error_naming_file_and_case() {
 
 #[test]
 fn an_unknown_op_parameter_is_located_in_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
-    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokns = 3 }\n";
-    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    let dir = project_with_paged_kv_suite(suite);
     let o = conform(dir.path(), &["list"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
