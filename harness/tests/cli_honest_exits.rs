@@ -349,6 +349,50 @@ fn outside_any_checkout_the_binary_says_so_instead_of_using_its_build_tree() {
     // With --root it works from anywhere.
     let o = conform_in(d.path(), Some(&repo()), &["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The commands that only read the files they are given need no project at all.
+    let fixture = |p: &str| repo().join("harness/tests/fixtures").join(p);
+    let report = d.path().join("report");
+    let results = fixture("report/results-failing.json");
+    let costs = repo().join("suites/mc2/costs-seed-example.toml");
+    let (base, slow) = (
+        fixture("perf/baseline.json"),
+        fixture("perf/slowdown_10pct.json"),
+    );
+    for (args, code) in [
+        (
+            vec!["report", "--input", results.to_str().unwrap()]
+                .into_iter()
+                .chain(["--out", report.to_str().unwrap()])
+                .collect::<Vec<_>>(),
+            0,
+        ),
+        (
+            vec!["perf", "compare", "--baseline", base.to_str().unwrap()]
+                .into_iter()
+                .chain(["--candidate", slow.to_str().unwrap()])
+                .collect(),
+            1,
+        ),
+        (
+            vec![
+                "mc2", "plan", "--m", "64", "--k", "3072", "--n", "8192", "--dtype", "f16",
+            ]
+            .into_iter()
+            .chain(["--costs", costs.to_str().unwrap()])
+            .collect(),
+            0,
+        ),
+    ] {
+        let o = conform_in(d.path(), None, &args);
+        no_panic(&o);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("no conform project"), "{}", text(&o));
+    }
+    assert!(report.join("index.html").is_file());
+    // perf record runs cases: it needs the project like run.
+    let o = conform_in(d.path(), None, &["perf", "record", "--out", "p.json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--root"), "{}", text(&o));
 }
 
 #[test]

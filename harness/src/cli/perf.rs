@@ -47,9 +47,10 @@ pub struct CompareArgs {
 }
 
 /// Run a `perf` subcommand; returns the process exit status.
-pub fn run(paths: &crate::cli::paths::Paths, cmd: &PerfCommand) -> i32 {
+/// Runs a perf command; `paths` finds the project, which only `record` needs.
+pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &PerfCommand) -> i32 {
     match cmd {
-        PerfCommand::Record(args) => match record(paths, args) {
+        PerfCommand::Record(args) => match paths().and_then(|p| record(&p, args)) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("{}", crate::messages::error_line(&format!("{e:#}")));
