@@ -15,13 +15,16 @@ fn conform_in(cwd: &Path, root: Option<&Path>, args: &[&str]) -> Output {
     if let Some(r) = root {
         c.arg("--root").arg(r);
     }
-    c.args(args)
+    let o = c
+        .args(args)
         .current_dir(cwd)
         .env_remove("CI")
         .env_remove("CONFORM_ROOT")
         .env_remove("CONFORM_REQUIRE_TARGETS")
         .output()
-        .expect("conform runs")
+        .expect("conform runs");
+    no_panic(&o);
+    o
 }
 
 fn conform(root: &Path, args: &[&str]) -> Output {

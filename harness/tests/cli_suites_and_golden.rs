@@ -10,13 +10,17 @@ fn repo() -> PathBuf {
 }
 
 fn conform(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
         .arg("--root")
         .arg(root)
         .args(args)
         .env_remove("CI")
         .output()
-        .expect("conform runs")
+        .expect("conform runs");
+    // No CLI run in the tests may panic, whatever its exit code.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked at"), "{err}");
+    o
 }
 
 fn text(o: &Output) -> String {
