@@ -4,21 +4,28 @@
 # importing torch_npu and asking for a device. Writes CONFORM_PYTHON (the interpreter that
 # `targets/*/target.toml` start as `${CONFORM_PYTHON}`) to an env file the CI sources.
 #
+# Before anything is installed, the CANN version (from the toolkit's version.info, or
+# $CANN_VERSION) and the torch / torch_npu pins are checked against ci/atlas/torch-npu-compat.tsv,
+# and the Python version against the range that torch release supports: a combination outside
+# the table stops here with exit 2, printing the rows that would fit.
+#
 # Usage: ci/atlas/setup-torch-npu.sh [--dry-run] [--venv DIR] [--env-file FILE]
 #   --dry-run   print every step instead of running it; still checks the arguments, the pins,
 #               the Python interpreter and the repository layout (the parts that need no NPU)
 #   --venv      virtual environment directory (default: $CONFORM_NPU_VENV or .venv-npu)
 #   --env-file  file to append KEY=VALUE lines to (GitHub: "$GITHUB_ENV"; GitLab: a dotenv
 #               file that the job sources); default: print them only
-# Pins (override through the environment): TORCH_VERSION, TORCH_NPU_VERSION, CANN_SET_ENV.
+# Pins (override through the environment): TORCH_NPU_VERSION (default: the newest pair the
+# table lists for the installed CANN; TORCH_VERSION follows the table), CANN_SET_ENV,
+# CANN_VERSION (skips detection: what a runner reports, or a simulated version in tests).
 set -euo pipefail
 
 DRY_RUN=0
 VENV="${CONFORM_NPU_VENV:-.venv-npu}"
 ENV_FILE=""
-TORCH_VERSION="${TORCH_VERSION:-2.5.1}"
-TORCH_NPU_VERSION="${TORCH_NPU_VERSION:-2.5.1}"
+TORCH_NPU_VERSION="${TORCH_NPU_VERSION:-}"
 CANN_SET_ENV="${CANN_SET_ENV:-/usr/local/Ascend/ascend-toolkit/set_env.sh}"
+CANN_VERSION="${CANN_VERSION:-}"
 PYTHON="${PYTHON:-python3}"
 
 die() { echo "setup-torch-npu: $*" >&2; exit 2; }
@@ -53,20 +60,81 @@ done
 
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
 
-# Pins must be plain versions: they end up on a pip command line.
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+[ -f "$REPO/Cargo.toml" ] || die "cannot find the repository root from $0"
+[ -d "$REPO/targets" ] || die "$REPO/targets is missing"
+COMPAT="$REPO/ci/atlas/torch-npu-compat.tsv"
+REQUIREMENTS="$REPO/targets/torch_npu/requirements-npu.txt"
+[ -f "$COMPAT" ] || die "$COMPAT is missing"
+[ -f "$REQUIREMENTS" ] || die "$REQUIREMENTS is missing"
+
+# 1. The CANN version: $CANN_VERSION, else the toolkit's version.info next to set_env.sh.
+if [ -z "$CANN_VERSION" ]; then
+    CANN_ROOT="$(dirname "$CANN_SET_ENV")"
+    for f in "$CANN_ROOT/latest/version.cfg" "$CANN_ROOT/latest/compiler/version.info" \
+             "${ASCEND_HOME_PATH:-/nonexistent}/compiler/version.info"; do
+        if [ -f "$f" ]; then
+            CANN_VERSION="$(sed -n 's/^[Vv]ersion=//p; s/^.*runtime_running_version=\[\([^:]*\):.*/\1/p' "$f" | head -n 1)"
+            [ -n "$CANN_VERSION" ] && break
+        fi
+    done
+fi
+table_rows() { grep -v '^#' "$COMPAT" | awk -F'\t' -v c="$1" 'c == "" || $1 == c'; }
+print_rows() {
+    echo "cann	torch	torch_npu	python_min	python_max" >&2
+    table_rows "$1" >&2
+}
+if [ -z "$CANN_VERSION" ]; then
+    if [ "$DRY_RUN" = 1 ]; then
+        say "CANN version: not detected (no toolkit here; a real run would stop here)"
+    else
+        die "cannot tell the CANN version (no version.info under $(dirname "$CANN_SET_ENV")); set CANN_VERSION"
+    fi
+else
+    [[ "$CANN_VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9A-Za-z.]+$ ]] || die "CANN_VERSION='$CANN_VERSION' is not a version"
+    say "CANN $CANN_VERSION"
+    if [ -z "$(table_rows "$CANN_VERSION")" ]; then
+        echo "setup-torch-npu: CANN $CANN_VERSION is not in $COMPAT; torch_npu is built for:" >&2
+        print_rows ""
+        exit 2
+    fi
+fi
+
+# 2. The torch / torch_npu pair for it, from the table (a pin must be one of its rows).
+if [ -n "$CANN_VERSION" ]; then
+    if [ -z "$TORCH_NPU_VERSION" ]; then
+        ROW="$(table_rows "$CANN_VERSION" | head -n 1)"
+    else
+        ROW="$(table_rows "$CANN_VERSION" | awk -F'\t' -v n="$TORCH_NPU_VERSION" '$3 == n' | head -n 1)"
+        if [ -z "$ROW" ]; then
+            echo "setup-torch-npu: torch_npu $TORCH_NPU_VERSION is not built for CANN $CANN_VERSION; the pairs for it are:" >&2
+            print_rows "$CANN_VERSION"
+            exit 2
+        fi
+    fi
+    IFS=$'\t' read -r _ TORCH_VERSION TORCH_NPU_VERSION PY_MIN PY_MAX <<< "$ROW"
+else
+    # Dry run without a toolkit: the newest CANN release's default pair, so every step can
+    # still be shown.
+    NEWEST_CANN="$(table_rows "" | tail -n 1 | cut -f1)"
+    IFS=$'\t' read -r _ TORCH_VERSION TORCH_NPU_VERSION PY_MIN PY_MAX <<< "$(table_rows "$NEWEST_CANN" | head -n 1)"
+fi
 for pin in TORCH_VERSION TORCH_NPU_VERSION; do
     [[ "${!pin}" =~ ^[0-9]+(\.[0-9]+){1,3}([.a-z0-9]*)?$ ]] || die "$pin='${!pin}' is not a version"
 done
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-[ -f "$REPO/Cargo.toml" ] || die "cannot find the repository root from $0"
-[ -d "$REPO/targets" ] || die "$REPO/targets is missing"
-
+# 3. The Python version that torch release supports, checked before anything is installed.
 command -v "$PYTHON" >/dev/null || die "$PYTHON not found on PATH"
 PY_VERSION="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' \
-    || die "Python >= 3.9 needed for torch_npu, found $PY_VERSION"
-say "python $PY_VERSION, torch $TORCH_VERSION, torch_npu $TORCH_NPU_VERSION, venv $VENV"
+ver() { echo "$1" | awk -F. '{ printf "%d%03d", $1, $2 }'; }
+if [ "$(ver "$PY_VERSION")" -lt "$(ver "$PY_MIN")" ] || [ "$(ver "$PY_VERSION")" -gt "$(ver "$PY_MAX")" ]; then
+    if [ "$DRY_RUN" = 1 ]; then
+        say "python $PY_VERSION is outside $PY_MIN..$PY_MAX for torch $TORCH_VERSION (a real run would stop here; set PYTHON)"
+    else
+        die "torch $TORCH_VERSION supports Python $PY_MIN..$PY_MAX, $PYTHON is $PY_VERSION (set PYTHON)"
+    fi
+fi
+say "python $PY_VERSION, torch $TORCH_VERSION, torch_npu $TORCH_NPU_VERSION (compatible: $COMPAT), venv $VENV"
 
 if [ -f "$CANN_SET_ENV" ]; then
     say "CANN environment: $CANN_SET_ENV"
@@ -86,12 +154,10 @@ fi
 step "$PYTHON" -m venv "$VENV"
 VPY="$VENV/bin/python"
 step "$VPY" -m pip install --upgrade pip
-# torch_npu's own runtime dependencies, then the pinned pair, then the workers' requirements.
-step "$VPY" -m pip install numpy pyyaml decorator attrs psutil scipy
+# The worker's own pinned requirements (torch_npu's runtime dependencies among them), then the
+# pair the table gives for this CANN.
+step "$VPY" -m pip install -r "$REQUIREMENTS"
 step "$VPY" -m pip install "torch==$TORCH_VERSION" "torch_npu==$TORCH_NPU_VERSION"
-if [ -f "$REPO/targets/python/requirements-cpu.txt" ]; then
-    step "$VPY" -m pip install -r "$REPO/targets/python/requirements-cpu.txt"
-fi
 step "$VPY" -c 'import torch, torch_npu; assert torch.npu.is_available(), "no NPU visible"; print("torch_npu", torch_npu.__version__, "devices:", torch.npu.device_count())'
 
 LINES="CONFORM_PYTHON=$VPY"

@@ -256,13 +256,58 @@ fn setup_torch_npu_dry_run_plans_the_worker_environment() {
     );
     // Nothing was created.
     assert!(!venv.exists());
+    // The compatibility check is planned too, and the pinned requirements file is used.
+    assert!(out.contains("torch-npu-compat.tsv"), "{out}");
+    assert!(out.contains("requirements-npu.txt"), "{out}");
     // Misuse is a usage error, not a half-run.
     let o = bash(&[script.to_str().unwrap(), "--no-such-flag"], cwd.path());
     assert_eq!(o.status.code(), Some(2));
 }
 
+fn bash_with(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    Command::new("bash")
+        .args(args)
+        .current_dir(cwd)
+        .envs(env.iter().copied())
+        .output()
+        .expect("bash runs")
+}
+
 #[test]
-fn nightly_perf_dry_run_plans_run_record_compare_report() {
+fn setup_torch_npu_checks_cann_against_the_compatibility_table_before_installing() {
+    let cwd = tempfile::tempdir().unwrap();
+    let script = repo().join("ci/atlas/setup-torch-npu.sh");
+    let s = script.to_str().unwrap();
+    // A CANN release the table lists: its newest pair is chosen.
+    let o = bash_with(
+        &[s, "--dry-run"],
+        cwd.path(),
+        &[("CANN_VERSION", "8.2.RC1")],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("torch==2.6.0 torch_npu==2.6.0"), "{out}");
+    // A CANN release outside the table: exit 2 with the table's rows, nothing planned.
+    let o = bash_with(&[s, "--dry-run"], cwd.path(), &[("CANN_VERSION", "7.0.0")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("CANN 7.0.0 is not in"), "{err}");
+    assert!(err.contains("8.1.RC1\t2.5.1\t2.5.1"), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("-m venv"));
+    // A torch_npu pin that was not built for the installed CANN: exit 2 with that CANN's rows.
+    let o = bash_with(
+        &[s, "--dry-run"],
+        cwd.path(),
+        &[("CANN_VERSION", "8.2.RC1"), ("TORCH_NPU_VERSION", "2.5.1")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("8.2.RC1\t2.5.1\t2.5.1.post1"), "{err}");
+    assert!(!err.contains("8.1.RC1"), "{err}");
+}
+
+#[test]
+fn nightly_perf_dry_run_plans_record_compare_report() {
     let cwd = tempfile::tempdir().unwrap();
     let script = repo().join("ci/nightly-perf.sh");
     let o = bash(
@@ -273,6 +318,8 @@ fn nightly_perf_dry_run_plans_run_record_compare_report() {
             "fa_prefill",
             "--threshold",
             "0.05",
+            "--baseline",
+            "base.json",
         ],
         cwd.path(),
     );
@@ -286,16 +333,20 @@ fn nightly_perf_dry_run_plans_run_record_compare_report() {
         out.find(needle)
             .unwrap_or_else(|| panic!("dry run lacks `{needle}`:\n{out}"))
     };
-    let run = pos("conform run --perf");
-    let record =
-        pos("conform perf record --input nightly-out/results.json --out nightly-out/perf.json");
-    let compare = pos("conform perf compare --baseline");
+    let record = pos("conform perf record --out nightly-out/perf.json");
+    let compare = pos("conform perf compare --baseline base.json");
     let report = pos("conform report --input nightly-out/results.json");
-    assert!(run < record && record < compare && compare < report);
+    assert!(record < compare && compare < report);
     assert!(out.contains("--suite fa_prefill"));
     assert!(out.contains("--threshold 0.05"));
-    assert!(out.contains("ci/baselines/atlas-800i-a2.json"));
+    assert!(out.contains("--json nightly-out/results.json"));
     assert!(!cwd.path().join("nightly-out").exists());
+    // Without any baseline the plan is a first night: record and report, no comparison.
+    let o = bash(&[script.to_str().unwrap(), "--dry-run"], cwd.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("first night"), "{out}");
+    assert!(!out.contains("perf compare"), "{out}");
     let o = bash(
         &[script.to_str().unwrap(), "--dry-run", "--threshold", "x"],
         cwd.path(),

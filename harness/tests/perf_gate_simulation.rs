@@ -10,7 +10,7 @@
 //! printed with each rate); debug builds run a small sample with loose bounds, as a smoke
 //! test only. The measured rates are recorded in docs/perf.md.
 
-use conform_harness::perf::bootstrap::CaseRng;
+use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::{compare_samples, GateConfig, Verdict};
 
 const N: usize = 30;
@@ -80,8 +80,7 @@ fn regression_rate(scenario: &str, shift: f64, spike: f64, trials: usize) -> Rat
                                 CaseRng::for_key(&format!("gate-simulation/{scenario}/{i}"));
                             let baseline = draw(&mut r, 100.0, spike);
                             let candidate = draw(&mut r, 100.0 * shift, spike);
-                            let key = format!("{scenario}/{i}");
-                            compare_samples(&key, &baseline, &candidate, &cfg).verdict
+                            compare_samples(&baseline, &candidate, &cfg).verdict
                                 == Verdict::Regression
                         })
                         .count()
@@ -103,6 +102,11 @@ fn regression_rate(scenario: &str, shift: f64, spike: f64, trials: usize) -> Rat
 const POWER_MIN: f64 = 0.90;
 #[cfg(not(debug_assertions))]
 const FALSE_ALARM_MAX: f64 = 0.01;
+/// Within two standard errors of 90% (the measured rate is in docs/perf.md).
+#[cfg(not(debug_assertions))]
+const POWER_WITH_SPIKES_MIN: f64 = 0.894;
+#[cfg(debug_assertions)]
+const POWER_WITH_SPIKES_MIN: f64 = 0.80;
 // Debug: a few hundred trials only; bounds wide enough for that sample size.
 #[cfg(debug_assertions)]
 const POWER_MIN: f64 = 0.82;
@@ -140,9 +144,14 @@ fn a_a_comparisons_with_5_percent_3x_spikes_raise_at_most_1_percent() {
 }
 
 #[test]
-fn a_three_percent_slowdown_with_spikes_is_still_mostly_flagged() {
-    // Not a requirement of the issue: recorded so the cost of spikes is visible. The bound is
-    // what the calibration measured, with margin.
-    let r = regression_rate("slowdown-3pct-spikes", 1.03, 0.05, TRIALS_POWER / 2);
-    assert!(r.value() >= 0.70, "power with spikes {:.4}", r.value());
+fn a_three_percent_slowdown_with_5_percent_3x_spikes_is_flagged_in_about_90_percent() {
+    // Spikes are fenced out before anything is estimated, so they cost only the samples they
+    // replace (about 1.5 of 30 a side): the power is that of Welch's t at n = 28.5, which
+    // sits at the statistical frontier of 90% at 1% false alarms (docs/perf.md).
+    let r = regression_rate("slowdown-3pct-spikes", 1.03, 0.05, TRIALS_POWER);
+    assert!(
+        r.value() >= POWER_WITH_SPIKES_MIN,
+        "power with spikes {:.4}",
+        r.value()
+    );
 }

@@ -244,6 +244,56 @@ fn numeric_policies_never_pass_nan_even_where_nan_is_expected() {
 }
 
 #[test]
+fn the_references_own_infinity_matched_by_the_same_infinity_passes_every_policy() {
+    // The exact sum overflowed the dtype: the reference gives -inf, the oracle a finite value
+    // beyond the range. A correct kernel returns -inf too and must pass whatever the policy;
+    // a finite value or the other infinity there fails.
+    let n = 64;
+    let s = spec(ElemType::Bf16, &[n], &["d"]);
+    let values: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let mut bits: Vec<u16> = values.iter().map(|&v| bf16_exact(v)).collect();
+    bits[9] = 0xFF80; // -inf
+    let e = bf16_bits(&[n], &bits);
+    let mut exact: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+    exact[9] = -4.0e38;
+    let oracle = Tensor::of_f64(vec![n], &exact);
+    let mut policies = every_policy_lenient();
+    policies.extend([
+        CheckPolicy::Ulp { max: 0 },
+        CheckPolicy::Allclose {
+            atol: 1e-3,
+            rtol: 1e-3,
+            min_matched_ratio: 1.0,
+        },
+        CheckPolicy::ErrorRatio {
+            max_ratio: 1.0,
+            mean_ratio: 1.0,
+            atol: 0.0,
+        },
+    ]);
+    for p in &policies {
+        let cmp = Comparison::new(&s, &e, &e)
+            .with_oracle(&oracle)
+            .with_baseline(&e);
+        let m = run(p, &cmp);
+        assert!(m.passed, "{}: {}", m.policy, m.reason);
+        if matches!(p, CheckPolicy::Ulp { max: u64::MAX }) {
+            continue; // accepts any number by construction (the largest finite is 1 ULP away)
+        }
+        for wrong in [0xFF7Fu16, 0x7F80] {
+            let mut b = bits.clone();
+            b[9] = wrong; // the largest finite negative, or +inf
+            let a = bf16_bits(&[n], &b);
+            let cmp = Comparison::new(&s, &a, &e)
+                .with_oracle(&oracle)
+                .with_baseline(&e);
+            let m = run(p, &cmp);
+            assert!(!m.passed, "{} passed {wrong:#x} against -inf", m.policy);
+        }
+    }
+}
+
+#[test]
 fn elements_still_holding_the_poison_pattern_fail_as_unwritten() {
     let s = spec(ElemType::Bf16, &[2, 3], &["s", "d"]);
     let e = bf16(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);

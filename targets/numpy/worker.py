@@ -27,6 +27,9 @@ def attention(case):
     for b in range(g.batch):
         ok = g.allowed(b, mask)
         rows = ok.any(axis=1)
+        # Keys no row may see (beyond the actual KV length: the harness fills them with NaN)
+        # must not reach P.V, where 0 * NaN would still be NaN.
+        unused = ~ok.any(axis=0)
         for h in range(g.heads):
             kh = h // g.group
             s = (q[b, h] @ k[b, kh].T) * np.float32(g.scale)
@@ -35,7 +38,7 @@ def attention(case):
             m_safe = np.where(rows, m, 0).astype(np.float32)
             p = np.where(ok, np.exp(s - m_safe[:, None]), 0).astype(np.float32)
             l = p.sum(axis=1, dtype=np.float32)
-            o = p @ v[b, kh]
+            o = p @ np.where(unused[:, None], np.float32(0), v[b, kh])
             with np.errstate(invalid="ignore", divide="ignore"):
                 o = o / l[:, None]
                 lse[b, h] = np.where(rows, m_safe + np.log(l), np.inf)

@@ -118,7 +118,8 @@ def fp4_dequant(case):
 
 def mc2(case):
     p = case.params
-    world = int(p.get("world_size", 8))
+    # The suites' parameter (x1 is [ranks, m, k]): one process per rank.
+    world = int(p["ranks"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -162,7 +163,7 @@ if __name__ == "__main__":
             "pa_decode": dict(attn, limits=dict(attn["limits"], block_size={"min": 16, "max": 512})),
             "mxfp4_dequant": {"dtypes": ["bf16"], "recipes": ["npu_dtype_cast"]},
             "mc2_matmul_allreduce": {"dtypes": ["f16", "bf16"],
-                                     "limits": {"world_size": {"one_of": [1, 2, 4, 8]}},
+                                     "limits": {"ranks": {"one_of": [1, 2, 4, 8]}},
                                      "recipes": ["npu_mm_all_reduce_base"]},
         }},
         libraries=libs,

@@ -117,7 +117,9 @@ pub fn execute_on(
     for c in &chosen {
         let desc = conform_reference::ops::find(&c.op).and_then(|f| f.describe(&c.params));
         let problem = match desc {
-            Ok(d) => runner::trial::policies(c, &d).err(),
+            Ok(d) => runner::trial::policies_for(c, &d, false)
+                .and_then(|_| runner::trial::policies_for(c, &d, true))
+                .err(),
             Err(e) => Some(e.to_string()),
         };
         let problem = problem.or_else(|| runner::trial::budgets(c).err());

@@ -222,6 +222,62 @@ pub fn explain(
     s
 }
 
+/// `conform explain`: what the case's seed generates, per input tensor. Integer tensors (FP4
+/// codes, E8M0 / E4M3 scales) list the distinct values present; float tensors their range and
+/// special values.
+pub fn explain_inputs(inputs: &conform_reference::ops::TensorMap) -> String {
+    use conform_reference::ops::ElemType;
+    let mut s = String::from("generated inputs (the case's own seed):");
+    for (name, t) in inputs {
+        let line = if t.dtype == ElemType::U8 {
+            let mut seen = [false; 256];
+            for &b in &t.data {
+                seen[b as usize] = true;
+            }
+            format!("values present {}", byte_ranges(&seen))
+        } else {
+            let v = t.to_f64_vec();
+            let finite: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+            let (lo, hi) = finite
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                    (a.min(x), b.max(x))
+                });
+            let count = |f: &dyn Fn(f64) -> bool| v.iter().filter(|&&x| f(x)).count();
+            format!(
+                "range [{lo:e}, {hi:e}], zeros {}, NaN {}, +Inf {}, -Inf {}",
+                count(&|x| x == 0.0),
+                count(&|x| x.is_nan()),
+                count(&|x| x == f64::INFINITY),
+                count(&|x| x == f64::NEG_INFINITY)
+            )
+        };
+        s.push_str(&format!("\n  {name:<12} {:?} {}", t.shape, line));
+    }
+    s
+}
+
+/// `0 1 117-137 253-255`: the bytes present, as ranges.
+fn byte_ranges(seen: &[bool; 256]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < 256 {
+        if seen[i] {
+            let start = i;
+            while i + 1 < 256 && seen[i + 1] {
+                i += 1;
+            }
+            parts.push(if start == i {
+                format!("{start}")
+            } else {
+                format!("{start}-{i}")
+            });
+        }
+        i += 1;
+    }
+    parts.join(" ")
+}
+
 /// `conform golden verify` lines.
 pub mod golden {
     use crate::golden::verify::VerifyReport;

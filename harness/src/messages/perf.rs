@@ -129,14 +129,13 @@ pub fn comparison_table(cmp: &Comparison) -> String {
     let cfg = &cmp.config;
     let _ = writeln!(
         out,
-        "\nratio = candidate / baseline of the mean inside Tukey fences (k = {}), {:.1}% \
-         percentile-bootstrap interval ({} resamples); p = one-sided Mann-Whitney U \
+        "\nratio = candidate / baseline of the mean inside Tukey fences (k = {}, spikes dropped \
+         once), {:.1}% Welch-t (Fieller) interval; p = one-sided Mann-Whitney U on the fenced samples \
          (slower, or faster for IMPROVEMENT). REGRESSION needs CI low > {:.4} and p < {}; \
          IMPROVEMENT needs CI high < {:.4} and p < {}; fewer than {} samples a side is \
          INCONCLUSIVE.",
         cfg.fence_k,
         100.0 * (1.0 - 2.0 * cfg.ci_alpha),
-        cfg.resamples,
         1.0 + cfg.threshold,
         cfg.rank_alpha,
         1.0 - cfg.threshold,

@@ -1,10 +1,9 @@
 //! The regression gate: compare a candidate perf file against a baseline, case by case.
 //!
-//! Per case (matched on id, target and hardware) the gate estimates the ratio
-//! candidate / baseline of a robust location (the mean inside Tukey's outer fences, so a few
-//! 3x spikes are dropped while clean samples keep the full efficiency of the mean), with a
-//! percentile-bootstrap confidence interval, and runs a one-sided Mann-Whitney U test on the
-//! raw samples. A verdict needs both:
+//! Per case (matched on id, target and hardware) the gate drops each side's spikes once
+//! (Tukey's outer fences), estimates the ratio candidate / baseline of the means with a
+//! Welch-t (Fieller) confidence interval, and runs a one-sided Mann-Whitney U test, both on
+//! the fenced samples (`super::welch`). A verdict needs both:
 //! - REGRESSION: lower bound > 1 + threshold and the "candidate slower" test is significant;
 //! - IMPROVEMENT: upper bound < 1 - threshold and the "candidate faster" test is significant;
 //! - UNCHANGED otherwise; INCONCLUSIVE when either side has fewer than `min_samples`.
@@ -14,11 +13,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::{percentile_interval, ratio_distribution, CaseRng};
 use super::error::PerfError;
 use super::mann_whitney::{mann_whitney, Alternative};
 use super::perf_file::PerfFile;
 use super::stats::{count_outside_fences, fenced_mean, median};
+use super::welch::{fenced, ratio_interval};
 
 /// Parameters of the gate. [`GateConfig::default`] is the calibrated setting.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -33,8 +32,6 @@ pub struct GateConfig {
     pub rank_alpha: f64,
     /// Fewer samples than this on either side: INCONCLUSIVE.
     pub min_samples: usize,
-    /// Bootstrap replicates.
-    pub resamples: usize,
     /// Tukey fence multiplier of the location estimator (3 = outer fences).
     pub fence_k: f64,
 }
@@ -46,14 +43,13 @@ impl Default for GateConfig {
             ci_alpha: DEFAULT_CI_ALPHA,
             rank_alpha: DEFAULT_RANK_ALPHA,
             min_samples: 5,
-            resamples: 2000,
             fence_k: 3.0,
         }
     }
 }
 
-/// Default one-sided level of the bootstrap bound.
-pub const DEFAULT_CI_ALPHA: f64 = 0.0065;
+/// Default one-sided level of each bound of the ratio interval.
+pub const DEFAULT_CI_ALPHA: f64 = 0.01;
 /// Default one-sided level of the rank test.
 pub const DEFAULT_RANK_ALPHA: f64 = 0.025;
 
@@ -85,9 +81,6 @@ impl GateConfig {
         }
         if self.min_samples < 2 {
             return bad("min_samples", format!("{} is below 2", self.min_samples));
-        }
-        if self.resamples < 100 {
-            return bad("resamples", format!("{} is below 100", self.resamples));
         }
         if !(self.fence_k.is_finite() && self.fence_k >= 0.0) {
             return bad(
@@ -163,14 +156,9 @@ fn summary(samples: &[f64], fence_k: f64) -> Option<SideSummary> {
     })
 }
 
-/// Compare two sample sets (finite, positive values). `key` seeds the bootstrap stream: use
-/// the case's identity so that a comparison is reproducible.
-pub fn compare_samples(
-    key: &str,
-    baseline: &[f64],
-    candidate: &[f64],
-    cfg: &GateConfig,
-) -> SampleComparison {
+/// Compare two sample sets (finite, positive values). Deterministic: the same samples always
+/// give the same interval and verdict.
+pub fn compare_samples(baseline: &[f64], candidate: &[f64], cfg: &GateConfig) -> SampleComparison {
     let base = summary(baseline, cfg.fence_k);
     let cand = summary(candidate, cfg.fence_k);
     let min = cfg.min_samples;
@@ -193,11 +181,15 @@ pub fn compare_samples(
     }
     let (b, c) = (base.expect("non-empty"), cand.expect("non-empty"));
     let ratio = c.location_us / b.location_us;
-    let mut rng = CaseRng::for_key(key);
-    let dist = ratio_distribution(baseline, candidate, cfg.fence_k, cfg.resamples, &mut rng);
-    let (lo, hi) = percentile_interval(&dist, cfg.ci_alpha).expect("resamples >= 1");
-    let slower = mann_whitney(baseline, candidate, Alternative::Greater).expect("non-empty");
-    let faster = mann_whitney(baseline, candidate, Alternative::Less).expect("non-empty");
+    // Spikes are dropped once, before anything is estimated or tested.
+    let (clean_b, clean_c) = (
+        fenced(baseline, cfg.fence_k),
+        fenced(candidate, cfg.fence_k),
+    );
+    let (lo, hi) = ratio_interval(&clean_b, &clean_c, cfg.ci_alpha)
+        .unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+    let slower = mann_whitney(&clean_b, &clean_c, Alternative::Greater).expect("non-empty");
+    let faster = mann_whitney(&clean_b, &clean_c, Alternative::Less).expect("non-empty");
     let t = cfg.threshold;
     let (verdict, reason) = if lo > 1.0 + t && slower.p_value < cfg.rank_alpha {
         (
@@ -313,7 +305,7 @@ pub fn compare(baseline: &PerfFile, candidate: &PerfFile, cfg: &GateConfig) -> C
     for b in &baseline.cases {
         let key = b.key();
         let result = match candidate.cases.iter().find(|c| c.key() == key) {
-            Some(c) => compare_samples(&b.seed_key(), &b.samples_us, &c.samples_us, cfg),
+            Some(c) => compare_samples(&b.samples_us, &c.samples_us, cfg),
             None => one_sided(Verdict::OnlyInBaseline, &b.samples_us, cfg.fence_k),
         };
         cases.push(CaseComparison {
@@ -352,12 +344,7 @@ mod tests {
 
     #[test]
     fn too_few_samples_is_inconclusive() {
-        let r = compare_samples(
-            "k",
-            &[1.0, 1.1, 0.9],
-            &[2.0, 2.1, 1.9],
-            &GateConfig::default(),
-        );
+        let r = compare_samples(&[1.0, 1.1, 0.9], &[2.0, 2.1, 1.9], &GateConfig::default());
         assert_eq!(r.verdict, Verdict::Inconclusive);
         assert!(r.reason.contains("too few samples"));
     }
@@ -366,12 +353,12 @@ mod tests {
     fn clear_shifts_are_detected_both_ways() {
         let cfg = GateConfig::default();
         let base = wave(30, 100.0);
-        let r = compare_samples("k", &base, &wave(30, 110.0), &cfg);
+        let r = compare_samples(&base, &wave(30, 110.0), &cfg);
         assert_eq!(r.verdict, Verdict::Regression, "{r:?}");
         assert!(r.ci_low.unwrap() > 1.03 && r.ci_high.unwrap() > 1.1 - 1e-9);
-        let r = compare_samples("k", &base, &wave(30, 90.0), &cfg);
+        let r = compare_samples(&base, &wave(30, 90.0), &cfg);
         assert_eq!(r.verdict, Verdict::Improvement, "{r:?}");
-        let r = compare_samples("k", &base, &base, &cfg);
+        let r = compare_samples(&base, &base, &cfg);
         assert_eq!(r.verdict, Verdict::Unchanged, "{r:?}");
         assert_eq!(r.ratio, Some(1.0));
     }
@@ -382,7 +369,7 @@ mod tests {
         let mut cand = wave(30, 100.0);
         cand[3] *= 3.0;
         cand[17] *= 3.0;
-        let r = compare_samples("k", &base, &cand, &GateConfig::with_threshold(0.0).unwrap());
+        let r = compare_samples(&base, &cand, &GateConfig::with_threshold(0.0).unwrap());
         assert_ne!(r.verdict, Verdict::Regression, "{r:?}");
         assert_eq!(r.candidate.unwrap().outliers, 2);
     }

@@ -2,12 +2,13 @@
 //! hardware profiles and budgets.
 //!
 //! - [`perf_file`]: the JSON perf record (raw samples + environment).
-//! - [`stats`], [`mann_whitney`], [`bootstrap`]: the statistics.
+//! - [`stats`], [`welch`], [`mann_whitney`]: the statistics; [`case_rng`]: keyed random
+//!   streams for the gate simulations.
 //! - [`compare`]: the baseline/candidate gate and its verdicts.
 //! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be.
 
-pub mod bootstrap;
 pub mod budget;
+pub mod case_rng;
 pub mod compare;
 pub mod error;
 pub mod hardware;
@@ -15,6 +16,7 @@ pub mod mann_whitney;
 pub mod perf_file;
 pub mod roofline;
 pub mod stats;
+pub mod welch;
 
 pub use budget::{evaluate_budget, validate_budgets, Budget, BudgetOutcome, Budgets};
 pub use compare::{compare, compare_samples, Comparison, GateConfig, SampleComparison, Verdict};

@@ -202,16 +202,6 @@ impl PerfRecord {
         (&self.id, &self.target, self.hardware.as_deref())
     }
 
-    /// Stable string that seeds this case's bootstrap stream.
-    pub fn seed_key(&self) -> String {
-        format!(
-            "{}\u{0}{}\u{0}{}",
-            self.id,
-            self.target,
-            self.hardware.as_deref().unwrap_or("")
-        )
-    }
-
     fn validate(&self, path: &Path) -> Result<(), PerfError> {
         let bad = |field: &'static str, problem: String| PerfError::InvalidCase {
             path: path.to_path_buf(),

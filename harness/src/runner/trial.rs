@@ -20,9 +20,24 @@ pub fn policies(
     case: &Case,
     desc: &OpDescription,
 ) -> Result<BTreeMap<String, CheckPolicy>, String> {
+    policies_for(case, desc, false)
+}
+
+/// The check policies of every output: the case's own (`own_recipe = false`), or those for a
+/// target that runs its own recipe (`checks_without_recipe` where given).
+pub fn policies_for(
+    case: &Case,
+    desc: &OpDescription,
+    own_recipe: bool,
+) -> Result<BTreeMap<String, CheckPolicy>, String> {
     let mut out = BTreeMap::new();
     for spec in &desc.outputs {
-        let table = case.check_for(&spec.name).ok_or_else(|| {
+        let table = if own_recipe {
+            case.check_without_recipe_for(&spec.name)
+        } else {
+            case.check_for(&spec.name)
+        };
+        let table = table.ok_or_else(|| {
             format!(
                 "output `{}` has no check policy (set `check` or `checks.{}`)",
                 spec.name, spec.name
@@ -146,7 +161,7 @@ fn admit(
         Ok(d) => d,
         Err(e) => return Done(result(case, name, seed, Status::Error, e.to_string())),
     };
-    let policies = match policies(case, &desc) {
+    let mut policies = match policies(case, &desc) {
         Ok(p) => p,
         Err(e) => return Done(result(case, name, seed, Status::Error, e)),
     };
@@ -168,6 +183,13 @@ fn admit(
         if declared.iter().any(|r| r == &case.recipe) {
             Some(case.recipe.clone())
         } else {
+            // The target runs its own recipe: outputs with a recipe-free policy are judged by
+            // it (against the oracle); an output still checked exactly against the case's
+            // recipe makes the case inapplicable.
+            policies = match policies_for(case, &desc, true) {
+                Ok(p) => p,
+                Err(e) => return Done(result(case, name, seed, Status::Error, e)),
+            };
             let exact: Vec<&str> = policies
                 .values()
                 .filter(|p| matches!(p, CheckPolicy::Bitwise { .. } | CheckPolicy::Ulp { .. }))

@@ -21,6 +21,8 @@ pub struct Case {
     pub check: Option<toml::Table>,
     /// Per-output check policies (inherited from `[defaults]` and the case's own).
     pub checks: BTreeMap<String, toml::Table>,
+    /// Per-output policies for a target without the case's recipe (see the suite schema).
+    pub checks_without_recipe: BTreeMap<String, toml::Table>,
     /// The output names the case's own `checks` table names (each must be an output of the
     /// case; inherited defaults may name outputs only some cases have, e.g. `softmax_lse`).
     #[serde(skip)]
@@ -38,6 +40,13 @@ impl Case {
     /// The check policy table for output `name`.
     pub fn check_for(&self, output: &str) -> Option<&toml::Table> {
         self.checks.get(output).or(self.check.as_ref())
+    }
+
+    /// The check policy table for output `name` when the target runs its own recipe.
+    pub fn check_without_recipe_for(&self, output: &str) -> Option<&toml::Table> {
+        self.checks_without_recipe
+            .get(output)
+            .or_else(|| self.check_for(output))
     }
 
     /// The relative path of this case's golden file under `golden/`.

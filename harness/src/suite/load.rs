@@ -243,6 +243,8 @@ fn resolve(
         })?;
     let mut checks = d.checks.clone().unwrap_or_default();
     checks.extend(entry.checks.clone().unwrap_or_default());
+    let mut checks_without_recipe = d.checks_without_recipe.clone().unwrap_or_default();
+    checks_without_recipe.extend(entry.checks_without_recipe.clone().unwrap_or_default());
     let perf = entry
         .perf
         .clone()
@@ -278,6 +280,7 @@ fn resolve(
             .map(|c| c.keys().cloned().collect())
             .unwrap_or_default(),
         checks,
+        checks_without_recipe,
         perf,
         budget: entry.budget.clone().or_else(|| d.budget.clone()),
         seed: entry.seed.or(d.seed).unwrap_or(0),

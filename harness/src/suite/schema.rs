@@ -99,6 +99,11 @@ pub struct Entry {
     pub check: Option<toml::Table>,
     /// Per-output check policies, overriding `check`.
     pub checks: Option<BTreeMap<String, toml::Table>>,
+    /// Per-output check policies for a target that runs its own recipe instead of the case's
+    /// (a contributed kernel): an output whose `checks` entry is exact (bitwise / ulp against
+    /// the recipe) is judged by this tolerance policy against the f64 oracle instead of the
+    /// whole case being skipped.
+    pub checks_without_recipe: Option<BTreeMap<String, toml::Table>>,
     /// Timing settings under `--perf`.
     pub perf: Option<PerfSettings>,
     /// Performance budgets per hardware profile (see docs/perf.md).

@@ -360,25 +360,50 @@ impl OpFamily for Fp4Family {
     ) -> Result<TensorMap, OpError> {
         let c = self.case(params)?;
         let (specs, _) = self.specs(&c);
-        let special = matches!(ctx.dist, super::ValueDist::Special { .. });
-        let codes: Vec<u8> = (0..c.n * c.k).map(|_| ctx.below(16) as u8).collect();
+        // The special distribution's settings: the share of scale groups given an extreme
+        // code, and whether the NaN scale is among them.
+        let special = match ctx.dist {
+            super::ValueDist::Special {
+                fraction,
+                non_finite,
+            } => Some((fraction, non_finite)),
+            _ => None,
+        };
+        let mut codes: Vec<u8> = (0..c.n * c.k).map(|_| ctx.below(16) as u8).collect();
+        // Every FP4 code, whatever the seed (a case too small for 16 holds what fits).
+        let all_codes: Vec<u8> = (0..16).collect();
+        let fit = all_codes.len().min(codes.len());
+        let _ = ctx.place_all(&mut codes, &all_codes[..fit]);
         let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
         let groups = c.n * (c.k / c.format.group());
-        let scales: Vec<u8> = (0..groups)
-            .map(|_| match c.format {
-                // E8M0 around 2^0 (weights of order 1e-3..1e3); the special distribution adds the
-                // extremes: 2^-127 (an f32 subnormal), 2^126, 2^127 and the NaN code.
-                Format::Mx if special && ctx.unit() < 0.2 => {
-                    [0u8, 1, 253, 254, 255][ctx.below(5) as usize]
+        let extremes = scale_extremes(c.format, special.is_some_and(|(_, nf)| nf));
+        let fraction = special.map_or(0.0, |(f, _)| f);
+        let mut scales: Vec<u8> = (0..groups)
+            .map(|_| {
+                if special.is_some() && ctx.unit() < fraction {
+                    extremes[ctx.below(extremes.len() as u64) as usize]
+                } else {
+                    match c.format {
+                        // E8M0 around 2^0 (weights of order 1e-3..1e3).
+                        Format::Mx => 117 + ctx.below(21) as u8,
+                        // E4M3FN positive finite codes of ordinary size.
+                        Format::Nv => 0x20 + ctx.below(0x50) as u8,
+                    }
                 }
-                Format::Mx => 117 + ctx.below(21) as u8,
-                // E4M3FN positive finite codes; special adds zero, subnormals and 448.
-                Format::Nv if special && ctx.unit() < 0.2 => {
-                    [0u8, 1, 7, 8, 0x7E][ctx.below(5) as usize]
-                }
-                Format::Nv => 0x20 + ctx.below(0x50) as u8,
             })
             .collect();
+        if special.is_some() {
+            // Every extreme at least once, whatever the seed.
+            ctx.place_all(&mut scales, &extremes).map_err(|needed| {
+                failed(
+                    self.op(),
+                    format!(
+                        "special inputs need at least {needed} scale groups to hold every extreme \
+                         scale code {extremes:?}; this case has {groups}"
+                    ),
+                )
+            })?;
+        }
         let mut out = TensorMap::new();
         for s in &specs {
             let t = match s.name.as_str() {
@@ -484,4 +509,23 @@ impl OpFamily for Fp4Family {
             Tensor::from_bits16(c.out_type, out_spec.shape.clone(), &bits),
         )]))
     }
+}
+
+/// The scale codes a `special` case must hold. E8M0 (MXFP4): 2^-127 (code 0, an f32
+/// subnormal: a kernel building the scale as `e << 23` gets 0), 2^-126, 2^0, 2^126, 2^127
+/// (overflows BF16/F16 for |P| >= 2), and with `non_finite` the NaN code 0xFF (a kernel
+/// reading it as +Inf is caught). E4M3FN (NVFP4): zero, the smallest and largest subnormal,
+/// the smallest normal, 448, and with `non_finite` the NaN code 0x7F.
+fn scale_extremes(format: Format, non_finite: bool) -> Vec<u8> {
+    let mut v = match format {
+        Format::Mx => vec![0u8, 1, 127, 253, 254],
+        Format::Nv => vec![0u8, 1, 7, 8, 0x7E],
+    };
+    if non_finite {
+        v.push(match format {
+            Format::Mx => 0xFF,
+            Format::Nv => 0x7F,
+        });
+    }
+    v
 }

@@ -109,6 +109,24 @@ impl<'a> GenContext<'a> {
         }
     }
 
+    /// Writes every value of `required` into `slots` at distinct positions chosen from the
+    /// stream (in a stream-chosen order), so a case holds each of them whatever the seed: the
+    /// seed permutes positions and values, never presence. `Err(needed)` when `slots` is too
+    /// short to hold them all.
+    pub fn place_all<T: Copy>(&mut self, slots: &mut [T], required: &[T]) -> Result<(), usize> {
+        if slots.len() < required.len() {
+            return Err(required.len());
+        }
+        // A partial Fisher-Yates draw of distinct positions.
+        let mut positions: Vec<usize> = (0..slots.len()).collect();
+        for (i, value) in required.iter().enumerate() {
+            let j = i + self.below((slots.len() - i) as u64) as usize;
+            positions.swap(i, j);
+            slots[positions[i]] = *value;
+        }
+        Ok(())
+    }
+
     /// `n` values from the context's distribution; `special` supplies the dtype's special values.
     pub fn values(&mut self, n: usize, special: &SpecialValues) -> Vec<f64> {
         let dist = self.dist.clone();

@@ -1,0 +1,167 @@
+//! `ci/nightly-perf.sh` run for real (not `--dry-run`) over seven simulated nights, with a
+//! worker whose speed the test controls: night 1 on an empty history records and exits 0 ("first
+//! night"); nights 2-5 are steady (exit 0); night 6 is 20% slower (exit 1, REGRESSION, the
+//! report written); night 7 is back to normal (exit 0). Each night is compared with the newest
+//! earlier night in the history, so no hand-kept baseline is needed.
+//!
+//! The worker is the example MXFP4 worker plus a sleep, so it needs the Python venv
+//! (`ci/setup-targets.sh`): without it the trial is ignored with the reason, unless
+//! CONFORM_REQUIRE_TARGETS is set (CI), where it runs and fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "../../targets/tests/support/trials.rs"]
+mod trials;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The example worker, slowed by a sleep per call whose factor the test writes to a file.
+const SLOWABLE: &str = r#"
+import os, time
+import numpy as np
+import conform_worker as cw
+
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+BASE_S = 0.004
+
+def dequant(case):
+    with open(os.environ["SPEED_FILE"]) as f:
+        factor = float(f.read())
+    time.sleep(BASE_S * factor)
+    packed = case.inputs["weight"]
+    codes = np.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[0], -1)
+    e = case.inputs["scale"].astype(np.int32)
+    with np.errstate(over="ignore"):
+        scale = np.where(e == 255, np.nan, np.ldexp(np.float32(1), e - 127)).astype(np.float32)
+    y = E2M1[codes] * np.repeat(scale, 32, axis=1)
+    return {"out": cw.from_f32(y, case.output_dtypes["out"])}
+
+CAPABILITIES = {"ops": {"mxfp4_dequant": {
+    "dtypes": ["bf16", "f16", "f32"],
+    "limits": {"packing": {"one_of": ["low_first"]}, "element": {"one_of": ["e2m1"]}},
+    "recipes": ["mx_ocp"],
+}}}
+
+if __name__ == "__main__":
+    cw.serve(name="slowable", version="0.1", ops={"mxfp4_dequant": dequant},
+             capabilities=CAPABILITIES, libraries={"numpy": np.__version__}, device="CPU")
+"#;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (p, dest) = (e.path(), to.join(e.file_name()));
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+fn seven_nights_steady_slow_recovered() {
+    let repo = repo();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    for sub in ["suites", "golden", "ci/hardware"] {
+        copy_dir(&repo.join(sub), &root.join(sub));
+    }
+    let t = root.join("targets/slowable");
+    std::fs::create_dir_all(&t).unwrap();
+    std::fs::write(t.join("worker.py"), SLOWABLE).unwrap();
+    let speed = dir.path().join("speed");
+    std::fs::write(
+        t.join("target.toml"),
+        format!(
+            "description = \"the example worker with a controllable sleep\"\n\
+             command = \"{}\"\nargs = [\"${{TARGET_DIR}}/worker.py\"]\n\n[env]\n\
+             PYTHONPATH = \"{}\"\nSPEED_FILE = \"{}\"\n",
+            repo.join(".venv/bin/python").display(),
+            repo.join("targets/python").display(),
+            speed.display()
+        ),
+    )
+    .unwrap();
+    let history = dir.path().join("history");
+    let night = |n: u32, factor: f64| {
+        std::fs::write(&speed, factor.to_string()).unwrap();
+        let out = dir.path().join(format!("night{n}"));
+        let o = Command::new("bash")
+            .arg(repo.join("ci/nightly-perf.sh"))
+            .args([
+                "--target",
+                "slowable",
+                "--hardware",
+                "this-cpu",
+                "--tier",
+                "quick",
+            ])
+            .args([
+                "--suite",
+                "fp4_dequant",
+                "--filter",
+                "mxfp4/bf16/n4-k7168/low_first",
+            ])
+            .arg("--history")
+            .arg(&history)
+            .arg("--out")
+            .arg(&out)
+            .env("CONFORM", env!("CARGO_BIN_EXE_conform"))
+            .env("CONFORM_ROOT", &root)
+            .env_remove("CI")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // Nights are told apart by their UTC stamp (one second resolution).
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        (o.status.code(), text, out)
+    };
+    let (code, text, out) = night(1, 1.0);
+    assert_eq!(code, Some(0), "night 1: {text}");
+    assert!(text.contains("first night"), "night 1: {text}");
+    assert!(out.join("report/index.html").exists(), "night 1: {text}");
+    for n in 2..=5 {
+        let (code, text, _) = night(n, 1.0);
+        assert_eq!(code, Some(0), "night {n}, steady: {text}");
+        assert!(!text.contains("first night"), "night {n}: {text}");
+    }
+    let (code, text, out) = night(6, 1.2);
+    assert_eq!(code, Some(1), "night 6, 20% slower: {text}");
+    assert!(text.contains("REGRESSION"), "night 6: {text}");
+    let compare = std::fs::read_to_string(out.join("compare.json")).unwrap();
+    assert!(compare.contains("\"REGRESSION\""), "{compare}");
+    let report = std::fs::read_to_string(out.join("report/index.html")).unwrap();
+    assert!(
+        report.contains("REGRESSION"),
+        "night 6 report lacks the regression"
+    );
+    let (code, text, _) = night(7, 1.0);
+    assert_eq!(code, Some(0), "night 7, back to normal: {text}");
+    // Every night is kept.
+    let kept = std::fs::read_dir(&history).unwrap().count();
+    assert_eq!(kept, 7);
+}
+
+fn main() {
+    let missing = (!repo().join(".venv/bin/python").exists()
+        && std::env::var("CONFORM_REQUIRE_TARGETS")
+            .unwrap_or_default()
+            .is_empty())
+    .then(|| ".venv is absent: run ci/setup-targets.sh".to_string());
+    trials::run(vec![trials::Test {
+        name: "seven_nights_steady_slow_recovered",
+        body: seven_nights_steady_slow_recovered,
+        missing,
+    }])
+}
