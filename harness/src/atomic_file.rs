@@ -9,11 +9,20 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` atomically (temp file in the same directory, fsync, rename).
+/// The file gets the permissions a plain write would give it (0666 less the umask), not the
+/// owner-only 0600 of a temporary file: results and reports are read by other users (CI
+/// artifact uploaders, web servers).
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = parent_dir(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".conform-tmp-")
-        .tempfile_in(&dir)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".conform-tmp-");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // open(2) applies the umask to this mode, as it does for std::fs::write.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(&dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -73,6 +82,19 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "a temporary file was left behind");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn written_files_get_the_permissions_of_a_plain_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("plain.json");
+        std::fs::write(&plain, b"x").unwrap();
+        let atomic = d.path().join("atomic.json");
+        write(&atomic, b"x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&atomic), mode(&plain));
     }
 
     #[test]

@@ -3,11 +3,13 @@
 
 /// Every selected case passed (skips are not failures), or a command succeeded.
 pub const SUCCESS: i32 = 0;
-/// At least one case failed, errored, timed out or crashed; or golden drift; or a perf
-/// regression; or an output could not be written after the work was done.
+/// At least one case failed, errored, timed out or crashed (a golden file that `run` finds
+/// corrupt ends its case as an error); or golden drift; or a perf regression; or an output
+/// could not be written after the work was done.
 pub const FAILURE: i32 = 1;
 /// Usage, suite, golden-store or input-file error (also an output path that cannot be
-/// written, found before any case ran): nothing (more) was run.
+/// written, found before any case ran): nothing (more) was run. `golden verify` also ends
+/// with it when it finds the store damaged.
 pub const USAGE: i32 = 2;
 /// Nothing was judged: the selection matched no case, every selected case was skipped, or a
 /// perf file / comparison holds no case to judge. A run that checked nothing is not green

@@ -15,13 +15,16 @@ fn conform_in(cwd: &Path, root: Option<&Path>, args: &[&str]) -> Output {
     if let Some(r) = root {
         c.arg("--root").arg(r);
     }
-    c.args(args)
+    let o = c
+        .args(args)
         .current_dir(cwd)
         .env_remove("CI")
         .env_remove("CONFORM_ROOT")
         .env_remove("CONFORM_REQUIRE_TARGETS")
         .output()
-        .expect("conform runs")
+        .expect("conform runs");
+    no_panic(&o);
+    o
 }
 
 fn conform(root: &Path, args: &[&str]) -> Output {
@@ -169,6 +172,33 @@ fn bad_output_paths_are_refused_before_any_case_runs() {
     }
 }
 
+/// `conform validate` writes results.json, junit.xml and index.html into --out: a path there
+/// that cannot be written is found before the worker's cases run, not after.
+#[test]
+fn validate_checks_its_report_files_before_running_the_worker() {
+    let dir = project_with_ghost_target();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("results.json")).unwrap();
+    let o = conform(
+        dir.path(),
+        &[
+            "validate",
+            "--worker",
+            dir.path().join("targets/ghost").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--suite",
+            "paged_kv",
+        ],
+    );
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("results.json: is a directory"), "{t}");
+    // Nothing ran: no case line, no summary table.
+    assert!(!t.contains("ERROR") && !t.contains("total"), "{t}");
+}
+
 #[test]
 fn results_files_are_written_whole() {
     let d = tempfile::tempdir().unwrap();
@@ -195,6 +225,18 @@ fn results_files_are_written_whole() {
         .contains("</testsuites>"));
     // Only the two results files: no temporary left behind.
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
+    // Readable as a plain write leaves a file (0666 less the umask), not owner-only like the
+    // temporary file they were written through.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let other = tempfile::tempdir().unwrap();
+        let plain = other.path().join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&json), mode(&plain));
+        assert_eq!(mode(&xml), mode(&plain));
+    }
 }
 
 #[test]
@@ -217,6 +259,25 @@ fn a_broken_pipe_never_panics() {
             String::from_utf8_lossy(&o.stderr)
         );
         assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
+    }
+}
+
+/// Counts that cannot be zero are refused when parsed, naming the flag, before any case runs:
+/// `--iterations 0` used to run every case under --perf and fail each with "no samples".
+#[test]
+fn zero_iterations_or_threads_are_value_errors_before_any_case_runs() {
+    let root = repo();
+    for (args, flag) in [
+        (&["run", "--perf", "--iterations", "0"][..], "--iterations"),
+        (&["perf", "record", "--iterations", "0"][..], "--iterations"),
+        (&["run", "--threads", "0"][..], "--threads"),
+    ] {
+        let o = conform(&root, args);
+        no_panic(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let out = text(&o);
+        assert!(out.contains(flag) && out.contains("'0'"), "{args:?}: {out}");
+        assert!(!out.contains("PASSED") && !out.contains("ERROR"), "{out}");
     }
 }
 
@@ -291,6 +352,50 @@ fn outside_any_checkout_the_binary_says_so_instead_of_using_its_build_tree() {
     // With --root it works from anywhere.
     let o = conform_in(d.path(), Some(&repo()), &["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The commands that only read the files they are given need no project at all.
+    let fixture = |p: &str| repo().join("harness/tests/fixtures").join(p);
+    let report = d.path().join("report");
+    let results = fixture("report/results-failing.json");
+    let costs = repo().join("suites/mc2/costs-seed-example.toml");
+    let (base, slow) = (
+        fixture("perf/baseline.json"),
+        fixture("perf/slowdown_10pct.json"),
+    );
+    for (args, code) in [
+        (
+            vec!["report", "--input", results.to_str().unwrap()]
+                .into_iter()
+                .chain(["--out", report.to_str().unwrap()])
+                .collect::<Vec<_>>(),
+            0,
+        ),
+        (
+            vec!["perf", "compare", "--baseline", base.to_str().unwrap()]
+                .into_iter()
+                .chain(["--candidate", slow.to_str().unwrap()])
+                .collect(),
+            1,
+        ),
+        (
+            vec![
+                "mc2", "plan", "--m", "64", "--k", "3072", "--n", "8192", "--dtype", "f16",
+            ]
+            .into_iter()
+            .chain(["--costs", costs.to_str().unwrap()])
+            .collect(),
+            0,
+        ),
+    ] {
+        let o = conform_in(d.path(), None, &args);
+        no_panic(&o);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("no conform project"), "{}", text(&o));
+    }
+    assert!(report.join("index.html").is_file());
+    // perf record runs cases: it needs the project like run.
+    let o = conform_in(d.path(), None, &["perf", "record", "--out", "p.json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--root"), "{}", text(&o));
 }
 
 #[test]

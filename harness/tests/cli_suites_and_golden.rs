@@ -10,13 +10,17 @@ fn repo() -> PathBuf {
 }
 
 fn conform(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
         .arg("--root")
         .arg(root)
         .args(args)
         .env_remove("CI")
         .output()
-        .expect("conform runs")
+        .expect("conform runs");
+    // No CLI run in the tests may panic, whatever its exit code.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked at"), "{err}");
+    o
 }
 
 fn text(o: &Output) -> String {
@@ -41,6 +45,15 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A scratch project whose only suite is `suite` (as suites/paged_kv.toml), golden store empty.
+fn project_with_paged_kv_suite(suite: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
+    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
+    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    dir
+}
+
 /// A scratch project holding a copy of the repository's suites and golden store.
 fn scratch_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -51,11 +64,8 @@ fn scratch_project() -> tempfile::TempDir {
 
 #[test]
 fn a_typo_in_a_suite_key_exits_2_naming_file_line_and_key() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
-    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n\n[defaults]\nrecipe = \"reference\"\nchek = { policy = \"bitwise\" }\n";
-    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    let dir = project_with_paged_kv_suite(suite);
     let o = conform(dir.path(), &["list"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
@@ -64,12 +74,22 @@ fn a_typo_in_a_suite_key_exits_2_naming_file_line_and_key() {
 }
 
 #[test]
+fn a_case_timed_with_zero_iterations_is_a_suite_error_naming_file_and_case() {
+    let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nperf = { iterations = 0 }\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokens = 3 }\n";
+    let dir = project_with_paged_kv_suite(suite);
+    let o = conform(dir.path(), &["list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("paged_kv.toml") && t.contains("perf.iterations = 0") && t.contains("/x"),
+        "{t}"
+    );
+}
+
+#[test]
 fn an_unknown_op_parameter_is_located_in_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("suites")).unwrap();
-    std::fs::create_dir_all(dir.path().join("golden")).unwrap();
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokns = 3 }\n";
-    std::fs::write(dir.path().join("suites/paged_kv.toml"), suite).unwrap();
+    let dir = project_with_paged_kv_suite(suite);
     let o = conform(dir.path(), &["list"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
@@ -360,4 +380,49 @@ fn regex_escape(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `golden verify --help` says what the command does with no --tier (every tier, since the
+/// store holds full-tier digests too), and the command shows its progress case by case
+/// instead of staying silent for minutes.
+#[test]
+fn golden_verify_checks_every_tier_by_default_as_its_help_says_and_shows_progress() {
+    let root = repo();
+    let help = conform(&root, &["golden", "verify", "--help"]);
+    assert_eq!(help.status.code(), Some(0), "{}", text(&help));
+    let h = String::from_utf8_lossy(&help.stdout);
+    assert!(h.contains("Checks every tier unless --tier"), "{h}");
+    assert!(h.contains("all for the golden commands"), "{h}");
+
+    // The cases of every tier, as `list --tier all` names them.
+    let list = conform(&root, &["list", "--suite", "paged_kv", "--tier", "all"]);
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list));
+    let all: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| l.starts_with("paged_kv/"))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("[full]"),
+        "the suite has no full-tier case to tell the default apart: {}",
+        text(&list)
+    );
+
+    let o = conform(&root, &["golden", "verify", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let n = all.len();
+    let progress: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(progress.len(), n, "one progress line per case: {err}");
+    for (i, line) in progress.iter().enumerate() {
+        assert!(line.starts_with(&format!("[{}/{n}] ", i + 1)), "{line}");
+        let id = line.split_once("] ").unwrap().1;
+        assert!(all.iter().any(|a| a == id), "{id} is not a listed case");
+    }
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("{n} cases checked")),
+        "{}",
+        text(&o)
+    );
+    assert!(!text(&o).contains("panicked at"), "{}", text(&o));
 }

@@ -10,10 +10,14 @@ const SEED_COSTS: &str = concat!(
 );
 
 fn conform(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
         .args(args)
         .output()
-        .expect("running the conform binary")
+        .expect("running the conform binary");
+    // No CLI run in the tests may panic, whatever its exit code.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked at"), "{err}");
+    o
 }
 
 fn plan(m: &str, dtype: &str, costs: &Path, json: bool) -> Output {

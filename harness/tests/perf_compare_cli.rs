@@ -10,14 +10,18 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn compare(baseline: &str, candidate: &str, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
         .args(["perf", "compare", "--baseline"])
         .arg(fixture(baseline))
         .arg("--candidate")
         .arg(fixture(candidate))
         .args(extra)
         .output()
-        .expect("run conform")
+        .expect("run conform");
+    // No CLI run in the tests may panic, whatever its exit code.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked at"), "{err}");
+    o
 }
 
 fn stdout(o: &Output) -> String {

@@ -11,10 +11,14 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn conform(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
         .args(args)
         .output()
-        .expect("run conform")
+        .expect("run conform");
+    // No CLI run in the tests may panic, whatever its exit code.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked at"), "{err}");
+    o
 }
 
 fn full_report(out: &Path) -> String {

@@ -55,13 +55,15 @@ pub enum Command {
 
 /// Runs a parsed command; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
-    let paths = paths::Paths::discover(cli.root.as_deref())?;
+    // Only the commands that read suites, golden data or target declarations need a project:
+    // report, mc2 plan and perf compare read the files they are given, from any directory.
+    let paths = || paths::Paths::discover(cli.root.as_deref());
     match cli.command {
-        Command::List(a) => list::run(&paths, a),
-        Command::Explain(a) => explain::run(&paths, a),
-        Command::Golden(c) => golden::run(&paths, c),
-        Command::Run(a) => run::run(&paths, a),
-        Command::Targets(a) => targets::run(&paths, a),
+        Command::List(a) => list::run(&paths()?, a),
+        Command::Explain(a) => explain::run(&paths()?, a),
+        Command::Golden(c) => golden::run(&paths()?, c),
+        Command::Run(a) => run::run(&paths()?, a),
+        Command::Targets(a) => targets::run(&paths()?, a),
         Command::Mc2(a) => match mc2::run(&a, &mut std::io::stdout().lock()) {
             Ok(()) => Ok(crate::exit_code::SUCCESS),
             Err(e) => {
@@ -69,7 +71,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 Ok(e.exit_code())
             }
         },
-        Command::Validate(a) => validate::run(&paths, a),
+        Command::Validate(a) => validate::run(&paths()?, a),
         Command::Perf(c) => Ok(perf::run(&paths, &c)),
         Command::Report(a) => match report::run(&a) {
             Ok(_) => Ok(crate::exit_code::SUCCESS),

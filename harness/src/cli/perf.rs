@@ -47,9 +47,10 @@ pub struct CompareArgs {
 }
 
 /// Run a `perf` subcommand; returns the process exit status.
-pub fn run(paths: &crate::cli::paths::Paths, cmd: &PerfCommand) -> i32 {
+/// Runs a perf command; `paths` finds the project, which only `record` needs.
+pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &PerfCommand) -> i32 {
     match cmd {
-        PerfCommand::Record(args) => match record(paths, args) {
+        PerfCommand::Record(args) => match paths().and_then(|p| record(&p, args)) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("{}", crate::messages::error_line(&format!("{e:#}")));
@@ -134,7 +135,9 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result
     }
     file.write(&args.out)?;
     println!("{}", crate::messages::wrote("perf record", &args.out));
-    if file.cases.is_empty() && code != exit_code::FAILURE {
+    // An interrupt (130/143) or a failure outranks "nothing recorded": the exit code says why
+    // the file is short.
+    if file.cases.is_empty() && matches!(code, exit_code::SUCCESS | exit_code::NOTHING_JUDGED) {
         println!("{}", messages::nothing_recorded());
         return Ok(exit_code::NOTHING_JUDGED);
     }

@@ -41,11 +41,13 @@ pub struct RunArgs {
     /// Override every case's warm-up count under --perf.
     #[arg(long, allow_negative_numbers = true)]
     pub warmup: Option<u32>,
-    /// Override every case's iteration count under --perf.
-    #[arg(long, allow_negative_numbers = true)]
+    /// Override every case's iteration count under --perf (at least 1).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub iterations: Option<u32>,
-    /// Threads for reference computations (results never depend on it).
-    #[arg(long, allow_negative_numbers = true)]
+    /// Threads for reference computations, at least 1 (results never depend on it).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub threads: Option<usize>,
     /// Do not verify the reference target against the golden store.
     #[arg(long)]

@@ -5,7 +5,7 @@
 
 use super::list::SelectArgs;
 use super::paths::Paths;
-use super::run::{execute_on, write_outputs, RunArgs};
+use super::run::{check_output_paths, execute_on, write_outputs, RunArgs};
 use crate::exit_code;
 use crate::messages;
 use clap::Args;
@@ -84,6 +84,11 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         require: vec![worker.name().to_string()],
         ..RunArgs::default()
     };
+    // The report directory's files are checked before any case runs, as `run` checks its own.
+    if let Err(e) = check_output_paths(&run_args, &[]) {
+        eprintln!("{}", messages::error_line(&e));
+        return Ok(exit_code::USAGE);
+    }
     let targets: Vec<Box<dyn Target>> = vec![Box::new(worker)];
     let (results, code) = execute_on(paths, &run_args, Some(targets))?;
     if let Some(r) = &results {

@@ -65,11 +65,19 @@ pub fn over_memory_limit(e: &crate::runner::memory::MemoryEstimate, limit: u64) 
     )
 }
 
+/// Why an unfinished trial has no verdict (its JUnit error and report line).
+pub fn unfinished_trial(signal: Option<&str>) -> String {
+    format!(
+        "not finished: the run was interrupted by {} before this trial ended",
+        signal.unwrap_or("a signal")
+    )
+}
+
 /// An interrupted run: what finished, what did not.
 pub fn interrupted(results: &RunResults) -> String {
     format!(
-        "interrupted by {}: {} trial(s) finished (results below and in the output files, marked \
-         interrupted), {} not finished",
+        "interrupted by {}: {} trial(s) finished (in the table above and in the output files asked \
+         for, marked interrupted), {} not finished",
         results.interrupted.as_deref().unwrap_or("a signal"),
         results.cases.len(),
         results.unfinished.len()

@@ -46,12 +46,18 @@ pub fn plot_failed(plot: &str, err: &dyn Display) -> String {
     format!("cannot draw the {plot} plot: {err}")
 }
 
+/// The header verdict of an interrupted run (never "all passed": not everything ran).
+pub fn verdict_interrupted(signal: &str, finished: usize, unfinished: usize) -> String {
+    format!("interrupted by {signal}: {finished} finished, {unfinished} not finished")
+}
+
 // Page headings and fixed texts.
 pub const PAGE_TITLE: &str = "conform report";
 pub const H_SUMMARY: &str = "Summary";
 pub const H_FAILURES: &str = "Failures";
 pub const H_BORDERLINE: &str = "Borderline cases";
 pub const H_SKIPPED: &str = "Skipped";
+pub const H_UNFINISHED: &str = "Not finished";
 pub const H_PERF: &str = "Performance";
 pub const H_BASELINE: &str = "Comparison with the baseline";
 pub const H_TREND: &str = "Trend";

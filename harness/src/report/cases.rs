@@ -104,3 +104,27 @@ pub fn skipped(r: &RunResults) -> String {
     s.push_str("</ul></details></section>\n");
     s
 }
+
+/// The trials an interrupt left unfinished (empty when the run was not interrupted).
+pub fn unfinished(r: &RunResults) -> String {
+    if r.unfinished.is_empty() {
+        return String::new();
+    }
+    let why = crate::messages::unfinished_trial(r.interrupted.as_deref());
+    let mut s = format!(
+        "<section id=\"unfinished\"><h2>{} ({})</h2><p>{}</p><ul class=\"skipped\">\n",
+        msg::H_UNFINISHED,
+        r.unfinished.len(),
+        escape(&why)
+    );
+    for u in &r.unfinished {
+        let _ = writeln!(
+            s,
+            "<li><code>{}</code> on {}</li>",
+            escape(&u.id),
+            escape(&u.target)
+        );
+    }
+    s.push_str("</ul></section>\n");
+    s
+}

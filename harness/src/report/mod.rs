@@ -73,6 +73,7 @@ pub fn render(inputs: &ReportInputs) -> Result<String, ReportError> {
     body.push_str(&nav(inputs, r));
     body.push_str("<main>\n");
     body.push_str(&summary::table(r));
+    body.push_str(&cases::unfinished(r));
     body.push_str(&cases::failures(r)?);
     body.push_str(&cases::borderline(r)?);
     body.push_str(&perf_section::section(
@@ -90,7 +91,11 @@ pub fn render(inputs: &ReportInputs) -> Result<String, ReportError> {
 }
 
 fn nav(inputs: &ReportInputs, r: &RunResults) -> String {
-    let mut links = vec![("summary", msg::H_SUMMARY), ("failures", msg::H_FAILURES)];
+    let mut links = vec![("summary", msg::H_SUMMARY)];
+    if !r.unfinished.is_empty() {
+        links.push(("unfinished", msg::H_UNFINISHED));
+    }
+    links.push(("failures", msg::H_FAILURES));
     if r.cases.iter().any(cases::is_borderline) {
         links.push(("borderline", msg::H_BORDERLINE));
     }

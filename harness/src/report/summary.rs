@@ -8,7 +8,10 @@ use std::fmt::Write;
 
 pub fn header(r: &RunResults) -> String {
     let failing = r.cases.iter().filter(|c| c.status.is_failure()).count();
-    let (class, verdict) = if failing == 0 {
+    let (class, verdict) = if let Some(sig) = &r.interrupted {
+        let v = msg::verdict_interrupted(sig, r.cases.len(), r.unfinished.len());
+        ("fail", v)
+    } else if failing == 0 {
         ("pass", msg::VERDICT_ALL_PASSED.to_string())
     } else {
         ("fail", format!("{failing} of {} failing", r.cases.len()))

@@ -1,4 +1,5 @@
-//! JUnit XML for `conform run --junit` (junit-report): one test suite per (suite, target).
+//! JUnit XML for `conform run --junit` (junit-report): one test suite per (suite, target);
+//! the trials an interrupt left unfinished are listed as errors of type `interrupted`.
 
 use crate::results::{RunResults, Status};
 use junit_report::{Duration, ReportBuilder, TestCase, TestSuiteBuilder};
@@ -25,6 +26,18 @@ pub fn write_junit(
         tc.set_classname(&format!("{}.{}", c.target, c.suite));
         groups
             .entry((c.suite.clone(), c.target.clone()))
+            .or_default()
+            .push(tc);
+    }
+    // Trials an interrupt left unfinished are errors of their own kind, so a cancelled CI job's
+    // JUnit never reads as a clean pass of the trials that happened to finish.
+    let why = crate::messages::unfinished_trial(results.interrupted.as_deref());
+    for u in &results.unfinished {
+        let suite = u.id.split('/').next().unwrap_or(&u.id).to_string();
+        let mut tc = TestCase::error(&u.id, Duration::ZERO, "interrupted", &why);
+        tc.set_classname(&format!("{}.{}", u.target, suite));
+        groups
+            .entry((suite, u.target.clone()))
             .or_default()
             .push(tc);
     }

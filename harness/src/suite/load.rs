@@ -245,6 +245,18 @@ fn resolve(
     checks.extend(entry.checks.clone().unwrap_or_default());
     let mut checks_without_recipe = d.checks_without_recipe.clone().unwrap_or_default();
     checks_without_recipe.extend(entry.checks_without_recipe.clone().unwrap_or_default());
+    let perf = entry
+        .perf
+        .clone()
+        .or_else(|| d.perf.clone())
+        .unwrap_or_default();
+    if perf.iterations == 0 {
+        return Err(SuiteError::Case {
+            path: path.to_path_buf(),
+            id: id.clone(),
+            message: "`perf.iterations = 0`: a timed case needs at least 1 iteration".into(),
+        });
+    }
     Ok(Case {
         id,
         suite: file.suite.name.clone(),
@@ -269,11 +281,7 @@ fn resolve(
             .unwrap_or_default(),
         checks,
         checks_without_recipe,
-        perf: entry
-            .perf
-            .clone()
-            .or_else(|| d.perf.clone())
-            .unwrap_or_default(),
+        perf,
         budget: entry.budget.clone().or_else(|| d.budget.clone()),
         seed: entry.seed.or(d.seed).unwrap_or(0),
         description: entry
