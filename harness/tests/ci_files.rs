@@ -76,47 +76,64 @@ fn every_yaml_under_ci_parses() {
 }
 
 #[test]
-fn gitlab_pipeline_has_sharded_tests_report_and_nightly_gate() {
+fn gitlab_pipeline_builds_once_shards_from_the_archive_requires_the_npu_and_checks_golden() {
     let doc = load(&repo().join("ci/atlas/gitlab-ci.yml"));
-    let stages: Vec<&str> = doc["stages"]
-        .as_vec()
-        .expect("stages")
-        .iter()
-        .filter_map(Yaml::as_str)
-        .collect();
-    // CANN environment and the torch_npu worker before every job.
-    let before = &doc["default"]["before_script"];
-    assert!(any_contains(before, "source \"$CANN_SET_ENV\""));
-    assert_eq!(
-        doc["variables"]["CANN_SET_ENV"].as_str(),
-        Some("/usr/local/Ascend/ascend-toolkit/set_env.sh")
-    );
-    assert!(any_contains(before, "ci/atlas/setup-torch-npu.sh"));
-    assert!(all_strings(&doc["default"]["tags"]).contains(&"atlas-a2".to_string()));
-    for job in ["tests", "report", "nightly-perf"] {
-        let j = &doc[job];
-        assert!(j.as_hash().is_some(), "job {job} missing");
-        let stage = j["stage"].as_str().expect("stage");
-        assert!(stages.contains(&stage), "job {job}: unknown stage {stage}");
-        assert!(j["script"].as_vec().is_some_and(|s| !s.is_empty()));
-    }
+    // The NPU path is required: an unavailable torch_npu worker fails the job.
+    let required = doc["variables"]["CONFORM_REQUIRE_TARGETS"]
+        .as_str()
+        .unwrap();
+    assert!(required.split(',').any(|t| t == "torch_npu"), "{required}");
+    // Toolchain at the MSRV and cargo-nextest before anything builds.
+    assert!(any_contains(
+        &doc["default"]["before_script"],
+        "ci/atlas/setup-rust.sh"
+    ));
+    // One build; the test binaries archived once.
+    let build = &doc["build"];
+    assert!(any_contains(
+        &build["script"],
+        "cargo nextest archive --release --workspace --archive-file conform-tests.tar.zst"
+    ));
+    assert!(any_contains(
+        &build["artifacts"]["paths"],
+        "conform-tests.tar.zst"
+    ));
+    // Four shards run from the archive, each with the NPU worker set up.
     let tests = &doc["tests"];
-    assert!(tests["parallel"].as_i64().is_some_and(|n| n >= 2));
+    assert_eq!(tests["parallel"].as_i64(), Some(4));
     assert!(any_contains(
         &tests["script"],
-        "cargo nextest run --release --profile ci --workspace --partition count:${CI_NODE_INDEX}/${CI_NODE_TOTAL}"
+        "--archive-file conform-tests.tar.zst"
+    ));
+    assert!(any_contains(
+        &tests["script"],
+        "--partition count:${CI_NODE_INDEX}/${CI_NODE_TOTAL}"
+    ));
+    assert!(any_contains(
+        &tests["script"],
+        "ci/atlas/setup-torch-npu.sh"
+    ));
+    assert!(
+        !any_contains(&tests["script"], "cargo build"),
+        "shards must not rebuild"
+    );
+    // The shards' JUnit merged and published.
+    let junit = &doc["junit"];
+    assert!(any_contains(
+        &junit["script"],
+        "ci/atlas/merge-junit.py junit.xml"
     ));
     assert_eq!(
-        tests["artifacts"]["reports"]["junit"].as_str(),
-        Some("target/nextest/ci/junit.xml")
+        junit["artifacts"]["reports"]["junit"].as_str(),
+        Some("junit.xml")
     );
-    let report = &doc["report"];
-    assert!(any_contains(
-        &report["script"],
-        "conform report --input results.json --out report"
-    ));
-    assert!(all_strings(&report["artifacts"]["paths"]).contains(&"report/index.html".to_string()));
-    assert_eq!(report["artifacts"]["when"].as_str(), Some("always"));
+    // Golden data verified on the aarch64 host.
+    let golden = &doc["golden-aarch64"];
+    assert!(any_contains(&golden["script"], "conform golden verify"));
+    assert!(all_strings(&doc["default"]["tags"]).contains(&"arm64".to_string()));
+    // The report as an artifact; the nightly gate on the schedule.
+    assert!(all_strings(&doc["report"]["artifacts"]["paths"])
+        .contains(&"report/index.html".to_string()));
     let nightly = &doc["nightly-perf"];
     assert!(any_contains(
         &nightly["rules"],
@@ -128,7 +145,7 @@ fn gitlab_pipeline_has_sharded_tests_report_and_nightly_gate() {
 }
 
 #[test]
-fn github_workflow_has_sharded_tests_report_and_nightly_gate() {
+fn github_workflow_builds_once_shards_from_the_archive_requires_the_npu_and_checks_golden() {
     let doc = load(&repo().join("ci/atlas/github-actions.yml"));
     let on = &doc["on"];
     assert!(on["pull_request"].as_hash().is_some() || !on["pull_request"].is_badvalue());
@@ -138,8 +155,17 @@ fn github_workflow_has_sharded_tests_report_and_nightly_gate() {
         doc["env"]["BASH_ENV"].as_str(),
         Some("/usr/local/Ascend/ascend-toolkit/set_env.sh")
     );
+    let required = doc["env"]["CONFORM_REQUIRE_TARGETS"].as_str().unwrap();
+    assert!(required.split(',').any(|t| t == "torch_npu"), "{required}");
     let jobs = &doc["jobs"];
-    for name in ["tests", "report", "nightly-perf"] {
+    for name in [
+        "build",
+        "tests",
+        "junit",
+        "golden-aarch64",
+        "report",
+        "nightly-perf",
+    ] {
         let job = &jobs[name];
         assert!(job.as_hash().is_some(), "job {name} missing");
         let labels = all_strings(&job["runs-on"]);
@@ -151,17 +177,24 @@ fn github_workflow_has_sharded_tests_report_and_nightly_gate() {
         }
         let steps = job["steps"].as_vec().expect("steps");
         assert_eq!(steps[0]["uses"].as_str(), Some("actions/checkout@v4"));
-        assert!(steps
-            .iter()
-            .any(|s| any_contains(&s["run"], "source \"$CANN_SET_ENV\"")));
-        assert!(steps
-            .iter()
-            .any(|s| any_contains(&s["run"], "ci/atlas/setup-torch-npu.sh")));
-        assert!(steps
-            .iter()
-            .any(|s| s["uses"].as_str() == Some("actions/upload-artifact@v4")
-                && s["if"].as_str() == Some("always()")));
     }
+    // Jobs that talk to the NPU set up CANN and the worker; those that build install Rust.
+    for name in ["tests", "report", "nightly-perf"] {
+        let steps = &jobs[name]["steps"];
+        assert!(any_contains(steps, "source \"$CANN_SET_ENV\""), "{name}");
+        assert!(any_contains(steps, "ci/atlas/setup-torch-npu.sh"), "{name}");
+    }
+    for name in ["build", "tests", "nightly-perf"] {
+        assert!(
+            any_contains(&jobs[name]["steps"], "ci/atlas/setup-rust.sh"),
+            "{name}"
+        );
+    }
+    // One build, archived; the shards run from the archive and never rebuild.
+    assert!(any_contains(
+        &jobs["build"]["steps"],
+        "cargo nextest archive --release --workspace --archive-file conform-tests.tar.zst"
+    ));
     let tests = &jobs["tests"];
     assert_eq!(
         tests["strategy"]["matrix"]["shard"].as_vec().map(Vec::len),
@@ -169,18 +202,86 @@ fn github_workflow_has_sharded_tests_report_and_nightly_gate() {
     );
     assert!(any_contains(
         &tests["steps"],
-        "cargo nextest run --release --profile ci --workspace --partition count:${{ matrix.shard }}/${SHARDS}"
+        "cargo nextest run --archive-file conform-tests.tar.zst --workspace-remap . --profile ci --partition count:${{ matrix.shard }}/${SHARDS}"
     ));
+    assert!(!any_contains(&tests["steps"], "cargo build"));
     assert!(any_contains(&tests["steps"], "target/nextest/ci/junit.xml"));
+    // JUnit merged and published; golden verified on aarch64; artifacts uploaded always.
     assert!(any_contains(
-        &jobs["report"]["steps"],
-        "conform report --input results.json --out report"
+        &jobs["junit"]["steps"],
+        "ci/atlas/merge-junit.py junit.xml"
     ));
+    assert!(any_contains(
+        &jobs["golden-aarch64"]["steps"],
+        "conform golden verify"
+    ));
+    for name in ["tests", "junit", "report", "nightly-perf"] {
+        let steps = jobs[name]["steps"].as_vec().unwrap();
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["uses"].as_str() == Some("actions/upload-artifact@v4")
+                    && s["if"].as_str() == Some("always()")),
+            "{name}: no artifact upload that runs always"
+        );
+    }
+    assert!(any_contains(&jobs["report"]["steps"], "--report report"));
     let nightly = &jobs["nightly-perf"];
     assert!(nightly["if"]
         .as_str()
         .is_some_and(|s| s.contains("schedule")));
     assert!(any_contains(&nightly["steps"], "bash ci/nightly-perf.sh"));
+}
+
+#[test]
+fn setup_rust_and_merge_junit_work_here() {
+    let cwd = tempfile::tempdir().unwrap();
+    let o = bash(
+        &[
+            repo().join("ci/atlas/setup-rust.sh").to_str().unwrap(),
+            "--dry-run",
+        ],
+        cwd.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("MSRV"), "{out}");
+    // Two shard files merge into one with the totals summed.
+    let shard = |n: u32, fail: u32| {
+        format!(
+            "<?xml version=\"1.0\"?><testsuites><testsuite name=\"s{n}\" tests=\"2\" \
+             failures=\"{fail}\" errors=\"0\" skipped=\"0\"><testcase name=\"a\"/>\
+             <testcase name=\"b\"/></testsuite></testsuites>"
+        )
+    };
+    let (a, b) = (cwd.path().join("a.xml"), cwd.path().join("b.xml"));
+    std::fs::write(&a, shard(1, 0)).unwrap();
+    std::fs::write(&b, shard(2, 1)).unwrap();
+    let merged = cwd.path().join("junit.xml");
+    let o = Command::new("python3")
+        .arg(repo().join("ci/atlas/merge-junit.py"))
+        .args([&merged, &a, &b])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&merged).unwrap();
+    assert!(
+        text.contains("tests=\"4\"") && text.contains("failures=\"1\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("name=\"s1\"") && text.contains("name=\"s2\""),
+        "{text}"
+    );
+    // A file that is not JUnit is named.
+    std::fs::write(&b, "not xml").unwrap();
+    let o = Command::new("python3")
+        .arg(repo().join("ci/atlas/merge-junit.py"))
+        .args([&merged, &a, &b])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("b.xml"));
 }
 
 #[test]
