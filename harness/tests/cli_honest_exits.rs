@@ -61,18 +61,9 @@ fn project_with_ghost_target() -> tempfile::TempDir {
     dir
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let (p, dest) = (e.path(), to.join(e.file_name()));
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
-}
+#[path = "support/copy_dir.rs"]
+mod copy_dir;
+use copy_dir::copy_dir;
 
 #[test]
 fn a_run_on_an_unavailable_worker_judges_nothing_exits_4_and_prints_why() {

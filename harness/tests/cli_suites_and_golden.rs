@@ -31,19 +31,9 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let p = e.path();
-        let dest = to.join(e.file_name());
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
-}
+#[path = "support/copy_dir.rs"]
+mod copy_dir;
+use copy_dir::copy_dir;
 
 /// A scratch project whose only suite is `suite` (as suites/paged_kv.toml), golden store empty.
 fn project_with_paged_kv_suite(suite: &str) -> tempfile::TempDir {

@@ -53,18 +53,9 @@ if __name__ == "__main__":
              capabilities=CAPABILITIES, libraries={"numpy": np.__version__}, device="CPU")
 "#;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let (p, dest) = (e.path(), to.join(e.file_name()));
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
-}
+#[path = "support/copy_dir.rs"]
+mod copy_dir;
+use copy_dir::copy_dir;
 
 fn seven_nights_steady_slow_recovered() {
     let repo = repo();
