@@ -438,6 +438,16 @@ fn online_rows_body(
                         *x = aq * recipe.p_dtype.quantize_f32(*x, recipe.p_rounding) + y;
                     }
                 }
+                ORescale::Skipped => {
+                    for (x, &y) in orow.iter_mut().zip(prow) {
+                        *x += y;
+                    }
+                }
+                ORescale::HeldInPDtype => {
+                    for (x, &y) in orow.iter_mut().zip(prow) {
+                        *x = recipe.p_dtype.quantize_f32(*x * a + y, recipe.p_rounding);
+                    }
+                }
             }
         }
     }

@@ -95,6 +95,12 @@ pub enum ORescale {
     /// inputs are the P dtype: alpha and O are rounded to the P dtype (with the P rounding) and
     /// their product is accumulated in f32.
     DiagonalMatmul,
+    /// Fault model: O is never rescaled (`O = O + P V`), the classic online-softmax bug. No
+    /// preset uses it; the fault catalogue does.
+    Skipped,
+    /// Fault model: O held in the P dtype between tiles (`O = round_p(O * alpha + P V)`, the
+    /// P V accumulation done at 16 bits). No preset uses it; the fault catalogue does.
+    HeldInPDtype,
 }
 
 /// The final normalisation O / l.

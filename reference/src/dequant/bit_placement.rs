@@ -18,7 +18,6 @@
 use super::decode::{fp4_to_f32, round_f32_to_output};
 use super::recipe::{Fp4DequantRecipe, Fp4Element};
 use crate::formats::bf16::{bf16_to_f32, f32_to_bf16};
-use crate::formats::e8m0::e8m0_to_f32;
 use crate::formats::f16::{f16_to_f32, f32_to_f16};
 use crate::formats::{Rounding, SubnormalPolicy};
 
@@ -101,11 +100,15 @@ pub fn fp4_to_f16(code: u8, element: Fp4Element, subnormals: SubnormalPolicy) ->
 /// e = 0), then the recipe's rounding. Must equal [`mxfp4::element`](super::mxfp4::element) for
 /// every recipe whose order forms the product in f32 (tested for all 16 x 256 pairs).
 pub fn mxfp4_element(code: u8, scale: u8, recipe: &Fp4DequantRecipe) -> u16 {
-    if scale == 0xFF {
+    if scale == 0xFF && recipe.scale_decode != super::ScaleDecode::E8m0NanAsInf {
         return super::decode::output_nan(recipe.output, recipe.rounding);
     }
     let q = fp4_to_f32_two_step(code, recipe.element, recipe.fp4_subnormals);
-    round_f32_to_output(q * e8m0_to_f32(scale), recipe.output, recipe.rounding)
+    round_f32_to_output(
+        q * recipe.scale_decode.e8m0(scale),
+        recipe.output,
+        recipe.rounding,
+    )
 }
 
 /// The table decode that [`fp4_to_bf16`] must equal: the FP4 value under the same policy.

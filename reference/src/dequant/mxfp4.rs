@@ -16,8 +16,7 @@ use super::decode::{
 };
 use super::error::{expect_len, DequantError};
 use super::kernel::{check_shapes, dequantize_table_driven};
-use super::recipe::{Fp4DequantRecipe, ScaleOrder};
-use crate::formats::e8m0::e8m0_to_f32;
+use super::recipe::{Fp4DequantRecipe, ScaleDecode, ScaleOrder};
 use crate::parallel::Threads;
 
 /// The OCP MX group size.
@@ -27,12 +26,16 @@ pub const MX_GROUP_SIZE: usize = 32;
 /// This is the reference semantics; [`dequantize`] is a table-driven evaluation of it.
 #[inline]
 pub fn element(code: u8, scale: u8, recipe: &Fp4DequantRecipe) -> u16 {
-    if scale == 0xFF {
+    if scale == 0xFF && recipe.scale_decode != ScaleDecode::E8m0NanAsInf {
         return output_nan(recipe.output, recipe.rounding);
     }
     let q = fp4_to_f32(code, recipe.element, recipe.fp4_subnormals);
-    let x = e8m0_to_f32(scale);
+    let x = recipe.scale_decode.e8m0(scale);
     match recipe.order {
+        // A scale misread as 0 or Inf (the fault catalogue's decoding bugs): IEEE f32 product.
+        _ if x == 0.0 || x.is_infinite() => {
+            round_f32_to_output(q * x, recipe.output, recipe.rounding)
+        }
         ScaleOrder::ExactOnce => {
             round_exact_to_output(exact_product(&[q, x]), recipe.output, recipe.rounding)
         }

@@ -15,7 +15,6 @@ use super::error::{expect_len, DequantError};
 use super::kernel::{check_shapes, dequantize_table_driven};
 use super::recipe::{Fp4DequantRecipe, ScaleOrder};
 use crate::formats::bf16::{bf16_to_f32, f32_to_bf16};
-use crate::formats::fp8_e4m3fn::e4m3fn_to_f32;
 use crate::formats::Rounding;
 use crate::parallel::Threads;
 
@@ -27,7 +26,7 @@ pub const NV_GROUP_SIZE: usize = 16;
 #[inline]
 pub fn element(code: u8, block_scale: u8, global_scale: f32, recipe: &Fp4DequantRecipe) -> u16 {
     let q = fp4_to_f32(code, recipe.element, recipe.fp4_subnormals);
-    let s = e4m3fn_to_f32(block_scale);
+    let s = recipe.scale_decode.e4m3(block_scale);
     let g = global_scale;
     let (out, r) = (recipe.output, recipe.rounding);
     match recipe.order {

@@ -58,6 +58,47 @@ impl ScaleOrder {
     ];
 }
 
+/// How a kernel decodes its scale codes. Every preset decodes them as their formats define
+/// ([`ScaleDecode::Standard`]); the other variants are the decoding bugs the fault catalogue
+/// models, kept here so that a fault is a recipe value and not a fork of the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScaleDecode {
+    /// OCP: E8M0 `e` is `2^(e-127)` (code 0 is 2^-127, 0xFF is NaN); E4M3FN 0x7F/0xFF is NaN.
+    Standard,
+    /// E8M0 0xFF read as +Inf (an exponent field of all ones taken as IEEE infinity).
+    E8m0NanAsInf,
+    /// E8M0 code 0 read as 0 (the scale built as `e << 23` with denormals flushed).
+    E8m0ZeroAsZero,
+    /// E4M3FN NaN code (S.1111.111) read as the finite 480 (as if it were IEEE-like E4M3).
+    E4m3NanAsFinite,
+}
+
+impl ScaleDecode {
+    /// The E8M0 scale `code` as this decoding sees it.
+    pub fn e8m0(self, code: u8) -> f32 {
+        match (self, code) {
+            (ScaleDecode::E8m0NanAsInf, 0xFF) => f32::INFINITY,
+            (ScaleDecode::E8m0ZeroAsZero, 0) => 0.0,
+            _ => crate::formats::e8m0::e8m0_to_f32(code),
+        }
+    }
+
+    /// The E4M3FN scale `code` as this decoding sees it.
+    pub fn e4m3(self, code: u8) -> f32 {
+        match (self, code & 0x7F) {
+            (ScaleDecode::E4m3NanAsFinite, 0x7F) => {
+                if code & 0x80 != 0 {
+                    -480.0
+                } else {
+                    480.0
+                }
+            }
+            _ => crate::formats::fp8_e4m3fn::e4m3fn_to_f32(code),
+        }
+    }
+}
+
 /// A complete description of one FP4 -> 16-bit dequantisation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp4DequantRecipe {
@@ -78,6 +119,8 @@ pub struct Fp4DequantRecipe {
     pub output: HalfType,
     /// The final rounding point (mode, output FTZ, NaN encoding, overflow).
     pub rounding: Rounding,
+    /// How the scale codes are decoded (always [`ScaleDecode::Standard`] in the presets).
+    pub scale_decode: ScaleDecode,
 }
 
 /// The names [`Fp4DequantRecipe::preset`] accepts.
@@ -109,6 +152,7 @@ impl Fp4DequantRecipe {
             fp4_subnormals: SubnormalPolicy::Keep,
             output: HalfType::Bf16,
             rounding: Rounding::RNE,
+            scale_decode: ScaleDecode::Standard,
         }
     }
 
@@ -125,6 +169,7 @@ impl Fp4DequantRecipe {
             fp4_subnormals: SubnormalPolicy::Keep,
             output: HalfType::Bf16,
             rounding: Rounding::RNE,
+            scale_decode: ScaleDecode::Standard,
         }
     }
 
@@ -145,6 +190,7 @@ impl Fp4DequantRecipe {
             fp4_subnormals: SubnormalPolicy::Keep,
             output: HalfType::Bf16,
             rounding: Rounding::RNA,
+            scale_decode: ScaleDecode::Standard,
         }
     }
 
@@ -161,6 +207,7 @@ impl Fp4DequantRecipe {
             fp4_subnormals: SubnormalPolicy::Keep,
             output: HalfType::Bf16,
             rounding: Rounding::RNE,
+            scale_decode: ScaleDecode::Standard,
         }
     }
 

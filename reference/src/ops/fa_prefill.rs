@@ -407,4 +407,49 @@ impl OpFamily for FaPrefill {
         let o = attention(&g, &r, &ins, threads).map_err(|e| op_error(OP, e))?;
         Ok(recipe_outputs(&g, &o.out, o.lse.as_deref()))
     }
+
+    fn run_with_recipe_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::faults::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        let crate::faults::RecipeEdit::Attention(f) = edit else {
+            return Ok(None);
+        };
+        if recipe == ORACLE {
+            return Ok(None);
+        }
+        let p: FaPrefillParams = parse_params(OP, params)?;
+        let g = p.geometry()?;
+        let mut r = preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?;
+        if !f(&mut r) {
+            return Ok(None);
+        }
+        let specs = Self::inputs(&g);
+        let q = f32_values(OP, "query", input(OP, inputs, &specs[0])?)?;
+        let k = f32_values(OP, "key", input(OP, inputs, &specs[1])?)?;
+        let v = f32_values(OP, "value", input(OP, inputs, &specs[2])?)?;
+        let mask = if g.atten_mask {
+            Some(input(OP, inputs, &specs[3])?.data.as_slice())
+        } else {
+            None
+        };
+        let ins = AttentionInputs {
+            query: &q,
+            key: &k,
+            value: &v,
+            atten_mask: mask,
+        };
+        let o = attention(&g, &r, &ins, threads).map_err(|e| op_error(OP, e))?;
+        Ok(Some(recipe_outputs(&g, &o.out, o.lse.as_deref())))
+    }
+}
+
+/// The attention geometry of `fa_prefill` parameters (the fault catalogue permutes heads
+/// through it).
+pub fn geometry_of(params: &serde_json::Value) -> Result<Geometry, OpError> {
+    parse_params::<FaPrefillParams>(OP, params)?.geometry()
 }

@@ -433,6 +433,38 @@ impl OpFamily for Fp4Family {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError> {
+        self.run_edited(params, recipe, None, inputs, threads)
+            .map(|o| o.expect("an unedited run always has outputs"))
+    }
+
+    fn run_with_recipe_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::faults::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        match edit {
+            crate::faults::RecipeEdit::Fp4(f) if recipe != ORACLE => {
+                self.run_edited(params, recipe, Some(*f), inputs, threads)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+impl Fp4Family {
+    /// [`OpFamily::run`], with the recipe changed by `edit` first (`None` when the edit
+    /// changes nothing).
+    fn run_edited(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: Option<fn(&mut Fp4DequantRecipe) -> bool>,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
         let op = self.op();
         let c = self.case(params)?;
         let (specs, outs) = self.specs(&c);
@@ -476,12 +508,17 @@ impl OpFamily for Fp4Family {
             } else {
                 w
             };
-            return Ok(TensorMap::from([(
+            return Ok(Some(TensorMap::from([(
                 out_spec.name.clone(),
                 Tensor::of_f64(out_spec.shape.clone(), &values),
-            )]));
+            )])));
         }
-        let r = self.recipe(recipe, &c)?;
+        let mut r = self.recipe(recipe, &c)?;
+        if let Some(edit) = edit {
+            if !edit(&mut r) {
+                return Ok(None);
+            }
+        }
         let bits = match self.0 {
             Kind::Mx => dequant::mxfp4::dequantize(weight, scales, c.n, c.k, &r, threads),
             Kind::Nv => dequant::nvfp4::dequantize(weight, scales, global, c.n, c.k, &r, threads),
@@ -504,10 +541,10 @@ impl OpFamily for Fp4Family {
             }
         }
         .map_err(|e| failed(op, e))?;
-        Ok(TensorMap::from([(
+        Ok(Some(TensorMap::from([(
             out_spec.name.clone(),
             Tensor::from_bits16(c.out_type, out_spec.shape.clone(), &bits),
-        )]))
+        )])))
     }
 }
 

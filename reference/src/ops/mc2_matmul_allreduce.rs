@@ -197,6 +197,37 @@ impl OpFamily for Mc2MatmulAllReduce {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError> {
+        run_edited(params, recipe, None, inputs, threads)
+            .map(|o| o.expect("an unedited run always has outputs"))
+    }
+
+    fn run_with_recipe_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::faults::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        match edit {
+            crate::faults::RecipeEdit::Mc2(f) if recipe != ORACLE => {
+                run_edited(params, recipe, Some(*f), inputs, threads)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// [`OpFamily::run`] of MC2, with the numerics changed by `edit` first (`None` when the edit
+/// changes nothing).
+fn run_edited(
+    params: &serde_json::Value,
+    recipe: &str,
+    edit: Option<fn(&mut Mc2Numerics) -> bool>,
+    inputs: &TensorMap,
+    threads: Threads,
+) -> Result<Option<TensorMap>, OpError> {
+    {
         let (p, dtype, et) = Params::parse(params)?;
         let (specs, outs) = p.specs(et);
         let get = |name: &str| -> Result<Option<&Tensor>, OpError> {
@@ -235,16 +266,21 @@ impl OpFamily for Mc2MatmulAllReduce {
                     out[i * n + j] = s;
                 }
             }
-            return Ok(TensorMap::from([(
+            return Ok(Some(TensorMap::from([(
                 "out".to_string(),
                 Tensor::of_f64(outs[0].shape.clone(), &out),
-            )]));
+            )])));
         }
-        let numerics = numerics(recipe, dtype).ok_or_else(|| OpError::UnknownRecipe {
+        let mut numerics = numerics(recipe, dtype).ok_or_else(|| OpError::UnknownRecipe {
             op: NAME.into(),
             recipe: recipe.into(),
             known: RECIPES.join(", "),
         })?;
+        if let Some(edit) = edit {
+            if !edit(&mut numerics) {
+                return Ok(None);
+            }
+        }
         let ranks: Vec<RankOperands> = (0..p.ranks)
             .map(|r| RankOperands {
                 x1: &x1[r * m * k..(r + 1) * m * k],
@@ -266,9 +302,9 @@ impl OpFamily for Mc2MatmulAllReduce {
         let values = mc2::matmul_all_reduce_tiled(&ins, &numerics, &tiles, &schedule, threads)
             .map_err(fail)?;
         let bits = mc2::encode_bits(&values, dtype).map_err(fail)?;
-        Ok(TensorMap::from([(
+        Ok(Some(TensorMap::from([(
             "out".to_string(),
             Tensor::from_bits16(et, outs[0].shape.clone(), &bits),
-        )]))
+        )])))
     }
 }

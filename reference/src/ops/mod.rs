@@ -117,6 +117,20 @@ pub trait OpFamily: Sync {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError>;
+    /// Runs the reference with `recipe` changed by `edit` (a fault of [`crate::faults`]).
+    /// `Ok(None)` when the edit does not apply: the family has no recipe of that kind, the
+    /// recipe is [`ORACLE`], or the edit leaves the recipe as it was.
+    fn run_with_recipe_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::faults::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        let _ = (params, recipe, edit, inputs, threads);
+        Ok(None)
+    }
 }
 
 /// Every op family of the reference.

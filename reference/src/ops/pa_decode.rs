@@ -394,10 +394,47 @@ impl OpFamily for PaDecode {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError> {
+        run_edited(params, recipe, None, inputs, threads)
+            .map(|o| o.expect("an unedited run always has outputs"))
+    }
+
+    fn run_with_recipe_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::faults::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        match edit {
+            crate::faults::RecipeEdit::Attention(f) if recipe != ORACLE => {
+                run_edited(params, recipe, Some(*f), inputs, threads)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The attention geometry of `pa_decode` parameters (the fault catalogue permutes heads
+/// through it).
+pub fn geometry_of(params: &serde_json::Value) -> Result<Geometry, OpError> {
+    Ok(parse_params::<PaDecodeParams>(OP, params)?.plan()?.g)
+}
+
+/// [`OpFamily::run`] of `pa_decode`, with the recipe changed by `edit` first (`None` when the
+/// edit changes nothing).
+fn run_edited(
+    params: &serde_json::Value,
+    recipe: &str,
+    edit: Option<fn(&mut crate::attention::Recipe) -> bool>,
+    inputs: &TensorMap,
+    threads: Threads,
+) -> Result<Option<TensorMap>, OpError> {
+    {
         let p: PaDecodeParams = parse_params(OP, params)?;
         let plan = p.plan()?;
         let g = &plan.g;
-        let specs = Self::inputs(&p, &plan);
+        let specs = PaDecode::inputs(&p, &plan);
         let q = f32_values(OP, "query", input(OP, inputs, &specs[0])?)?;
         let kt = input(OP, inputs, &specs[1])?;
         let vt = input(OP, inputs, &specs[2])?;
@@ -437,10 +474,15 @@ impl OpFamily for PaDecode {
                 atten_mask: mask,
             };
             let o = oracle(g, &ins, threads).map_err(|e| op_error(OP, e))?;
-            return Ok(oracle_outputs(g, &o.out, &o.lse));
+            return Ok(Some(oracle_outputs(g, &o.out, &o.lse)));
         }
-        let r = preset(OP, recipe, g.dtype, p.q_tile, None)?;
+        let mut r = preset(OP, recipe, g.dtype, p.q_tile, None)?;
+        if let Some(edit) = edit {
+            if !edit(&mut r) {
+                return Ok(None);
+            }
+        }
         let o = paged_attention(g, &r, &q, mask, &kv, threads).map_err(|e| op_error(OP, e))?;
-        Ok(recipe_outputs(g, &o.out, o.lse.as_deref()))
+        Ok(Some(recipe_outputs(g, &o.out, o.lse.as_deref())))
     }
 }

@@ -1,0 +1,464 @@
+//! Faults of the attention kernels (`fa_prefill`, `pa_decode`): the online softmax, masks,
+//! head mapping, scale, rounding points, LSE, and the paged cache reads.
+
+use super::fp4::swap_rounding_ties;
+use super::tensors::{get_mut, ints, param_usize, set_ints};
+use super::{Edit, Fault, RecipeEdit, Requirement};
+use crate::attention::recipe::{Algorithm, Combine, EmptyRow, MaskFill, ORescale, RowSumOf};
+use crate::attention::{Geometry, Recipe};
+use crate::formats::DType;
+use crate::kv::KvCacheLayout;
+use crate::ops::{OpError, OpFamily, TensorMap};
+
+const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
+const FA: &[&str] = &["fa_prefill"];
+const PA: &[&str] = &["pa_decode"];
+
+fn is_paged(params: &serde_json::Value) -> bool {
+    params.get("block_size").is_some() || params.get("cache_layout").is_some()
+}
+
+fn geometry(params: &serde_json::Value) -> Result<Geometry, OpError> {
+    if is_paged(params) {
+        crate::ops::pa_decode::geometry_of(params)
+    } else {
+        crate::ops::fa_prefill::geometry_of(params)
+    }
+}
+
+/// The position head `h` is moved to so that the reference's `h / group` mapping reads the KV
+/// head `h % kv_heads`; `None` when both mappings agree for every head.
+fn head_position(g: &Geometry) -> Option<impl Fn(usize) -> usize> {
+    let (kv, group) = (g.kv_heads, g.group);
+    (kv > 1 && group > 1).then_some(move |h: usize| (h % kv) * group + h / kv)
+}
+
+/// Moves query head `h` to [`head_position`]`(h)`.
+fn permute_query(params: &serde_json::Value, inputs: &mut TensorMap) -> Result<bool, OpError> {
+    let g = geometry(params)?;
+    let Some(pos) = head_position(&g) else {
+        return Ok(false);
+    };
+    let q = get_mut("attention", inputs, "query")?;
+    let w = q.dtype.size_bytes() * g.head_dim;
+    let src = q.data.clone();
+    for b in 0..g.batch {
+        for i in 0..g.q_rows(b) {
+            for h in 0..g.heads {
+                let (from, to) = (g.q_offset(b, i, h), g.q_offset(b, i, pos(h)));
+                let (from, to) = (from / g.head_dim * w, to / g.head_dim * w);
+                q.data[to..to + w].copy_from_slice(&src[from..from + w]);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Reads head `h`'s output (and LSE) back from [`head_position`]`(h)`.
+fn unpermute_outputs(
+    params: &serde_json::Value,
+    _inputs: &TensorMap,
+    outputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    let g = geometry(params)?;
+    let Some(pos) = head_position(&g) else {
+        return Ok(false);
+    };
+    let d = g.head_dim;
+    let o = get_mut("attention", outputs, "attention_out")?;
+    let w = o.dtype.size_bytes() * d;
+    let src = o.data.clone();
+    for b in 0..g.batch {
+        for i in 0..g.q_rows(b) {
+            for h in 0..g.heads {
+                let from = g.out_offset(b, i, pos(h)) / d * w;
+                let to = g.out_offset(b, i, h) / d * w;
+                o.data[to..to + w].copy_from_slice(&src[from..from + w]);
+            }
+        }
+    }
+    if let Some(l) = outputs.get_mut("softmax_lse") {
+        let w = l.dtype.size_bytes();
+        let src = l.data.clone();
+        for b in 0..g.batch {
+            for i in 0..g.q_rows(b) {
+                for h in 0..g.heads {
+                    let from = g.lse_index(b, i, pos(h)) * w;
+                    let to = g.lse_index(b, i, h) * w;
+                    l.data[to..to + w].copy_from_slice(&src[from..from + w]);
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The case's softmax scale (the parameter, or the default 1/sqrt(head_dim)).
+fn scale_of(params: &serde_json::Value) -> Option<f64> {
+    let d = param_usize(params, "head_dim")? as f64;
+    Some(
+        params
+            .get("scale")
+            .and_then(|s| s.as_f64())
+            .unwrap_or(1.0 / crate::math::sqrt_f64(d)),
+    )
+}
+
+fn set_scale(params: &mut serde_json::Value, scale: f64) -> bool {
+    if scale_of(params) == Some(scale) {
+        return false;
+    }
+    params["scale"] = serde_json::json!(scale);
+    true
+}
+
+/// Fixes `max_blocks` and `num_blocks` of a `pa_decode` case to their current values, so that
+/// changed sequence lengths keep every tensor's shape.
+fn pin_pa_shapes(params: &mut serde_json::Value) -> bool {
+    let Ok(desc) = crate::ops::pa_decode::PaDecode.describe(params) else {
+        return false;
+    };
+    let shape = |name: &str| {
+        desc.inputs
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.shape.clone())
+    };
+    let (Some(table), Some(cache)) = (shape("block_table"), shape("key_cache")) else {
+        return false;
+    };
+    params["max_blocks"] = serde_json::json!(table[1]);
+    params["num_blocks"] = serde_json::json!(cache[0]);
+    true
+}
+
+/// Applies `f` to every `actual_seq_lengths_kv` entry of a `pa_decode` case (shapes kept).
+fn edit_pa_lengths(params: &mut serde_json::Value, f: impl Fn(i64, i64, i64) -> i64) -> bool {
+    let Some(bs) = param_usize(params, "block_size") else {
+        return false;
+    };
+    if !pin_pa_shapes(params) {
+        return false;
+    }
+    let cap = (param_usize(params, "max_blocks").unwrap_or(0) * bs) as i64;
+    let Some(lens) = params
+        .get("actual_seq_lengths_kv")
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_i64()).collect::<Vec<_>>())
+    else {
+        return false;
+    };
+    let new: Vec<i64> = lens.iter().map(|&l| f(l, bs as i64, cap)).collect();
+    if new == lens {
+        return false;
+    }
+    params["actual_seq_lengths_kv"] = serde_json::json!(new);
+    true
+}
+
+fn table_off_by_one(params: &serde_json::Value, inputs: &mut TensorMap) -> Result<bool, OpError> {
+    let blocks = inputs
+        .get("key_cache")
+        .map(|t| t.shape[0] as i64)
+        .unwrap_or(0);
+    let _ = params;
+    let t = get_mut("pa_decode", inputs, "block_table")?;
+    let v = ints("pa_decode", "block_table", t)?;
+    if blocks < 2 {
+        return Ok(false);
+    }
+    let shifted: Vec<i64> = v.iter().map(|&b| (b + 1).rem_euclid(blocks)).collect();
+    set_ints(t, &shifted);
+    Ok(true)
+}
+
+fn lse_log2(
+    _params: &serde_json::Value,
+    _inputs: &TensorMap,
+    outputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    let Some(l) = outputs.get_mut("softmax_lse") else {
+        return Ok(false);
+    };
+    let v = l.to_f32_vec().map_err(|e| OpError::Failed {
+        op: "attention".into(),
+        message: e.to_string(),
+    })?;
+    let log2e = std::f32::consts::LOG2_E;
+    let scaled: Vec<f32> = v.iter().map(|&x| x * log2e).collect();
+    *l = crate::ops::Tensor::from_f32(l.shape.clone(), &scaled);
+    Ok(true)
+}
+
+fn online(r: &Recipe) -> bool {
+    r.algorithm == Algorithm::Online
+}
+
+fn low_precision_p(r: &Recipe) -> bool {
+    r.p_dtype != DType::F32
+}
+
+pub(super) static FAULTS: &[Fault] = &[
+    Fault {
+        name: "attn-o-not-rescaled",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the running output O is not multiplied by exp(m_old - m_new) when the running row max rises in a later KV tile",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !online(r) || r.o_rescale == ORescale::Skipped {
+                return false;
+            }
+            r.o_rescale = ORescale::Skipped;
+            true
+        })),
+    },
+    Fault {
+        name: "attn-pv-accumulated-in-p-dtype",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "O is kept in bf16/f16 between KV tiles (P V accumulated at 16 bits) instead of f32",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !online(r) || !low_precision_p(r) || r.o_rescale == ORescale::HeldInPDtype {
+                return false;
+            }
+            r.o_rescale = ORescale::HeldInPDtype;
+            true
+        })),
+    },
+    Fault {
+        name: "attn-causal-diagonal-excluded",
+        family: "attention",
+        ops: FA,
+        requirement: Requirement::Quick,
+        description: "the causal mask also hides the diagonal (j < i instead of j <= i)",
+        edit: Edit::params(|p| {
+            let mode = p.get("sparse_mode").and_then(|v| v.as_u64()).unwrap_or(0);
+            let next = match mode {
+                3 => -1,
+                2 => {
+                    let uniform = p.get("actual_seq_lengths").is_none()
+                        && p.get("actual_seq_lengths_kv").is_none();
+                    match (param_usize(p, "q_seq"), param_usize(p, "kv_seq")) {
+                        (Some(q), Some(k)) if uniform => q as i64 - k as i64 - 1,
+                        _ => return false,
+                    }
+                }
+                _ => return false,
+            };
+            p["sparse_mode"] = serde_json::json!(4);
+            p["pre_tokens"] = serde_json::json!(i32::MAX);
+            p["next_tokens"] = serde_json::json!(next);
+            true
+        }),
+    },
+    Fault {
+        name: "attn-causal-alignment-swapped",
+        family: "attention",
+        ops: FA,
+        requirement: Requirement::Quick,
+        description: "causal masking aligned top-left (j <= i) where bottom-right (j <= i + Lk - Lq) is asked, or the reverse",
+        edit: Edit::params(|p| {
+            let to = match p.get("sparse_mode").and_then(|v| v.as_u64()) {
+                Some(2) => 3,
+                Some(3) => 2,
+                _ => return false,
+            };
+            p["sparse_mode"] = serde_json::json!(to);
+            true
+        }),
+    },
+    Fault {
+        name: "attn-gqa-head-modulo",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "GQA query head h reads KV head h % Hkv instead of h / (Hq / Hkv)",
+        edit: Edit {
+            inputs: Some(permute_query),
+            outputs: Some(unpermute_outputs),
+            ..Edit::EMPTY
+        },
+    },
+    Fault {
+        name: "attn-scale-one-over-d",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "scores scaled by 1/D instead of the given scale (1/sqrt(D) by default)",
+        edit: Edit::params(|p| match param_usize(p, "head_dim") {
+            Some(d) => set_scale(p, 1.0 / d as f64),
+            None => false,
+        }),
+    },
+    Fault {
+        name: "attn-scale-applied-twice",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the softmax scale is applied twice (once folded into Q, once to the scores)",
+        edit: Edit::params(|p| match scale_of(p) {
+            Some(s) => set_scale(p, s * s),
+            None => false,
+        }),
+    },
+    Fault {
+        name: "attn-p-rounding-swapped",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "P is cast to bf16/f16 before P V with ties away (CAST_ROUND) where the recipe rounds ties to even (CAST_RINT), or the reverse",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            low_precision_p(r) && swap_rounding_ties(&mut r.p_rounding)
+        })),
+    },
+    Fault {
+        name: "attn-output-rounding-swapped",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the final cast of O breaks ties the other way (CAST_ROUND vs CAST_RINT)",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            low_precision_p(r) && swap_rounding_ties(&mut r.output_rounding)
+        })),
+    },
+    Fault {
+        name: "attn-kv-tile-halved",
+        family: "attention",
+        ops: FA,
+        requirement: Requirement::Quick,
+        description: "the online softmax visits KV tiles of half the recipe's size (64 keys instead of 128)",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !online(r) || r.kv_tile < 2 {
+                return false;
+            }
+            r.kv_tile /= 2;
+            true
+        })),
+    },
+    Fault {
+        name: "attn-rowsum-swapped",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the row sum adds the rounded P where the recipe adds the f32 exp values, or the reverse",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !low_precision_p(r) {
+                return false;
+            }
+            r.rowsum_of = match r.rowsum_of {
+                RowSumOf::RawP => RowSumOf::RoundedP,
+                RowSumOf::RoundedP => RowSumOf::RawP,
+            };
+            true
+        })),
+    },
+    Fault {
+        name: "attn-lse-log2-domain",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "softmax_lse returned in the log2 domain (times log2(e)) instead of the natural log",
+        edit: Edit::outputs(lse_log2),
+    },
+    Fault {
+        name: "attn-empty-row-policy",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "a query row with no allowed key is not special-cased: it gets whatever the arithmetic gives (the mean of V under a -FLT_MAX mask) instead of 0",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            r.empty_row = match r.empty_row {
+                EmptyRow::Zero { .. } => EmptyRow::Arithmetic,
+                EmptyRow::Arithmetic => EmptyRow::Zero { lse: f32::INFINITY },
+            };
+            true
+        })),
+    },
+    Fault {
+        name: "attn-mask-fill-swapped",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Advisory,
+        description: "masked scores filled with -inf where the recipe uses -FLT_MAX, or the reverse (visible only on rows without any allowed key)",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            r.mask_fill = match r.mask_fill {
+                MaskFill::NegFltMax => MaskFill::NegInf,
+                MaskFill::NegInf | MaskFill::AdditiveMinus10000 => MaskFill::NegFltMax,
+            };
+            true
+        })),
+    },
+    Fault {
+        name: "attn-kv-length-ignored",
+        family: "attention",
+        ops: FA,
+        requirement: Requirement::Quick,
+        description: "actual_seq_lengths_kv is ignored: keys past each sequence's length (padding) are attended to",
+        edit: Edit::params(|p| {
+            if p.get("input_layout").and_then(|v| v.as_str()) == Some("TND") {
+                return false;
+            }
+            p.as_object_mut()
+                .and_then(|o| o.remove("actual_seq_lengths_kv"))
+                .is_some()
+        }),
+    },
+    Fault {
+        name: "pa-last-partial-block-dropped",
+        family: "paged_attention",
+        ops: PA,
+        requirement: Requirement::Quick,
+        description: "the last, partly filled cache block of each sequence is not read",
+        edit: Edit::params(|p| edit_pa_lengths(p, |l, bs, _| if l > bs { l / bs * bs } else { l })),
+    },
+    Fault {
+        name: "pa-read-one-past-length",
+        family: "paged_attention",
+        ops: PA,
+        requirement: Requirement::Quick,
+        description: "one cache slot past the sequence length is read (an off-by-one in the context length)",
+        edit: Edit::params(|p| edit_pa_lengths(p, |l, _, cap| (l + 1).min(cap))),
+    },
+    Fault {
+        name: "pa-block-table-off-by-one",
+        family: "paged_attention",
+        ops: PA,
+        requirement: Requirement::Quick,
+        description: "every block-table entry is read as the next physical block",
+        edit: Edit::inputs(table_off_by_one),
+    },
+    Fault {
+        name: "pa-cache-layout-confused",
+        family: "paged_attention",
+        ops: PA,
+        requirement: Requirement::Quick,
+        description: "a BnBsH cache read as BnNBsD, or the reverse",
+        edit: Edit::params(|p| {
+            let to = match p.get("cache_layout").and_then(|v| v.as_str()) {
+                Some("BnNBsD") => KvCacheLayout::BnBsH,
+                _ => KvCacheLayout::BnNBsD,
+            };
+            p["cache_layout"] = serde_json::to_value(to).unwrap_or_default();
+            true
+        }),
+    },
+    Fault {
+        name: "pa-v2-combine-swapped",
+        family: "paged_attention",
+        ops: PA,
+        requirement: Requirement::Quick,
+        description: "the split-KV (vLLM v2) partitions are combined with the other formula (LSE weights vs exp-sum weights)",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| match r.split.as_mut() {
+            Some(s) => {
+                s.combine = match s.combine {
+                    Combine::Lse => Combine::VllmExpSum,
+                    Combine::VllmExpSum => Combine::Lse,
+                };
+                true
+            }
+            None => false,
+        })),
+    },
+];
