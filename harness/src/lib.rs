@@ -1,5 +1,6 @@
 //! conform-harness: suites, golden data, verdicts, performance gates, reports.
 
+pub mod adequacy;
 pub mod atomic_file;
 pub mod cli;
 pub mod exit_code;

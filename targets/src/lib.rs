@@ -9,6 +9,7 @@
 //! - [`poison`]: the pattern output buffers hold before a kernel runs.
 
 pub mod anti_cheat;
+pub mod fault_target;
 pub mod poison;
 pub mod reference_target;
 pub mod registry;
@@ -16,6 +17,7 @@ pub mod target;
 pub mod tensor_file;
 pub mod worker;
 
+pub use fault_target::FaultTarget;
 pub use reference_target::ReferenceTarget;
 pub use target::{
     Availability, Capabilities, ExecRequest, Execution, ExitReason, OpCapability, ParamLimit,

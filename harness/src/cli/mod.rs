@@ -1,6 +1,7 @@
 //! The `conform` command line: argument types and dispatch. Each command lives in its own file;
 //! every message it prints comes from `crate::messages`.
 
+pub mod adequacy;
 pub mod explain;
 pub mod golden;
 pub mod list;
@@ -51,6 +52,8 @@ pub enum Command {
     /// Validate a third-party kernel: fresh seeds, every applicable suite, correctness and
     /// budgets, and a report to attach to the pull request.
     Validate(validate::ValidateArgs),
+    /// Measure how sharp the suites are: the kill matrix of the built-in fault catalogue.
+    Adequacy(adequacy::AdequacyArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -72,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             }
         },
         Command::Validate(a) => validate::run(&paths()?, a),
+        Command::Adequacy(a) => adequacy::run(&paths()?, a),
         Command::Perf(c) => Ok(perf::run(&paths, &c)),
         Command::Report(a) => match report::run(&a) {
             Ok(_) => Ok(crate::exit_code::SUCCESS),

@@ -200,6 +200,7 @@ pub fn execute_on(
         max_memory: args
             .max_memory
             .unwrap_or_else(runner::memory::default_limit),
+        expectations: None,
     };
     crate::interrupt::install();
     conform_targets::worker::live::clean_stale_scratch(

@@ -4,6 +4,7 @@
 pub mod bless;
 pub mod compute;
 pub mod diff;
+pub mod discriminate;
 pub mod error;
 pub mod manifest;
 pub mod store;

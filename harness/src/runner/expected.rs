@@ -68,3 +68,37 @@ pub fn expectation(
         oracle,
     })
 }
+
+/// Expectations by (case id, input seed, with oracle), shared across the targets and faults of
+/// one run. Only expectations computed from scratch are kept (not those read from the golden
+/// store, which the reference target's trial verifies separately).
+#[derive(Debug, Default)]
+pub struct ExpectationCache {
+    map: std::sync::Mutex<
+        std::collections::HashMap<(String, u64, bool), std::sync::Arc<Expectation>>,
+    >,
+}
+
+impl ExpectationCache {
+    /// The cached expectation of `case` for `seed`, computing it on first use.
+    pub fn get(
+        &self,
+        case: &Case,
+        seed: u64,
+        want_oracle: bool,
+        threads: Threads,
+    ) -> Result<std::sync::Arc<Expectation>, GoldenError> {
+        let key = (case.id.clone(), seed, want_oracle);
+        if let Some(e) = self.map.lock().expect("cache lock").get(&key) {
+            return Ok(e.clone());
+        }
+        let e = std::sync::Arc::new(expectation(case, seed, None, want_oracle, threads)?);
+        self.map.lock().expect("cache lock").insert(key, e.clone());
+        Ok(e)
+    }
+
+    /// Forgets everything (between seed sets, to bound memory).
+    pub fn clear(&self) {
+        self.map.lock().expect("cache lock").clear();
+    }
+}

@@ -30,6 +30,10 @@ pub struct RunOptions {
     /// Cases whose estimated memory exceeds this many bytes end as `error` before anything
     /// is allocated (`--max-memory`; default: half of the available memory).
     pub max_memory: u64,
+    /// Expectations shared by every trial that runs with these options: a case's inputs,
+    /// recipe outputs and oracle are computed once per input seed, whatever the number of
+    /// targets (`None`: computed per trial).
+    pub expectations: Option<std::sync::Arc<super::expected::ExpectationCache>>,
 }
 
 impl Default for RunOptions {
@@ -47,6 +51,7 @@ impl Default for RunOptions {
             hardware: None,
             journal: None,
             max_memory: super::memory::default_limit(),
+            expectations: None,
         }
     }
 }

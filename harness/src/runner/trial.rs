@@ -10,6 +10,7 @@ use crate::verdict::{evaluate, CheckPolicy, Comparison};
 use conform_reference::ops::{self, ElemType, OpDescription};
 use conform_targets::target::{Availability, ExecRequest, Execution, Target, TimingRequest};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The name of the in-process reference target.
@@ -254,7 +255,11 @@ fn run_trial_inner(
         } else {
             None
         };
-        let exp = match expectation(case, set_seed, golden, want_oracle, opts.threads) {
+        let computed = match (&opts.expectations, golden) {
+            (Some(cache), None) => cache.get(case, set_seed, want_oracle, opts.threads),
+            _ => expectation(case, set_seed, golden, want_oracle, opts.threads).map(Arc::new),
+        };
+        let exp = match computed {
             Ok(e) => e,
             Err(e) => {
                 out.status = Status::Error;
@@ -368,7 +373,7 @@ fn run_trial_inner(
     out
 }
 
-fn judge(
+pub(crate) fn judge(
     desc: &OpDescription,
     policies: &BTreeMap<String, CheckPolicy>,
     exp: &Expectation,

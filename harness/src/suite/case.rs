@@ -32,6 +32,10 @@ pub struct Case {
     /// The case's fixed seed (overridden by `--seed` / `--fresh-seeds`).
     pub seed: u64,
     pub description: String,
+    /// Faults the case's inputs must make visible to its checks (searched for by the input
+    /// generator; see [`crate::golden::discriminate`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub discriminates: Vec<String>,
     /// The suite file the case came from.
     pub source: PathBuf,
 }

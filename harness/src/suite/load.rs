@@ -257,7 +257,24 @@ fn resolve(
             message: "`perf.iterations = 0`: a timed case needs at least 1 iteration".into(),
         });
     }
+    let discriminates = entry
+        .discriminates
+        .clone()
+        .or_else(|| d.discriminates.clone())
+        .unwrap_or_default();
+    for name in &discriminates {
+        if conform_reference::faults::find(name).is_none() {
+            return Err(SuiteError::Case {
+                path: path.to_path_buf(),
+                id: id.clone(),
+                message: format!(
+                    "`discriminates`: no fault `{name}` in the catalogue (see `conform adequacy --list-faults`)"
+                ),
+            });
+        }
+    }
     Ok(Case {
+        discriminates,
         id,
         suite: file.suite.name.clone(),
         op: entry

@@ -119,4 +119,9 @@ pub struct Entry {
     pub exclude: Option<Vec<toml::Table>>,
     /// Free text shown by `conform explain`.
     pub description: Option<String>,
+    /// Faults of the catalogue (`conform adequacy --list-faults`) this case must kill on every
+    /// seed: the input generator searches the seed's stream (bounded, deterministic) for an
+    /// input set on which each of them fails the case's checks, or ends with an error naming
+    /// the faults it could not pin. See docs/adequacy.md.
+    pub discriminates: Option<Vec<String>>,
 }

@@ -60,6 +60,11 @@ struct Params {
     packing: String,
     #[serde(default = "default_element")]
     element: String,
+    /// NVFP4: draw the global scale as a rounding midpoint of the output type (p + 1
+    /// significant bits, the last one set), so that every element whose `q * s` is a power of
+    /// two lands exactly on a tie and the final rounding's tie rule shows in the bits.
+    #[serde(default)]
+    tie_global_scale: bool,
 }
 
 fn default_dtype() -> String {
@@ -100,6 +105,7 @@ struct Case {
     half: HalfType,
     layout: PackingLayout,
     element: Fp4Element,
+    tie_global_scale: bool,
 }
 
 impl Fp4Family {
@@ -183,6 +189,9 @@ impl Fp4Family {
         {
             return Err(self.invalid("n/k/m", "more than 2^30 elements"));
         }
+        if p.tie_global_scale && format != Format::Nv {
+            return Err(self.invalid("tie_global_scale", "only NVFP4 has a global scale"));
+        }
         if layout.tile_len() > 0 && !p.k.is_multiple_of(layout.tile_len()) {
             return Err(self.invalid(
                 "k",
@@ -202,6 +211,7 @@ impl Fp4Family {
             half,
             layout,
             element,
+            tie_global_scale: p.tie_global_scale,
         })
     }
 
@@ -413,6 +423,18 @@ impl OpFamily for Fp4Family {
                     // A per-tensor scale like amax / (448 * 6) in f32, from the distribution.
                     let v = ctx.values(1, &super::SpecialValues::default())[0].abs();
                     let g = crate::formats::f32::f64_to_f32((v + 0.05) / 2688.0, Rounding::RNE);
+                    let g = if c.tie_global_scale {
+                        // Keep the output type's significant bits and set the next one.
+                        let bits = match c.half {
+                            HalfType::Bf16 => 8,
+                            HalfType::F16 => 11,
+                        };
+                        let drop = 24 - bits;
+                        let b = g.to_bits() >> drop << drop;
+                        f32::from_bits(b | (1 << (drop - 1)))
+                    } else {
+                        g
+                    };
                     Tensor::from_f32(vec![1], &[g])
                 }
                 "x" => {

@@ -1,0 +1,82 @@
+//! The kill matrix as an HTML section (for `conform adequacy --report` and `conform report
+//! --adequacy`).
+
+use super::AdequacyReport;
+use crate::messages::adequacy as msg;
+use crate::report::html::{badge, escape, num};
+use std::fmt::Write;
+
+pub fn section(r: &AdequacyReport) -> String {
+    let mut s = format!(
+        "<section id=\"adequacy\"><h2>{}</h2>\n<p>{}</p>\n",
+        msg::H_ADEQUACY,
+        escape(&msg::verdict(r))
+    );
+    let _ = writeln!(
+        s,
+        "<p>overall score {} &middot; {} faults &middot; {} seed set(s) &middot; {} s</p>",
+        r.score.map_or("n/a".into(), |x| num(x * 100.0) + "%"),
+        r.faults.len(),
+        r.seed_sets.len(),
+        num(r.duration_s)
+    );
+    s.push_str("<table class=\"adequacy\"><thead><tr><th>fault</th><th>required</th>");
+    for sc in &r.suites {
+        let _ = write!(s, "<th>{}</th>", escape(&sc.suite));
+    }
+    s.push_str("<th>kill rate</th><th>what the kernel gets wrong</th></tr></thead><tbody>\n");
+    for f in &r.faults {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td>",
+            escape(&f.name),
+            escape(&f.requirement)
+        );
+        for sc in &r.suites {
+            let cell = r
+                .matrix
+                .iter()
+                .find(|c| c.fault == f.name && c.suite == sc.suite);
+            let (text, class) = match cell.and_then(|c| c.kill_rate) {
+                None => ("–".to_string(), "skipped"),
+                Some(x) if x >= 1.0 => ("killed".to_string(), "passed"),
+                Some(x) if x > 0.0 => (format!("{}%", num(x * 100.0)), "borderline"),
+                Some(_) => ("survived".to_string(), "failed"),
+            };
+            let title: Vec<String> = cell
+                .map(|c| c.outcomes.iter().map(msg::outcome_text).collect())
+                .unwrap_or_default();
+            let _ = write!(
+                s,
+                "<td title=\"{}\">{}</td>",
+                escape(&title.join("\n")),
+                badge(&text, class)
+            );
+        }
+        let rate = f.kill_rate.map_or("n/a".into(), |x| num(x * 100.0) + "%");
+        let rate = if f.passes {
+            rate
+        } else {
+            format!("{rate} {}", badge("survives", "failed"))
+        };
+        let _ = writeln!(s, "<td>{rate}</td><td>{}</td></tr>", escape(&f.description));
+    }
+    s.push_str("</tbody></table>\n<table><thead><tr><th>suite</th><th>score</th><th>faults killed on every seed set</th></tr></thead><tbody>\n");
+    for sc in &r.suites {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{} of {}</td></tr>",
+            escape(&sc.suite),
+            sc.score.map_or("n/a".into(), |x| num(x * 100.0) + "%"),
+            sc.always_killed,
+            sc.applicable_faults
+        );
+    }
+    s.push_str("</tbody></table></section>\n");
+    s
+}
+
+/// A page holding only the adequacy section.
+pub fn page(r: &AdequacyReport) -> String {
+    crate::report::html::page(msg::PAGE_TITLE, &format!("<main>\n{}</main>\n", section(r)))
+}

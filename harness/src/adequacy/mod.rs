@@ -1,0 +1,191 @@
+//! `conform adequacy`: how sharp the suites are. Every selected case runs against the
+//! reference with one fault of the catalogue injected ([`conform_targets::FaultTarget`]),
+//! through the ordinary runner (the same checks, poison detection and two-input-set
+//! anti-cheat as any kernel), over the cases' own seeds and N fresh seed sets. A fault is
+//! *killed* in a suite and seed set when at least one case fails; the kill matrix, the kill
+//! rates and a score per suite are the result. What it means and how to read it:
+//! docs/adequacy.md.
+
+pub mod html;
+pub mod matrix;
+
+pub use matrix::{AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore};
+
+use crate::results::Status;
+use crate::runner::expected::ExpectationCache;
+use crate::runner::{trial::run_trial, RunOptions};
+use crate::suite::Case;
+use conform_reference::faults::{Fault, Requirement};
+use conform_targets::FaultTarget;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct AdequacyOptions {
+    /// Fresh seed sets besides the cases' own seeds.
+    pub seed_sets: u32,
+    /// The seed of fresh set k is derived from this one (`None`: drawn from the clock).
+    pub base_seed: Option<u64>,
+    /// Whether the quick tier is part of the selection (required faults are gated then).
+    pub gates_quick: bool,
+    /// Whether the selection is every suite (a required fault that no case applies to is
+    /// then a gap, not "not applicable").
+    pub all_suites: bool,
+    pub run: RunOptions,
+}
+
+/// The seed of fresh seed set `k` (1-based) from the base seed.
+pub fn set_seed(base: u64, k: u32) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(b"conform-adequacy-set-v1\0");
+    h.update(&base.to_le_bytes());
+    h.update(&k.to_le_bytes());
+    u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// Why a failed trial counts as a kill: the failing outputs and their checks, or the
+/// runner's message (poison, anti-cheat, an error).
+fn kill_reason(r: &crate::results::CaseResult) -> String {
+    let outputs: Vec<String> = r
+        .metrics
+        .iter()
+        .filter(|(_, m)| !m.passed)
+        .map(|(k, m)| format!("{k}: {}", m.policy))
+        .collect();
+    if !outputs.is_empty() && r.status == Status::Failed {
+        return outputs.join(", ");
+    }
+    let mut msg = format!("{}: {}", r.status.name(), r.message);
+    if msg.len() > 160 {
+        let cut = (0..=160)
+            .rev()
+            .find(|&i| msg.is_char_boundary(i))
+            .unwrap_or(0);
+        msg.truncate(cut);
+        msg.push('…');
+    }
+    msg
+}
+
+/// Runs `fault` over the cases of one suite with seed `seed` (`None`: each case's own), the
+/// case that killed it last time first.
+fn run_cell(
+    cases: &[&Case],
+    target: &mut FaultTarget,
+    seed: Option<u64>,
+    hint: Option<&str>,
+    opts: &RunOptions,
+) -> SetOutcome {
+    let mut order: Vec<&Case> = cases.to_vec();
+    if let Some(h) = hint {
+        if let Some(i) = order.iter().position(|c| c.id == h) {
+            let c = order.remove(i);
+            order.insert(0, c);
+        }
+    }
+    let mut applicable = 0;
+    for case in order {
+        let s = seed.unwrap_or(case.seed);
+        // An expectation the harness cannot build is the suite's problem, not a kill.
+        if let Some(cache) = &opts.expectations {
+            if let Err(e) = cache.get(case, s, true, opts.threads) {
+                return SetOutcome::Error {
+                    case: case.id.clone(),
+                    seed: s,
+                    message: e.to_string(),
+                };
+            }
+        }
+        let r = run_trial(case, target, s, opts);
+        match r.status {
+            Status::Passed => applicable += 1,
+            Status::Skipped => {}
+            _ => {
+                return SetOutcome::Killed {
+                    case: case.id.clone(),
+                    seed: s,
+                    by: kill_reason(&r),
+                }
+            }
+        }
+    }
+    if applicable == 0 {
+        SetOutcome::NotApplicable
+    } else {
+        SetOutcome::Survived { cases: applicable }
+    }
+}
+
+/// Measures `faults` against `cases`; `progress` is called after each (fault, seed set).
+pub fn measure(
+    cases: &[&Case],
+    faults: &[&'static Fault],
+    opts: &AdequacyOptions,
+    mut progress: impl FnMut(&str, usize, usize),
+) -> AdequacyReport {
+    let start = Instant::now();
+    let cache = Arc::new(ExpectationCache::default());
+    let mut run = opts.run.clone();
+    run.expectations = Some(cache.clone());
+    run.golden = None;
+    let base = opts.base_seed.unwrap_or_else(crate::seed::fresh_seed);
+    let mut sets = vec![SeedSet {
+        index: 0,
+        seed: None,
+    }];
+    sets.extend((1..=opts.seed_sets).map(|k| SeedSet {
+        index: k,
+        seed: Some(set_seed(base, k)),
+    }));
+    let mut suites: BTreeMap<&str, Vec<&Case>> = BTreeMap::new();
+    for c in cases {
+        suites.entry(c.suite.as_str()).or_default().push(c);
+    }
+    // outcomes[fault][suite] = one outcome per seed set
+    let mut outcomes: BTreeMap<&str, BTreeMap<&str, Vec<SetOutcome>>> = BTreeMap::new();
+    let mut hints: BTreeMap<(&str, &str), String> = BTreeMap::new();
+    for set in &sets {
+        cache.clear();
+        for (fi, fault) in faults.iter().enumerate() {
+            let mut target = FaultTarget::new(fault, run.threads);
+            for (suite, suite_cases) in &suites {
+                let relevant: Vec<&Case> = suite_cases
+                    .iter()
+                    .copied()
+                    .filter(|c| fault.applies_to(&c.op))
+                    .collect();
+                let outcome = if relevant.is_empty() {
+                    SetOutcome::NotApplicable
+                } else {
+                    let hint = hints.get(&(fault.name, *suite)).map(String::as_str);
+                    run_cell(&relevant, &mut target, set.seed, hint, &run)
+                };
+                if let SetOutcome::Killed { case, .. } = &outcome {
+                    hints.insert((fault.name, suite), case.clone());
+                }
+                outcomes
+                    .entry(fault.name)
+                    .or_default()
+                    .entry(suite)
+                    .or_default()
+                    .push(outcome);
+            }
+            progress(fault.name, set.index as usize, fi);
+        }
+    }
+    matrix::summarise(
+        faults,
+        &suites.keys().copied().collect::<Vec<_>>(),
+        sets,
+        outcomes,
+        opts,
+        start.elapsed().as_secs_f64(),
+    )
+}
+
+/// Whether a fault's requirement is gated by this selection.
+pub fn gated(requirement: Requirement, opts: &AdequacyOptions) -> bool {
+    requirement == Requirement::Quick && opts.gates_quick
+}

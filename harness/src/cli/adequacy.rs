@@ -1,0 +1,164 @@
+//! `conform adequacy`: the kill matrix of the fault catalogue against the selected suites.
+
+use super::list::SelectArgs;
+use super::paths::Paths;
+use crate::adequacy::{self, AdequacyOptions};
+use crate::exit_code;
+use crate::messages::{self, adequacy as msg};
+use crate::runner::RunOptions;
+use crate::suite::select::load_all;
+use clap::Args;
+use conform_reference::faults::{self, Requirement};
+use conform_reference::parallel::Threads;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+#[command(about = msg::ABOUT)]
+pub struct AdequacyArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[arg(long = "fault", help = msg::HELP_FAULT)]
+    pub faults: Vec<String>,
+    #[arg(long, default_value_t = 0, help = msg::HELP_SEED_SETS)]
+    pub seed_sets: u32,
+    #[arg(long, help = msg::HELP_SEED)]
+    pub seed: Option<u64>,
+    #[arg(long, help = msg::HELP_JSON)]
+    pub json: Option<PathBuf>,
+    #[arg(long, help = msg::HELP_REPORT)]
+    pub report: Option<PathBuf>,
+    /// Threads for the reference computations (results never depend on it).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Do not print progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+    #[arg(long, help = msg::HELP_LIST)]
+    pub list_faults: bool,
+}
+
+fn list_faults() -> i32 {
+    let all = faults::catalogue();
+    for f in &all {
+        let ops = if f.ops.is_empty() {
+            "every op".to_string()
+        } else {
+            f.ops.join(", ")
+        };
+        println!(
+            "{}",
+            msg::fault_line(f.name, f.family, f.requirement.name(), &ops, f.description)
+        );
+    }
+    let gated = all
+        .iter()
+        .filter(|f| f.requirement == Requirement::Quick)
+        .count();
+    println!("{}", msg::catalogue_footer(all.len(), gated));
+    exit_code::SUCCESS
+}
+
+pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
+    if args.list_faults {
+        return Ok(list_faults());
+    }
+    let checked = args
+        .json
+        .as_deref()
+        .map_or(Ok(()), crate::atomic_file::check_writable)
+        .and_then(|_| {
+            args.report
+                .as_deref()
+                .map_or(Ok(()), crate::atomic_file::check_dir_target)
+        });
+    if let Err(e) = checked {
+        eprintln!("{}", messages::error_line(&e));
+        return Ok(exit_code::USAGE);
+    }
+    let cases = match load_all(&paths.suites) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok(exit_code::USAGE);
+        }
+    };
+    let sel = args.select.selection()?;
+    let unknown = sel.unknown_suites(&cases);
+    if !unknown.is_empty() {
+        eprintln!(
+            "{}",
+            messages::error_line(&messages::unknown_suites(&unknown))
+        );
+        return Ok(exit_code::USAGE);
+    }
+    let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
+    if chosen.is_empty() {
+        eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
+        return Ok(exit_code::NOTHING_JUDGED);
+    }
+    let all = faults::catalogue();
+    let chosen_faults: Vec<_> = if args.faults.is_empty() {
+        all.clone()
+    } else {
+        let unknown: Vec<String> = args
+            .faults
+            .iter()
+            .filter(|n| faults::find(n).is_none())
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            eprintln!("{}", messages::error_line(&msg::unknown_faults(&unknown)));
+            return Ok(exit_code::USAGE);
+        }
+        all.into_iter()
+            .filter(|f| args.faults.iter().any(|n| n == f.name))
+            .collect()
+    };
+    let base = args.seed.unwrap_or_else(crate::seed::fresh_seed);
+    let tier = args.select.tier.as_deref().unwrap_or("quick");
+    let opts = AdequacyOptions {
+        seed_sets: args.seed_sets,
+        base_seed: Some(base),
+        gates_quick: tier == "quick" || tier == "all",
+        all_suites: args.select.suites.is_empty() && args.select.filter.is_none(),
+        run: RunOptions {
+            threads: args.threads.map(Threads).unwrap_or_default(),
+            ..RunOptions::default()
+        },
+    };
+    eprintln!(
+        "{}",
+        msg::starting(
+            chosen.len(),
+            chosen_faults.len(),
+            args.seed_sets as usize + 1,
+            base
+        )
+    );
+    let sets = args.seed_sets as usize + 1;
+    let report = adequacy::measure(&chosen, &chosen_faults, &opts, |fault, set, i| {
+        if !args.quiet && i + 1 == chosen_faults.len() {
+            eprintln!("{}", msg::progress(fault, set, sets));
+        }
+    });
+    println!("{}", msg::matrix(&report));
+    let survivors = msg::survivors(&report);
+    if !survivors.is_empty() {
+        print!("{survivors}");
+    }
+    println!("{}", msg::verdict(&report));
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        crate::atomic_file::write(path, text.as_bytes())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    if let Some(dir) = &args.report {
+        let path = crate::report::write(dir, &adequacy::html::page(&report))?;
+        println!("{}", crate::messages::report::wrote_report(&path));
+    }
+    Ok(if report.passes() {
+        exit_code::SUCCESS
+    } else {
+        exit_code::FAILURE
+    })
+}

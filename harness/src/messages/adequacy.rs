@@ -1,0 +1,190 @@
+//! Messages of `conform adequacy` (terminal and HTML).
+
+use crate::adequacy::{AdequacyReport, SetOutcome};
+use std::fmt::Write;
+
+pub const ABOUT: &str = "Measure how sharp the suites are: run every selected case against the \
+reference with each fault of the built-in catalogue injected, over the cases' seeds and N fresh \
+seed sets, and print the kill matrix (exit 1 when a required fault survives)";
+pub const HELP_SEED_SETS: &str =
+    "Fresh seed sets besides the cases' own seeds (each one seed for every case)";
+pub const HELP_SEED: &str =
+    "Base seed the fresh seed sets are derived from (default: drawn from the clock; printed)";
+pub const HELP_FAULT: &str = "Only these faults (repeatable; `--list-faults` shows them)";
+pub const HELP_JSON: &str = "Write the kill matrix as JSON (format conform-adequacy-v1)";
+pub const HELP_REPORT: &str = "Write the kill matrix as a self-contained HTML page DIR/index.html";
+pub const HELP_LIST: &str = "List the fault catalogue and exit";
+pub const PAGE_TITLE: &str = "conform adequacy";
+pub const H_ADEQUACY: &str = "Fault adequacy";
+
+pub fn unknown_faults(names: &[String]) -> String {
+    format!(
+        "unknown fault(s): {} (see `conform adequacy --list-faults`)",
+        names.join(", ")
+    )
+}
+
+pub fn fault_line(name: &str, family: &str, requirement: &str, ops: &str, text: &str) -> String {
+    format!("{name:<34} {family:<16} {requirement:<9} {ops}\n    {text}")
+}
+
+pub fn catalogue_footer(n: usize, gated: usize) -> String {
+    format!("{n} faults, {gated} required in the quick tier")
+}
+
+pub fn starting(cases: usize, faults: usize, sets: usize, base: u64) -> String {
+    format!(
+        "adequacy: {cases} cases x {faults} faults over {sets} seed set(s) (set 0 = the cases' own seeds; fresh sets derived from --seed {base})"
+    )
+}
+
+fn pct(r: Option<f64>) -> String {
+    match r {
+        Some(r) => format!("{:.0}%", r * 100.0),
+        None => "n/a".to_string(),
+    }
+}
+
+/// A cell of the printed matrix: `K` killed on every set, `k` on some, `.` survived every
+/// set, `-` not applicable.
+fn mark(rate: Option<f64>) -> &'static str {
+    match rate {
+        None => "-",
+        Some(r) if r >= 1.0 => "K",
+        Some(r) if r > 0.0 => "k",
+        Some(_) => ".",
+    }
+}
+
+/// The printed kill matrix, per-fault lines and the scores.
+pub fn matrix(r: &AdequacyReport) -> String {
+    let mut s = String::new();
+    let suites: Vec<&str> = r.suites.iter().map(|s| s.suite.as_str()).collect();
+    let _ = writeln!(
+        s,
+        "kill matrix (K killed on every seed set, k on some, . survived, - not applicable):"
+    );
+    let _ = write!(s, "{:<34} {:<9}", "fault", "required");
+    for (i, _) in suites.iter().enumerate() {
+        let _ = write!(s, " {:>3}", format!("S{}", i + 1));
+    }
+    let _ = writeln!(s, "  {:>5}  killed by", "rate");
+    for f in &r.faults {
+        let _ = write!(s, "{:<34} {:<9}", f.name, f.requirement);
+        for suite in &suites {
+            let cell = r
+                .matrix
+                .iter()
+                .find(|c| c.fault == f.name && c.suite == *suite);
+            let _ = write!(s, " {:>3}", mark(cell.and_then(|c| c.kill_rate)));
+        }
+        let flag = if f.passes { "" } else { "  <- SURVIVES" };
+        let by = f
+            .killed_by
+            .first()
+            .map(|k| {
+                if f.killed_by.len() > 1 {
+                    format!("{k} (+{})", f.killed_by.len() - 1)
+                } else {
+                    k.clone()
+                }
+            })
+            .unwrap_or_default();
+        let _ = writeln!(s, "  {:>5}  {by}{flag}", pct(f.kill_rate));
+    }
+    let _ = writeln!(s, "suites:");
+    for (i, sc) in r.suites.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  S{} {:<24} score {:>5}  ({} of {} applicable faults killed on every seed set)",
+            i + 1,
+            sc.suite,
+            pct(sc.score),
+            sc.always_killed,
+            sc.applicable_faults
+        );
+    }
+    let _ = write!(
+        s,
+        "overall score {} over {} faults and {} seed set(s), {:.1} s",
+        pct(r.score),
+        r.faults.len(),
+        r.seed_sets.len(),
+        r.duration_s
+    );
+    s
+}
+
+/// How each survivor survived: the seed sets and the cases it passed.
+pub fn survivors(r: &AdequacyReport) -> String {
+    let mut s = String::new();
+    for f in r.faults.iter().filter(|f| !f.passes) {
+        if f.applicable_sets == 0 {
+            let _ = writeln!(
+                s,
+                "required fault `{}` survives: no selected case applies it ({})",
+                f.name, f.description
+            );
+            continue;
+        }
+        let seeds: Vec<String> = f
+            .survived_sets
+            .iter()
+            .map(
+                |i| match r.seed_sets.get(*i as usize).and_then(|x| x.seed) {
+                    Some(seed) => format!("set {i} (--seed {seed})"),
+                    None => format!("set {i} (the cases' own seeds)"),
+                },
+            )
+            .collect();
+        let _ = writeln!(
+            s,
+            "required fault `{}` survives on {}: {}",
+            f.name,
+            seeds.join(", "),
+            f.description
+        );
+    }
+    s
+}
+
+pub fn verdict(r: &AdequacyReport) -> String {
+    if !r.errors.is_empty() {
+        let mut s = format!(
+            "adequacy: {} case(s) could not be measured:",
+            r.errors.len()
+        );
+        for e in &r.errors {
+            s.push_str("\n  ");
+            s.push_str(e);
+        }
+        return s;
+    }
+    if r.passes() {
+        "adequacy: every required fault was killed on every seed set".to_string()
+    } else {
+        format!(
+            "adequacy: {} required fault(s) survive: {}",
+            r.required_survivors.len(),
+            r.required_survivors.join(", ")
+        )
+    }
+}
+
+pub fn progress(fault: &str, set: usize, sets: usize) -> String {
+    format!("  seed set {set}/{}: {fault}", sets.saturating_sub(1))
+}
+
+/// The text of one outcome, for the HTML page's cell titles.
+pub fn outcome_text(o: &SetOutcome) -> String {
+    match o {
+        SetOutcome::Killed { case, seed, by } => format!("killed by {case} (seed {seed}): {by}"),
+        SetOutcome::Survived { cases } => format!("survived {cases} case(s)"),
+        SetOutcome::NotApplicable => "not applicable".to_string(),
+        SetOutcome::Error {
+            case,
+            seed,
+            message,
+        } => format!("error in {case} (seed {seed}): {message}"),
+    }
+}
