@@ -30,6 +30,9 @@ pub struct RunOptions {
     /// Cases whose estimated memory exceeds this many bytes end as `error` before anything
     /// is allocated (`--max-memory`; default: half of the available memory).
     pub max_memory: u64,
+    /// Write every executed input set's inputs, outputs, expectation and oracle here
+    /// (`--keep-outputs DIR`), listed in `DIR/index.json`.
+    pub keep_outputs: Option<std::sync::Arc<super::keep::KeepOutputs>>,
 }
 
 impl Default for RunOptions {
@@ -47,6 +50,7 @@ impl Default for RunOptions {
             hardware: None,
             journal: None,
             max_memory: super::memory::default_limit(),
+            keep_outputs: None,
         }
     }
 }
