@@ -35,6 +35,11 @@ pub struct RunArgs {
     /// Write the HTML report into this directory (DIR/index.html) and print its path.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Keep every executed input set's tensors in this directory: DIR/<case id>/<target>/set<N>/
+    /// {inputs,outputs,expected,oracle}.safetensors, listed in DIR/index.json. DIR must be
+    /// new, empty, or an earlier --keep-outputs directory (whose entries are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub keep_outputs: Option<PathBuf>,
     /// Ask targets for timings (raw samples per case).
     #[arg(long)]
     pub perf: bool,
@@ -182,6 +187,16 @@ pub fn execute_on(
     } else {
         None
     };
+    let keep_outputs = match &args.keep_outputs {
+        Some(dir) => match runner::keep::KeepOutputs::open(dir) {
+            Ok(k) => Some(std::sync::Arc::new(k)),
+            Err(e) => {
+                eprintln!("{}", messages::error_line(&e));
+                return Ok((None, exit_code::USAGE));
+            }
+        },
+        None => None,
+    };
     let opts = RunOptions {
         golden,
         seed: args.seed,
@@ -201,6 +216,7 @@ pub fn execute_on(
             .max_memory
             .unwrap_or_else(runner::memory::default_limit),
         expectations: None,
+        keep_outputs,
     };
     crate::interrupt::install();
     conform_targets::worker::live::clean_stale_scratch(
@@ -215,6 +231,9 @@ pub fn execute_on(
     }
     if let Some(skips) = messages::skip_summary(&results) {
         println!("{skips}");
+    }
+    if let Some(keep) = &opts.keep_outputs {
+        println!("{}", messages::keep::kept(&keep.dir, keep.len()));
     }
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
     let code = if let Some(sig) = crate::interrupt::received() {
@@ -232,11 +251,15 @@ pub fn execute_on(
 }
 
 /// Checks, before any case runs, that every output the run will write can be written:
-/// `--json`, `--junit`, `--report` and the `extra` files of the calling command.
+/// `--json`, `--junit`, `--report`, `--keep-outputs` (created here when missing) and the
+/// `extra` files of the calling command.
 pub fn check_output_paths(args: &RunArgs, extra: &[&std::path::Path]) -> Result<(), String> {
     let files = args.json.iter().chain(&args.junit).map(PathBuf::as_path);
     for p in files.chain(extra.iter().copied()) {
         crate::atomic_file::check_writable(p)?;
+    }
+    if let Some(dir) = &args.keep_outputs {
+        runner::keep::check_dir(dir).map_err(|e| e.to_string())?;
     }
     match &args.report {
         Some(dir) => crate::atomic_file::check_dir_target(dir),

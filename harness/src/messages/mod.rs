@@ -1,6 +1,7 @@
 //! Every user-facing message of the `conform` CLI, in one place (per command in submodules).
 
 pub mod adequacy;
+pub mod keep;
 pub mod mc2;
 pub mod perf;
 pub mod report;

@@ -3,6 +3,7 @@
 pub mod expected;
 pub mod journal;
 pub mod junit;
+pub mod keep;
 pub mod memory;
 pub mod options;
 pub mod trial;

@@ -34,6 +34,9 @@ pub struct RunOptions {
     /// recipe outputs and oracle are computed once per input seed, whatever the number of
     /// targets (`None`: computed per trial).
     pub expectations: Option<std::sync::Arc<super::expected::ExpectationCache>>,
+    /// Write every executed input set's inputs, outputs, expectation and oracle here
+    /// (`--keep-outputs DIR`), listed in `DIR/index.json`.
+    pub keep_outputs: Option<std::sync::Arc<super::keep::KeepOutputs>>,
 }
 
 impl Default for RunOptions {
@@ -52,6 +55,7 @@ impl Default for RunOptions {
             journal: None,
             max_memory: super::memory::default_limit(),
             expectations: None,
+            keep_outputs: None,
         }
     }
 }

@@ -97,7 +97,21 @@ fn result(case: &Case, target: &str, seed: u64, status: Status, message: String)
 pub fn run_trial(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOptions) -> CaseResult {
     let start = Instant::now();
     let name = target.name().to_string();
-    let mut r = run_trial_inner(case, target, seed, opts, &name);
+    let mut kept = Vec::new();
+    let mut r = run_trial_inner(case, target, seed, opts, &name, &mut kept);
+    if let Some(keep) = &opts.keep_outputs {
+        // Kept files that could not be written are noted on the result; the verdict stands.
+        for s in &kept {
+            if let Some(e) = &s.error {
+                r.notes
+                    .push(crate::messages::keep::set_not_written(s.set, &s.path, e));
+            }
+        }
+        let unfinished = crate::interrupt::received().is_some();
+        if let Some(e) = keep.record(&r, kept, unfinished) {
+            r.notes.push(crate::messages::keep::index_not_written(&e));
+        }
+    }
     r.duration_ms = start.elapsed().as_secs_f64() * 1e3;
     r
 }
@@ -226,6 +240,7 @@ fn run_trial_inner(
     seed: u64,
     opts: &RunOptions,
     name: &str,
+    kept: &mut Vec<super::keep::KeptSet>,
 ) -> CaseResult {
     let is_reference = name == REFERENCE_TARGET;
     let (desc, policies, recipe) = match admit(case, target, seed, opts, name) {
@@ -281,7 +296,18 @@ fn run_trial_inner(
             expected_outputs: desc.outputs.clone(),
             timing,
         };
-        let exec = match target.execute(&request) {
+        let executed = target.execute(&request);
+        if let Some(keep) = &opts.keep_outputs {
+            kept.push(keep.write_set(&super::keep::SetRecord {
+                case,
+                target: name,
+                set,
+                requested_recipe: recipe.as_deref(),
+                expectation: &exp,
+                outputs: executed.as_ref().ok().map(|x| &x.outputs),
+            }));
+        }
+        let exec = match executed {
             Ok(x) => x,
             Err(e) => {
                 out.status = match e.status() {
