@@ -91,7 +91,8 @@ pub struct AdequacyReport {
     pub suites: Vec<SuiteScore>,
     /// The mean kill rate over every applicable fault.
     pub score: Option<f64>,
-    /// Gated faults that survived some seed set (or that no selected case applies to).
+    /// Gated faults that survived some seed set, or that no selected case exercises although
+    /// the selection holds cases of an op they are defined for.
     pub required_survivors: Vec<String>,
     /// Cases whose expectation could not be built (inputs or reference outputs), with why.
     pub errors: Vec<String>,
@@ -117,6 +118,7 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
 /// Builds the report from the outcomes (`outcomes[fault][suite][set]`).
 pub(super) fn summarise(
     faults: &[&'static Fault],
+    ops: &[&str],
     suites: &[&str],
     sets: Vec<SeedSet>,
     outcomes: BTreeMap<&str, BTreeMap<&str, Vec<SetOutcome>>>,
@@ -157,7 +159,8 @@ pub(super) fn summarise(
             }
         }
         let gated = super::gated(fault.requirement, opts);
-        let never_applies = applicable_sets == 0 && opts.all_suites;
+        // A gated fault defined for an op of the selection that no case exercises is a gap.
+        let never_applies = applicable_sets == 0 && ops.iter().any(|op| fault.applies_to(op));
         let passes = !gated || (killed_sets == applicable_sets && !never_applies);
         summaries.push(FaultSummary {
             name: fault.name.to_string(),

@@ -30,9 +30,6 @@ pub struct AdequacyOptions {
     pub base_seed: Option<u64>,
     /// Whether the quick tier is part of the selection (required faults are gated then).
     pub gates_quick: bool,
-    /// Whether the selection is every suite (a required fault that no case applies to is
-    /// then a gap, not "not applicable").
-    pub all_suites: bool,
     pub run: RunOptions,
 }
 
@@ -175,8 +172,10 @@ pub fn measure(
             progress(fault.name, set.index as usize, fi);
         }
     }
+    let ops: Vec<&str> = cases.iter().map(|c| c.op.as_str()).collect();
     matrix::summarise(
         faults,
+        &ops,
         &suites.keys().copied().collect::<Vec<_>>(),
         sets,
         outcomes,

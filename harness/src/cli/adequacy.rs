@@ -120,7 +120,6 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
         seed_sets: args.seed_sets,
         base_seed: Some(base),
         gates_quick: tier == "quick" || tier == "all",
-        all_suites: args.select.suites.is_empty() && args.select.filter.is_none(),
         run: RunOptions {
             threads: args.threads.map(Threads).unwrap_or_default(),
             ..RunOptions::default()

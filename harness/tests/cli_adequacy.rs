@@ -1,0 +1,151 @@
+//! `conform adequacy`: the quick tier kills every required fault of the catalogue (exit 0,
+//! JSON with kill rate 1.0 for each), and a suite that loses the case which catches a fault
+//! makes adequacy name that fault and exit 1.
+
+use conform_reference::faults::{self, Requirement};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+#[path = "support/copy_dir.rs"]
+mod copy_dir;
+use copy_dir::copy_dir;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn conform(root: &Path, args: &[&str]) -> Output {
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .current_dir(root)
+        .env_remove("CI")
+        .env_remove("CONFORM_ROOT")
+        .env_remove("CONFORM_REQUIRE_TARGETS")
+        .output()
+        .expect("conform runs");
+    assert!(!text(&o).contains("panicked at"), "{}", text(&o));
+    o
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn quick_tier_kills_every_required_fault_on_fresh_seed_sets() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("a.json");
+    let o = conform(
+        &repo(),
+        &[
+            "adequacy",
+            "--seed",
+            "20261125",
+            "--seed-sets",
+            "2",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("kill matrix"), "{}", text(&o));
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(a["format"], "conform-adequacy-v1");
+    assert_eq!(a["seed_sets"].as_array().unwrap().len(), 3);
+    let listed = a["faults"].as_array().unwrap();
+    let catalogue = faults::catalogue();
+    assert_eq!(listed.len(), catalogue.len());
+    for f in catalogue {
+        let entry = listed
+            .iter()
+            .find(|e| e["name"] == f.name)
+            .unwrap_or_else(|| panic!("{} missing from the JSON", f.name));
+        if f.requirement == Requirement::Quick {
+            assert_eq!(entry["kill_rate"], 1.0, "{}: {entry}", f.name);
+            assert_eq!(entry["killed_sets"], 3, "{}", f.name);
+            assert!(!entry["killed_by"].as_array().unwrap().is_empty());
+        }
+    }
+    assert!(a["required_survivors"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn removing_the_case_that_catches_a_fault_names_the_survivor_and_exits_1() {
+    let d = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("suites"), &d.path().join("suites"));
+    copy_dir(&repo().join("golden"), &d.path().join("golden"));
+    // Before: the tail-tile case kills the fault.
+    let args = [
+        "adequacy",
+        "--suite",
+        "mc2_matmul_allreduce",
+        "--fault",
+        "mc2-tail-tile-dropped",
+        "--seed",
+        "3",
+        "--seed-sets",
+        "1",
+        "--quiet",
+    ];
+    let o = conform(d.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Remove the one case whose M is not a multiple of its tile.
+    let path = d.path().join("suites/mc2_matmul_allreduce.toml");
+    let suite = std::fs::read_to_string(&path).unwrap();
+    let start = suite
+        .find("name = \"f16/r4-m37-k32-n48/ring-tail-tile\"")
+        .unwrap();
+    let start = suite[..start].rfind("[[case]]").unwrap();
+    let end = start + suite[start + 1..].find("[[").unwrap() + 1;
+    std::fs::write(&path, format!("{}{}", &suite[..start], &suite[end..])).unwrap();
+    let o = conform(d.path(), &args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("required fault `mc2-tail-tile-dropped` survives"),
+        "{t}"
+    );
+    assert!(t.contains("SURVIVES"), "{t}");
+}
+
+#[test]
+fn unknown_fault_and_bad_discriminates_are_usage_errors() {
+    let o = conform(&repo(), &["adequacy", "--fault", "no-such-fault"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no-such-fault"), "{}", text(&o));
+    let d = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("suites"), &d.path().join("suites"));
+    copy_dir(&repo().join("golden"), &d.path().join("golden"));
+    let path = d.path().join("suites/paged_kv.toml");
+    let suite = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        suite.replace(
+            "description = \"edge: one decode token\"",
+            "description = \"edge: one decode token\"\ndiscriminates = [\"kv-typo\"]",
+        ),
+    )
+    .unwrap();
+    let o = conform(d.path(), &["list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("paged_kv.toml") && t.contains("kv-typo"), "{t}");
+}
+
+#[test]
+fn list_faults_shows_the_catalogue() {
+    let o = conform(&repo(), &["adequacy", "--list-faults"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    for f in faults::catalogue() {
+        assert!(t.contains(f.name), "{} not listed", f.name);
+    }
+}
