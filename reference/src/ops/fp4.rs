@@ -4,7 +4,9 @@
 //! Params (JSON, unknown keys rejected):
 //! - dequant: `{"n": N, "k": K, "dtype": "bf16"|"f16", "packing": "low_first"|"high_first"|
 //!   "split_halves", "element": "e2m1"|"e1m2"}` (defaults: bf16, low_first, e2m1);
-//! - w4a16: the same plus `"m": M` and `"format": "mxfp4"|"nvfp4"`.
+//! - w4a16: the same plus `"m": M` and `"format": "mxfp4"|"nvfp4"`;
+//! - NVFP4 (either op): `"tie_global_scale": true` draws the global scale as a rounding
+//!   midpoint of the output type, so elements with a power-of-two `q * s` land on exact ties.
 //!
 //! `packing` is the byte layout of the `weight` tensor (it overrides the recipe's layout, so one
 //! recipe can be checked under every packing a kernel may use; `split_halves` is the QingCheng
