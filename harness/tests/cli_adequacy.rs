@@ -149,3 +149,73 @@ fn list_faults_shows_the_catalogue() {
         assert!(t.contains(f.name), "{} not listed", f.name);
     }
 }
+
+#[test]
+fn the_matrix_goes_into_its_own_page_and_the_run_report() {
+    let d = tempfile::tempdir().unwrap();
+    let (json, page) = (d.path().join("a.json"), d.path().join("adequacy"));
+    let o = conform(
+        &repo(),
+        &[
+            "adequacy",
+            "--suite",
+            "paged_kv",
+            "--fault",
+            "kv-slot-off-by-one",
+            "--seed",
+            "5",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+            "--report",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let html = std::fs::read_to_string(page.join("index.html")).unwrap();
+    assert!(html.contains("Fault adequacy") && html.contains("kv-slot-off-by-one"));
+    let results = d.path().join("r.json");
+    let o = conform(
+        &repo(),
+        &[
+            "run",
+            "--suite",
+            "paged_kv",
+            "--json",
+            results.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = d.path().join("report");
+    let o = conform(
+        &repo(),
+        &[
+            "report",
+            "--input",
+            results.to_str().unwrap(),
+            "--adequacy",
+            json.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("href=\"#adequacy\"") && html.contains("kv-slot-off-by-one"));
+    // A damaged matrix file is a clear error naming it, not a panic.
+    std::fs::write(&json, "{ not json").unwrap();
+    let o = conform(
+        &repo(),
+        &[
+            "report",
+            "--input",
+            results.to_str().unwrap(),
+            "--adequacy",
+            json.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("a.json"), "{}", text(&o));
+}

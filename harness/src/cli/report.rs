@@ -16,18 +16,25 @@ pub struct ReportArgs {
     pub baseline: Option<PathBuf>,
     #[arg(long, value_name = "TIMELINE.json", help = msg::HELP_MC2)]
     pub mc2: Option<PathBuf>,
+    #[arg(long, value_name = "ADEQUACY.json", help = msg::HELP_ADEQUACY)]
+    pub adequacy: Option<PathBuf>,
     #[arg(long, value_name = "DIR", help = msg::HELP_OUT)]
     pub out: PathBuf,
 }
 
 /// Builds and writes the report; returns the path of `index.html`.
 pub fn run(args: &ReportArgs) -> Result<PathBuf, ReportError> {
-    let inputs = ReportInputs::load(
+    let mut inputs = ReportInputs::load(
         &args.input,
         &args.perf,
         args.baseline.as_deref(),
         args.mc2.as_deref(),
     )?;
+    inputs.adequacy = args
+        .adequacy
+        .as_deref()
+        .map(report::load::adequacy)
+        .transpose()?;
     let page = report::render(&inputs)?;
     let path = report::write(&args.out, &page)?;
     println!("{}", msg::wrote_report(&path));

@@ -12,6 +12,8 @@ pub const HELP_PERF: &str =
 pub const HELP_BASELINE: &str =
     "Baseline comparison JSON written by `conform perf compare --json` (ratio, CI, verdict per case)";
 pub const HELP_MC2: &str = "MC2 timeline JSON from the planner/simulator (tiles on both streams)";
+pub const HELP_ADEQUACY: &str =
+    "Kill matrix JSON from `conform adequacy --json` (adds the fault adequacy section)";
 pub const HELP_OUT: &str = "Output directory; index.html is written there (created if missing)";
 
 pub fn wrote_report(path: &Path) -> String {

@@ -40,3 +40,11 @@ pub fn comparisons(path: &Path) -> Result<Vec<Comparison>, ReportError> {
 pub fn mc2_timeline(path: &Path) -> Result<Mc2Timeline, ReportError> {
     mc2_input::timeline(&json(path)?, path)
 }
+
+/// A kill matrix written by `conform adequacy --json`.
+pub fn adequacy(path: &Path) -> Result<crate::adequacy::AdequacyReport, ReportError> {
+    serde_json::from_str(&read(path)?).map_err(|source| ReportError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}

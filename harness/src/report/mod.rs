@@ -31,6 +31,8 @@ pub struct ReportInputs {
     pub perf_files: Vec<perf_input::PerfFile>,
     pub baseline: Option<Vec<perf_input::Comparison>>,
     pub mc2: Option<mc2_input::Mc2Timeline>,
+    /// A kill matrix from `conform adequacy --json`.
+    pub adequacy: Option<crate::adequacy::AdequacyReport>,
 }
 
 impl ReportInputs {
@@ -42,6 +44,7 @@ impl ReportInputs {
             perf_files: Vec::new(),
             baseline: None,
             mc2: None,
+            adequacy: None,
         }
     }
 
@@ -61,6 +64,7 @@ impl ReportInputs {
                 .collect::<Result<_, _>>()?,
             baseline: baseline.map(load::comparisons).transpose()?,
             mc2: mc2.map(load::mc2_timeline).transpose()?,
+            adequacy: None,
         })
     }
 }
@@ -84,6 +88,9 @@ pub fn render(inputs: &ReportInputs) -> Result<String, ReportError> {
     if let Some(t) = &inputs.mc2 {
         body.push_str(&mc2_section::section(t)?);
     }
+    if let Some(a) = &inputs.adequacy {
+        body.push_str(&crate::adequacy::html::section(a));
+    }
     body.push_str(&cases::skipped(r));
     body.push_str("</main>\n");
     body.push_str(&format!("<footer>{}</footer>\n", msg::FOOTER));
@@ -102,6 +109,9 @@ fn nav(inputs: &ReportInputs, r: &RunResults) -> String {
     links.push(("perf", msg::H_PERF));
     if inputs.mc2.is_some() {
         links.push(("mc2", msg::H_MC2));
+    }
+    if inputs.adequacy.is_some() {
+        links.push(("adequacy", crate::messages::adequacy::H_ADEQUACY));
     }
     if r.cases
         .iter()
