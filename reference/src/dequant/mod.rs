@@ -21,4 +21,7 @@ pub mod recipe;
 
 pub use error::DequantError;
 pub use packing::{NibbleOrder, PackingLayout, TilePermutation};
-pub use recipe::{Fp4DequantRecipe, Fp4Element, HalfType, ScaleDecode, ScaleOrder, PRESET_NAMES};
+pub use recipe::{
+    Fp4DequantRecipe, Fp4Element, HalfType, ScaleDecode, ScaleOrder, W4a16Accumulation,
+    PRESET_NAMES,
+};

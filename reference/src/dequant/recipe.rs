@@ -99,6 +99,17 @@ impl ScaleDecode {
     }
 }
 
+/// How W4A16 matmul accumulates `x * dequant(w)` along K (ignored by the dequant ops).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum W4a16Accumulation {
+    /// f32 in the 16-lane order of `dot_f32`, rounded once at the end (every preset).
+    F32,
+    /// Fault model: each scale group's f32 partial sum is added into a bf16 accumulator
+    /// (rounded to nearest even after every group). No preset uses it.
+    Bf16PerGroup,
+}
+
 /// A complete description of one FP4 -> 16-bit dequantisation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp4DequantRecipe {
@@ -121,6 +132,8 @@ pub struct Fp4DequantRecipe {
     pub rounding: Rounding,
     /// How the scale codes are decoded (always [`ScaleDecode::Standard`] in the presets).
     pub scale_decode: ScaleDecode,
+    /// How W4A16 matmul accumulates (always [`W4a16Accumulation::F32`] in the presets).
+    pub accumulation: W4a16Accumulation,
 }
 
 /// The names [`Fp4DequantRecipe::preset`] accepts.
@@ -153,6 +166,7 @@ impl Fp4DequantRecipe {
             output: HalfType::Bf16,
             rounding: Rounding::RNE,
             scale_decode: ScaleDecode::Standard,
+            accumulation: W4a16Accumulation::F32,
         }
     }
 
@@ -170,6 +184,7 @@ impl Fp4DequantRecipe {
             output: HalfType::Bf16,
             rounding: Rounding::RNE,
             scale_decode: ScaleDecode::Standard,
+            accumulation: W4a16Accumulation::F32,
         }
     }
 
@@ -191,6 +206,7 @@ impl Fp4DequantRecipe {
             output: HalfType::Bf16,
             rounding: Rounding::RNA,
             scale_decode: ScaleDecode::Standard,
+            accumulation: W4a16Accumulation::F32,
         }
     }
 
@@ -208,6 +224,7 @@ impl Fp4DequantRecipe {
             output: HalfType::Bf16,
             rounding: Rounding::RNE,
             scale_decode: ScaleDecode::Standard,
+            accumulation: W4a16Accumulation::F32,
         }
     }
 

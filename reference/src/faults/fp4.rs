@@ -3,7 +3,7 @@
 
 use super::tensors::{get_mut, set_element};
 use super::{Edit, Fault, RecipeEdit, Requirement};
-use crate::dequant::{Fp4DequantRecipe, Fp4Element, ScaleDecode, ScaleOrder};
+use crate::dequant::{Fp4DequantRecipe, Fp4Element, ScaleDecode, ScaleOrder, W4a16Accumulation};
 use crate::formats::{Rounding, RoundingMode, SubnormalPolicy};
 use crate::ops::{OpError, TensorMap};
 
@@ -215,6 +215,20 @@ pub(super) static FAULTS: &[Fault] = &[
         requirement: Requirement::Quick,
         description: "the final cast breaks ties the other way: away from zero (CAST_ROUND) where the recipe rounds ties to even (CAST_RINT), or the reverse",
         edit: Edit::recipe(RecipeEdit::Fp4(|r| swap_ties(&mut r.rounding))),
+    },
+    Fault {
+        name: "w4a16-accumulated-in-bf16",
+        family: "w4a16",
+        ops: &["w4a16_matmul"],
+        requirement: Requirement::Quick,
+        description: "the K reduction keeps its running sum in bf16 (each scale group's partial added and rounded) instead of f32",
+        edit: Edit::recipe(RecipeEdit::Fp4(|r| {
+            if r.accumulation == W4a16Accumulation::Bf16PerGroup {
+                return false;
+            }
+            r.accumulation = W4a16Accumulation::Bf16PerGroup;
+            true
+        })),
     },
     Fault {
         name: "w4a16-neighbour-group-scale",

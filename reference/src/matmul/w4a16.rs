@@ -20,10 +20,11 @@
 
 use crate::dequant::decode::round_f32_to_output;
 use crate::dequant::error::{checked_mul, expect_len, DequantError};
-use crate::dequant::{mxfp4, nvfp4, Fp4DequantRecipe, HalfType};
+use crate::dequant::{mxfp4, nvfp4, Fp4DequantRecipe, HalfType, W4a16Accumulation};
 use crate::dot::dot_f32;
-use crate::formats::bf16::bf16_to_f32;
+use crate::formats::bf16::{bf16_to_f32, f32_to_bf16};
 use crate::formats::f16::f16_to_f32;
+use crate::formats::Rounding;
 use crate::parallel::{fill_chunks, Threads};
 
 /// The scales of a packed FP4 weight tensor.
@@ -107,7 +108,19 @@ pub fn matmul(
             let row = ci * ROWS_PER_CHUNK + r;
             let x_row = &xf[row * k..(row + 1) * k];
             for (j, out) in y_row.iter_mut().enumerate() {
-                let acc = dot_f32(x_row, &wf[j * k..(j + 1) * k]);
+                let w_row = &wf[j * k..(j + 1) * k];
+                let acc = match recipe.accumulation {
+                    W4a16Accumulation::F32 => dot_f32(x_row, w_row),
+                    W4a16Accumulation::Bf16PerGroup => {
+                        let g = recipe.group_size;
+                        x_row
+                            .chunks(g)
+                            .zip(w_row.chunks(g))
+                            .fold(0.0f32, |acc, (xs, ws)| {
+                                bf16_to_f32(f32_to_bf16(acc + dot_f32(xs, ws), Rounding::RNE))
+                            })
+                    }
+                };
                 *out = round_f32_to_output(acc, recipe.output, recipe.rounding);
             }
         }
