@@ -163,10 +163,7 @@ pub(super) static FAULTS: &[Fault] = &[
         name: "nvfp4-order-a",
         family: "fp4",
         ops: NV_OPS,
-        // Orders A, B and C give the same bf16/f16 bits except on about one global scale in
-        // 10^4 (f32 carries more than 2p + 2 bits, so double rounding is innocuous almost
-        // everywhere); no quick case pins them yet. See docs/adequacy.md.
-        requirement: Requirement::Advisory,
+        requirement: Requirement::Quick,
         description: "NVFP4 scales applied in order A, round(f32(f32(q * s) * g)), where the recipe uses another order",
         edit: Edit::recipe(RecipeEdit::Fp4(|r| set_order(r, ScaleOrder::BlockThenGlobalF32))),
     },
@@ -174,10 +171,7 @@ pub(super) static FAULTS: &[Fault] = &[
         name: "nvfp4-order-b",
         family: "fp4",
         ops: NV_OPS,
-        // Orders A, B and C give the same bf16/f16 bits except on about one global scale in
-        // 10^4 (f32 carries more than 2p + 2 bits, so double rounding is innocuous almost
-        // everywhere); no quick case pins them yet. See docs/adequacy.md.
-        requirement: Requirement::Advisory,
+        requirement: Requirement::Quick,
         description: "NVFP4 scales applied in order B, round(f32(q * f32(s * g))), where the recipe uses another order",
         edit: Edit::recipe(RecipeEdit::Fp4(|r| set_order(r, ScaleOrder::CombinedScaleF32))),
     },
@@ -185,10 +179,7 @@ pub(super) static FAULTS: &[Fault] = &[
         name: "nvfp4-order-c",
         family: "fp4",
         ops: NV_OPS,
-        // Orders A, B and C give the same bf16/f16 bits except on about one global scale in
-        // 10^4 (f32 carries more than 2p + 2 bits, so double rounding is innocuous almost
-        // everywhere); no quick case pins them yet. See docs/adequacy.md.
-        requirement: Requirement::Advisory,
+        requirement: Requirement::Quick,
         description: "NVFP4 scales applied in order C, one rounding of the exact q * s * g, where the recipe uses another order",
         edit: Edit::recipe(RecipeEdit::Fp4(|r| set_order(r, ScaleOrder::ExactOnce))),
     },

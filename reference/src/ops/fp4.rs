@@ -6,7 +6,9 @@
 //!   "split_halves", "element": "e2m1"|"e1m2"}` (defaults: bf16, low_first, e2m1);
 //! - w4a16: the same plus `"m": M` and `"format": "mxfp4"|"nvfp4"`;
 //! - NVFP4 (either op): `"tie_global_scale": true` draws the global scale as a rounding
-//!   midpoint of the output type, so elements with a power-of-two `q * s` land on exact ties.
+//!   midpoint of the output type, so elements with a power-of-two `q * s` land on exact ties;
+//!   `"order_witness": "b_rne"` (order a/b/c, rounding rne/rna) constructs a global scale and
+//!   a (code, scale) pair on which that order differs from the other exact-product orders.
 //!
 //! `packing` is the byte layout of the `weight` tensor (it overrides the recipe's layout, so one
 //! recipe can be checked under every packing a kernel may use; `split_halves` is the QingCheng
@@ -26,9 +28,9 @@ use super::{
     TensorMap, TensorSpec, ORACLE,
 };
 use crate::dequant::{
-    self, packing, Fp4DequantRecipe, Fp4Element, HalfType, PackingLayout, PRESET_NAMES,
+    self, packing, Fp4DequantRecipe, Fp4Element, HalfType, PackingLayout, ScaleOrder, PRESET_NAMES,
 };
-use crate::formats::{e8m0, fp4_e1m2, fp4_e2m1, fp8_e4m3fn, Rounding};
+use crate::formats::{e8m0, fp4_e1m2, fp4_e2m1, fp8_e4m3fn, Rounding, RoundingMode};
 use crate::matmul::w4a16::{self, Fp4Scales, Fp4Weights};
 use crate::parallel::Threads;
 
@@ -67,6 +69,12 @@ struct Params {
     /// two lands exactly on a tie and the final rounding's tie rule shows in the bits.
     #[serde(default)]
     tie_global_scale: bool,
+    /// NVFP4: `"<order>_<rounding>"` (`a`, `b` or `c`; `rne` or `rna`): the inputs hold a
+    /// global scale and one (code, block scale) pair on which that scale order under that
+    /// rounding gives other bits than each other exact-product order
+    /// ([`super::nvfp4_witness`]).
+    #[serde(default)]
+    order_witness: Option<String>,
 }
 
 fn default_dtype() -> String {
@@ -108,6 +116,7 @@ struct Case {
     layout: PackingLayout,
     element: Fp4Element,
     tie_global_scale: bool,
+    order_witness: Option<(ScaleOrder, RoundingMode)>,
 }
 
 impl Fp4Family {
@@ -191,6 +200,33 @@ impl Fp4Family {
         {
             return Err(self.invalid("n/k/m", "more than 2^30 elements"));
         }
+        let order_witness = match p.order_witness.as_deref() {
+            None => None,
+            Some(w) => {
+                let bad = || {
+                    self.invalid(
+                        "order_witness",
+                        format!("`{w}`: a_rne, a_rna, b_rne, b_rna, c_rne or c_rna"),
+                    )
+                };
+                let (o, r) = w.split_once('_').ok_or_else(bad)?;
+                let order = match o {
+                    "a" => ScaleOrder::BlockThenGlobalF32,
+                    "b" => ScaleOrder::CombinedScaleF32,
+                    "c" => ScaleOrder::ExactOnce,
+                    _ => return Err(bad()),
+                };
+                let mode = match r {
+                    "rne" => RoundingMode::NearestTiesToEven,
+                    "rna" => RoundingMode::NearestTiesAway,
+                    _ => return Err(bad()),
+                };
+                if format != Format::Nv || element != Fp4Element::E2m1 {
+                    return Err(self.invalid("order_witness", "only NVFP4 with E2M1 elements"));
+                }
+                Some((order, mode))
+            }
+        };
         if p.tie_global_scale && format != Format::Nv {
             return Err(self.invalid("tie_global_scale", "only NVFP4 has a global scale"));
         }
@@ -214,6 +250,7 @@ impl Fp4Family {
             layout,
             element,
             tie_global_scale: p.tie_global_scale,
+            order_witness,
         })
     }
 
@@ -386,7 +423,6 @@ impl OpFamily for Fp4Family {
         let all_codes: Vec<u8> = (0..16).collect();
         let fit = all_codes.len().min(codes.len());
         let _ = ctx.place_all(&mut codes, &all_codes[..fit]);
-        let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
         let groups = c.n * (c.k / c.format.group());
         let extremes = scale_extremes(c.format, special.is_some_and(|(_, nf)| nf));
         let fraction = special.map_or(0.0, |(f, _)| f);
@@ -416,6 +452,33 @@ impl OpFamily for Fp4Family {
                 )
             })?;
         }
+        let witness = match c.order_witness {
+            Some((order, mode)) => Some(
+                super::nvfp4_witness::find(ctx, order, mode, c.half).ok_or_else(|| {
+                    failed(
+                        self.op(),
+                        "no scale-order witness found within the search bound",
+                    )
+                })?,
+            ),
+            None => None,
+        };
+        if let Some(w) = witness {
+            // One group gets the witness's block scale and, at a position whose code occurs
+            // elsewhere too (so every FP4 code stays present), the witness's code.
+            let group = c.format.group();
+            let gi = ctx.below(groups as u64) as usize;
+            scales[gi] = w.block_scale;
+            let (row, gcol) = (gi / (c.k / group), gi % (c.k / group));
+            let start = row * c.k + gcol * group;
+            let first = ctx.below(group as u64) as usize;
+            let pos = (0..group)
+                .map(|i| start + (first + i) % group)
+                .find(|&p| codes.iter().filter(|&&x| x == codes[p]).count() > 1)
+                .unwrap_or(start + first);
+            codes[pos] = w.code;
+        }
+        let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
         let mut out = TensorMap::new();
         for s in &specs {
             let t = match s.name.as_str() {
@@ -425,7 +488,9 @@ impl OpFamily for Fp4Family {
                     // A per-tensor scale like amax / (448 * 6) in f32, from the distribution.
                     let v = ctx.values(1, &super::SpecialValues::default())[0].abs();
                     let g = crate::formats::f32::f64_to_f32((v + 0.05) / 2688.0, Rounding::RNE);
-                    let g = if c.tie_global_scale {
+                    let g = if let Some(w) = witness {
+                        w.global_scale
+                    } else if c.tie_global_scale {
                         // Keep the output type's significant bits and set the next one.
                         let bits = match c.half {
                             HalfType::Bf16 => 8,
