@@ -19,6 +19,7 @@ pub mod dequant;
 pub mod dot;
 pub mod faults;
 pub mod formats;
+pub mod gemm;
 pub mod kv;
 pub mod math;
 pub mod matmul;
