@@ -84,6 +84,24 @@ where
     });
 }
 
+/// `f` applied to every element of `input`, in fixed chunks on `threads` threads (each element
+/// independently, so the result does not depend on the thread count).
+pub fn map_elements<S, T, F>(input: &[S], threads: Threads, f: F) -> Vec<T>
+where
+    S: Sync,
+    T: Send + Copy + Default,
+    F: Fn(&S) -> T + Sync + Send,
+{
+    const CHUNK: usize = 1 << 16;
+    let mut out = vec![T::default(); input.len()];
+    fill_chunks(&mut out, CHUNK, threads, |ci, chunk| {
+        for (o, x) in chunk.iter_mut().zip(&input[ci * CHUNK..]) {
+            *o = f(x);
+        }
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

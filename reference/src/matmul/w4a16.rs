@@ -15,8 +15,10 @@
 //!    fixed tree `+8, +4, +2, +1`; no FMA;
 //! 3. the f32 sum is rounded once to the output type with the recipe's rounding.
 //!
-//! Parallelism: fixed chunks of output rows; every output element is computed independently in
-//! the order above, so `Y` is bitwise identical for any thread count.
+//! Parallelism: step 2 runs through the blocked fixed-order matmul ([`crate::gemm::lanes16`]:
+//! each element's bits are exactly `dot_f32`'s, the dequantised weights reused across M), then
+//! fixed chunks of output rows; every output element is computed independently in the order
+//! above, so `Y` is bitwise identical for any thread count and vector form.
 
 use crate::dequant::decode::round_f32_to_output;
 use crate::dequant::error::{checked_mul, expect_len, DequantError};
@@ -25,6 +27,7 @@ use crate::dot::dot_f32;
 use crate::formats::bf16::{bf16_to_f32, f32_to_bf16};
 use crate::formats::f16::f16_to_f32;
 use crate::formats::Rounding;
+use crate::gemm::matmul_lanes16;
 use crate::parallel::{fill_chunks, Threads};
 
 /// The scales of a packed FP4 weight tensor.
@@ -103,27 +106,37 @@ pub fn matmul(
         y.iter_mut().for_each(|v| *v = zero);
         return Ok(y);
     }
-    fill_chunks(&mut y, ROWS_PER_CHUNK * n, threads, |ci, chunk| {
-        for (r, y_row) in chunk.chunks_exact_mut(n).enumerate() {
-            let row = ci * ROWS_PER_CHUNK + r;
-            let x_row = &xf[row * k..(row + 1) * k];
-            for (j, out) in y_row.iter_mut().enumerate() {
-                let w_row = &wf[j * k..(j + 1) * k];
-                let acc = match recipe.accumulation {
-                    W4a16Accumulation::F32 => dot_f32(x_row, w_row),
-                    W4a16Accumulation::Bf16PerGroup => {
-                        let g = recipe.group_size;
-                        x_row
-                            .chunks(g)
-                            .zip(w_row.chunks(g))
-                            .fold(0.0f32, |acc, (xs, ws)| {
-                                bf16_to_f32(f32_to_bf16(acc + dot_f32(xs, ws), Rounding::RNE))
-                            })
-                    }
-                };
-                *out = round_f32_to_output(acc, recipe.output, recipe.rounding);
-            }
+    match recipe.accumulation {
+        W4a16Accumulation::F32 => {
+            // The blocked kernel: the bits of `dot_f32` per element, weights reused across M.
+            let acc = matmul_lanes16(&xf, &wf, m, n, k, threads);
+            fill_chunks(&mut y, ROWS_PER_CHUNK * n, threads, |ci, chunk| {
+                let base = ci * ROWS_PER_CHUNK * n;
+                for (e, out) in chunk.iter_mut().enumerate() {
+                    *out = round_f32_to_output(acc[base + e], recipe.output, recipe.rounding);
+                }
+            });
         }
-    });
+        W4a16Accumulation::Bf16PerGroup => {
+            fill_chunks(&mut y, ROWS_PER_CHUNK * n, threads, |ci, chunk| {
+                for (r, y_row) in chunk.chunks_exact_mut(n).enumerate() {
+                    let row = ci * ROWS_PER_CHUNK + r;
+                    let x_row = &xf[row * k..(row + 1) * k];
+                    for (j, out) in y_row.iter_mut().enumerate() {
+                        let w_row = &wf[j * k..(j + 1) * k];
+                        let g = recipe.group_size;
+                        let acc =
+                            x_row
+                                .chunks(g)
+                                .zip(w_row.chunks(g))
+                                .fold(0.0f32, |acc, (xs, ws)| {
+                                    bf16_to_f32(f32_to_bf16(acc + dot_f32(xs, ws), Rounding::RNE))
+                                });
+                        *out = round_f32_to_output(acc, recipe.output, recipe.rounding);
+                    }
+                }
+            });
+        }
+    }
     Ok(y)
 }

@@ -21,20 +21,28 @@
 //! order in which tiles are scheduled. [`matmul_all_reduce_tiled`] takes both the tiles and the
 //! schedule.
 //!
-//! Work is split into fixed chunks of rows and each element is computed independently, so the
-//! bits do not depend on the thread count.
+//! Computation: each rank's products `p_r` for a block of rows come from the blocked fixed-order
+//! matmul ([`crate::gemm::lanes16`], the bits of `dot_f32` per element); the epilogue, the
+//! per-rank rounding and the reduction then run element by element in fixed chunks of rows.
+//! Every element is computed independently, so the bits do not depend on the thread count, the
+//! block sizes or the CPU's vector forms.
 
 use super::error::Mc2Error;
 use super::problem::{
-    check_dims, check_ranks, check_tensor, transpose, Accumulation, EpiloguePlacement, Mc2Numerics,
-    Mc2Shape, RankOperands,
+    check_dims, check_ranks, check_tensor, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape,
+    RankOperands,
 };
 use super::reduction::{reduce_in_dtype, ring_chunk_of};
-use crate::dot::dot_f32;
+use crate::gemm::lanes16::{matmul_packed, Packed};
 use crate::parallel::{fill_chunks, Threads};
 
-/// Rows per parallel task (fixed: the decomposition never depends on the thread count).
+/// Rows per parallel task of the element-wise reduction (fixed: the decomposition never depends
+/// on the thread count).
 const ROWS_PER_TASK: usize = 8;
+
+/// The most per-rank products held at once (all ranks together): a tile is computed in blocks
+/// of rows below this, so memory stays bounded whatever M is.
+const PARTIALS_PER_BLOCK: usize = 1 << 24;
 
 /// The operands of a MatmulAllReduce.
 #[derive(Clone, Copy, Debug)]
@@ -53,7 +61,8 @@ pub struct MatmulAllReduceInputs<'a> {
 pub(crate) struct Prepared<'a> {
     shape: Mc2Shape,
     x1: Vec<&'a [f32]>,
-    x2t: Vec<Vec<f32>>,
+    /// Each rank's `x2` transposed to `[N, K]` and packed for the matmul kernels.
+    x2p: Vec<Packed<'static>>,
     bias: Option<&'a [f32]>,
     x3: Option<&'a [f32]>,
     numerics: Mc2Numerics,
@@ -62,6 +71,7 @@ pub(crate) struct Prepared<'a> {
 pub(crate) fn prepare<'a>(
     inputs: &MatmulAllReduceInputs<'a>,
     numerics: &Mc2Numerics,
+    threads: Threads,
 ) -> Result<Prepared<'a>, Mc2Error> {
     numerics.check()?;
     check_ranks(inputs.ranks.len())?;
@@ -81,10 +91,10 @@ pub(crate) fn prepare<'a>(
     Ok(Prepared {
         shape: inputs.shape,
         x1: inputs.ranks.iter().map(|op| op.x1).collect(),
-        x2t: inputs
+        x2p: inputs
             .ranks
             .iter()
-            .map(|op| transpose(op.x2, k, n))
+            .map(|op| Packed::transposed(op.x2, k, n, -0.0, threads))
             .collect(),
         bias: inputs.bias,
         x3: inputs.x3,
@@ -110,32 +120,28 @@ impl Prepared<'_> {
         self.bias.is_some() || self.x3.is_some()
     }
 
-    /// One output element; `chunk` is its ring chunk within the reduced buffer.
-    fn element(&self, i: usize, j: usize, chunk: usize, scratch: &mut [f32]) -> f32 {
-        let Mc2Shape { k, .. } = self.shape;
+    /// One output element from its per-rank products `p[r]` (overwritten); `chunk` is its
+    /// ring chunk within the reduced buffer.
+    fn element(&self, i: usize, j: usize, chunk: usize, p: &mut [f32]) -> f32 {
         let nm = &self.numerics;
         let dt = nm.dtype;
-        for (r, slot) in scratch.iter_mut().enumerate() {
-            let row = &self.x1[r][i * k..(i + 1) * k];
-            let col = &self.x2t[r][j * k..(j + 1) * k];
-            let mut p = dot_f32(row, col);
+        for (r, slot) in p.iter_mut().enumerate() {
             let on_rank = match nm.epilogue {
                 EpiloguePlacement::AfterReduce => false,
                 EpiloguePlacement::IntoRankZero => r == 0,
                 EpiloguePlacement::IntoEveryRank => true,
             };
             if on_rank {
-                p = self.add_epilogue(p, i, j);
+                *slot = self.add_epilogue(*slot, i, j);
             }
-            *slot = p;
         }
         let after = nm.epilogue == EpiloguePlacement::AfterReduce && self.has_epilogue();
         match nm.accumulation {
             Accumulation::Kernel(order) => {
-                for v in scratch.iter_mut() {
+                for v in p.iter_mut() {
                     *v = dt.quantize_f32(*v, nm.output_rounding);
                 }
-                let s = reduce_in_dtype(scratch, order, chunk, dt);
+                let s = reduce_in_dtype(p, order, chunk, dt);
                 if after {
                     dt.quantize_f32(self.add_epilogue(s, i, j), nm.output_rounding)
                 } else {
@@ -143,8 +149,8 @@ impl Prepared<'_> {
                 }
             }
             Accumulation::HighPrecisionGolden => {
-                let mut s = scratch[0];
-                for &v in &scratch[1..] {
+                let mut s = p[0];
+                for &v in &p[1..] {
                     s += v;
                 }
                 if after {
@@ -155,20 +161,40 @@ impl Prepared<'_> {
         }
     }
 
-    /// Computes the tile of rows `[row0, row0 + out.len() / N)` as one all-reduce buffer.
+    /// Computes the tile of rows `[row0, row0 + out.len() / N)` as one all-reduce buffer, in
+    /// blocks of rows whose per-rank products fit [`PARTIALS_PER_BLOCK`].
     pub(crate) fn compute_tile(&self, row0: usize, out: &mut [f32], threads: Threads) {
-        let n = self.shape.n;
+        let Mc2Shape { k, n, .. } = self.shape;
         let len = out.len();
         let ranks = self.x1.len();
-        fill_chunks(out, ROWS_PER_TASK * n, threads, |task, chunk| {
-            let mut scratch = vec![0.0f32; ranks];
-            let base = task * ROWS_PER_TASK * n;
-            for (e, o) in chunk.iter_mut().enumerate() {
-                let idx = base + e;
-                let (i, j) = (row0 + idx / n, idx % n);
-                *o = self.element(i, j, ring_chunk_of(idx, len, ranks), &mut scratch);
-            }
-        });
+        let tile_rows = len / n;
+        let block_rows = (PARTIALS_PER_BLOCK / (ranks * n)).max(1);
+        let mut b0 = 0;
+        while b0 < tile_rows {
+            let h = block_rows.min(tile_rows - b0);
+            let first = row0 + b0;
+            let partials: Vec<Vec<f32>> = (0..ranks)
+                .map(|r| {
+                    let a = Packed::from_matrix(&self.x1[r][first * k..(first + h) * k], h, k, 0.0);
+                    matmul_packed(&a, &self.x2p[r], threads)
+                })
+                .collect();
+            let block = &mut out[b0 * n..(b0 + h) * n];
+            fill_chunks(block, ROWS_PER_TASK * n, threads, |task, chunk| {
+                let mut p = vec![0.0f32; ranks];
+                let base = task * ROWS_PER_TASK * n;
+                for (e, o) in chunk.iter_mut().enumerate() {
+                    let in_block = base + e;
+                    for (slot, part) in p.iter_mut().zip(&partials) {
+                        *slot = part[in_block];
+                    }
+                    let idx = b0 * n + in_block;
+                    let (i, j) = (row0 + idx / n, idx % n);
+                    *o = self.element(i, j, ring_chunk_of(idx, len, ranks), &mut p);
+                }
+            });
+            b0 += h;
+        }
     }
 }
 
@@ -192,7 +218,7 @@ pub fn matmul_all_reduce_tiled(
     schedule: &[usize],
     threads: Threads,
 ) -> Result<Vec<f32>, Mc2Error> {
-    let prepared = prepare(inputs, numerics)?;
+    let prepared = prepare(inputs, numerics, threads)?;
     let Mc2Shape { m, n, .. } = inputs.shape;
     if tiles.is_empty()
         || tiles.contains(&0)

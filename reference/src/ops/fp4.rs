@@ -583,17 +583,17 @@ impl Fp4Family {
             let codes = packing::unpack(weight, c.n * c.k, &c.layout).map_err(|e| failed(op, e))?;
             let w = self.exact_weights(&c, &codes, scales, global as f64);
             let values = if self.0 == Kind::W4a16 {
-                let x = get("x")?.to_f64_vec();
-                let mut y = vec![0.0f64; c.m * c.n];
-                for i in 0..c.m {
-                    for j in 0..c.n {
-                        y[i * c.n + j] = crate::dot::dot_f64(
-                            &x[i * c.k..(i + 1) * c.k],
-                            &w[j * c.k..(j + 1) * c.k],
-                        );
-                    }
-                }
-                y
+                // x is BF16, so exact in f32; w holds the exact weights `[n, k]`.
+                let x = get("x")?.to_f32_vec().map_err(|e| failed(op, e))?;
+                crate::gemm::matmul_sequential_f64(
+                    &x,
+                    &w,
+                    crate::gemm::BLayout::NByK,
+                    c.m,
+                    c.n,
+                    c.k,
+                    threads,
+                )
             } else {
                 w
             };

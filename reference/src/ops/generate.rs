@@ -127,6 +127,31 @@ impl<'a> GenContext<'a> {
         Ok(())
     }
 
+    /// `n` values from the context's distribution rounded to `dtype` with `rounding`: the same
+    /// tensor as [`Tensor::round_values`] of [`GenContext::values`], drawn and rounded a
+    /// million values at a time, so a large operand never exists as f64 all at once.
+    pub fn rounded_tensor(
+        &mut self,
+        dtype: super::ElemType,
+        shape: Vec<usize>,
+        special: &SpecialValues,
+        rounding: crate::formats::Rounding,
+    ) -> super::Tensor {
+        const DRAW: usize = 1 << 20;
+        let n: usize = shape.iter().product();
+        let mut data = Vec::with_capacity(n * dtype.size_bytes());
+        let mut left = n;
+        while left > 0 {
+            let take = left.min(DRAW);
+            let v = self.values(take, special);
+            data.extend_from_slice(
+                &super::Tensor::round_values(dtype, vec![take], &v, rounding).data,
+            );
+            left -= take;
+        }
+        super::Tensor { dtype, shape, data }
+    }
+
     /// `n` values from the context's distribution; `special` supplies the dtype's special values.
     pub fn values(&mut self, n: usize, special: &SpecialValues) -> Vec<f64> {
         let dist = self.dist.clone();

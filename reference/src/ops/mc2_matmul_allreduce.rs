@@ -20,6 +20,7 @@ use super::{
     TensorMap, TensorSpec, ORACLE,
 };
 use crate::formats::{DType, Rounding};
+use crate::gemm::{self, BLayout};
 use crate::mc2::{
     self, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape, RankOperands, ReductionOrder,
 };
@@ -180,11 +181,9 @@ impl OpFamily for Mc2MatmulAllReduce {
         let special = super::special_values(et);
         let mut out = TensorMap::new();
         for spec in p.specs(et).0 {
-            let n: usize = spec.shape.iter().product();
-            let v = ctx.values(n, &special);
             out.insert(
                 spec.name.clone(),
-                Tensor::round_values(et, spec.shape.clone(), &v, Rounding::RNE),
+                ctx.rounded_tensor(et, spec.shape.clone(), &special, Rounding::RNE),
             );
         }
         Ok(out)
@@ -248,22 +247,27 @@ fn run_edited(
         let x3 = get("x3")?.map(f32s).transpose()?;
         let (m, k, n) = (p.m, p.k, p.n);
         if recipe == ORACLE {
-            let mut out = vec![0.0f64; m * n];
+            // The sum over ranks then K is one sequential f64 sum over the concatenated
+            // reduction axis: x1 laid out as [m, ranks * k] against x2 read as [ranks * k, n]
+            // (its own layout).
+            let rk = p.ranks * k;
+            let mut a = vec![0.0f32; m * rk];
+            for r in 0..p.ranks {
+                for i in 0..m {
+                    a[i * rk + r * k..i * rk + (r + 1) * k]
+                        .copy_from_slice(&x1[(r * m + i) * k..(r * m + i + 1) * k]);
+                }
+            }
+            let mut out = gemm::matmul_sequential_f64(&a, &x2, BLayout::KByN, m, n, rk, threads);
             for i in 0..m {
                 for j in 0..n {
-                    let mut s = 0.0f64;
-                    for r in 0..p.ranks {
-                        for kk in 0..k {
-                            s += x1[(r * m + i) * k + kk] as f64 * x2[(r * k + kk) * n + j] as f64;
-                        }
-                    }
+                    let s = &mut out[i * n + j];
                     if let Some(b) = &bias {
-                        s += b[j] as f64;
+                        *s += b[j] as f64;
                     }
                     if let Some(x) = &x3 {
-                        s += x[i * n + j] as f64;
+                        *s += x[i * n + j] as f64;
                     }
-                    out[i * n + j] = s;
                 }
             }
             return Ok(Some(TensorMap::from([(

@@ -2,6 +2,7 @@
 //! between ops, targets and the harness (which stores it as safetensors).
 
 use crate::formats::{bf16, f16, Rounding};
+use crate::parallel::{map_elements, Threads};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -191,25 +192,23 @@ impl Tensor {
     ) -> Tensor {
         match dtype {
             ElemType::F64 => Tensor::of_f64(shape, values),
+            // Element-wise, on every core (the bits never depend on the thread count).
             ElemType::F32 => {
-                let v: Vec<f32> = values
-                    .iter()
-                    .map(|&x| crate::formats::f32::f64_to_f32(x, rounding))
-                    .collect();
+                let v = map_elements(values, Threads::available(), |&x| {
+                    crate::formats::f32::f64_to_f32(x, rounding)
+                });
                 Tensor::from_f32(shape, &v)
             }
             ElemType::F16 => {
-                let v: Vec<u16> = values
-                    .iter()
-                    .map(|&x| f16::f64_to_f16(x, rounding))
-                    .collect();
+                let v = map_elements(values, Threads::available(), |&x| {
+                    f16::f64_to_f16(x, rounding)
+                });
                 Tensor::from_bits16(ElemType::F16, shape, &v)
             }
             ElemType::Bf16 => {
-                let v: Vec<u16> = values
-                    .iter()
-                    .map(|&x| bf16::f64_to_bf16(x, rounding))
-                    .collect();
+                let v = map_elements(values, Threads::available(), |&x| {
+                    bf16::f64_to_bf16(x, rounding)
+                });
                 Tensor::from_bits16(ElemType::Bf16, shape, &v)
             }
             ElemType::U8 | ElemType::I32 | ElemType::I64 => {
