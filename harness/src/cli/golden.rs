@@ -16,12 +16,20 @@ pub enum GoldenCommand {
     Verify {
         #[command(flatten)]
         select: SelectArgs,
+        /// Threads for the reference, at least 1 (default: every core; results never depend
+        /// on it)
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        threads: Option<u64>,
     },
     /// Recompute and stage changes as `.new` files with a review (refused when CI is set).
     /// Every tier unless --tier says otherwise.
     Bless {
         #[command(flatten)]
         select: SelectArgs,
+        /// Threads for the reference, at least 1 (default: every core; results never depend
+        /// on it)
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        threads: Option<u64>,
     },
     /// Move staged `.new` files into the golden store (refused when a staged entry no longer
     /// matches its case in the suites).
@@ -30,22 +38,24 @@ pub enum GoldenCommand {
 
 pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
     match cmd {
-        GoldenCommand::Verify { select } => with_cases(paths, &select, |cases, all_ids| {
-            let mut progress = |i: usize, n: usize, id: &str| {
-                eprintln!("{}", messages::golden::verify_progress(i, n, id))
-            };
-            let report = verify::verify(
-                &paths.golden,
-                cases,
-                all_ids,
-                Threads::available(),
-                &mut progress,
-            )?;
-            println!("{}", messages::golden::verify_summary(&report));
-            Ok(report.exit_code())
-        }),
-        GoldenCommand::Bless { select } => with_cases(paths, &select, |cases, all_ids| {
-            let review = bless::bless(&paths.golden, cases, all_ids, Threads::available())?;
+        GoldenCommand::Verify { select, threads } => {
+            with_cases(paths, &select, |cases, all_ids| {
+                let mut progress = |i: usize, n: usize, id: &str| {
+                    eprintln!("{}", messages::golden::verify_progress(i, n, id))
+                };
+                let report = verify::verify(
+                    &paths.golden,
+                    cases,
+                    all_ids,
+                    threads_of(threads),
+                    &mut progress,
+                )?;
+                println!("{}", messages::golden::verify_summary(&report));
+                Ok(report.exit_code())
+            })
+        }
+        GoldenCommand::Bless { select, threads } => with_cases(paths, &select, |cases, all_ids| {
+            let review = bless::bless(&paths.golden, cases, all_ids, threads_of(threads))?;
             println!("{}", messages::golden::bless_review(&review));
             Ok(exit_code::SUCCESS)
         }),
@@ -63,6 +73,11 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
             }
         },
     }
+}
+
+/// `--threads`, or every core.
+fn threads_of(threads: Option<u64>) -> Threads {
+    threads.map_or_else(Threads::available, |t| Threads(t as usize))
 }
 
 fn with_cases(

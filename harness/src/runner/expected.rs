@@ -69,18 +69,19 @@ pub fn expectation(
     })
 }
 
-/// Expectations by (case id, input seed, with oracle), shared across the targets and faults of
-/// one run. Only expectations computed from scratch are kept (not those read from the golden
-/// store, which the reference target's trial verifies separately).
+/// Expectations by (case id, input seed), shared across the targets and faults of one run: the
+/// inputs, the recipe's outputs and (once a target's policy asks for it) the oracle are each
+/// computed once. Only expectations computed from scratch are kept (not those read from the
+/// golden store, which the reference target's trial verifies separately).
 #[derive(Debug, Default)]
 pub struct ExpectationCache {
-    map: std::sync::Mutex<
-        std::collections::HashMap<(String, u64, bool), std::sync::Arc<Expectation>>,
-    >,
+    map: std::sync::Mutex<std::collections::HashMap<(String, u64), std::sync::Arc<Expectation>>>,
+    computed: std::sync::atomic::AtomicUsize,
 }
 
 impl ExpectationCache {
-    /// The cached expectation of `case` for `seed`, computing it on first use.
+    /// The cached expectation of `case` for `seed`, computing it on first use; an entry
+    /// without the oracle gains it (and only it) when `want_oracle` first asks.
     pub fn get(
         &self,
         case: &Case,
@@ -88,17 +89,76 @@ impl ExpectationCache {
         want_oracle: bool,
         threads: Threads,
     ) -> Result<std::sync::Arc<Expectation>, GoldenError> {
-        let key = (case.id.clone(), seed, want_oracle);
-        if let Some(e) = self.map.lock().expect("cache lock").get(&key) {
-            return Ok(e.clone());
-        }
-        let e = std::sync::Arc::new(expectation(case, seed, None, want_oracle, threads)?);
+        use std::sync::atomic::Ordering::Relaxed;
+        let key = (case.id.clone(), seed);
+        let cached = self.map.lock().expect("cache lock").get(&key).cloned();
+        let e = match cached {
+            Some(e) if !want_oracle || e.oracle.is_some() => return Ok(e),
+            Some(e) => {
+                let oracle = reference_outputs(case, ORACLE, &e.inputs, threads)?;
+                self.computed.fetch_add(1, Relaxed);
+                std::sync::Arc::new(Expectation {
+                    oracle: Some(oracle),
+                    ..(*e).clone()
+                })
+            }
+            None => {
+                let e = expectation(case, seed, None, want_oracle, threads)?;
+                self.computed
+                    .fetch_add(1 + usize::from(want_oracle), Relaxed);
+                std::sync::Arc::new(e)
+            }
+        };
         self.map.lock().expect("cache lock").insert(key, e.clone());
         Ok(e)
     }
 
-    /// Forgets everything (between seed sets, to bound memory).
+    /// How many reference computations (recipe outputs or oracles) the cache has made.
+    pub fn computations(&self) -> usize {
+        self.computed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Forgets everything (between cases or seed sets, to bound memory).
     pub fn clear(&self) {
         self.map.lock().expect("cache lock").clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a_case() -> Case {
+        let suites = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites");
+        crate::suite::select::load_all(&suites)
+            .expect("the shipped suites load")
+            .into_iter()
+            .find(|c| c.id.starts_with("mc2_matmul_allreduce/"))
+            .expect("an MC2 case")
+    }
+
+    #[test]
+    fn each_expectation_and_oracle_is_computed_once() {
+        let case = a_case();
+        let cache = ExpectationCache::default();
+        let first = cache.get(&case, 7, false, Threads::ONE).unwrap();
+        assert!(first.oracle.is_none());
+        let again = cache.get(&case, 7, false, Threads::ONE).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &again));
+        assert_eq!(cache.computations(), 1);
+        // A target that needs the oracle adds it without recomputing the rest.
+        let with_oracle = cache.get(&case, 7, true, Threads::ONE).unwrap();
+        assert_eq!(cache.computations(), 2);
+        assert_eq!(with_oracle.expected, first.expected);
+        assert!(with_oracle.oracle.is_some());
+        // ... and an entry with the oracle serves those that do not need it.
+        let plain = cache.get(&case, 7, false, Threads::ONE).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&plain, &with_oracle));
+        // Another seed is another input set.
+        cache.get(&case, 8, true, Threads::ONE).unwrap();
+        assert_eq!(cache.computations(), 4);
+        cache.clear();
+        cache.get(&case, 7, false, Threads::ONE).unwrap();
+        assert_eq!(cache.computations(), 5);
     }
 }

@@ -29,6 +29,18 @@ pub fn seed_for(case: &Case, opts: &RunOptions) -> u64 {
 /// Runs `cases` on `targets`. Progress goes to stderr: a bar on a terminal, plain lines
 /// otherwise. Each case gets one seed shared by all targets.
 pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptions) -> RunResults {
+    // With several targets, each case's inputs, recipe outputs and oracle are computed once per
+    // input set and shared; the cache holds one case at a time, so memory stays bounded.
+    let shared;
+    let per_case_cache = opts.expectations.is_none() && targets.len() > 1;
+    let opts = if per_case_cache {
+        let mut o = opts.clone();
+        o.expectations = Some(std::sync::Arc::new(expected::ExpectationCache::default()));
+        shared = o;
+        &shared
+    } else {
+        opts
+    };
     let total = (cases.len() * targets.len()) as u64;
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = ProgressBar::new(total);
@@ -78,6 +90,11 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
                 None => eprintln!("{line}"),
             }
             results.push(r);
+        }
+        if per_case_cache {
+            if let Some(cache) = &opts.expectations {
+                cache.clear();
+            }
         }
     }
     if let Some(b) = bar {
