@@ -8,6 +8,7 @@ pub mod list;
 pub mod mc2;
 pub mod paths;
 pub mod perf;
+pub mod perf_history;
 pub mod report;
 pub mod run;
 pub mod targets;

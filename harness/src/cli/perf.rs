@@ -19,6 +19,10 @@ pub enum PerfCommand {
     Compare(CompareArgs),
     /// Run the selected cases with timing and write their raw samples as a perf file.
     Record(Box<RecordArgs>),
+    /// The perf history store: ingest perf files, list and show series with their change
+    /// points, export CSV, and gate a run against its series' newest segment.
+    #[command(subcommand)]
+    History(crate::cli::perf_history::HistoryCommand),
 }
 
 #[derive(Debug, Args)]
@@ -38,12 +42,48 @@ pub struct CompareArgs {
     /// Candidate perf file (JSON).
     #[arg(long)]
     pub candidate: PathBuf,
+    #[command(flatten)]
+    pub gate: GateOutputArgs,
+}
+
+/// What every gate command takes: the threshold and where to write its JSON.
+#[derive(Debug, Args)]
+pub struct GateOutputArgs {
     /// Relative slowdown that counts as a regression (0.03 = 3%).
     #[arg(long, default_value_t = 0.03, allow_negative_numbers = true)]
     pub threshold: f64,
     /// Also write the comparison as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+impl GateOutputArgs {
+    /// Checks, before anything is computed, that the JSON output can be written.
+    pub fn check(&self) -> Result<GateConfig, PerfError> {
+        if let Some(out) = &self.json {
+            crate::atomic_file::check_writable(out).map_err(|problem| {
+                PerfError::InvalidArgument {
+                    field: "--json",
+                    problem,
+                }
+            })?;
+        }
+        GateConfig::with_threshold(self.threshold)
+    }
+
+    /// Writes `value` as pretty JSON to `--json` (when given); returns the line to print.
+    pub fn write_json<T: serde::Serialize>(&self, value: &T) -> Result<Option<String>, PerfError> {
+        let Some(out) = &self.json else {
+            return Ok(None);
+        };
+        let mut text = serde_json::to_string_pretty(value).map_err(PerfError::Serialise)?;
+        text.push('\n');
+        crate::atomic_file::write(out, text.as_bytes()).map_err(|source| PerfError::Write {
+            path: out.clone(),
+            source,
+        })?;
+        Ok(Some(messages::wrote_json(out)))
+    }
 }
 
 /// Run a `perf` subcommand; returns the process exit status.
@@ -57,6 +97,7 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
                 exit_code::USAGE
             }
         },
+        PerfCommand::History(c) => crate::cli::perf_history::run(c),
         PerfCommand::Compare(args) => match run_compare(args) {
             Ok((table, _, 0)) => {
                 print!("{table}");
@@ -82,25 +123,13 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
 /// The comparison as a printed table, whether anything regressed, and how many cases were on
 /// both sides (judged).
 pub fn run_compare(args: &CompareArgs) -> Result<(String, bool, usize), PerfError> {
-    if let Some(out) = &args.json {
-        crate::atomic_file::check_writable(out).map_err(|problem| PerfError::InvalidArgument {
-            field: "--json",
-            problem,
-        })?;
-    }
-    let cfg = GateConfig::with_threshold(args.threshold)?;
+    let cfg = args.gate.check()?;
     let baseline = PerfFile::read(&args.baseline)?;
     let candidate = PerfFile::read(&args.candidate)?;
     let cmp = compare(&baseline, &candidate, &cfg);
     let mut table = messages::comparison_table(&cmp);
-    if let Some(out) = &args.json {
-        let mut text = serde_json::to_string_pretty(&cmp).map_err(PerfError::Serialise)?;
-        text.push('\n');
-        crate::atomic_file::write(out, text.as_bytes()).map_err(|source| PerfError::Write {
-            path: out.clone(),
-            source,
-        })?;
-        table.push_str(&messages::wrote_json(out));
+    if let Some(line) = args.gate.write_json(&cmp)? {
+        table.push_str(&line);
         table.push('\n');
     }
     Ok((table, cmp.has_regression(), cmp.judged()))
@@ -122,11 +151,20 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result
     crate::cli::run::write_outputs(&results, &run_args)?;
     let mut versions = std::collections::BTreeMap::new();
     versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
-    let mut file = PerfFile::new(crate::perf::Environment::capture(
-        versions,
-        None,
-        git_commit(&paths.root),
-    ));
+    let mut env = crate::perf::Environment::capture(versions, None, git_commit(&paths.root));
+    env.tier = Some(
+        run_args
+            .select
+            .tier
+            .clone()
+            .unwrap_or_else(|| "quick".to_string()),
+    );
+    env.seed = Some(match (run_args.seed, run_args.fresh_seeds) {
+        (Some(s), _) => s.to_string(),
+        (None, true) => "fresh".to_string(),
+        (None, false) => "cases".to_string(),
+    });
+    let mut file = PerfFile::new(env);
     for c in &results.cases {
         if let Some(p) = &c.perf {
             let rec: crate::perf::PerfRecord = serde_json::from_value(p.clone())?;

@@ -4,6 +4,7 @@ pub mod adequacy;
 pub mod keep;
 pub mod mc2;
 pub mod perf;
+pub mod perf_history;
 pub mod report;
 
 use crate::results::{RunResults, Status};

@@ -5,13 +5,17 @@
 //! - [`stats`], [`welch`], [`mann_whitney`]: the statistics; [`case_rng`]: keyed random
 //!   streams for the gate simulations.
 //! - [`compare`]: the baseline/candidate gate and its verdicts.
+//! - [`history`]: the perf history store, and the gate against a series' newest segment;
+//!   [`changepoint`]: E-divisive change points of a series.
 //! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be.
 
 pub mod budget;
 pub mod case_rng;
+pub mod changepoint;
 pub mod compare;
 pub mod error;
 pub mod hardware;
+pub mod history;
 pub mod mann_whitney;
 pub mod perf_file;
 pub mod roofline;

@@ -45,6 +45,12 @@ pub struct Environment {
     /// UTC, RFC 3339 (`2026-11-22T04:05:06Z`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<String>,
+    /// The tier the cases were selected from (`quick`, `full`, `all`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    /// The input seeds: `cases` (each case's own), `fresh`, or the one seed given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
 }
 
 impl Environment {
@@ -61,6 +67,8 @@ impl Environment {
             commit,
             hostname: local_hostname(),
             date: Some(utc_now_rfc3339()),
+            tier: None,
+            seed: None,
         }
     }
 }
@@ -134,6 +142,10 @@ pub struct PerfRecord {
     /// Roofline figures of the median sample against the hardware profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roofline: Option<Roofline>,
+    /// Digest of the case's op parameters (the first 16 hex digits of blake3 over their
+    /// JSON): a case whose parameters changed under the same id starts a new series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_digest: Option<String>,
 }
 
 impl PerfRecord {
@@ -154,6 +166,7 @@ impl PerfRecord {
             flops: None,
             bytes: None,
             roofline: None,
+            params_digest: None,
         };
         r.validate(Path::new("<in memory>"))?;
         Ok(r)

@@ -450,6 +450,12 @@ pub fn budgets(case: &Case) -> Result<crate::perf::Budgets, String> {
     Ok(b)
 }
 
+/// The first 16 hex digits of blake3 over the case's parameters as JSON (keys sorted).
+fn params_digest(params: &serde_json::Value) -> String {
+    let text = serde_json::to_string(params).unwrap_or_default();
+    blake3::hash(text.as_bytes()).to_hex()[..16].to_string()
+}
+
 /// The perf record of a timed execution: raw samples, setup time, the op's FLOPs and bytes,
 /// the roofline figures on the run's hardware profile, and the budget outcome there.
 fn perf_record(
@@ -465,6 +471,7 @@ fn perf_record(
     let mut record = PerfRecord::from_samples(&case.id, target, exec.timings_us.clone())
         .map_err(|e| format!("the target returned no usable samples: {e}"))?
         .with_protocol(warmup, iterations);
+    record.params_digest = Some(params_digest(&case.params));
     if let Some(setup) = exec.setup_us {
         record = record.with_setup(vec![setup]).map_err(|e| e.to_string())?;
     }

@@ -1,0 +1,197 @@
+//! `conform perf history ...`: the perf history store (ingest, list, show, export) and the
+//! gate against it.
+//!
+//! Exit codes (`crate::exit_code`): success; failure, `gate` found a REGRESSION; usage, a bad
+//! argument or a file that is not a usable history (named, left untouched); nothing judged,
+//! `gate` found no case with an earlier run.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::exit_code;
+use crate::messages::perf as perf_messages;
+use crate::messages::perf_history as messages;
+use crate::perf::changepoint::ChangePointConfig;
+use crate::perf::history::{self, History, HistoryError, RunMeta};
+use crate::perf::{PerfError, PerfFile};
+
+/// The default history file.
+pub const DEFAULT_DB: &str = "perf-history.sqlite";
+
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Add perf files (from `conform perf record`) to the history, one run each.
+    Ingest(IngestArgs),
+    /// List the series (case, target, hardware) with their runs and samples.
+    List(DbArg),
+    /// One case's runs, per-run locations and change points.
+    Show(ShowArgs),
+    /// Every sample as CSV, one row per sample.
+    Export(ExportArgs),
+    /// Compare a perf file with the newest segment of each of its series; exit 1 on a
+    /// regression.
+    Gate(GateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbArg {
+    /// The history file (SQLite).
+    #[arg(long, default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Perf files to add (in this order).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Record this tier instead of the file's.
+    #[arg(long)]
+    pub tier: Option<String>,
+    /// Record this seed instead of the file's.
+    #[arg(long)]
+    pub seed: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// The case id.
+    pub case: String,
+    #[arg(long)]
+    pub target: Option<String>,
+    #[arg(long)]
+    pub hardware: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Where to write the CSV (`-`: standard output).
+    #[arg(long)]
+    pub csv: PathBuf,
+    /// Only cases whose id matches this regular expression.
+    #[arg(long)]
+    pub case: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// The perf file to judge (it may already be ingested: its own run is left out).
+    #[arg(long)]
+    pub candidate: PathBuf,
+    /// The threshold, and the JSON (the comparison plus what each case was compared against).
+    #[command(flatten)]
+    pub gate: crate::cli::perf::GateOutputArgs,
+}
+
+/// Runs a history subcommand; returns the exit status.
+pub fn run(cmd: &HistoryCommand) -> i32 {
+    match execute(cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", crate::messages::error_line(&e));
+            exit_code::USAGE
+        }
+    }
+}
+
+fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
+    match cmd {
+        HistoryCommand::Ingest(a) => {
+            // Every file is read and validated before the store is touched.
+            let files = a
+                .files
+                .iter()
+                .map(|p| PerfFile::read(p).map(|f| (p, f)))
+                .collect::<Result<Vec<_>, PerfError>>()?;
+            let mut h = History::open_or_create(&a.db.db)?;
+            for (p, f) in files {
+                let meta = RunMeta {
+                    tier: a.tier.clone(),
+                    seed: a.seed.clone(),
+                    source: p.file_name().map(|n| n.to_string_lossy().into_owned()),
+                };
+                let what = h.ingest(&f, &meta)?;
+                println!("{}", messages::ingested(p, &a.db.db, &what));
+            }
+            Ok(exit_code::SUCCESS)
+        }
+        HistoryCommand::List(a) => {
+            let h = History::open(&a.db)?;
+            print!("{}", messages::series_table(&a.db, &h.series()?));
+            Ok(exit_code::SUCCESS)
+        }
+        HistoryCommand::Show(a) => {
+            let h = History::open(&a.db.db)?;
+            let key = h.find_series(&a.case, a.target.as_deref(), a.hardware.as_deref())?;
+            let nights = h.nights(&key)?;
+            let analysis = history::analyse(&key, &nights, &ChangePointConfig::default());
+            print!("{}", messages::series_detail(&key, &nights, &analysis));
+            Ok(exit_code::SUCCESS)
+        }
+        HistoryCommand::Export(a) => {
+            let re = a
+                .case
+                .as_deref()
+                .map(regex::Regex::new)
+                .transpose()
+                .map_err(|e| PerfError::InvalidArgument {
+                    field: "--case",
+                    problem: e.to_string(),
+                })?;
+            let h = History::open(&a.db.db)?;
+            let to_stdout = a.csv.as_os_str() == "-";
+            let mut buf = Vec::new();
+            let rows = h.export_csv(&mut buf, re.as_ref())?;
+            if to_stdout {
+                use std::io::Write as _;
+                let _ = std::io::stdout().write_all(&buf);
+            } else {
+                crate::atomic_file::write(&a.csv, &buf).map_err(|source| PerfError::Write {
+                    path: a.csv.clone(),
+                    source,
+                })?;
+                println!("{}", messages::exported(rows, &a.csv.display().to_string()));
+            }
+            Ok(exit_code::SUCCESS)
+        }
+        HistoryCommand::Gate(a) => gate(a),
+    }
+}
+
+fn gate(a: &GateArgs) -> Result<i32, HistoryError> {
+    let cfg = a.gate.check()?;
+    let candidate = PerfFile::read(&a.candidate)?;
+    let h = History::open(&a.db.db)?;
+    let result = history::gate(&h, &candidate, &cfg, &ChangePointConfig::default())?;
+    print!("{}", perf_messages::comparison_table(&result.comparison));
+    print!("{}", messages::references(&result.references));
+    for c in &result.comparison.cases {
+        if c.result.verdict == crate::perf::Verdict::Regression {
+            println!(
+                "{}",
+                messages::regression(&c.id, &c.target, &c.result.reason)
+            );
+        }
+    }
+    if let Some(line) = a.gate.write_json(&result)? {
+        println!("{line}");
+    }
+    if result.comparison.judged() == 0 {
+        println!("{}", messages::first_run(&a.db.db));
+        return Ok(exit_code::NOTHING_JUDGED);
+    }
+    Ok(if result.comparison.has_regression() {
+        exit_code::FAILURE
+    } else {
+        exit_code::SUCCESS
+    })
+}

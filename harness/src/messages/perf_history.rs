@@ -1,0 +1,156 @@
+//! User-facing text of `conform perf history`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::perf::history::gate::{ReferenceInfo, SeriesAnalysis};
+use crate::perf::history::{Ingested, Night, SeriesKey, SeriesSummary};
+
+pub fn ingested(file: &Path, db: &Path, what: &Ingested) -> String {
+    match what {
+        Ingested::New {
+            run_id,
+            series,
+            samples,
+        } => format!(
+            "ingested {}: run {run_id}, {series} series, {samples} samples into {}",
+            file.display(),
+            db.display()
+        ),
+        Ingested::AlreadyPresent { run_id } => format!(
+            "{}: already in {} as run {run_id} (same contents); nothing added",
+            file.display(),
+            db.display()
+        ),
+    }
+}
+
+fn hw(k: &SeriesKey) -> &str {
+    if k.hardware.is_empty() {
+        "-"
+    } else {
+        &k.hardware
+    }
+}
+
+pub fn series_table(db: &Path, series: &[SeriesSummary]) -> String {
+    if series.is_empty() {
+        return format!("{}: the history holds no series yet\n", db.display());
+    }
+    let mut out = String::new();
+    let w = series
+        .iter()
+        .map(|s| s.key.case.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        out,
+        "{:<w$}  {:<12}  {:<16}  {:>5}  {:>8}  {:<20}  last",
+        "case", "target", "hardware", "runs", "samples", "first"
+    );
+    for s in series {
+        let _ = writeln!(
+            out,
+            "{:<w$}  {:<12}  {:<16}  {:>5}  {:>8}  {:<20}  {}",
+            s.key.case,
+            s.key.target,
+            hw(&s.key),
+            s.runs,
+            s.samples,
+            s.first_date,
+            s.last_date
+        );
+    }
+    let _ = writeln!(out, "{} series in {}", series.len(), db.display());
+    out
+}
+
+pub fn series_detail(key: &SeriesKey, nights: &[Night], a: &SeriesAnalysis) -> String {
+    let mut out = format!(
+        "{} on target {}, hardware {}: {} run(s)\n\n",
+        key.case,
+        key.target,
+        hw(key),
+        nights.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:>4}  {:<20}  {:<12}  {:>7}  {:>14}  segment",
+        "run", "date", "commit", "samples", "location us"
+    );
+    let mut seg = 0;
+    for (i, (n, loc)) in nights.iter().zip(&a.locations).enumerate() {
+        if a.changes
+            .iter()
+            .any(|c| c.after.date == n.date && c.after.commit == n.commit)
+            && i > 0
+        {
+            seg += 1;
+        }
+        let commit = n.commit.as_deref().map_or("-", |c| &c[..c.len().min(12)]);
+        let _ = writeln!(
+            out,
+            "{:>4}  {:<20}  {:<12}  {:>7}  {:>14.3}  {}",
+            n.run_id,
+            n.date,
+            commit,
+            n.samples.len(),
+            loc,
+            seg
+        );
+    }
+    if a.changes.is_empty() {
+        out.push_str("\nno change point (E-divisive means, permutation test)\n");
+    } else {
+        out.push_str("\nchange points (E-divisive means, permutation test):\n");
+        for c in &a.changes {
+            let _ = writeln!(
+                out,
+                "  {} {:+.1}% (p = {:.3}): between {} and {}",
+                if c.ratio > 1.0 { "slower" } else { "faster" },
+                100.0 * (c.ratio - 1.0),
+                c.p_value,
+                c.before.label(),
+                c.after.label()
+            );
+        }
+    }
+    out
+}
+
+pub fn references(refs: &[ReferenceInfo]) -> String {
+    let mut out = String::new();
+    for r in refs {
+        if r.history_runs == 0 {
+            continue;
+        }
+        for c in &r.changes {
+            let _ = writeln!(
+                out,
+                "{} [{}]: earlier change {:+.1}% between {} and {}",
+                r.id,
+                r.target,
+                100.0 * (c.ratio - 1.0),
+                c.before.label(),
+                c.after.label()
+            );
+        }
+    }
+    out
+}
+
+pub fn regression(case: &str, target: &str, reason: &str) -> String {
+    format!("REGRESSION {case} [{target}]: {reason}")
+}
+
+pub fn first_run(db: &Path) -> String {
+    format!(
+        "no case has an earlier run in {}: nothing to compare yet (this run becomes the reference once ingested)",
+        db.display()
+    )
+}
+
+pub fn exported(rows: usize, out: &str) -> String {
+    format!("exported {rows} sample(s) to {out}")
+}
