@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Nightly performance gate: time every case of the selected suites on this runner (correctness
-# is judged too), record the raw samples, compare them with the baseline and fail on a
-# regression. Every night's samples are kept in the history directory; the HTML report (with
-# the trend over the last nights) is always left behind for the CI to upload.
+# is judged too), record the raw samples, judge them against the perf history and fail on a
+# regression. Every night goes into the history store (SQLite, every raw sample with commit,
+# date, versions, tier and seed) and is also kept as JSON in the history directory; the HTML
+# report (the trend over the last nights drawn from the store, with its change points) is
+# always left behind for the CI to upload.
 #
-# The baseline is, in this order: --baseline FILE; a hand-kept ci/baselines/<hardware>.json; the
-# newest earlier night in the history. On the first night of a new runner there is none: the
-# night is recorded (it becomes the next night's baseline) and the script exits 0.
+# The reference, in this order: --baseline FILE; a hand-kept ci/baselines/<hardware>.json; else
+# the history: for each case, the newest segment of its series (E-divisive change points), so
+# no baseline file needs re-recording after an intended change. On the first night of a new
+# runner the history has nothing: the night is recorded and the script exits 0.
 #
 # Usage: ci/nightly-perf.sh [--dry-run] [--target NAME] [--hardware PROFILE] [--baseline FILE]
-#                           [--history DIR] [--out DIR] [--threshold X] [--suite NAME]...
-#                           [--tier quick|full|all] [--filter REGEX]
+#                           [--history DIR] [--db FILE] [--out DIR] [--threshold X]
+#                           [--suite NAME]... [--tier quick|full|all] [--filter REGEX]
 #   --dry-run    print every command instead of running it (checks arguments and paths)
 #   --target     target to time (default: $CONFORM_TARGET or torch_npu)
 #   --hardware   hardware profile for budgets/roofline (default: $CONFORM_HARDWARE or atlas-800i-a2)
-#   --baseline   baseline perf file (default: ci/baselines/<hardware>.json, else the newest night)
+#   --baseline   a hand-kept baseline perf file (default: ci/baselines/<hardware>.json if present)
 #   --history    directory of every night's perf-<UTC stamp>.json (default: perf-history)
+#   --db         the history store (default: <history>/perf-history.sqlite)
 #   --out        output directory (default: nightly-out)
 #   --threshold  relative slowdown that counts as a regression (default: 0.03)
 #   --suite      restrict to a suite (repeatable; default: all)
@@ -23,7 +27,7 @@
 #   --filter     only cases whose id matches this regular expression
 # Exit status: 0 no regression and no failing case (also the first night); 1 a regression or a
 # failing case; 2 usage or setup error; 4 nothing judged (no case was timed, or no case is in
-# both the baseline and tonight's record).
+# both a hand-kept baseline and tonight's record).
 set -euo pipefail
 
 DRY_RUN=0
@@ -31,6 +35,7 @@ TARGET="${CONFORM_TARGET:-torch_npu}"
 HARDWARE="${CONFORM_HARDWARE:-atlas-800i-a2}"
 BASELINE=""
 HISTORY="perf-history"
+DB=""
 OUT="nightly-out"
 THRESHOLD="0.03"
 SUITES=()
@@ -64,13 +69,14 @@ step() {
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY_RUN=1 ;;
-        --target|--hardware|--baseline|--history|--out|--threshold|--suite|--tier|--filter)
+        --target|--hardware|--baseline|--history|--db|--out|--threshold|--suite|--tier|--filter)
             [ $# -ge 2 ] || die "$1 needs a value"
             case "$1" in
                 --target) TARGET="$2" ;;
                 --hardware) HARDWARE="$2" ;;
                 --baseline) BASELINE="$2" ;;
                 --history) HISTORY="$2" ;;
+                --db) DB="$2" ;;
                 --out) OUT="$2" ;;
                 --threshold) THRESHOLD="$2" ;;
                 --suite) SUITES+=("$2") ;;
@@ -78,7 +84,7 @@ while [ $# -gt 0 ]; do
                 --filter) FILTER="$2" ;;
             esac
             shift ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -99,17 +105,9 @@ for s in "${SUITES[@]+"${SUITES[@]}"}"; do SELECT_ARGS+=(--suite "$s"); done
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 step mkdir -p "$OUT" "$HISTORY"
 
-# The newest earlier night, before tonight's is added.
-newest_night() {
-    [ -d "$HISTORY" ] || return 0
-    find "$HISTORY" -maxdepth 1 -name 'perf-*.json' | sort | tail -n 1
-}
-if [ -z "$BASELINE" ]; then
-    if [ -f "$REPO/ci/baselines/$HARDWARE.json" ]; then
-        BASELINE="$REPO/ci/baselines/$HARDWARE.json"
-    else
-        BASELINE="$(newest_night)"
-    fi
+[ -n "$DB" ] || DB="$HISTORY/perf-history.sqlite"
+if [ -z "$BASELINE" ] && [ -f "$REPO/ci/baselines/$HARDWARE.json" ]; then
+    BASELINE="$REPO/ci/baselines/$HARDWARE.json"
 fi
 
 # 1. Time every case and judge its numbers (a wrong kernel is never "fast"): the results
@@ -125,6 +123,8 @@ esac
 step cp "$OUT/perf.json" "$HISTORY/perf-$STAMP.json"
 
 # 2. The gate: ratio of locations with its interval and a rank test; exit 1 on regression.
+#    Against the hand-kept baseline when there is one, else against the history (before
+#    tonight is added to it).
 compare_rc=0
 COMPARE_ARGS=()
 if [ -n "$BASELINE" ]; then
@@ -135,24 +135,35 @@ if [ -n "$BASELINE" ]; then
         4) say "nothing judged: no case is in both $BASELINE and tonight's record"; exit 4 ;;
         *) die "conform perf compare failed ($compare_rc)" ;;
     esac
+    REFERENCE="$BASELINE"
+elif [ "$DRY_RUN" = 0 ] && [ ! -f "$DB" ]; then
+    say "first night: the history $DB does not exist yet; tonight's samples start it"
+    REFERENCE="(none)"
 else
-    say "first night: no baseline (no --baseline, no ci/baselines/$HARDWARE.json, no earlier night in $HISTORY); tonight's samples are recorded as tomorrow's baseline"
+    step "$CONFORM" perf history gate --db "$DB" --candidate "$OUT/perf.json" \
+        --threshold "$THRESHOLD" --json "$OUT/compare.json" || compare_rc=$?
+    case "$compare_rc" in
+        0|1) COMPARE_ARGS=(--baseline "$OUT/compare.json") ;;
+        4) say "first night for every case: no earlier run in $DB; tonight's samples are recorded"
+           compare_rc=0 ;;
+        *) die "conform perf history gate failed ($compare_rc)" ;;
+    esac
+    REFERENCE="the history $DB"
 fi
 
-# 3. The report, with the trend over the last nights (oldest first).
-HISTORY_FILES=()
-if [ -d "$HISTORY" ]; then
-    while IFS= read -r f; do HISTORY_FILES+=(--perf "$f"); done \
-        < <(find "$HISTORY" -maxdepth 1 -name 'perf-*.json' | sort | tail -n "$TREND_NIGHTS")
-fi
-if [ "${#HISTORY_FILES[@]}" = 0 ]; then HISTORY_FILES=(--perf "$OUT/perf.json"); fi
-step "$CONFORM" report --input "$OUT/results.json" "${HISTORY_FILES[@]}" \
+# Tonight joins the history (a regression too: it is a real measurement, and a lasting one
+# becomes the new segment once the change point is established).
+step "$CONFORM" perf history ingest --db "$DB" "$OUT/perf.json" \
+    || die "conform perf history ingest failed into $DB"
+
+# 3. The report, with the trend over the last nights drawn from the history store.
+step "$CONFORM" report --input "$OUT/results.json" --history "$DB" --history-runs "$TREND_NIGHTS" \
     "${COMPARE_ARGS[@]+"${COMPARE_ARGS[@]}"}" --out "$OUT/report" \
     || say "warning: the report could not be written"
 
 say "record exit $record_rc, compare exit $compare_rc; report in $OUT/report/index.html"
 if [ "$compare_rc" = 1 ]; then
-    say "REGRESSION against $BASELINE (see $OUT/compare.json)"
+    say "REGRESSION against $REFERENCE (see $OUT/compare.json)"
     exit 1
 fi
 if [ "$record_rc" = 1 ]; then

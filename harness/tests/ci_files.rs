@@ -442,17 +442,29 @@ fn nightly_perf_dry_run_plans_record_compare_report() {
     assert!(out.contains("--threshold 0.05"));
     assert!(out.contains("--json nightly-out/results.json"));
     assert!(!cwd.path().join("nightly-out").exists());
-    // Without any baseline the plan is a first night: record and report, no comparison.
+    // Without a hand-kept baseline the plan gates against the history store, then adds
+    // tonight to it, and draws the report's trend from it.
     let o = bash(&[script.to_str().unwrap(), "--dry-run"], cwd.path());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
-    assert!(out.contains("first night"), "{out}");
     assert!(!out.contains("perf compare"), "{out}");
+    let gate = pos_in(&out, "conform perf history gate --db perf-history/perf-history.sqlite --candidate nightly-out/perf.json");
+    let ingest = pos_in(
+        &out,
+        "conform perf history ingest --db perf-history/perf-history.sqlite nightly-out/perf.json",
+    );
+    let report = pos_in(&out, "--history perf-history/perf-history.sqlite");
+    assert!(gate < ingest && ingest < report, "{out}");
     let o = bash(
         &[script.to_str().unwrap(), "--dry-run", "--threshold", "x"],
         cwd.path(),
     );
     assert_eq!(o.status.code(), Some(2));
+}
+
+fn pos_in(out: &str, needle: &str) -> usize {
+    out.find(needle)
+        .unwrap_or_else(|| panic!("dry run lacks `{needle}`:\n{out}"))
 }
 
 #[test]

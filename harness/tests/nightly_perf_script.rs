@@ -1,8 +1,10 @@
 //! `ci/nightly-perf.sh` run for real (not `--dry-run`) over seven simulated nights, with a
 //! worker whose speed the test controls: night 1 on an empty history records and exits 0 ("first
 //! night"); nights 2-5 are steady (exit 0); night 6 is 20% slower (exit 1, REGRESSION, the
-//! report written); night 7 is back to normal (exit 0). Each night is compared with the newest
-//! earlier night in the history, so no hand-kept baseline is needed.
+//! report written, the change named by the commits on either side); night 7 is back to normal
+//! (exit 0). Each night is judged against the perf history store (the newest segment of each
+//! series), so no hand-kept baseline is needed; the project is a git repository with one commit
+//! per night, so the runs carry commits as on a real runner.
 //!
 //! The worker is the example MXFP4 worker plus a sleep, so it needs the Python venv
 //! (`ci/setup-targets.sh`): without it the trial is ignored with the reason, unless
@@ -80,8 +82,24 @@ fn seven_nights_steady_slow_recovered() {
         ),
     )
     .unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "nightly")
+            .env("GIT_AUTHOR_EMAIL", "nightly@example.invalid")
+            .env("GIT_COMMITTER_NAME", "nightly")
+            .env("GIT_COMMITTER_EMAIL", "nightly@example.invalid")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
     let history = dir.path().join("history");
     let night = |n: u32, factor: f64| {
+        git(&["commit", "-q", "--allow-empty", "-m", &format!("night {n}")]);
         std::fs::write(&speed, factor.to_string()).unwrap();
         let out = dir.path().join(format!("night{n}"));
         let o = Command::new("bash")
@@ -127,9 +145,17 @@ fn seven_nights_steady_slow_recovered() {
         assert_eq!(code, Some(0), "night {n}, steady: {text}");
         assert!(!text.contains("first night"), "night {n}: {text}");
     }
+    let night5 = git(&["rev-parse", "HEAD"]);
     let (code, text, out) = night(6, 1.2);
+    let night6 = git(&["rev-parse", "HEAD"]);
     assert_eq!(code, Some(1), "night 6, 20% slower: {text}");
     assert!(text.contains("REGRESSION"), "night 6: {text}");
+    // The change is named by its commit range: the newest reference night's and tonight's.
+    assert!(
+        text.contains(&format!("between commit {}", &night5[..10]))
+            && text.contains(&format!("and commit {}", &night6[..10])),
+        "night 6 does not name commits {night5} .. {night6}: {text}"
+    );
     let compare = std::fs::read_to_string(out.join("compare.json")).unwrap();
     assert!(compare.contains("\"REGRESSION\""), "{compare}");
     let report = std::fs::read_to_string(out.join("report/index.html")).unwrap();
@@ -137,11 +163,38 @@ fn seven_nights_steady_slow_recovered() {
         report.contains("REGRESSION"),
         "night 6 report lacks the regression"
     );
+    // The trend is drawn from the history store: six nights, labelled by their commits.
+    assert!(
+        report.contains("id=\"trend\""),
+        "night 6 report lacks the trend"
+    );
+    assert!(
+        report.contains(&night6[..8]) && report.contains(&night5[..8]),
+        "the trend's nights are not the history's commits"
+    );
     let (code, text, _) = night(7, 1.0);
     assert_eq!(code, Some(0), "night 7, back to normal: {text}");
-    // Every night is kept.
-    let kept = std::fs::read_dir(&history).unwrap().count();
+    // Every night is kept, as JSON and in the store.
+    let kept = std::fs::read_dir(&history)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("perf-") && name.ends_with(".json")
+        })
+        .count();
     assert_eq!(kept, 7);
+    let list = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["perf", "history", "list", "--db"])
+        .arg(history.join("perf-history.sqlite"))
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        list.lines()
+            .any(|l| l.contains("slowable") && l.split_whitespace().nth(3) == Some("7")),
+        "the store does not hold 7 runs of the case: {list}"
+    );
 }
 
 fn main() {

@@ -18,6 +18,10 @@ pub struct ReportArgs {
     pub mc2: Option<PathBuf>,
     #[arg(long, value_name = "ADEQUACY.json", help = msg::HELP_ADEQUACY)]
     pub adequacy: Option<PathBuf>,
+    #[arg(long, value_name = "DB", help = msg::HELP_HISTORY)]
+    pub history: Option<PathBuf>,
+    #[arg(long, value_name = "N", default_value_t = 30, help = msg::HELP_HISTORY_RUNS)]
+    pub history_runs: usize,
     #[arg(long, value_name = "DIR", help = msg::HELP_OUT)]
     pub out: PathBuf,
 }
@@ -30,6 +34,12 @@ pub fn run(args: &ReportArgs) -> Result<PathBuf, ReportError> {
         args.baseline.as_deref(),
         args.mc2.as_deref(),
     )?;
+    if let Some(db) = &args.history {
+        let (mut runs, changes) = report::history_input::load(db, args.history_runs)?;
+        runs.append(&mut inputs.perf_files);
+        inputs.perf_files = runs;
+        inputs.history_changes = changes;
+    }
     inputs.adequacy = args
         .adequacy
         .as_deref()

@@ -7,6 +7,10 @@ use std::path::Path;
 pub const ABOUT: &str = "Write a self-contained HTML report (DIR/index.html) from a results file, \
 optional perf record files, a baseline comparison and an MC2 timeline";
 pub const HELP_INPUT: &str = "Results JSON written by `conform run --json`";
+pub const HELP_HISTORY: &str =
+    "A perf history (SQLite, from `conform perf history ingest`): the trend \
+     over its newest runs, and every series' change points";
+pub const HELP_HISTORY_RUNS: &str = "How many of the history's newest runs the trend shows";
 pub const HELP_PERF: &str =
     "Perf record JSON (`conform perf record`); repeat for a trend plot, oldest first";
 pub const HELP_BASELINE: &str =
@@ -63,6 +67,7 @@ pub const H_UNFINISHED: &str = "Not finished";
 pub const H_PERF: &str = "Performance";
 pub const H_BASELINE: &str = "Comparison with the baseline";
 pub const H_TREND: &str = "Trend";
+pub const H_CHANGES: &str = "Change points (perf history)";
 pub const H_MC2: &str = "MC2 timeline";
 pub const NO_FAILURES: &str = "No failures: every selected case passed or was skipped.";
 pub const BORDERLINE_EXPLAINED: &str = "Cases that passed while their check tolerated mismatching \

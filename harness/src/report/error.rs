@@ -30,6 +30,8 @@ pub enum ReportError {
     },
     #[error("{}", msg::plot_failed(.plot, .message))]
     Plot { plot: &'static str, message: String },
+    #[error(transparent)]
+    History(#[from] crate::perf::history::HistoryError),
 }
 
 impl ReportError {

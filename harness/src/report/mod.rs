@@ -5,6 +5,7 @@
 pub mod case_detail;
 pub mod cases;
 pub mod error;
+pub mod history_input;
 pub mod html;
 pub mod load;
 pub mod mc2_input;
@@ -33,6 +34,8 @@ pub struct ReportInputs {
     pub mc2: Option<mc2_input::Mc2Timeline>,
     /// A kill matrix from `conform adequacy --json`.
     pub adequacy: Option<crate::adequacy::AdequacyReport>,
+    /// The change points of the perf history the trend was drawn from (`--history`).
+    pub history_changes: Vec<history_input::ChangeRow>,
 }
 
 impl ReportInputs {
@@ -45,6 +48,7 @@ impl ReportInputs {
             baseline: None,
             mc2: None,
             adequacy: None,
+            history_changes: Vec::new(),
         }
     }
 
@@ -65,6 +69,7 @@ impl ReportInputs {
             baseline: baseline.map(load::comparisons).transpose()?,
             mc2: mc2.map(load::mc2_timeline).transpose()?,
             adequacy: None,
+            history_changes: Vec::new(),
         })
     }
 }
@@ -84,6 +89,7 @@ pub fn render(inputs: &ReportInputs) -> Result<String, ReportError> {
         &perf_cases,
         inputs.baseline.as_deref(),
         &inputs.perf_files,
+        &inputs.history_changes,
     )?);
     if let Some(t) = &inputs.mc2 {
         body.push_str(&mc2_section::section(t)?);

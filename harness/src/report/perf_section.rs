@@ -2,6 +2,7 @@
 //! comparison with a baseline, and the trend over several perf record files.
 
 use super::error::ReportError;
+use super::history_input::ChangeRow;
 use super::html::{badge, escape, num};
 use super::perf_input::{perf_case, Comparison, PerfCase, PerfFile};
 use super::plots::{budget, trend};
@@ -47,6 +48,7 @@ pub fn section(
     cases: &[PerfCase],
     baseline: Option<&[Comparison]>,
     files: &[PerfFile],
+    changes: &[ChangeRow],
 ) -> Result<String, ReportError> {
     let mut s = format!("<section id=\"perf\"><h2>{}</h2>\n", msg::H_PERF);
     if cases.is_empty() && baseline.is_none() && files.len() < 2 {
@@ -61,6 +63,9 @@ pub fn section(
     }
     if files.len() >= 2 {
         s.push_str(&trend_plot(files)?);
+    }
+    if !changes.is_empty() {
+        s.push_str(&change_table(changes));
     }
     s.push_str("</section>\n");
     Ok(s)
@@ -176,6 +181,31 @@ fn comparison_table(b: &[Comparison]) -> String {
             c.p_value.map_or("-".into(), num),
             badge(&c.verdict, &class),
             escape(&c.reason)
+        );
+    }
+    s.push_str("</tbody></table>\n");
+    s
+}
+
+/// The change points of the perf history (`--history`), newest last per series.
+fn change_table(changes: &[ChangeRow]) -> String {
+    let mut s = format!(
+        "<h3 id=\"changes\">{}</h3><table><thead><tr><th>series</th><th>change</th>\
+         <th>p</th><th>last run before</th><th>first run after</th></tr></thead><tbody>\n",
+        msg::H_CHANGES
+    );
+    for c in changes {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td></tr>",
+            escape(&c.series),
+            badge(
+                &format!("{:+.1}%", 100.0 * (c.ratio - 1.0)),
+                if c.ratio > 1.0 { "fail" } else { "pass" }
+            ),
+            c.p_value,
+            escape(&c.before),
+            escape(&c.after)
         );
     }
     s.push_str("</tbody></table>\n");
