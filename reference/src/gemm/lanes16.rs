@@ -354,7 +354,8 @@ mod tests {
                         let mant = (s >> 8) as f32 / (1u32 << 24) as f32 + 0.5;
                         let exp = ((s >> 3) % 24) as i32 - 12;
                         let sign = if s & 1 == 0 { 1.0 } else { -1.0 };
-                        sign * mant * 2f32.powi(exp)
+                        // 2^exp built from its bits (exp is within the normal range).
+                        sign * mant * f32::from_bits(((exp + 127) as u32) << 23)
                     }
                 }
             })
