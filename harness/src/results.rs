@@ -70,6 +70,30 @@ pub struct RunResults {
     /// The (case, target) trials an interrupt left unfinished.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfinished: Vec<UnfinishedTrial>,
+    /// The A/B timing against another target (`--against`), when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ab: Option<AbResults>,
+}
+
+/// `--against T`: every passed case of the other targets timed against `T`, interleaved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AbResults {
+    /// The target the others are compared with (the kernel being replaced).
+    pub against: String,
+    /// Per case and candidate target: the replaced kernel as baseline, the candidate as
+    /// candidate (the same fields as `conform perf compare --json`).
+    pub comparison: crate::perf::Comparison,
+    /// Cases that could not be timed on both sides, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_timed: Vec<NotTimed>,
+}
+
+/// A case the A/B session could not time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotTimed {
+    pub id: String,
+    pub target: String,
+    pub reason: String,
 }
 
 /// A trial an interrupt stopped before it ended (or before it started).

@@ -23,37 +23,9 @@ fn repo() -> PathBuf {
         .unwrap()
 }
 
-/// The example worker, slowed by a sleep per call whose factor the test writes to a file.
-const SLOWABLE: &str = r#"
-import os, time
-import numpy as np
-import conform_worker as cw
-
-E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
-BASE_S = 0.004
-
-def dequant(case):
-    with open(os.environ["SPEED_FILE"]) as f:
-        factor = float(f.read())
-    time.sleep(BASE_S * factor)
-    packed = case.inputs["weight"]
-    codes = np.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[0], -1)
-    e = case.inputs["scale"].astype(np.int32)
-    with np.errstate(over="ignore"):
-        scale = np.where(e == 255, np.nan, np.ldexp(np.float32(1), e - 127)).astype(np.float32)
-    y = E2M1[codes] * np.repeat(scale, 32, axis=1)
-    return {"out": cw.from_f32(y, case.output_dtypes["out"])}
-
-CAPABILITIES = {"ops": {"mxfp4_dequant": {
-    "dtypes": ["bf16", "f16", "f32"],
-    "limits": {"packing": {"one_of": ["low_first"]}, "element": {"one_of": ["e2m1"]}},
-    "recipes": ["mx_ocp"],
-}}}
-
-if __name__ == "__main__":
-    cw.serve(name="slowable", version="0.1", ops={"mxfp4_dequant": dequant},
-             capabilities=CAPABILITIES, libraries={"numpy": np.__version__}, device="CPU")
-"#;
+#[path = "support/slowable_worker.rs"]
+mod slowable_worker;
+use slowable_worker::SLOWABLE;
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;

@@ -69,6 +69,14 @@ pub struct RunArgs {
     /// Exit 0 even when every selected case was skipped (default: exit 4, nothing judged).
     #[arg(long)]
     pub allow_skips: bool,
+    /// Under --perf: also time every case each other target passed against this target, in
+    /// interleaved blocks (A B, B A, ...) on the same inputs, and fail when one is slower than
+    /// it beyond --ab-threshold (the results' `ab` section; the report shows the ratios).
+    #[arg(long, value_name = "TARGET")]
+    pub against: Option<String>,
+    /// Relative slowdown that fails the A/B comparison (default 0.03 = 3%).
+    #[arg(long, allow_negative_numbers = true)]
+    pub ab_threshold: Option<f64>,
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.
     #[arg(skip)]
     pub require: Vec<String>,
@@ -142,6 +150,23 @@ pub fn execute_on(
         args.targets.clone()
     };
     let threads = args.threads.map(Threads).unwrap_or_default();
+    let ab_gate = match ab_settings(args) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok((None, exit_code::USAGE));
+        }
+    };
+    let mut against = match &args.against {
+        Some(name) => match super::targets::open(paths, std::slice::from_ref(name), threads) {
+            Ok(mut t) => t.pop(),
+            Err(e) => {
+                eprintln!("{}", messages::error_line(&e));
+                return Ok((None, exit_code::USAGE));
+            }
+        },
+        None => None,
+    };
     let opened = match given {
         Some(t) => Ok(t),
         None => super::targets::open(paths, &names, threads),
@@ -222,9 +247,21 @@ pub fn execute_on(
     conform_targets::worker::live::clean_stale_scratch(
         &conform_targets::worker::default_scratch_root(),
     );
-    let results = runner::run_all(&chosen, &mut targets, &opts);
+    let mut results = runner::run_all(&chosen, &mut targets, &opts);
+    if let (Some(against), Some(settings)) = (against.as_mut(), ab_gate) {
+        if crate::interrupt::received().is_none() {
+            results.ab = Some(run_ab(
+                &chosen,
+                &results,
+                &mut targets,
+                against.as_mut(),
+                &settings,
+            ));
+        }
+    }
     // Workers are shut down (and their scratch removed) before anything is reported.
     drop(targets);
+    drop(against);
     println!("{}", messages::summary_table(&results));
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
         println!("{}", messages::failure_block(c));
@@ -235,11 +272,31 @@ pub fn execute_on(
     if let Some(keep) = &opts.keep_outputs {
         println!("{}", messages::keep::kept(&keep.dir, keep.len()));
     }
+    if let Some(ab) = &results.ab {
+        println!(
+            "{}",
+            messages::perf::ab_heading(&ab.against, ab.comparison.cases.len())
+        );
+        print!("{}", messages::perf::comparison_table(&ab.comparison));
+        for n in &ab.not_timed {
+            println!(
+                "{}",
+                messages::perf::ab_not_timed(&n.id, &n.target, &n.reason)
+            );
+        }
+        if ab.comparison.has_regression() {
+            println!("{}", messages::perf::ab_slower(&ab.against));
+        }
+    }
+    let ab_slower = results
+        .ab
+        .as_ref()
+        .is_some_and(|ab| ab.comparison.has_regression());
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
     let code = if let Some(sig) = crate::interrupt::received() {
         println!("{}", messages::interrupted(&results));
         crate::interrupt::exit_code(sig)
-    } else if results.cases.iter().any(|c| c.status.is_failure()) {
+    } else if results.cases.iter().any(|c| c.status.is_failure()) || ab_slower {
         exit_code::FAILURE
     } else if all_skipped && !args.allow_skips {
         println!("{}", messages::nothing_judged_run());
@@ -248,6 +305,60 @@ pub fn execute_on(
         exit_code::SUCCESS
     };
     Ok((Some(results), code))
+}
+
+/// The A/B settings of `--against` (None without it); an error when they cannot apply.
+fn ab_settings(args: &RunArgs) -> Result<Option<runner::ab::AbSettings>, String> {
+    if args.against.is_none() {
+        return Ok(None);
+    }
+    if !args.perf {
+        return Err(messages::perf::AGAINST_NEEDS_PERF.to_string());
+    }
+    let gate = crate::perf::GateConfig::with_threshold(args.ab_threshold.unwrap_or(0.03))
+        .map_err(|e| format!("--ab-threshold: {e}"))?;
+    Ok(Some(runner::ab::AbSettings {
+        gate,
+        warmup: args.warmup,
+        iterations: args.iterations,
+        ..Default::default()
+    }))
+}
+
+/// Every target but the one compared against, timed against it.
+fn run_ab(
+    cases: &[&crate::suite::Case],
+    results: &RunResults,
+    targets: &mut [Box<dyn conform_targets::Target>],
+    against: &mut dyn conform_targets::Target,
+    settings: &runner::ab::AbSettings,
+) -> crate::results::AbResults {
+    let mut ab = crate::results::AbResults {
+        against: against.name().to_string(),
+        comparison: crate::perf::Comparison {
+            config: settings.gate,
+            cases: Vec::new(),
+        },
+        not_timed: Vec::new(),
+    };
+    for t in targets.iter_mut() {
+        if t.name() == against.name() {
+            continue;
+        }
+        let name = t.name().to_string();
+        let o = runner::ab::ab_compare(cases, results, t.as_mut(), against, settings);
+        ab.comparison.cases.extend(o.comparison.cases);
+        ab.not_timed.extend(
+            o.not_timed
+                .into_iter()
+                .map(|(id, reason)| crate::results::NotTimed {
+                    id,
+                    target: name.clone(),
+                    reason,
+                }),
+        );
+    }
+    ab
 }
 
 /// Checks, before any case runs, that every output the run will write can be written:

@@ -29,6 +29,10 @@ pub struct ValidateArgs {
     /// Only cases whose id matches this regular expression.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Also time the worker against this target (the kernel it replaces) on the cases it
+    /// passed, interleaved on the same inputs, and fail when it is slower beyond 3%.
+    #[arg(long, value_name = "TARGET")]
+    pub against: Option<String>,
     /// Tier: all (default), quick or full.
     #[arg(long, value_parser = ["quick", "full", "all"], default_value = "all")]
     pub tier: String,
@@ -82,6 +86,7 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         junit: Some(args.out.join("junit.xml")),
         report: Some(args.out.clone()),
         require: vec![worker.name().to_string()],
+        against: args.against.clone(),
         ..RunArgs::default()
     };
     // The report directory's files are checked before any case runs, as `run` checks its own.

@@ -202,3 +202,27 @@ pub fn nothing_recorded() -> String {
      the skip reasons are listed above"
         .to_string()
 }
+
+/// The reason of an A/B verdict: the gate's, plus how the samples were taken.
+pub fn ab_reason(gate: &str, against: &str, rounds: u32, per_block: u32) -> String {
+    format!(
+        "{gate}; timed against `{against}` in {rounds} interleaved rounds of {per_block} iteration(s) a side (A B, B A, ...)"
+    )
+}
+
+pub fn ab_heading(against: &str, cases: usize) -> String {
+    format!("A/B against `{against}` ({cases} case(s); baseline = `{against}`, candidate = the target named in each row):")
+}
+
+pub fn ab_not_timed(id: &str, target: &str, reason: &str) -> String {
+    format!("not timed A/B: {id} [{target}]: {reason}")
+}
+
+pub fn ab_slower(against: &str) -> String {
+    format!(
+        "A/B: at least one case is slower than `{against}` beyond the threshold (REGRESSION above)"
+    )
+}
+
+pub const AGAINST_NEEDS_PERF: &str =
+    "--against times the targets against another one: it needs --perf";

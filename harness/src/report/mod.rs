@@ -85,9 +85,17 @@ pub fn render(inputs: &ReportInputs) -> Result<String, ReportError> {
     body.push_str(&cases::unfinished(r));
     body.push_str(&cases::failures(r)?);
     body.push_str(&cases::borderline(r)?);
+    // Without a baseline comparison file, the run's own A/B comparison (`--against`) is shown.
+    let ab = match (&inputs.baseline, &r.ab) {
+        (None, Some(ab)) => Some(perf_input::comparisons(
+            &serde_json::to_value(&ab.comparison).unwrap_or_default(),
+            &inputs.results_path,
+        )?),
+        _ => None,
+    };
     body.push_str(&perf_section::section(
         &perf_cases,
-        inputs.baseline.as_deref(),
+        inputs.baseline.as_deref().or(ab.as_deref()),
         &inputs.perf_files,
         &inputs.history_changes,
     )?);
@@ -176,6 +184,7 @@ mod tests {
             cases,
             interrupted: None,
             unfinished: Vec::new(),
+            ab: None,
         }
     }
 

@@ -1,5 +1,6 @@
 //! The runner: every selected case on every selected target, with progress and a summary.
 
+pub mod ab;
 pub mod expected;
 pub mod journal;
 pub mod junit;
@@ -109,5 +110,6 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
         cases: results,
         interrupted: crate::interrupt::received().map(crate::interrupt::signal_name),
         unfinished,
+        ab: None,
     }
 }

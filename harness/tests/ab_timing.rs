@@ -1,0 +1,162 @@
+//! `conform validate --against` and `conform run --perf --against`: a contributed kernel timed
+//! against the one it replaces, interleaved on the same inputs. Two copies of a worker whose
+//! speed the test sets: 30% slower is a REGRESSION (exit 1, in the results' `ab` section and
+//! the report); the same speed passes; `--against` without `--perf` is a usage error.
+//!
+//! The workers need the Python venv (`ci/setup-targets.sh`): without it the trial is ignored
+//! with the reason, unless CONFORM_REQUIRE_TARGETS is set (CI), where it runs and fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "support/copy_dir.rs"]
+mod copy_dir;
+#[path = "support/slowable_worker.rs"]
+mod slowable_worker;
+#[path = "../../targets/tests/support/trials.rs"]
+mod trials;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// A worker directory named `name` whose sleep factor is read from `speed`.
+fn worker(dir: &Path, name: &str, speed: &Path) {
+    let repo = repo();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("worker.py"), slowable_worker::SLOWABLE).unwrap();
+    std::fs::write(
+        dir.join("target.toml"),
+        format!(
+            "description = \"the example worker with a controllable sleep\"\n\
+             command = \"{}\"\nargs = [\"${{TARGET_DIR}}/worker.py\"]\n\n[env]\n\
+             PYTHONPATH = \"{}\"\nSPEED_FILE = \"{}\"\nWORKER_NAME = \"{name}\"\n",
+            repo.join(".venv/bin/python").display(),
+            repo.join("targets/python").display(),
+            speed.display()
+        ),
+    )
+    .unwrap();
+}
+
+const FILTER: &str = "mxfp4/bf16/n4-k7168/low_first";
+
+fn contributed_kernel_against_the_one_it_replaces() {
+    let repo = repo();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    for sub in ["suites", "golden", "ci/hardware"] {
+        copy_dir::copy_dir(&repo.join(sub), &root.join(sub));
+    }
+    let (old_speed, new_speed) = (dir.path().join("old-speed"), dir.path().join("new-speed"));
+    worker(&root.join("targets/old"), "old", &old_speed);
+    worker(&dir.path().join("new"), "new", &new_speed);
+    std::fs::write(&old_speed, "1.0").unwrap();
+    let conform = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("CONFORM_ROOT", &root)
+            .env_remove("CI")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code(), text)
+    };
+    let validate = |out: &str| {
+        conform(&[
+            "validate",
+            "--worker",
+            "new/target.toml",
+            "--against",
+            "old",
+            "--suite",
+            "fp4_dequant",
+            "--filter",
+            FILTER,
+            "--tier",
+            "quick",
+            "--out",
+            out,
+        ])
+    };
+
+    // 30% slower than the kernel it replaces: exit 1, REGRESSION with its ratio.
+    std::fs::write(&new_speed, "1.3").unwrap();
+    let (code, text) = validate("slow");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("A/B against `old`"), "{text}");
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("slow/results.json")).unwrap(),
+    )
+    .unwrap();
+    let ab = &results["ab"];
+    assert_eq!(ab["against"], "old", "{ab}");
+    let case = &ab["comparison"]["cases"][0];
+    assert_eq!(case["verdict"], "REGRESSION", "{ab}");
+    assert_eq!(case["target"], "new");
+    let ratio = case["ratio"].as_f64().unwrap();
+    assert!((1.15..1.5).contains(&ratio), "ratio {ratio}: {ab}");
+    assert!(
+        case["reason"]
+            .as_str()
+            .unwrap()
+            .contains("interleaved rounds"),
+        "{ab}"
+    );
+    // The correctness verdict itself passed: only the timing failed the run.
+    assert!(results["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["status"] == "passed"));
+    let report = std::fs::read_to_string(dir.path().join("slow/index.html")).unwrap();
+    assert!(
+        report.contains("REGRESSION"),
+        "the report lacks the A/B verdict"
+    );
+
+    // The same speed: not slower, exit 0.
+    std::fs::write(&new_speed, "1.0").unwrap();
+    let (code, text) = validate("same");
+    assert_eq!(code, Some(0), "{text}");
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("same/results.json")).unwrap(),
+    )
+    .unwrap();
+    let verdict = &results["ab"]["comparison"]["cases"][0]["verdict"];
+    assert!(verdict == "UNCHANGED" || verdict == "IMPROVEMENT", "{text}");
+
+    // `run --against` needs `--perf`.
+    let (code, text) = conform(&[
+        "run",
+        "--target",
+        "old",
+        "--against",
+        "old",
+        "--filter",
+        FILTER,
+    ]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("needs --perf"), "{text}");
+}
+
+fn main() {
+    let missing = (!repo().join(".venv/bin/python").exists()
+        && std::env::var("CONFORM_REQUIRE_TARGETS")
+            .unwrap_or_default()
+            .is_empty())
+    .then(|| ".venv is absent: run ci/setup-targets.sh".to_string());
+    trials::run(vec![trials::Test {
+        name: "contributed_kernel_against_the_one_it_replaces",
+        body: contributed_kernel_against_the_one_it_replaces,
+        missing,
+    }])
+}
