@@ -19,7 +19,8 @@
 #   --hardware   hardware profile for budgets/roofline (default: $CONFORM_HARDWARE or atlas-800i-a2)
 #   --baseline   a hand-kept baseline perf file (default: ci/baselines/<hardware>.json if present)
 #   --history    directory of every night's perf-<UTC stamp>.json (default: perf-history)
-#   --db         the history store (default: <history>/perf-history.sqlite)
+#   --db         the history store: a SQLite file or a postgres:// URL shared by many runners
+#                (default: <history>/perf-history.sqlite)
 #   --out        output directory (default: nightly-out)
 #   --threshold  relative slowdown that counts as a regression (default: 0.03)
 #   --suite      restrict to a suite (repeatable; default: all)
@@ -84,7 +85,7 @@ while [ $# -gt 0 ]; do
                 --filter) FILTER="$2" ;;
             esac
             shift ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -136,7 +137,7 @@ if [ -n "$BASELINE" ]; then
         *) die "conform perf compare failed ($compare_rc)" ;;
     esac
     REFERENCE="$BASELINE"
-elif [ "$DRY_RUN" = 0 ] && [ ! -f "$DB" ]; then
+elif [ "$DRY_RUN" = 0 ] && [[ "$DB" != postgres://* && "$DB" != postgresql://* ]] && [ ! -f "$DB" ]; then
     say "first night: the history $DB does not exist yet; tonight's samples start it"
     REFERENCE="(none)"
 else

@@ -26,6 +26,7 @@ fn history(c: &mut Criterion) {
     );
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("perf-history.sqlite");
+    let db = db.to_string_lossy().into_owned();
     let mut h = History::open_or_create(&db).unwrap();
     let t0 = Instant::now();
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -67,7 +68,7 @@ fn history(c: &mut Criterion) {
         size as f64 / 1e6
     );
     drop(h);
-    let h = History::open(&db).unwrap();
+    let mut h = History::open(&db).unwrap();
     let mut g = c.benchmark_group("perf_history");
     g.sample_size(20);
     g.bench_function("show_one_case", |b| {

@@ -1,218 +1,17 @@
 //! `conform perf history`: ingest, list, show (with change points), export and gate through
 //! the CLI, and the refusals: a damaged file, another application's database, a newer schema,
-//! a PostgreSQL URL — each exit 2 with the file named, and the file left byte for byte as it
+//! an unreachable PostgreSQL server — each exit 2 with the file named, and the file left byte for byte as it
 //! was.
 
+#[path = "support/history_scenario.rs"]
+mod history_scenario;
+use history_scenario::{conform, text, write_night};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// A deterministic spread of about +-2% around `level`.
-fn samples(level: f64, n: usize, salt: usize) -> Vec<f64> {
-    (0..n)
-        .map(|i| level * (1.0 + 0.02 * ((((i + salt) * 7919) % 101) as f64 / 50.0 - 1.0)))
-        .collect()
-}
-
-/// Night `k` (1-based) of two cases; `fa` steps from 100 to `fa_after` us at night `step`.
-fn write_night(dir: &Path, k: usize, step: usize, fa_after: f64) -> std::path::PathBuf {
-    let fa = if k >= step { fa_after } else { 100.0 };
-    let file = serde_json::json!({
-        "schema": "conform-perf/1",
-        "environment": {
-            "commit": format!("{k:02}{}", "c".repeat(38)),
-            "date": format!("2026-10-{k:02}T02:00:00Z"),
-            "versions": {"cann": "8.0.RC3", "torch_npu": "2.1.0.post8"},
-            "device": "Atlas 800I A2",
-            "tier": "full",
-            "seed": "cases"
-        },
-        "cases": [
-            {"id": "fa/x", "target": "t", "hardware": "hw", "samples_us": samples(fa, 30, k),
-             "params_digest": "aaaa"},
-            {"id": "pa/y", "target": "t", "hardware": "hw", "samples_us": samples(50.0, 30, 3 * k)}
-        ]
-    });
-    let p = dir.join(format!("night{k:02}.json"));
-    std::fs::write(&p, serde_json::to_string_pretty(&file).unwrap()).unwrap();
-    p
-}
 
 #[test]
 fn ingest_list_show_export_and_gate() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let files: Vec<String> = (1..=24)
-        .map(|k| {
-            write_night(d, k, 13, 112.0)
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    let mut args = vec!["perf", "history", "ingest", "--db", "h.sqlite"];
-    args.extend(files[..23].iter().map(String::as_str));
-    let o = conform(&args, d);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains("run 23, 2 series, 60 samples"),
-        "{}",
-        text(&o)
-    );
-    // The same file again adds nothing.
-    let o = conform(
-        &[
-            "perf",
-            "history",
-            "ingest",
-            "--db",
-            "h.sqlite",
-            "night01.json",
-        ],
-        d,
-    );
-    assert_eq!(o.status.code(), Some(0));
-    assert!(
-        text(&o).contains("already in h.sqlite as run 1"),
-        "{}",
-        text(&o)
-    );
-
-    let o = conform(&["perf", "history", "list", "--db", "h.sqlite"], d);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(
-        t.contains("fa/x") && t.contains("pa/y") && t.contains("2 series"),
-        "{t}"
-    );
-    assert!(
-        t.lines()
-            .any(|l| l.starts_with("fa/x") && l.contains(" 23 ") && l.contains(" 690 ")),
-        "{t}"
-    );
-
-    // The step at night 13 is found, with the commits on either side.
-    let o = conform(&["perf", "history", "show", "--db", "h.sqlite", "fa/x"], d);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("slower +12.0%"), "{t}");
-    assert!(
-        t.contains(&format!("between commit 12{}", "c".repeat(8)))
-            && t.contains(&format!("and commit 13{}", "c".repeat(8))),
-        "{t}"
-    );
-    let o = conform(&["perf", "history", "show", "--db", "h.sqlite", "pa/y"], d);
-    assert!(text(&o).contains("no change point"), "{}", text(&o));
-    let o = conform(&["perf", "history", "show", "--db", "h.sqlite", "nope"], d);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o).contains("no series for case `nope`"),
-        "{}",
-        text(&o)
-    );
-
-    // CSV: a header and one row per sample, with the run's metadata.
-    let o = conform(
-        &[
-            "perf", "history", "export", "--db", "h.sqlite", "--csv", "all.csv", "--case", "^fa/",
-        ],
-        d,
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let csv = std::fs::read_to_string(d.join("all.csv")).unwrap();
-    let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 1 + 23 * 30);
-    assert!(lines[0].starts_with("run_id,date,commit,"));
-    assert!(
-        lines[1].contains(",full,cases,fa/x,t,hw,aaaa,0,"),
-        "{}",
-        lines[1]
-    );
-
-    // Night 24 is at the new level: judged against the newest segment, not the old baseline.
-    let o = conform(
-        &[
-            "perf",
-            "history",
-            "gate",
-            "--db",
-            "h.sqlite",
-            "--candidate",
-            "night24.json",
-            "--json",
-            "g.json",
-        ],
-        d,
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("2 UNCHANGED"), "{t}");
-    let g: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("g.json")).unwrap()).unwrap();
-    assert_eq!(g["references"][0]["reference_runs"], 10);
-    assert_eq!(g["references"][0]["changes"].as_array().unwrap().len(), 1);
-
-    // A night 25% slower than the newest segment is a regression, named by its commits.
-    let slow = serde_json::json!({
-        "environment": {"commit": "f".repeat(40), "date": "2026-10-30T02:00:00Z"},
-        "cases": [{"id": "fa/x", "target": "t", "hardware": "hw", "params_digest": "aaaa",
-                   "samples_us": samples(140.0, 30, 99)}]
-    });
-    std::fs::write(d.join("slow.json"), slow.to_string()).unwrap();
-    let o = conform(
-        &[
-            "perf",
-            "history",
-            "gate",
-            "--db",
-            "h.sqlite",
-            "--candidate",
-            "slow.json",
-        ],
-        d,
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains(&format!("between commit 23{}", "c".repeat(8)))
-            && t.contains(&format!("and commit {}", "f".repeat(10))),
-        "{t}"
-    );
-    // Changed op parameters: no history for them, nothing judged.
-    let other = serde_json::json!({
-        "cases": [{"id": "fa/x", "target": "t", "hardware": "hw", "params_digest": "bbbb",
-                   "samples_us": samples(140.0, 30, 1)}]
-    });
-    std::fs::write(d.join("other.json"), other.to_string()).unwrap();
-    let o = conform(
-        &[
-            "perf",
-            "history",
-            "gate",
-            "--db",
-            "h.sqlite",
-            "--candidate",
-            "other.json",
-        ],
-        d,
-    );
-    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    history_scenario::ingest_list_show_export_and_gate(dir.path(), "h.sqlite");
 }
 
 fn assert_refused(d: &Path, file: &str, want: &str) {
@@ -298,23 +97,25 @@ fn damaged_foreign_and_newer_files_are_refused_and_left_alone() {
     );
     assert!(!d.join("absent.sqlite").exists(), "a read created the file");
 
+    // An unreachable PostgreSQL server: named (its password hidden), exit 2.
     let o = conform(
         &[
             "perf",
             "history",
             "ingest",
             "--db",
-            "postgres://ci@db.example/perf",
+            "postgres://ci:secret@127.0.0.1:1/perf",
             "n.json",
         ],
         d,
     );
     assert_eq!(o.status.code(), Some(2));
+    let t = text(&o);
     assert!(
-        text(&o).contains("postgres://ci@db.example/perf: PostgreSQL"),
-        "{}",
-        text(&o)
+        t.contains("postgres://ci:***@127.0.0.1:1/perf: cannot connect to the PostgreSQL server"),
+        "{t}"
     );
+    assert!(!t.contains("secret"), "{t}");
 
     // A bad perf file is refused before the store is created.
     std::fs::write(d.join("bad.json"), "{\"cases\": [{\"id\": 1}]}").unwrap();

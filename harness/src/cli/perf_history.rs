@@ -36,9 +36,10 @@ pub enum HistoryCommand {
 
 #[derive(Debug, Args)]
 pub struct DbArg {
-    /// The history file (SQLite).
-    #[arg(long, default_value = DEFAULT_DB)]
-    pub db: PathBuf,
+    /// The history: a SQLite file, or a PostgreSQL URL (`postgres://user@host/db`) that many
+    /// runners share.
+    #[arg(long, value_name = "FILE|URL", default_value = DEFAULT_DB)]
+    pub db: String,
 }
 
 #[derive(Debug, Args)]
@@ -120,17 +121,18 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                     source: p.file_name().map(|n| n.to_string_lossy().into_owned()),
                 };
                 let what = h.ingest(&f, &meta)?;
-                println!("{}", messages::ingested(p, &a.db.db, &what));
+                println!("{}", messages::ingested(p, h.location(), &what));
             }
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::List(a) => {
-            let h = History::open(&a.db)?;
-            print!("{}", messages::series_table(&a.db, &h.series()?));
+            let mut h = History::open(&a.db)?;
+            let series = h.series()?;
+            print!("{}", messages::series_table(h.location(), &series));
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::Show(a) => {
-            let h = History::open(&a.db.db)?;
+            let mut h = History::open(&a.db.db)?;
             let key = h.find_series(&a.case, a.target.as_deref(), a.hardware.as_deref())?;
             let nights = h.nights(&key)?;
             let analysis = history::analyse(&key, &nights, &ChangePointConfig::default());
@@ -147,7 +149,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                     field: "--case",
                     problem: e.to_string(),
                 })?;
-            let h = History::open(&a.db.db)?;
+            let mut h = History::open(&a.db.db)?;
             let to_stdout = a.csv.as_os_str() == "-";
             let mut buf = Vec::new();
             let rows = h.export_csv(&mut buf, re.as_ref())?;
@@ -170,8 +172,8 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
 fn gate(a: &GateArgs) -> Result<i32, HistoryError> {
     let cfg = a.gate.check()?;
     let candidate = PerfFile::read(&a.candidate)?;
-    let h = History::open(&a.db.db)?;
-    let result = history::gate(&h, &candidate, &cfg, &ChangePointConfig::default())?;
+    let mut h = History::open(&a.db.db)?;
+    let result = history::gate(&mut h, &candidate, &cfg, &ChangePointConfig::default())?;
     print!("{}", perf_messages::comparison_table(&result.comparison));
     print!("{}", messages::references(&result.references));
     for c in &result.comparison.cases {
@@ -186,7 +188,7 @@ fn gate(a: &GateArgs) -> Result<i32, HistoryError> {
         println!("{line}");
     }
     if result.comparison.judged() == 0 {
-        println!("{}", messages::first_run(&a.db.db));
+        println!("{}", messages::first_run(h.location()));
         return Ok(exit_code::NOTHING_JUDGED);
     }
     Ok(if result.comparison.has_regression() {

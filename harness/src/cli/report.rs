@@ -18,8 +18,8 @@ pub struct ReportArgs {
     pub mc2: Option<PathBuf>,
     #[arg(long, value_name = "ADEQUACY.json", help = msg::HELP_ADEQUACY)]
     pub adequacy: Option<PathBuf>,
-    #[arg(long, value_name = "DB", help = msg::HELP_HISTORY)]
-    pub history: Option<PathBuf>,
+    #[arg(long, value_name = "FILE|URL", help = msg::HELP_HISTORY)]
+    pub history: Option<String>,
     #[arg(long, value_name = "N", default_value_t = 30, help = msg::HELP_HISTORY_RUNS)]
     pub history_runs: usize,
     #[arg(long, value_name = "DIR", help = msg::HELP_OUT)]

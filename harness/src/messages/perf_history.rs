@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::perf::history::gate::{ReferenceInfo, SeriesAnalysis};
 use crate::perf::history::{Ingested, Night, SeriesKey, SeriesSummary};
 
-pub fn ingested(file: &Path, db: &Path, what: &Ingested) -> String {
+pub fn ingested(file: &Path, db: &str, what: &Ingested) -> String {
     match what {
         Ingested::New {
             run_id,
@@ -15,12 +15,12 @@ pub fn ingested(file: &Path, db: &Path, what: &Ingested) -> String {
         } => format!(
             "ingested {}: run {run_id}, {series} series, {samples} samples into {}",
             file.display(),
-            db.display()
+            db
         ),
         Ingested::AlreadyPresent { run_id } => format!(
             "{}: already in {} as run {run_id} (same contents); nothing added",
             file.display(),
-            db.display()
+            db
         ),
     }
 }
@@ -33,9 +33,9 @@ fn hw(k: &SeriesKey) -> &str {
     }
 }
 
-pub fn series_table(db: &Path, series: &[SeriesSummary]) -> String {
+pub fn series_table(db: &str, series: &[SeriesSummary]) -> String {
     if series.is_empty() {
-        return format!("{}: the history holds no series yet\n", db.display());
+        return format!("{db}: the history holds no series yet\n");
     }
     let mut out = String::new();
     let w = series
@@ -62,7 +62,7 @@ pub fn series_table(db: &Path, series: &[SeriesSummary]) -> String {
             s.last_date
         );
     }
-    let _ = writeln!(out, "{} series in {}", series.len(), db.display());
+    let _ = writeln!(out, "{} series in {db}", series.len());
     out
 }
 
@@ -144,10 +144,9 @@ pub fn regression(case: &str, target: &str, reason: &str) -> String {
     format!("REGRESSION {case} [{target}]: {reason}")
 }
 
-pub fn first_run(db: &Path) -> String {
+pub fn first_run(db: &str) -> String {
     format!(
-        "no case has an earlier run in {}: nothing to compare yet (this run becomes the reference once ingested)",
-        db.display()
+        "no case has an earlier run in {db}: nothing to compare yet (this run becomes the reference once ingested)"
     )
 }
 

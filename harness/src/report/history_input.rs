@@ -2,8 +2,6 @@
 //! perf files (one per run, labelled by commit or date, each series' median), and the change
 //! points of every series those runs cover.
 
-use std::path::Path;
-
 use super::error::ReportError;
 use super::perf_input::{PerfCase, PerfFile};
 use crate::perf::changepoint::ChangePointConfig;
@@ -21,10 +19,10 @@ pub struct ChangeRow {
     pub after: String,
 }
 
-/// The newest `runs` runs of the history at `path`, oldest first, and every change point of
+/// The newest `runs` runs of the history at `location` (a file or a PostgreSQL URL), oldest first, and every change point of
 /// the series over the whole history.
-pub fn load(path: &Path, runs: usize) -> Result<(Vec<PerfFile>, Vec<ChangeRow>), ReportError> {
-    let h = History::open(path)?;
+pub fn load(location: &str, runs: usize) -> Result<(Vec<PerfFile>, Vec<ChangeRow>), ReportError> {
+    let mut h = History::open(location)?;
     let all = h.runs()?;
     let newest = &all[all.len().saturating_sub(runs)..];
     let mut files: Vec<PerfFile> = newest

@@ -1,51 +1,53 @@
-//! Errors of the perf history store. Each names the database file (or URL) and what is wrong
-//! with it; none leaves a partly written store behind (every write is one transaction).
+//! Errors of the perf history store. Each names the database — the file, or the PostgreSQL URL
+//! with any password hidden — and what is wrong with it; none leaves a partly written store
+//! behind (every write is one transaction).
 
-use std::path::PathBuf;
-
+use super::backend::BackendError;
 use crate::perf::PerfError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    #[error("{path}: no such perf history (create one with `conform perf history ingest`)")]
-    Missing { path: PathBuf },
-    #[error("{path}: not a SQLite database (a damaged file, or another kind of file); nothing was written to it")]
-    NotADatabase { path: PathBuf },
-    #[error("{path}: a SQLite database that is not a conform perf history (its tables: {tables}); nothing was written to it")]
-    Foreign { path: PathBuf, tables: String },
-    #[error("{path}: perf history schema version {found} is newer than this conform reads (up to {supported}); use a newer conform, nothing was written to it")]
+    #[error("{location}: no such perf history (create one with `conform perf history ingest`)")]
+    Missing { location: String },
+    #[error("{location}: not a SQLite database (a damaged file, or another kind of file); nothing was written to it")]
+    NotADatabase { location: String },
+    #[error("{location}: a database that is not a conform perf history (its tables: {tables}); nothing was written to it")]
+    Foreign { location: String, tables: String },
+    #[error("{location}: perf history schema version {found} is newer than this conform reads (up to {supported}); use a newer conform, nothing was written to it")]
     NewerSchema {
-        path: PathBuf,
+        location: String,
         found: i64,
         supported: i64,
     },
-    #[error(
-        "{url}: PostgreSQL perf histories are not supported by this build; give a SQLite file path"
-    )]
-    UnsupportedUrl { url: String },
-    #[error("{path}: {doing}: {source}")]
+    #[error("{location}: cannot connect to the PostgreSQL server: {source}")]
+    Unreachable {
+        location: String,
+        #[source]
+        source: BackendError,
+    },
+    #[error("{location}: {doing}: {source}")]
     Sql {
-        path: PathBuf,
+        location: String,
         doing: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
-    #[error("{path}: {what}")]
-    Damaged { path: PathBuf, what: String },
+    #[error("{location}: {what}")]
+    Damaged { location: String, what: String },
     #[error(
-        "{path}: no series for case `{case}`{}{}",
+        "{location}: no series for case `{case}`{}{}",
         on("target", target),
         on("hardware", hardware)
     )]
     UnknownSeries {
-        path: PathBuf,
+        location: String,
         case: String,
         target: Option<String>,
         hardware: Option<String>,
     },
-    #[error("{path}: case `{case}` has several series ({series}); choose one with --target / --hardware")]
+    #[error("{location}: case `{case}` has several series ({series}); choose one with --target / --hardware")]
     AmbiguousSeries {
-        path: PathBuf,
+        location: String,
         case: String,
         series: String,
     },

@@ -135,7 +135,7 @@ pub struct HistoryComparison {
 
 /// Compares every record of `candidate` with its series' reference in `history`.
 pub fn gate(
-    history: &History,
+    history: &mut History,
     candidate: &PerfFile,
     cfg: &GateConfig,
     cp: &ChangePointConfig,

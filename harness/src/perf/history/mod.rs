@@ -3,6 +3,7 @@
 //! run with the newest segment of its series instead of a hand-kept baseline ([`gate`]).
 //! Layout and migrations: [`schema`]. Documented in docs/perf.md.
 
+pub mod backend;
 pub mod error;
 pub mod gate;
 pub mod schema;

@@ -1,22 +1,26 @@
-//! The perf history store: every raw sample of every ingested perf file, in one SQLite file.
+//! The perf history store: every raw sample of every ingested perf file, in one SQLite file or
+//! in a PostgreSQL database shared by many runners (a `postgres://` or `postgresql://` URL;
+//! the same tables, [`super::schema`]).
 //!
-//! Reading commands open the file read-only and never create it; `ingest` creates it when it
-//! is absent. Before anything is written the file is inspected: a damaged file, a database of
+//! Reading commands open a file read-only and never create it; `ingest` creates it when it is
+//! absent. Before anything is written the database is inspected: a damaged file, a database of
 //! another application, or a history of a newer schema is refused by name and left as it was.
 //! Each ingested file is one transaction, so an interrupted ingest leaves the store as before.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::OpenFlags;
 
+use super::backend::{Backend, BackendError, Value};
 use super::error::HistoryError;
 use super::schema::{self, Found, SCHEMA_VERSION};
 use crate::perf::PerfFile;
 
 /// An open history.
 pub struct History {
-    conn: Connection,
-    path: PathBuf,
+    db: Backend,
+    /// The file, or the URL without its password, for messages.
+    location: String,
 }
 
 /// Where an ingested file came from, beyond what its environment says.
@@ -90,225 +94,273 @@ pub fn run_digest(file: &PerfFile) -> String {
     blake3::hash(&text).to_hex().to_string()
 }
 
-fn is_url(s: &str) -> bool {
-    s.starts_with("postgres://") || s.starts_with("postgresql://")
+/// Whether `location` names a PostgreSQL database rather than a file.
+pub fn is_postgres_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// A URL as messages show it: `user:password@` becomes `user:***@`.
+pub fn redacted(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].find(':') {
+            Some(colon) => format!(
+                "{}{}:***{}",
+                &url[..scheme_end],
+                &rest[..colon],
+                &rest[at..]
+            ),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
 }
 
 impl History {
-    /// Opens an existing history for reading.
-    pub fn open(path: &Path) -> Result<History, HistoryError> {
-        Self::check_not_url(path)?;
-        if !path.exists() {
-            return Err(HistoryError::Missing {
-                path: path.to_path_buf(),
-            });
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| Self::classify(path, "opening", e))?;
-        let h = History {
-            conn,
-            path: path.to_path_buf(),
+    /// Opens an existing history for reading: a file path or a PostgreSQL URL.
+    pub fn open(location: &str) -> Result<History, HistoryError> {
+        let mut h = if is_postgres_url(location) {
+            Self::connect(location)?
+        } else {
+            let path = Path::new(location);
+            if !path.exists() {
+                return Err(HistoryError::Missing {
+                    location: location.to_string(),
+                });
+            }
+            let conn = rusqlite::Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| classify(location, "opening", e.into()))?;
+            History {
+                db: Backend::Sqlite(conn),
+                location: location.to_string(),
+            }
         };
         match h.inspect()? {
             Found::Version(v) if v == SCHEMA_VERSION => Ok(h),
-            Found::Version(v) if v > SCHEMA_VERSION => Err(HistoryError::NewerSchema {
-                path: path.to_path_buf(),
-                found: v,
-                supported: SCHEMA_VERSION,
-            }),
+            Found::Version(v) if v > SCHEMA_VERSION => Err(h.newer(v)),
             Found::Version(v) => Err(HistoryError::Damaged {
-                path: path.to_path_buf(),
+                location: h.location.clone(),
                 what: format!(
                     "schema version {v} is older than {SCHEMA_VERSION}; ingest into it once to upgrade it"
                 ),
             }),
+            Found::Empty if !h.db.is_sqlite() => Err(HistoryError::Missing {
+                location: h.location.clone(),
+            }),
             Found::Empty => Err(HistoryError::Foreign {
-                path: path.to_path_buf(),
+                location: h.location.clone(),
                 tables: "none".to_string(),
             }),
             Found::Foreign(t) => Err(HistoryError::Foreign {
-                path: path.to_path_buf(),
+                location: h.location.clone(),
                 tables: t.join(", "),
             }),
         }
     }
 
-    /// Opens a history for ingesting, creating the file (and its tables) when it is absent and
-    /// upgrading an older schema.
-    pub fn open_or_create(path: &Path) -> Result<History, HistoryError> {
-        Self::check_not_url(path)?;
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| Self::classify(path, "opening", e))?;
-        let mut h = History {
-            conn,
-            path: path.to_path_buf(),
+    /// Opens a history for ingesting, creating the file (and the tables, in a file or an empty
+    /// PostgreSQL schema) when absent and upgrading an older schema.
+    pub fn open_or_create(location: &str) -> Result<History, HistoryError> {
+        let mut h = if is_postgres_url(location) {
+            Self::connect(location)?
+        } else {
+            let conn = rusqlite::Connection::open_with_flags(
+                location,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| classify(location, "opening", e.into()))?;
+            History {
+                db: Backend::Sqlite(conn),
+                location: location.to_string(),
+            }
         };
         let from = match h.inspect()? {
             Found::Empty => 0,
-            Found::Version(v) if v > SCHEMA_VERSION => {
-                return Err(HistoryError::NewerSchema {
-                    path: path.to_path_buf(),
-                    found: v,
-                    supported: SCHEMA_VERSION,
-                })
-            }
+            Found::Version(v) if v > SCHEMA_VERSION => return Err(h.newer(v)),
             Found::Version(v) => v,
             Found::Foreign(t) => {
                 return Err(HistoryError::Foreign {
-                    path: path.to_path_buf(),
+                    location: h.location.clone(),
                     tables: t.join(", "),
                 })
             }
         };
         if from < SCHEMA_VERSION {
-            schema::migrate(&mut h.conn, from).map_err(|e| h.sql("creating the tables", e))?;
+            schema::migrate(&mut h.db, from).map_err(|e| h.sql("creating the tables", e))?;
         }
         Ok(h)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    fn connect(url: &str) -> Result<History, HistoryError> {
+        let location = redacted(url);
+        let db = Backend::connect_postgres(url).map_err(|source| HistoryError::Unreachable {
+            location: location.clone(),
+            source,
+        })?;
+        Ok(History { db, location })
     }
 
-    fn check_not_url(path: &Path) -> Result<(), HistoryError> {
-        let s = path.to_string_lossy();
-        if is_url(&s) {
-            return Err(HistoryError::UnsupportedUrl {
-                url: s.into_owned(),
-            });
-        }
-        Ok(())
+    /// The file, or the URL without its password.
+    pub fn location(&self) -> &str {
+        &self.location
     }
 
-    fn classify(path: &Path, doing: &'static str, e: rusqlite::Error) -> HistoryError {
-        match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::NotADatabase)
-            | Some(rusqlite::ErrorCode::DatabaseCorrupt) => HistoryError::NotADatabase {
-                path: path.to_path_buf(),
-            },
-            _ => HistoryError::Sql {
-                path: path.to_path_buf(),
-                doing,
-                source: e,
-            },
+    fn newer(&self, found: i64) -> HistoryError {
+        HistoryError::NewerSchema {
+            location: self.location.clone(),
+            found,
+            supported: SCHEMA_VERSION,
         }
     }
 
-    fn sql(&self, doing: &'static str, e: rusqlite::Error) -> HistoryError {
-        Self::classify(&self.path, doing, e)
+    fn sql(&self, doing: &'static str, e: BackendError) -> HistoryError {
+        classify(&self.location, doing, e)
     }
 
-    fn inspect(&self) -> Result<Found, HistoryError> {
-        schema::inspect(&self.conn).map_err(|e| self.sql("reading the schema", e))
+    fn inspect(&mut self) -> Result<Found, HistoryError> {
+        schema::inspect(&mut self.db).map_err(|e| self.sql("reading the schema", e))
+    }
+
+    fn query(
+        &mut self,
+        doing: &'static str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<Vec<Value>>, HistoryError> {
+        self.db
+            .query(sql, params)
+            .map_err(|e| classify(&self.location, doing, e))
     }
 
     /// Adds every record of `file` as one run (one transaction). A file whose digest is
     /// already present is not added again.
     pub fn ingest(&mut self, file: &PerfFile, meta: &RunMeta) -> Result<Ingested, HistoryError> {
         let digest = run_digest(file);
-        let path = self.path.clone();
-        let err = |doing, e| Self::classify(&path, doing, e);
-        if let Some(run_id) = self
-            .conn
-            .query_row("SELECT id FROM runs WHERE digest = ?1", [&digest], |r| {
-                r.get::<_, i64>(0)
-            })
-            .optional()
-            .map_err(|e| err("looking up the run", e))?
-        {
+        let found = self.query(
+            "looking up the run",
+            "SELECT id FROM runs WHERE digest = ?1",
+            &[Value::text(&digest)],
+        )?;
+        if let Some(run_id) = found.first().and_then(|r| r[0].as_i64()) {
             return Ok(Ingested::AlreadyPresent { run_id });
         }
+        self.db
+            .batch("BEGIN")
+            .map_err(|e| self.sql("starting a transaction", e))?;
+        match self.ingest_in_transaction(file, meta, &digest) {
+            Ok(done) => {
+                self.db
+                    .batch("COMMIT")
+                    .map_err(|e| self.sql("committing", e))?;
+                Ok(done)
+            }
+            Err(e) => {
+                let _ = self.db.batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    fn ingest_in_transaction(
+        &mut self,
+        file: &PerfFile,
+        meta: &RunMeta,
+        digest: &str,
+    ) -> Result<Ingested, HistoryError> {
         let env = file.environment.clone().unwrap_or_default();
         let now = crate::perf::perf_file::utc_now_rfc3339();
         let versions = serde_json::to_string(&env.versions).unwrap_or_else(|_| "{}".into());
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|e| err("starting a transaction", e))?;
-        tx.execute(
+        let run = self.query(
+            "adding the run",
             "INSERT INTO runs (digest, date, commit_id, hostname, device, versions, tier, seed, source, ingested_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                digest,
-                env.date.clone().unwrap_or_else(|| now.clone()),
-                env.commit,
-                env.hostname,
-                env.device,
-                versions,
-                meta.tier.clone().or(env.tier),
-                meta.seed.clone().or(env.seed),
-                meta.source,
-                now
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+            &[
+                Value::text(digest),
+                Value::text(env.date.clone().unwrap_or_else(|| now.clone())),
+                Value::opt_text(env.commit.as_deref()),
+                Value::opt_text(env.hostname.as_deref()),
+                Value::opt_text(env.device.as_deref()),
+                Value::text(versions),
+                Value::opt_text(meta.tier.as_deref().or(env.tier.as_deref())),
+                Value::opt_text(meta.seed.as_deref().or(env.seed.as_deref())),
+                Value::opt_text(meta.source.as_deref()),
+                Value::text(now),
             ],
-        )
-        .map_err(|e| err("adding the run", e))?;
-        let run_id = tx.last_insert_rowid();
+        )?;
+        let run_id =
+            run.first()
+                .and_then(|r| r[0].as_i64())
+                .ok_or_else(|| HistoryError::Damaged {
+                    location: self.location.clone(),
+                    what: "the new run got no id".to_string(),
+                })?;
         let mut samples = 0usize;
-        {
-            let mut find = tx
-                .prepare_cached(
-                    "SELECT id FROM series WHERE case_id = ?1 AND target = ?2 AND hardware = ?3",
-                )
-                .map_err(|e| err("preparing", e))?;
-            let mut add_series = tx
-                .prepare_cached(
-                    "INSERT INTO series (case_id, target, hardware) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(|e| err("preparing", e))?;
-            let mut add_measurement = tx
-                .prepare_cached(
+        for rec in &file.cases {
+            let hw = rec.hardware.clone().unwrap_or_default();
+            let key = [
+                Value::text(&rec.id),
+                Value::text(&rec.target),
+                Value::text(&hw),
+            ];
+            let found = self.query(
+                "looking up a series",
+                "SELECT id FROM series WHERE case_id = ?1 AND target = ?2 AND hardware = ?3",
+                &key,
+            )?;
+            let sid = match found.first().and_then(|r| r[0].as_i64()) {
+                Some(id) => id,
+                None => self
+                    .query(
+                        "adding a series",
+                        "INSERT INTO series (case_id, target, hardware) VALUES (?1, ?2, ?3) RETURNING id",
+                        &key,
+                    )?
+                    .first()
+                    .and_then(|r| r[0].as_i64())
+                    .ok_or_else(|| HistoryError::Damaged {
+                        location: self.location.clone(),
+                        what: "a new series got no id".to_string(),
+                    })?,
+            };
+            self.db
+                .execute(
                     "INSERT INTO measurements (series_id, run_id, params_digest, warmup, iterations, flops, bytes)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    &[
+                        Value::Int(Some(sid)),
+                        Value::Int(Some(run_id)),
+                        Value::opt_text(rec.params_digest.as_deref()),
+                        Value::Int(rec.warmup.map(i64::from)),
+                        Value::Int(rec.iterations.map(i64::from)),
+                        Value::Real(rec.flops),
+                        Value::Real(rec.bytes),
+                    ],
                 )
-                .map_err(|e| err("preparing", e))?;
-            let mut add_sample = tx
-                .prepare_cached(
-                    "INSERT INTO samples (series_id, run_id, idx, value_us) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(|e| err("preparing", e))?;
-            for rec in &file.cases {
-                let hw = rec.hardware.clone().unwrap_or_default();
-                let sid = match find
-                    .query_row(params![rec.id, rec.target, hw], |r| r.get::<_, i64>(0))
-                    .optional()
-                    .map_err(|e| err("looking up a series", e))?
-                {
-                    Some(id) => id,
-                    None => {
-                        add_series
-                            .execute(params![rec.id, rec.target, hw])
-                            .map_err(|e| err("adding a series", e))?;
-                        tx.last_insert_rowid()
-                    }
-                };
-                add_measurement
-                    .execute(params![
-                        sid,
-                        run_id,
-                        rec.params_digest,
-                        rec.warmup,
-                        rec.iterations,
-                        rec.flops,
-                        rec.bytes
-                    ])
-                    .map_err(|e| err("adding a measurement", e))?;
-                for (i, v) in rec.samples_us.iter().enumerate() {
-                    add_sample
-                        .execute(params![sid, run_id, i as i64, v])
-                        .map_err(|e| err("adding a sample", e))?;
-                }
-                samples += rec.samples_us.len();
+                .map_err(|e| self.sql("adding a measurement", e))?;
+            for (i, v) in rec.samples_us.iter().enumerate() {
+                self.db
+                    .execute(
+                        "INSERT INTO samples (series_id, run_id, idx, value_us) VALUES (?1, ?2, ?3, ?4)",
+                        &[
+                            Value::Int(Some(sid)),
+                            Value::Int(Some(run_id)),
+                            Value::Int(Some(i as i64)),
+                            Value::Real(Some(*v)),
+                        ],
+                    )
+                    .map_err(|e| self.sql("adding a sample", e))?;
             }
+            samples += rec.samples_us.len();
         }
-        tx.commit().map_err(|e| err("committing", e))?;
         Ok(Ingested::New {
             run_id,
             series: file.cases.len(),
@@ -317,90 +369,81 @@ impl History {
     }
 
     /// Every series with its number of runs and samples and its first and last date.
-    pub fn series(&self) -> Result<Vec<SeriesSummary>, HistoryError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT s.id, s.case_id, s.target, s.hardware,
-                        COUNT(*), MIN(r.date), MAX(r.date),
-                        (SELECT COUNT(*) FROM samples x WHERE x.series_id = s.id)
-                 FROM series s JOIN measurements m ON m.series_id = s.id
-                 JOIN runs r ON r.id = m.run_id
-                 GROUP BY s.id ORDER BY s.case_id, s.target, s.hardware",
-            )
-            .map_err(|e| self.sql("listing the series", e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(SeriesSummary {
+    pub fn series(&mut self) -> Result<Vec<SeriesSummary>, HistoryError> {
+        let rows = self.query(
+            "listing the series",
+            "SELECT s.id, s.case_id, s.target, s.hardware,
+                    COUNT(*), MIN(r.date), MAX(r.date),
+                    (SELECT COUNT(*) FROM samples x WHERE x.series_id = s.id)
+             FROM series s JOIN measurements m ON m.series_id = s.id
+             JOIN runs r ON r.id = m.run_id
+             GROUP BY s.id, s.case_id, s.target, s.hardware
+             ORDER BY s.case_id, s.target, s.hardware",
+            &[],
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut it = r.into_iter();
+                let mut next = || it.next().unwrap_or(Value::Text(None));
+                let id = next().as_i64().unwrap_or(0);
+                let (case, target, hardware) = (next(), next(), next());
+                let runs = next().as_i64().unwrap_or(0) as usize;
+                let (first, last) = (next(), next());
+                let samples = next().as_i64().unwrap_or(0) as usize;
+                SeriesSummary {
                     key: SeriesKey {
-                        id: r.get(0)?,
-                        case: r.get(1)?,
-                        target: r.get(2)?,
-                        hardware: r.get(3)?,
+                        id,
+                        case: case.into_text().unwrap_or_default(),
+                        target: target.into_text().unwrap_or_default(),
+                        hardware: hardware.into_text().unwrap_or_default(),
                     },
-                    runs: r.get::<_, i64>(4)? as usize,
-                    first_date: r.get(5)?,
-                    last_date: r.get(6)?,
-                    samples: r.get::<_, i64>(7)? as usize,
-                })
+                    runs,
+                    samples,
+                    first_date: first.into_text().unwrap_or_default(),
+                    last_date: last.into_text().unwrap_or_default(),
+                }
             })
-            .map_err(|e| self.sql("listing the series", e))?;
-        rows.collect::<Result<_, _>>()
-            .map_err(|e| self.sql("listing the series", e))
-    }
-
-    /// Every run, oldest first: (id, date, commit).
-    pub fn runs(&self) -> Result<Vec<(i64, String, Option<String>)>, HistoryError> {
-        self.conn
-            .prepare("SELECT id, date, commit_id FROM runs ORDER BY date, id")
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(|e| self.sql("listing the runs", e))
+            .collect())
     }
 
     /// The series of `case`, narrowed by target and hardware when given; an error names the
     /// candidates when several remain.
     pub fn find_series(
-        &self,
+        &mut self,
         case: &str,
         target: Option<&str>,
         hardware: Option<&str>,
     ) -> Result<SeriesKey, HistoryError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT id, case_id, target, hardware FROM series WHERE case_id = ?1
-                 ORDER BY target, hardware",
-            )
-            .map_err(|e| self.sql("finding the series", e))?;
-        let all: Vec<SeriesKey> = stmt
-            .query_map([case], |r| {
-                Ok(SeriesKey {
-                    id: r.get(0)?,
-                    case: r.get(1)?,
-                    target: r.get(2)?,
-                    hardware: r.get(3)?,
-                })
-            })
-            .and_then(|rows| rows.collect::<Result<_, _>>())
-            .map_err(|e| self.sql("finding the series", e))?;
-        let mut found: Vec<SeriesKey> = all
+        let rows = self.query(
+            "finding the series",
+            "SELECT id, target, hardware FROM series WHERE case_id = ?1 ORDER BY target, hardware",
+            &[Value::text(case)],
+        )?;
+        let mut found: Vec<SeriesKey> = rows
             .into_iter()
+            .map(|r| {
+                let mut it = r.into_iter();
+                SeriesKey {
+                    id: it.next().and_then(|v| v.as_i64()).unwrap_or(0),
+                    case: case.to_string(),
+                    target: it.next().and_then(Value::into_text).unwrap_or_default(),
+                    hardware: it.next().and_then(Value::into_text).unwrap_or_default(),
+                }
+            })
             .filter(|k| target.is_none_or(|t| k.target == t))
             .filter(|k| hardware.is_none_or(|h| k.hardware == h))
             .collect();
         match found.len() {
             1 => Ok(found.remove(0)),
             0 => Err(HistoryError::UnknownSeries {
-                path: self.path.clone(),
+                location: self.location.clone(),
                 case: case.to_string(),
                 target: target.map(str::to_string),
                 hardware: hardware.map(str::to_string),
             }),
             _ => Err(HistoryError::AmbiguousSeries {
-                path: self.path.clone(),
+                location: self.location.clone(),
                 case: case.to_string(),
                 series: found
                     .iter()
@@ -413,79 +456,93 @@ impl History {
 
     /// The exact series (case, target, hardware), if the history has it.
     pub fn series_of(
-        &self,
+        &mut self,
         case: &str,
         target: &str,
         hardware: &str,
     ) -> Result<Option<SeriesKey>, HistoryError> {
-        self.conn
-            .prepare_cached(
-                "SELECT id FROM series WHERE case_id = ?1 AND target = ?2 AND hardware = ?3",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![case, target, hardware], |r| r.get::<_, i64>(0))
-                    .optional()
+        let rows = self.query(
+            "finding the series",
+            "SELECT id FROM series WHERE case_id = ?1 AND target = ?2 AND hardware = ?3",
+            &[
+                Value::text(case),
+                Value::text(target),
+                Value::text(hardware),
+            ],
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r[0].as_i64())
+            .map(|id| SeriesKey {
+                id,
+                case: case.to_string(),
+                target: target.to_string(),
+                hardware: hardware.to_string(),
+            }))
+    }
+
+    /// Every run, oldest first: (id, date, commit).
+    pub fn runs(&mut self) -> Result<Vec<(i64, String, Option<String>)>, HistoryError> {
+        let rows = self.query(
+            "listing the runs",
+            "SELECT id, date, commit_id FROM runs ORDER BY date, id",
+            &[],
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut it = r.into_iter();
+                (
+                    it.next().and_then(|v| v.as_i64()).unwrap_or(0),
+                    it.next().and_then(Value::into_text).unwrap_or_default(),
+                    it.next().and_then(Value::into_text),
+                )
             })
-            .map(|id| {
-                id.map(|id| SeriesKey {
-                    id,
-                    case: case.to_string(),
-                    target: target.to_string(),
-                    hardware: hardware.to_string(),
-                })
-            })
-            .map_err(|e| self.sql("finding the series", e))
+            .collect())
     }
 
     /// Every run of a series, oldest first (by date, then by ingestion order), with its
     /// samples in the order they were measured.
-    pub fn nights(&self, series: &SeriesKey) -> Result<Vec<Night>, HistoryError> {
-        let mut runs = self
-            .conn
-            .prepare_cached(
-                "SELECT r.id, r.digest, r.date, r.commit_id, m.params_digest
-                 FROM measurements m JOIN runs r ON r.id = m.run_id
-                 WHERE m.series_id = ?1 ORDER BY r.date, r.id",
-            )
-            .map_err(|e| self.sql("reading the runs", e))?;
+    pub fn nights(&mut self, series: &SeriesKey) -> Result<Vec<Night>, HistoryError> {
+        let runs = self.query(
+            "reading the runs",
+            "SELECT r.id, r.digest, r.date, r.commit_id, m.params_digest
+             FROM measurements m JOIN runs r ON r.id = m.run_id
+             WHERE m.series_id = ?1 ORDER BY r.date, r.id",
+            &[Value::Int(Some(series.id))],
+        )?;
         let mut nights: Vec<Night> = runs
-            .query_map([series.id], |r| {
-                Ok(Night {
-                    run_id: r.get(0)?,
-                    digest: r.get(1)?,
-                    date: r.get(2)?,
-                    commit: r.get(3)?,
-                    params_digest: r.get(4)?,
+            .into_iter()
+            .map(|r| {
+                let mut it = r.into_iter();
+                Night {
+                    run_id: it.next().and_then(|v| v.as_i64()).unwrap_or(0),
+                    digest: it.next().and_then(Value::into_text).unwrap_or_default(),
+                    date: it.next().and_then(Value::into_text).unwrap_or_default(),
+                    commit: it.next().and_then(Value::into_text),
+                    params_digest: it.next().and_then(Value::into_text),
                     samples: Vec::new(),
-                })
+                }
             })
-            .and_then(|rows| rows.collect::<Result<_, _>>())
-            .map_err(|e| self.sql("reading the runs", e))?;
+            .collect();
         let index: std::collections::HashMap<i64, usize> = nights
             .iter()
             .enumerate()
             .map(|(i, n)| (n.run_id, i))
             .collect();
-        let mut samples = self
-            .conn
-            .prepare_cached(
-                "SELECT run_id, value_us FROM samples WHERE series_id = ?1 ORDER BY run_id, idx",
-            )
-            .map_err(|e| self.sql("reading the samples", e))?;
-        let mut rows = samples
-            .query([series.id])
-            .map_err(|e| self.sql("reading the samples", e))?;
-        while let Some(row) = rows
-            .next()
-            .map_err(|e| self.sql("reading the samples", e))?
-        {
-            let (run, v): (i64, f64) = (
-                row.get(0).map_err(|e| self.sql("reading the samples", e))?,
-                row.get(1).map_err(|e| self.sql("reading the samples", e))?,
+        let rows = self.query(
+            "reading the samples",
+            "SELECT run_id, value_us FROM samples WHERE series_id = ?1 ORDER BY run_id, idx",
+            &[Value::Int(Some(series.id))],
+        )?;
+        for row in rows {
+            let (run, v) = (
+                row[0].as_i64().unwrap_or(-1),
+                row[1].as_f64().unwrap_or(f64::NAN),
             );
             let Some(&i) = index.get(&run) else {
                 return Err(HistoryError::Damaged {
-                    path: self.path.clone(),
+                    location: self.location.clone(),
                     what: format!(
                         "samples of run {run} for `{}` have no measurement row",
                         series.label()
@@ -494,7 +551,7 @@ impl History {
             };
             if !(v.is_finite() && v > 0.0) {
                 return Err(HistoryError::Damaged {
-                    path: self.path.clone(),
+                    location: self.location.clone(),
                     what: format!("run {run} of `{}` holds the sample {v}", series.label()),
                 });
             }
@@ -506,12 +563,13 @@ impl History {
     /// Writes every sample (optionally only the series whose case matches `case`) as CSV:
     /// one row per sample. Returns the number of rows.
     pub fn export_csv(
-        &self,
+        &mut self,
         out: &mut dyn std::io::Write,
         case: Option<&regex::Regex>,
     ) -> Result<usize, HistoryError> {
+        let location = self.location.clone();
         let io = |e: std::io::Error| HistoryError::Damaged {
-            path: self.path.clone(),
+            location: location.clone(),
             what: format!("writing the CSV: {e}"),
         };
         writeln!(
@@ -519,50 +577,60 @@ impl History {
             "run_id,date,commit,hostname,device,tier,seed,case,target,hardware,params_digest,sample_index,value_us"
         )
         .map_err(io)?;
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT r.id, r.date, r.commit_id, r.hostname, r.device, r.tier, r.seed,
-                        s.case_id, s.target, s.hardware, m.params_digest, x.idx, x.value_us
-                 FROM samples x
-                 JOIN series s ON s.id = x.series_id
-                 JOIN runs r ON r.id = x.run_id
-                 JOIN measurements m ON m.series_id = x.series_id AND m.run_id = x.run_id
-                 ORDER BY s.case_id, s.target, s.hardware, r.date, r.id, x.idx",
-            )
-            .map_err(|e| self.sql("exporting", e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.sql("exporting", e))?;
+        let rows = self.query(
+            "exporting",
+            "SELECT r.id, r.date, r.commit_id, r.hostname, r.device, r.tier, r.seed,
+                    s.case_id, s.target, s.hardware, m.params_digest, x.idx, x.value_us
+             FROM samples x
+             JOIN series s ON s.id = x.series_id
+             JOIN runs r ON r.id = x.run_id
+             JOIN measurements m ON m.series_id = x.series_id AND m.run_id = x.run_id
+             ORDER BY s.case_id, s.target, s.hardware, r.date, r.id, x.idx",
+            &[],
+        )?;
         let mut n = 0;
-        while let Some(r) = rows.next().map_err(|e| self.sql("exporting", e))? {
-            let text = |i: usize| -> Result<String, HistoryError> {
-                let v: Option<String> = r.get(i).map_err(|e| self.sql("exporting", e))?;
-                Ok(csv_field(v.as_deref().unwrap_or("")))
-            };
-            let case_id: String = r.get(7).map_err(|e| self.sql("exporting", e))?;
+        for r in rows {
+            let case_id = r[7].clone().into_text().unwrap_or_default();
             if case.is_some_and(|re| !re.is_match(&case_id)) {
                 continue;
             }
-            let run: i64 = r.get(0).map_err(|e| self.sql("exporting", e))?;
-            let idx: i64 = r.get(11).map_err(|e| self.sql("exporting", e))?;
-            let v: f64 = r.get(12).map_err(|e| self.sql("exporting", e))?;
+            let text = |i: usize| csv_field(r[i].clone().into_text().as_deref().unwrap_or(""));
             writeln!(
                 out,
-                "{run},{},{},{},{},{},{},{},{},{},{},{idx},{v}",
-                text(1)?,
-                text(2)?,
-                text(3)?,
-                text(4)?,
-                text(5)?,
-                text(6)?,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                r[0].as_i64().unwrap_or(0),
+                text(1),
+                text(2),
+                text(3),
+                text(4),
+                text(5),
+                text(6),
                 csv_field(&case_id),
-                text(8)?,
-                text(9)?,
-                text(10)?,
+                text(8),
+                text(9),
+                text(10),
+                r[11].as_i64().unwrap_or(0),
+                r[12].as_f64().unwrap_or(f64::NAN)
             )
             .map_err(io)?;
             n += 1;
         }
         Ok(n)
+    }
+}
+
+/// The history error for a database error: a file SQLite cannot read is named as such.
+fn classify(location: &str, doing: &'static str, e: BackendError) -> HistoryError {
+    if e.is_not_a_database() {
+        HistoryError::NotADatabase {
+            location: location.to_string(),
+        }
+    } else {
+        HistoryError::Sql {
+            location: location.to_string(),
+            doing,
+            source: e,
+        }
     }
 }
 

@@ -1,0 +1,255 @@
+//! The two databases a history lives in — a SQLite file (one runner) or a PostgreSQL server
+//! (many runners sharing one history) — behind the few operations the store needs: queries
+//! with typed parameters and rows, statements, and the list of tables. The store's SQL is
+//! written once with `?N` placeholders (turned into `$N` for PostgreSQL) in the subset both
+//! dialects share (`INSERT ... RETURNING`, `ON CONFLICT ... DO UPDATE`); only the tables'
+//! definitions differ ([`super::schema`]).
+
+use std::collections::HashMap;
+
+/// A parameter or column value. Each kind carries its own NULL, so a NULL parameter still has
+/// the column's type (PostgreSQL checks it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(Option<i64>),
+    Real(Option<f64>),
+    Text(Option<String>),
+}
+
+impl Value {
+    pub fn text(s: impl Into<String>) -> Value {
+        Value::Text(Some(s.into()))
+    }
+
+    pub fn opt_text(s: Option<&str>) -> Value {
+        Value::Text(s.map(str::to_string))
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => *v,
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Real(v) => *v,
+            Value::Int(v) => v.map(|i| i as f64),
+            _ => None,
+        }
+    }
+
+    pub fn into_text(self) -> Option<String> {
+        match self {
+            Value::Text(v) => v,
+            _ => None,
+        }
+    }
+}
+
+/// An error of either database.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Postgres(#[from] postgres::Error),
+    #[error("column {column} of `{sql}` has a type the history does not use")]
+    UnexpectedType { sql: String, column: usize },
+}
+
+impl BackendError {
+    /// Whether SQLite said the file is no database (or a damaged one).
+    pub fn is_not_a_database(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Sqlite(e) if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt)
+            )
+        )
+    }
+}
+
+/// An open database.
+pub enum Backend {
+    Sqlite(rusqlite::Connection),
+    Postgres {
+        client: Box<postgres::Client>,
+        statements: HashMap<String, postgres::Statement>,
+    },
+}
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value as V};
+        Ok(ToSqlOutput::Owned(match self {
+            Value::Int(Some(v)) => V::Integer(*v),
+            Value::Real(Some(v)) => V::Real(*v),
+            Value::Text(Some(v)) => V::Text(v.clone()),
+            _ => V::Null,
+        }))
+    }
+}
+
+/// `?N` placeholders as PostgreSQL's `$N`.
+fn dollar_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Backend {
+    pub fn connect_postgres(url: &str) -> Result<Backend, BackendError> {
+        let client = postgres::Client::connect(url, postgres::NoTls)?;
+        Ok(Backend::Postgres {
+            client: Box::new(client),
+            statements: HashMap::new(),
+        })
+    }
+
+    /// The rows of a query, each as its column values.
+    pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, BackendError> {
+        match self {
+            Backend::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let n = stmt.column_count();
+                let rows = stmt.query_map(rusqlite::params_from_iter(params), |r| {
+                    (0..n)
+                        .map(|i| {
+                            use rusqlite::types::ValueRef;
+                            Ok(match r.get_ref(i)? {
+                                ValueRef::Null => Value::Text(None),
+                                ValueRef::Integer(v) => Value::Int(Some(v)),
+                                ValueRef::Real(v) => Value::Real(Some(v)),
+                                ValueRef::Text(t) => {
+                                    Value::Text(Some(String::from_utf8_lossy(t).into_owned()))
+                                }
+                                ValueRef::Blob(b) => {
+                                    Value::Text(Some(String::from_utf8_lossy(b).into_owned()))
+                                }
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<Value>>>()
+                })?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            }
+            Backend::Postgres { client, statements } => {
+                let stmt = match statements.get(sql) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = client.prepare(&dollar_placeholders(sql))?;
+                        statements.insert(sql.to_string(), s.clone());
+                        s
+                    }
+                };
+                let args = pg_params(params);
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    args.iter().map(|b| b.as_ref()).collect();
+                let rows = client.query(&stmt, &refs)?;
+                rows.iter()
+                    .map(|row| {
+                        (0..row.len())
+                            .map(|i| pg_value(row, i, sql))
+                            .collect::<Result<Vec<Value>, BackendError>>()
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Runs a statement.
+    pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
+        match self {
+            Backend::Sqlite(conn) => {
+                conn.prepare_cached(sql)?
+                    .execute(rusqlite::params_from_iter(params))?;
+                Ok(())
+            }
+            Backend::Postgres { .. } => self.query(sql, params).map(drop),
+        }
+    }
+
+    /// Runs several statements without parameters.
+    pub fn batch(&mut self, sql: &str) -> Result<(), BackendError> {
+        match self {
+            Backend::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Backend::Postgres { client, .. } => Ok(client.batch_execute(sql)?),
+        }
+    }
+
+    /// The names of the tables (of the current schema, for PostgreSQL).
+    pub fn tables(&mut self) -> Result<Vec<String>, BackendError> {
+        let sql = match self {
+            Backend::Sqlite(_) => {
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            }
+            Backend::Postgres { .. } => {
+                "SELECT table_name::text FROM information_schema.tables \
+                 WHERE table_schema = current_schema() ORDER BY 1"
+            }
+        };
+        Ok(self
+            .query(sql, &[])?
+            .into_iter()
+            .filter_map(|mut r| r.pop().and_then(Value::into_text))
+            .collect())
+    }
+
+    pub fn is_sqlite(&self) -> bool {
+        matches!(self, Backend::Sqlite(_))
+    }
+}
+
+fn pg_params(params: &[Value]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
+    params
+        .iter()
+        .map(|v| -> Box<dyn postgres::types::ToSql + Sync> {
+            match v {
+                Value::Int(x) => Box::new(*x),
+                Value::Real(x) => Box::new(*x),
+                Value::Text(x) => Box::new(x.clone()),
+            }
+        })
+        .collect()
+}
+
+fn pg_value(row: &postgres::Row, i: usize, sql: &str) -> Result<Value, BackendError> {
+    use postgres::types::Type;
+    let ty = row.columns()[i].type_();
+    Ok(if *ty == Type::INT8 {
+        Value::Int(row.try_get::<_, Option<i64>>(i)?)
+    } else if *ty == Type::INT4 {
+        Value::Int(row.try_get::<_, Option<i32>>(i)?.map(i64::from))
+    } else if *ty == Type::FLOAT8 {
+        Value::Real(row.try_get::<_, Option<f64>>(i)?)
+    } else if *ty == Type::TEXT || *ty == Type::VARCHAR || *ty == Type::NAME {
+        Value::Text(row.try_get::<_, Option<String>>(i)?)
+    } else {
+        return Err(BackendError::UnexpectedType {
+            sql: sql.to_string(),
+            column: i,
+        });
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_dollars_and_nothing_else_changes() {
+        assert_eq!(
+            dollar_placeholders("SELECT a FROM t WHERE b = ?1 AND c = ?12 AND d = '?'"),
+            "SELECT a FROM t WHERE b = $1 AND c = $12 AND d = '?'"
+        );
+    }
+}
