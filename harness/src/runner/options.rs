@@ -61,15 +61,11 @@ impl Default for RunOptions {
 }
 
 impl RunOptions {
-    /// The required targets named by `CONFORM_REQUIRE_TARGETS` (comma-separated).
+    /// The required targets named by `CONFORM_REQUIRE_TARGETS`, read as the target registry
+    /// reads it (one parser: comma- or space-separated).
     pub fn required_from_env() -> Vec<String> {
-        std::env::var("CONFORM_REQUIRE_TARGETS")
-            .map(|v| {
-                v.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default()
+        conform_targets::registry::required_targets()
+            .into_iter()
+            .collect()
     }
 }
