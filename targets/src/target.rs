@@ -95,6 +95,11 @@ pub struct OpCapability {
     /// Free-form notes (e.g. "PA runs by gathering KV through the block table first").
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub notes: String,
+    /// Set when the worker implements the op but found at its handshake that it cannot run
+    /// here (a library without the needed dtype or kernel, a device model without it): every
+    /// case of the op is `skipped` with this reason, never an `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 /// Everything a target can do: op name -> capability.
@@ -164,6 +169,11 @@ impl Capabilities {
                 }
             ))
         })?;
+        if let Some(why) = &cap.unavailable {
+            return Err(SkipReason(format!(
+                "op `{op}` cannot run on this target here: {why}"
+            )));
+        }
         if !cap.dtypes.is_empty() {
             if let Some(d) = params.get("dtype") {
                 let d = value_text(d);
@@ -398,6 +408,24 @@ mod tests {
             },
         );
         Capabilities { ops }
+    }
+
+    #[test]
+    fn an_op_found_unavailable_at_the_handshake_skips_with_its_reason() {
+        let mut c = caps();
+        c.ops.get_mut("fa_prefill").unwrap().unavailable =
+            Some("torch_npu 2.1.0 has no float4_e2m1fn_x2".to_string());
+        let r = c
+            .supports("fa_prefill", &json!({"dtype": "f16"}))
+            .unwrap_err();
+        assert_eq!(
+            r.0,
+            "op `fa_prefill` cannot run on this target here: torch_npu 2.1.0 has no float4_e2m1fn_x2"
+        );
+        // The handshake field round-trips through the protocol's JSON.
+        let text = serde_json::to_string(&c).unwrap();
+        let back: Capabilities = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
     }
 
     #[test]

@@ -105,14 +105,15 @@ def mxfp4(case):
     return {t["out"]: to_numpy(y, out_dt)}
 
 
-def fp4_supported():
+def fp4_unsupported():
+    """Why FP4 cannot run with this torch (None when it can), found at the handshake."""
     if not hasattr(torch, "float4_e2m1fn_x2"):
-        return False
+        return "torch %s has no float4_e2m1fn_x2 dtype" % torch.__version__
     try:
         torch.zeros(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2).to(torch.float32)
-        return True
-    except Exception:
-        return False
+        return None
+    except Exception as e:
+        return "torch %s cannot decode float4_e2m1fn_x2: %s" % (torch.__version__, e)
 
 
 if __name__ == "__main__":
@@ -121,9 +122,12 @@ if __name__ == "__main__":
     ops = {"fa_prefill": attention, "pa_decode": attention}
     caps = {"fa_prefill": attn,
             "pa_decode": dict(attn, notes="PA runs by gathering KV through the block table first")}
-    if fp4_supported():
-        ops["mxfp4_dequant"] = mxfp4
-        caps["mxfp4_dequant"] = {"dtypes": ["bf16", "f16", "f32"], "recipes": ["mx_ocp"]}
+    # FP4 is declared either way; without it every FP4 case is skipped with the reason.
+    ops["mxfp4_dequant"] = mxfp4
+    caps["mxfp4_dequant"] = {"dtypes": ["bf16", "f16", "f32"], "recipes": ["mx_ocp"]}
+    why = fp4_unsupported()
+    if why:
+        caps["mxfp4_dequant"]["unavailable"] = why
     dev = DEVICE
     if DEVICE.startswith("cuda"):
         dev = "CUDA %s" % torch.cuda.get_device_name(0)

@@ -143,3 +143,32 @@ def mc2_shard(x1, x2, rank):
     if x1.shape[2] != x2.shape[1]:
         raise ArgError("K of x1 (%d) and x2 (%d) differ" % (x1.shape[2], x2.shape[1]))
     return x1[rank], x2[rank]
+
+
+# Device models (torch.npu.get_device_name) without FP4 (E2M1) conversion in hardware, and
+# those without MC2 (fused matmul + all-reduce, npu_mm_all_reduce_base: Atlas A2/A3 only).
+NO_FP4_DEVICES = ("Ascend910A", "Ascend910B", "Ascend910_93", "Ascend310P")
+NO_MC2_DEVICES = ("Ascend910A", "Ascend310P")
+
+
+def probe(torch_npu, device_name):
+    """What this torch_npu build and device cannot run, found at the handshake: op -> the
+    reason (ops that can run are absent). Pure (the module is a parameter), so it is tested
+    without torch_npu. Every case of an op listed here is skipped with the reason."""
+    version = getattr(torch_npu, "__version__", "?")
+    reasons = {}
+    if not hasattr(torch_npu, "npu_fused_infer_attention_score"):
+        why = "torch_npu %s has no npu_fused_infer_attention_score" % version
+        reasons["fa_prefill"] = why
+        reasons["pa_decode"] = why
+    if not (hasattr(torch_npu, "npu_dtype_cast") and hasattr(torch_npu, "float4_e2m1fn_x2")):
+        reasons["mxfp4_dequant"] = ("torch_npu %s has no float4_e2m1fn_x2 dtype for npu_dtype_cast"
+                                    % version)
+    elif device_name.replace(" ", "").startswith(NO_FP4_DEVICES):
+        reasons["mxfp4_dequant"] = "device %s has no FP4 (E2M1) conversion" % device_name
+    if not hasattr(torch_npu, "npu_mm_all_reduce_base"):
+        reasons["mc2_matmul_allreduce"] = "torch_npu %s has no npu_mm_all_reduce_base" % version
+    elif device_name.replace(" ", "").startswith(NO_MC2_DEVICES):
+        reasons["mc2_matmul_allreduce"] = ("device %s does not run MC2 (npu_mm_all_reduce_base "
+                                           "needs an Atlas A2/A3 device)" % device_name)
+    return reasons

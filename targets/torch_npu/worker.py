@@ -153,19 +153,23 @@ if __name__ == "__main__":
             "limits": {"num_heads": {"max": 256}, "head_dim": {"max": 512},
                        "sparse_mode": {"one_of": [0, 2, 3, 4]}},
             "recipes": ["npu_fia"]}
+    caps = {
+        "fa_prefill": attn,
+        "pa_decode": dict(attn, limits=dict(attn["limits"], block_size={"min": 16, "max": 512})),
+        "mxfp4_dequant": {"dtypes": ["bf16"], "recipes": ["npu_dtype_cast"]},
+        "mc2_matmul_allreduce": {"dtypes": ["f16", "bf16"],
+                                 "limits": {"ranks": {"one_of": [1, 2, 4, 8]}},
+                                 "recipes": ["npu_mm_all_reduce_base"]},
+    }
+    # What this build and device cannot run: those cases are skipped with the reason.
+    for op, why in fa.probe(torch_npu, props).items():
+        caps[op] = dict(caps[op], unavailable=why)
     cw.serve(
         name="torch_npu",
         version="1",
         ops={"fa_prefill": attention, "pa_decode": attention, "mxfp4_dequant": fp4_dequant,
              "mc2_matmul_allreduce": mc2},
-        capabilities={"ops": {
-            "fa_prefill": attn,
-            "pa_decode": dict(attn, limits=dict(attn["limits"], block_size={"min": 16, "max": 512})),
-            "mxfp4_dequant": {"dtypes": ["bf16"], "recipes": ["npu_dtype_cast"]},
-            "mc2_matmul_allreduce": {"dtypes": ["f16", "bf16"],
-                                     "limits": {"ranks": {"one_of": [1, 2, 4, 8]}},
-                                     "recipes": ["npu_mm_all_reduce_base"]},
-        }},
+        capabilities={"ops": caps},
         libraries=libs,
         device="Ascend %s" % props,
     )

@@ -96,5 +96,45 @@ class FiaArgsTest(unittest.TestCase):
             fa.mc2_shard(x1, x2.reshape(2, 5, 4), 0)
 
 
+class _Module:
+    """A stand-in module with the given attributes (the probe only looks at names)."""
+
+    def __init__(self, version, *names):
+        self.__version__ = version
+        for n in names:
+            setattr(self, n, object())
+
+
+FULL = ("npu_fused_infer_attention_score", "npu_dtype_cast", "float4_e2m1fn_x2",
+        "npu_mm_all_reduce_base")
+
+
+class ProbeTest(unittest.TestCase):
+    def test_everything_present_on_a_capable_device(self):
+        self.assertEqual(fa.probe(_Module("2.7.1", *FULL), "Ascend950PR"), {})
+
+    def test_missing_fp4_dtype_names_the_version(self):
+        m = _Module("2.1.0.post8", "npu_fused_infer_attention_score", "npu_dtype_cast",
+                    "npu_mm_all_reduce_base")
+        r = fa.probe(m, "Ascend950PR")
+        self.assertEqual(set(r), {"mxfp4_dequant"})
+        self.assertIn("2.1.0.post8", r["mxfp4_dequant"])
+        self.assertIn("float4_e2m1fn_x2", r["mxfp4_dequant"])
+
+    def test_device_models_without_fp4_or_mc2(self):
+        r = fa.probe(_Module("2.7.1", *FULL), "Ascend910B4")
+        self.assertEqual(set(r), {"mxfp4_dequant"})
+        self.assertIn("Ascend910B4", r["mxfp4_dequant"])
+        r = fa.probe(_Module("2.7.1", *FULL), "Ascend310P3")
+        self.assertEqual(set(r), {"mxfp4_dequant", "mc2_matmul_allreduce"})
+        self.assertIn("Atlas A2/A3", r["mc2_matmul_allreduce"])
+
+    def test_an_old_build_without_fia_or_mc2(self):
+        r = fa.probe(_Module("1.11.0"), "Ascend910B4")
+        self.assertEqual(set(r), {"fa_prefill", "pa_decode", "mxfp4_dequant",
+                                  "mc2_matmul_allreduce"})
+        self.assertIn("npu_fused_infer_attention_score", r["fa_prefill"])
+
+
 if __name__ == "__main__":
     unittest.main()
