@@ -124,7 +124,7 @@ def lse_from_kernel(lse, layout):
 
 
 # MC2: suite tensor names, and how the coordinating worker launches one process per rank.
-MC2_TENSORS = {"x1": "x1", "x2": "x2", "bias": "bias", "out": "out"}
+MC2_TENSORS = {"x1": "x1", "x2": "x2", "bias": "bias", "x3": "x3", "out": "out"}
 
 
 def mc2_launch_command(python, rank_script, world_size, inputs, outputs, master_port):

@@ -1,5 +1,5 @@
 """One rank of an MC2 MatmulAllReduce case, launched by torchrun from worker.py.
-Reads the case's inputs (x1 [R, M, K], x2 [R, K, N], optional bias [N]), runs
+Reads the case's inputs (x1 [R, M, K], x2 [R, K, N], optional bias [N] and x3 [M, N]), runs
 npu_mm_all_reduce_base on its shard with the HCCL communicator, and rank 0 writes `out`."""
 import argparse
 import os
@@ -8,6 +8,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+if os.environ.get("CONFORM_TORCH_NPU_STANDIN") == "1":  # tests only (standin/README.md)
+    sys.path.insert(0, os.path.join(HERE, "standin"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -40,7 +42,9 @@ def main():
 
     x1, x2 = dev(x1, dt), dev(x2, dt)
     bias = dev(tensors[t["bias"]], dt) if t["bias"] in tensors else None
-    out = torch_npu.npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=bias)
+    # x3 [M, N]: the residual the kernel adds after the all-reduce (out = sum + bias + x3).
+    x3 = dev(tensors[t["x3"]], dt) if t["x3"] in tensors else None
+    out = torch_npu.npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=bias, x3=x3)
     torch.npu.synchronize()
     if rank == 0:
         o = out.cpu()

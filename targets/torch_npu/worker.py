@@ -15,6 +15,10 @@ import conform_worker as cw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# Tests only: the CPU stand-in for torch / torch_npu (standin/README.md); it refuses to load
+# where the real modules exist, and everything this worker reports then names it.
+if os.environ.get("CONFORM_TORCH_NPU_STANDIN") == "1":
+    sys.path.insert(0, os.path.join(HERE, "standin"))
 
 try:
     import numpy as np
@@ -26,6 +30,11 @@ except Exception as e:
     cw.unavailable("import failed: %s: %s" % (type(e).__name__, e))
 
 DEVICE = "npu:%s" % os.environ.get("CONFORM_NPU_DEVICE", "0")
+STANDIN = bool(getattr(torch_npu, "STANDIN", False))
+# Every case says which module ran it.
+MODULE_NOTE = "torch_npu %s%s" % (
+    getattr(torch_npu, "__version__", "?"),
+    " (conform CPU stand-in on numpy: not a device run)" if STANDIN else "")
 TORCH_DT = {"F32": torch.float32, "F16": torch.float16}
 
 
@@ -87,6 +96,7 @@ def attention(case):
     def call():
         return torch_npu.npu_fused_infer_attention_score(q, k, v, **kw)
 
+    case.note(MODULE_NOTE)
     out, lse = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
     res = {"attention_out": to_host(out, dt)}
     if kw["softmax_lse_flag"]:
@@ -102,12 +112,15 @@ def fp4_dequant(case):
     t = f4.TENSORS["mxfp4_dequant"]
     if case.params.get("packing", "low_first") != "low_first":
         raise cw.Unsupported("float4_e2m1fn_x2 is low nibble first")
+    if case.params.get("element", "e2m1") != "e2m1":
+        raise cw.Unsupported("float4_e2m1fn_x2 decodes E2M1 only, not %s" % case.params["element"])
     codes = to_device(case.inputs[t["codes"]], "U8")
 
     def call():
         return torch_npu.npu_dtype_cast(codes, torch.bfloat16,
                                         input_dtype=torch_npu.float4_e2m1fn_x2)
 
+    case.note(MODULE_NOTE)
     q = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
     scale = f4.e8m0_to_f32(case.inputs[t["scale"]])
     scale = torch.from_numpy(f4.group_scale(scale, q.shape[-1], 32)).to(DEVICE)
@@ -129,12 +142,16 @@ def mc2(case):
     except fa.ArgError as e:
         raise cw.Unsupported(str(e))
     env = dict(os.environ, CONFORM_TIMING=str(case.timing or ""))
+    if STANDIN:  # the rank processes import the stand-in too
+        env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.join(HERE, "standin")] + [x for x in [env.get("PYTHONPATH")] if x])
     r = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr)
     if r.returncode != 0:
         raise RuntimeError("torchrun exited with %d" % r.returncode)
     tensors, dtypes, meta = cw.read_safetensors(case.outputs_path + ".mc2")
     if meta.get("timings_us"):
         case.timings_us = [float(x) for x in meta["timings_us"].split(",")]
+    case.note(MODULE_NOTE)
     case.note("npu_mm_all_reduce_base on %d ranks (torchrun, HCCL)" % world)
     return {fa.MC2_TENSORS["out"]: tensors[fa.MC2_TENSORS["out"]]}
 
@@ -146,6 +163,9 @@ if __name__ == "__main__":
         cw.unavailable("no NPU device: %s" % e)
     libs = {"torch": torch.__version__, "torch_npu": getattr(torch_npu, "__version__", "?"),
             "numpy": np.__version__}
+    if STANDIN:
+        libs["torch_npu"] += " (conform CPU stand-in)"
+        libs["torch"] += " (conform CPU stand-in)"
     cann = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
     if cann:
         libs["CANN"] = os.path.basename(os.path.realpath(cann))
@@ -156,7 +176,11 @@ if __name__ == "__main__":
     caps = {
         "fa_prefill": attn,
         "pa_decode": dict(attn, limits=dict(attn["limits"], block_size={"min": 16, "max": 512})),
-        "mxfp4_dequant": {"dtypes": ["bf16"], "recipes": ["npu_dtype_cast"]},
+        # Exact E2M1 decode (npu_dtype_cast), x the power-of-two E8M0 scale in f32 (exact),
+        # one RNE cast to BF16: the OCP MX definition, so its cases are judged bitwise.
+        "mxfp4_dequant": {"dtypes": ["bf16"], "recipes": ["npu_dtype_cast", "mx_ocp"],
+                          "limits": {"packing": {"one_of": ["low_first"]},
+                                     "element": {"one_of": ["e2m1"]}}},
         "mc2_matmul_allreduce": {"dtypes": ["f16", "bf16"],
                                  "limits": {"ranks": {"one_of": [1, 2, 4, 8]}},
                                  "recipes": ["npu_mm_all_reduce_base"]},
@@ -171,5 +195,5 @@ if __name__ == "__main__":
              "mc2_matmul_allreduce": mc2},
         capabilities={"ops": caps},
         libraries=libs,
-        device="Ascend %s" % props,
+        device=props if STANDIN else "Ascend %s" % props,
     )

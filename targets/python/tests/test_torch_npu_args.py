@@ -136,5 +136,36 @@ class ProbeTest(unittest.TestCase):
         self.assertIn("npu_fused_infer_attention_score", r["fa_prefill"])
 
 
+STANDIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "torch_npu", "standin")
+
+
+class StandInTest(unittest.TestCase):
+    """The CPU stand-in loads only where no real torch / torch_npu exists."""
+
+    def _import(self, extra_path):
+        import subprocess
+        import tempfile
+        code = "import torch, torch_npu; print(torch_npu.__version__, torch_npu.STANDIN)"
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([STANDIN] + extra_path))
+        with tempfile.TemporaryDirectory() as cwd:
+            return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd,
+                                  capture_output=True, text=True)
+
+    def test_loads_alone(self):
+        r = self._import([])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("conform.standin True", r.stdout)
+
+    def test_refuses_when_a_real_module_is_installed(self):
+        import tempfile
+        for name in ("torch", "torch_npu"):
+            with tempfile.TemporaryDirectory() as site:
+                os.makedirs(os.path.join(site, name))
+                open(os.path.join(site, name, "__init__.py"), "w").close()
+                r = self._import([site])
+                self.assertNotEqual(r.returncode, 0, r.stdout)
+                self.assertIn("refuses to load: a real `%s` is installed" % name, r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

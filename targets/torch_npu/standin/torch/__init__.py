@@ -1,0 +1,188 @@
+"""conform CPU stand-in for the part of `torch` the torch_npu worker uses (tests only; see
+../README.md). Tensors are numpy arrays with a dtype tag and a device name; BF16 is held as its
+16-bit patterns. Like torch, it refuses `.numpy()` on a device tensor or on BF16, and
+arithmetic across devices, so a worker that forgets a `.cpu()` or a `.view()` fails here too."""
+import os
+import sys
+import time as _time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _guard  # noqa: E402
+
+_guard.refuse_if_real("torch")
+
+import numpy as _np  # noqa: E402
+
+__version__ = "0.0+conform.standin"
+STANDIN = True
+
+
+class dtype:
+    def __init__(self, name, storage, itemsize):
+        self.name, self.storage, self.itemsize = name, _np.dtype(storage), itemsize
+
+    def __repr__(self):
+        return "torch." + self.name
+
+
+float32 = dtype("float32", _np.float32, 4)
+float16 = dtype("float16", _np.float16, 2)
+bfloat16 = dtype("bfloat16", _np.uint16, 2)
+int16 = dtype("int16", _np.int16, 2)
+int32 = dtype("int32", _np.int32, 4)
+int64 = dtype("int64", _np.int64, 8)
+uint8 = dtype("uint8", _np.uint8, 1)
+bool = dtype("bool", _np.bool_, 1)  # noqa: A001  (torch.bool)
+_FROM_NUMPY = {_np.dtype(d.storage): d for d in (float32, float16, int16, int32, int64, uint8, bool)}
+
+
+class device:
+    def __init__(self, kind, index=None):
+        self.type = str(kind).split(":")[0]
+        self.index = index
+
+    def __repr__(self):
+        return "device(%s)" % self.type
+
+
+def _bf16_to_f32(bits):
+    return (bits.astype(_np.uint32) << 16).view(_np.float32)
+
+
+def _f32_to_bf16(x):
+    x = _np.ascontiguousarray(x, dtype=_np.float32)
+    u = x.view(_np.uint32).astype(_np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(_np.uint16)
+    return _np.where(_np.isnan(x), ((u >> 16) | 0x40).astype(_np.uint16), r)
+
+
+class Tensor:
+    def __init__(self, array, dt, dev="cpu"):
+        self._a = array
+        self.dtype = dt
+        self.device = device(dev)
+
+    @property
+    def shape(self):
+        return tuple(self._a.shape)
+
+    def dim(self):
+        return self._a.ndim
+
+    def _f32(self):
+        if self.dtype is bfloat16:
+            return _bf16_to_f32(self._a)
+        return self._a.astype(_np.float32)
+
+    def view(self, dt):
+        if dt.itemsize != self.dtype.itemsize:
+            raise RuntimeError("stand-in: view from %s to %s changes the element size"
+                               % (self.dtype, dt))
+        return Tensor(self._a.view(dt.storage), dt, self.device.type)
+
+    def to(self, target):
+        if isinstance(target, dtype):
+            if target is self.dtype:
+                return self
+            x = self._f32()
+            a = _f32_to_bf16(x) if target is bfloat16 else x.astype(target.storage)
+            return Tensor(a, target, self.device.type)
+        kind = target.type if isinstance(target, device) else str(target).split(":")[0]
+        if kind not in ("cpu", "npu"):
+            raise RuntimeError("stand-in: no device %s" % target)
+        return Tensor(self._a.copy(), self.dtype, kind)
+
+    def npu(self):
+        return self.to("npu")
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def detach(self):
+        return self
+
+    def contiguous(self):
+        return self
+
+    def float(self):
+        return self.to(float32)
+
+    def numpy(self):
+        if self.device.type != "cpu":
+            raise TypeError("can't convert %s device type tensor to numpy. Use Tensor.cpu() to "
+                            "copy the tensor to host memory first." % self.device.type)
+        if self.dtype is bfloat16:
+            raise TypeError("Got unsupported ScalarType BFloat16")
+        return self._a
+
+    def __mul__(self, other):
+        if not isinstance(other, Tensor):
+            return Tensor(self._f32() * _np.float32(other), float32, self.device.type)
+        if other.device.type != self.device.type:
+            raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                               "least two devices, %s and %s!" % (self.device.type,
+                                                                 other.device.type))
+        if self.dtype is not float32 or other.dtype is not float32:
+            raise RuntimeError("stand-in: only float32 products are modelled")
+        return Tensor(self._a * other._a, float32, self.device.type)
+
+    __rmul__ = __mul__
+
+
+def from_numpy(a):
+    a = _np.asarray(a)
+    if a.dtype not in _FROM_NUMPY:
+        raise TypeError("stand-in: from_numpy of %s" % a.dtype)
+    return Tensor(a, _FROM_NUMPY[a.dtype])
+
+
+def zeros(*shape, dtype=float32):  # noqa: A002
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return Tensor(_np.zeros(shape, dtype=dtype.storage), dtype)
+
+
+class _Event:
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = _time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3  # milliseconds, as torch events report
+
+
+class _Npu:
+    """`torch.npu` (what torch_npu registers), on the host."""
+
+    Event = _Event
+    DEVICE_NAME = "conform CPU stand-in (numpy, no NPU)"
+
+    @staticmethod
+    def synchronize(device=None):
+        pass
+
+    @staticmethod
+    def set_device(index):
+        pass
+
+    @staticmethod
+    def get_device_name(index=0):
+        return _Npu.DEVICE_NAME
+
+    @staticmethod
+    def is_available():
+        return True
+
+    @staticmethod
+    def memory_allocated(device=None):
+        return 0
+
+
+npu = _Npu()
+
+from . import distributed  # noqa: E402,F401
