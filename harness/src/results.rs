@@ -73,6 +73,26 @@ pub struct RunResults {
     /// The A/B timing against another target (`--against`), when asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ab: Option<AbResults>,
+    /// What each target of the run was, as its handshake said: the device and implementation
+    /// and the library versions (so a report says which module ran), or why it was unavailable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetInfo>,
+}
+
+/// A target of the run, as its handshake described it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub name: String,
+    pub available: bool,
+    /// The device and implementation, in words (available targets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Library name -> version (available targets).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub versions: std::collections::BTreeMap<String, String>,
+    /// Why it could not run (unavailable targets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `--against T`: every passed case of the other targets timed against `T`, interleaved.

@@ -53,6 +53,8 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
             "torch_npu",
             "--json",
             json.to_str().unwrap(),
+            "--report",
+            dir.path().join("report").to_str().unwrap(),
         ],
         true,
         Some("torch_npu"),
@@ -60,6 +62,25 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     assert_eq!(code, Some(0), "{text}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // The results and the report say which module ran.
+    let t = &r["targets"][0];
+    assert_eq!(t["name"], "torch_npu");
+    assert!(
+        t["description"]
+            .as_str()
+            .unwrap()
+            .contains("conform CPU stand-in")
+            && t["versions"]["torch_npu"]
+                .as_str()
+                .unwrap()
+                .contains("conform CPU stand-in"),
+        "{t}"
+    );
+    let report = std::fs::read_to_string(dir.path().join("report/index.html")).unwrap();
+    assert!(
+        report.contains("target <b>torch_npu</b>: ") && report.contains("conform CPU stand-in"),
+        "the report does not name the stand-in"
+    );
     let cases = r["cases"].as_array().unwrap();
     let mut passed_ops = std::collections::BTreeSet::new();
     for c in cases {

@@ -185,6 +185,7 @@ mod tests {
             interrupted: None,
             unfinished: Vec::new(),
             ab: None,
+            targets: Vec::new(),
         }
     }
 

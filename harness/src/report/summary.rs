@@ -33,7 +33,31 @@ pub fn header(r: &RunResults) -> String {
     if r.fresh_seeds {
         s.push_str(" &middot; fresh seeds");
     }
-    s.push_str("</div></header>\n");
+    s.push_str("</div>");
+    // Which implementation each target was: the device and the library versions.
+    for t in &r.targets {
+        let what = if t.available {
+            let libs: Vec<String> = t.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            format!(
+                "{}{}",
+                t.description.as_deref().unwrap_or(""),
+                if libs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", libs.join(", "))
+                }
+            )
+        } else {
+            format!("unavailable: {}", t.reason.as_deref().unwrap_or(""))
+        };
+        let _ = write!(
+            s,
+            "<div class=\"meta target\">target <b>{}</b>: {}</div>",
+            escape(&t.name),
+            escape(&what)
+        );
+    }
+    s.push_str("</header>\n");
     s
 }
 

@@ -101,6 +101,33 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    let targets = targets
+        .iter_mut()
+        .map(|t| {
+            let name = t.name().to_string();
+            match t.availability() {
+                conform_targets::Availability::Available {
+                    description,
+                    versions,
+                } => crate::results::TargetInfo {
+                    name,
+                    available: true,
+                    description: Some(description),
+                    versions,
+                    reason: None,
+                },
+                conform_targets::Availability::Unavailable { reason } => {
+                    crate::results::TargetInfo {
+                        name,
+                        available: false,
+                        description: None,
+                        versions: Default::default(),
+                        reason: Some(reason),
+                    }
+                }
+            }
+        })
+        .collect();
     RunResults {
         schema_version: RESULTS_SCHEMA_VERSION,
         conform_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -111,5 +138,6 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
         interrupted: crate::interrupt::received().map(crate::interrupt::signal_name),
         unfinished,
         ab: None,
+        targets,
     }
 }
