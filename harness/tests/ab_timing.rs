@@ -4,7 +4,8 @@
 //! the report); the same speed passes; `--against` without `--perf` is a usage error.
 //!
 //! The workers need the Python venv (`ci/setup-targets.sh`): without it the trial is ignored
-//! with the reason, unless CONFORM_REQUIRE_TARGETS is set (CI), where it runs and fails.
+//! with the reason, unless CONFORM_REQUIRE_TARGETS names a CPU worker (CI), where it runs and
+//! fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +16,8 @@ mod copy_dir;
 mod slowable_worker;
 #[path = "../../targets/tests/support/trials.rs"]
 mod trials;
+#[path = "support/venv.rs"]
+mod venv;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -149,11 +152,7 @@ fn contributed_kernel_against_the_one_it_replaces() {
 }
 
 fn main() {
-    let missing = (!repo().join(".venv/bin/python").exists()
-        && std::env::var("CONFORM_REQUIRE_TARGETS")
-            .unwrap_or_default()
-            .is_empty())
-    .then(|| ".venv is absent: run ci/setup-targets.sh".to_string());
+    let missing = venv::missing(&repo());
     trials::run(vec![trials::Test {
         name: "contributed_kernel_against_the_one_it_replaces",
         body: contributed_kernel_against_the_one_it_replaces,

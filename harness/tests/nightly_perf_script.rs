@@ -8,13 +8,15 @@
 //!
 //! The worker is the example MXFP4 worker plus a sleep, so it needs the Python venv
 //! (`ci/setup-targets.sh`): without it the trial is ignored with the reason, unless
-//! CONFORM_REQUIRE_TARGETS is set (CI), where it runs and fails.
+//! CONFORM_REQUIRE_TARGETS names a CPU worker (CI), where it runs and fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[path = "../../targets/tests/support/trials.rs"]
 mod trials;
+#[path = "support/venv.rs"]
+mod venv;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -170,11 +172,7 @@ fn seven_nights_steady_slow_recovered() {
 }
 
 fn main() {
-    let missing = (!repo().join(".venv/bin/python").exists()
-        && std::env::var("CONFORM_REQUIRE_TARGETS")
-            .unwrap_or_default()
-            .is_empty())
-    .then(|| ".venv is absent: run ci/setup-targets.sh".to_string());
+    let missing = venv::missing(&repo());
     trials::run(vec![trials::Test {
         name: "seven_nights_steady_slow_recovered",
         body: seven_nights_steady_slow_recovered,

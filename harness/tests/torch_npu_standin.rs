@@ -7,13 +7,16 @@
 //! cannot be imported fails the run with the import error.
 //!
 //! The worker needs the Python venv (`ci/setup-targets.sh`): without it the trials are
-//! ignored with the reason, unless CONFORM_REQUIRE_TARGETS is set (CI), where they fail.
+//! ignored with the reason, unless CONFORM_REQUIRE_TARGETS names a CPU worker (CI), where they
+//! fail.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[path = "../../targets/tests/support/trials.rs"]
 mod trials;
+#[path = "support/venv.rs"]
+mod venv;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -165,12 +168,8 @@ fn real_torch_here() -> bool {
 }
 
 fn main() {
-    let missing = if !python().exists()
-        && std::env::var("CONFORM_REQUIRE_TARGETS")
-            .unwrap_or_default()
-            .is_empty()
-    {
-        Some(".venv is absent: run ci/setup-targets.sh".to_string())
+    let missing = if let Some(why) = venv::missing(&repo()) {
+        Some(why)
     } else if python().exists() && real_torch_here() {
         Some(
             "a real torch / torch_npu is importable here: the stand-in refuses to load, and the \
