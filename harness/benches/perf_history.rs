@@ -75,7 +75,12 @@ fn history(c: &mut Criterion) {
         b.iter(|| {
             let key = h.find_series("suite/case042", None, None).unwrap();
             let nights = h.nights(&key).unwrap();
-            black_box(analyse(&key, &nights, &ChangePointConfig::default()))
+            black_box(analyse(
+                &key,
+                &nights,
+                &ChangePointConfig::default(),
+                &conform_harness::perf::GateConfig::default(),
+            ))
         })
     });
     g.bench_function("read_one_series", |b| {

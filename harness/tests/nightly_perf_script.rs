@@ -2,7 +2,8 @@
 //! worker whose speed the test controls: night 1 on an empty history records and exits 0 ("first
 //! night"); nights 2-5 are steady (exit 0); night 6 is 20% slower (exit 1, REGRESSION, the
 //! report written, the change named by the commits on either side); night 7 is back to normal
-//! (exit 0). Each night is judged against the perf history store (the newest segment of each
+//! (exit 0), and `conform perf history show` on the store flags night 6 with that commit range.
+//! Each night is judged against the perf history store (the newest segment of each
 //! series), so no hand-kept baseline is needed; the project is a git repository with one commit
 //! per night, so the runs carry commits as on a real runner.
 //!
@@ -164,6 +165,28 @@ fn seven_nights_steady_slow_recovered() {
         .output()
         .unwrap();
     let list = String::from_utf8_lossy(&list.stdout);
+    // `history show` on the test's store names night 6's slowdown with its commit range.
+    let show = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["perf", "history", "show", "--db"])
+        .arg(history.join("perf-history.sqlite"))
+        .args([
+            "fp4_dequant/mxfp4/bf16/n4-k7168/low_first",
+            "--target",
+            "slowable",
+        ])
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    let flagged: Vec<&str> = show
+        .lines()
+        .filter(|l| l.trim_start().starts_with("REGRESSION"))
+        .collect();
+    assert_eq!(flagged.len(), 1, "{show}");
+    assert!(
+        flagged[0].contains(&format!("between commit {}", &night5[..10]))
+            && flagged[0].contains(&format!("and commit {}", &night6[..10])),
+        "night 6 is not the flagged change: {show}"
+    );
     assert!(
         list.lines()
             .any(|l| l.contains("slowable") && l.split_whitespace().nth(3) == Some("7")),

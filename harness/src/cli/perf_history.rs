@@ -67,6 +67,9 @@ pub struct ShowArgs {
     pub target: Option<String>,
     #[arg(long)]
     pub hardware: Option<String>,
+    /// The gate's threshold for flagging a run against the runs before it (0.03 = 3%).
+    #[arg(long, default_value_t = 0.03, allow_negative_numbers = true)]
+    pub threshold: f64,
 }
 
 #[derive(Debug, Args)]
@@ -135,7 +138,12 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
             let mut h = History::open(&a.db.db)?;
             let key = h.find_series(&a.case, a.target.as_deref(), a.hardware.as_deref())?;
             let nights = h.nights(&key)?;
-            let analysis = history::analyse(&key, &nights, &ChangePointConfig::default());
+            let analysis = history::analyse(
+                &key,
+                &nights,
+                &ChangePointConfig::default(),
+                &crate::perf::GateConfig::with_threshold(a.threshold)?,
+            );
             print!("{}", messages::series_detail(&key, &nights, &analysis));
             Ok(exit_code::SUCCESS)
         }

@@ -100,6 +100,21 @@ pub fn series_detail(key: &SeriesKey, nights: &[Night], a: &SeriesAnalysis) -> S
             seg
         );
     }
+    if a.flagged.is_empty() {
+        out.push_str("\nno run flagged by the gate against the runs before it\n");
+    } else {
+        out.push_str("\nruns the gate flags against the runs before them:\n");
+        for f in &a.flagged {
+            let _ = writeln!(
+                out,
+                "  {} {:+.1}%: between {} and {}",
+                f.verdict.label(),
+                100.0 * (f.ratio - 1.0),
+                f.before.label(),
+                f.after.label()
+            );
+        }
+    }
     if a.changes.is_empty() {
         out.push_str("\nno change point (E-divisive means, permutation test)\n");
     } else {

@@ -71,10 +71,37 @@ pub struct SeriesAnalysis {
     pub changes: Vec<NamedChange>,
     /// Index of the first run of the newest segment.
     pub segment_start: usize,
+    /// Every run the gate flags against the runs before it (as the nightly gate judged, or
+    /// would have judged, that night): a one-night slowdown shows here even when no lasting
+    /// step follows it.
+    pub flagged: Vec<FlaggedRun>,
 }
 
-/// Per-run locations and change points of `nights` (oldest first).
-pub fn analyse(series: &SeriesKey, nights: &[Night], cfg: &ChangePointConfig) -> SeriesAnalysis {
+/// A run the gate flagged against its reference (the newest segment before it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlaggedRun {
+    pub verdict: Verdict,
+    /// Its location over the reference's.
+    pub ratio: f64,
+    /// The run before it and the run itself: the commit range of the change.
+    pub before: RunRef,
+    pub after: RunRef,
+}
+
+/// The reference of run `i`: the runs of the newest segment that starts before it (change
+/// points at `cps`, first indices of their segments), at most [`MAX_REFERENCE_RUNS`].
+fn reference_range(cps: &[usize], i: usize) -> std::ops::Range<usize> {
+    let start = cps.iter().copied().filter(|&c| c < i).max().unwrap_or(0);
+    start.max(i.saturating_sub(MAX_REFERENCE_RUNS))..i
+}
+
+/// Per-run locations, change points and gate flags of `nights` (oldest first).
+pub fn analyse(
+    series: &SeriesKey,
+    nights: &[Night],
+    cfg: &ChangePointConfig,
+    gate_cfg: &GateConfig,
+) -> SeriesAnalysis {
     let locations: Vec<f64> = nights
         .iter()
         .map(|n| fenced_mean(&n.samples, 3.0).unwrap_or(f64::NAN))
@@ -98,10 +125,27 @@ pub fn analyse(series: &SeriesKey, nights: &[Night], cfg: &ChangePointConfig) ->
             after: RunRef::of(&nights[c.index]),
         })
         .collect();
+    let starts: Vec<usize> = cps.iter().map(|c| c.index).collect();
+    let flagged = (1..nights.len())
+        .filter_map(|i| {
+            let pooled: Vec<f64> = nights[reference_range(&starts, i)]
+                .iter()
+                .flat_map(|n| n.samples.iter().copied())
+                .collect();
+            let r = compare_samples(&pooled, &nights[i].samples, gate_cfg);
+            matches!(r.verdict, Verdict::Regression | Verdict::Improvement).then(|| FlaggedRun {
+                verdict: r.verdict,
+                ratio: r.ratio.unwrap_or(f64::NAN),
+                before: RunRef::of(&nights[i - 1]),
+                after: RunRef::of(&nights[i]),
+            })
+        })
+        .collect();
     SeriesAnalysis {
         locations,
         changes,
-        segment_start: cps.last().map_or(0, |c| c.index),
+        segment_start: starts.last().copied().unwrap_or(0),
+        flagged,
     }
 }
 
@@ -192,7 +236,7 @@ pub fn gate(
                 target: rec.target.clone(),
                 hardware: hw.clone(),
             };
-            let a = analyse(&key, &nights, cp);
+            let a = analyse(&key, &nights, cp, cfg);
             let start = a
                 .segment_start
                 .max(nights.len().saturating_sub(MAX_REFERENCE_RUNS));
