@@ -5,7 +5,7 @@
 //! CONFORM_BENCH_RUNS / CONFORM_BENCH_CASES / CONFORM_BENCH_SAMPLES to change the size.
 
 use conform_harness::perf::changepoint::ChangePointConfig;
-use conform_harness::perf::history::{analyse, History, RunMeta};
+use conform_harness::perf::history::{analyse, flagged_runs, History, RunMeta};
 use conform_harness::perf::{Environment, PerfFile, PerfRecord};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
@@ -75,10 +75,10 @@ fn history(c: &mut Criterion) {
         b.iter(|| {
             let key = h.find_series("suite/case042", None, None).unwrap();
             let nights = h.nights(&key).unwrap();
-            black_box(analyse(
-                &key,
+            let a = analyse(&key, &nights, &ChangePointConfig::default());
+            black_box(flagged_runs(
                 &nights,
-                &ChangePointConfig::default(),
+                &a,
                 &conform_harness::perf::GateConfig::default(),
             ))
         })

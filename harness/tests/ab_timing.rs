@@ -26,25 +26,6 @@ fn repo() -> PathBuf {
         .unwrap()
 }
 
-/// A worker directory named `name` whose sleep factor is read from `speed`.
-fn worker(dir: &Path, name: &str, speed: &Path) {
-    let repo = repo();
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("worker.py"), slowable_worker::SLOWABLE).unwrap();
-    std::fs::write(
-        dir.join("target.toml"),
-        format!(
-            "description = \"the example worker with a controllable sleep\"\n\
-             command = \"{}\"\nargs = [\"${{TARGET_DIR}}/worker.py\"]\n\n[env]\n\
-             PYTHONPATH = \"{}\"\nSPEED_FILE = \"{}\"\nWORKER_NAME = \"{name}\"\n",
-            repo.join(".venv/bin/python").display(),
-            repo.join("targets/python").display(),
-            speed.display()
-        ),
-    )
-    .unwrap();
-}
-
 const FILTER: &str = "mxfp4/bf16/n4-k7168/low_first";
 
 fn contributed_kernel_against_the_one_it_replaces() {
@@ -55,8 +36,8 @@ fn contributed_kernel_against_the_one_it_replaces() {
         copy_dir::copy_dir(&repo.join(sub), &root.join(sub));
     }
     let (old_speed, new_speed) = (dir.path().join("old-speed"), dir.path().join("new-speed"));
-    worker(&root.join("targets/old"), "old", &old_speed);
-    worker(&dir.path().join("new"), "new", &new_speed);
+    slowable_worker::write_worker(&repo, &root.join("targets/old"), "old", &old_speed);
+    slowable_worker::write_worker(&repo, &dir.path().join("new"), "new", &new_speed);
     std::fs::write(&old_speed, "1.0").unwrap();
     let conform = |args: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_conform"))

@@ -28,7 +28,6 @@ fn repo() -> PathBuf {
 
 #[path = "support/slowable_worker.rs"]
 mod slowable_worker;
-use slowable_worker::SLOWABLE;
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;
@@ -41,22 +40,8 @@ fn seven_nights_steady_slow_recovered() {
     for sub in ["suites", "golden", "ci/hardware"] {
         copy_dir(&repo.join(sub), &root.join(sub));
     }
-    let t = root.join("targets/slowable");
-    std::fs::create_dir_all(&t).unwrap();
-    std::fs::write(t.join("worker.py"), SLOWABLE).unwrap();
     let speed = dir.path().join("speed");
-    std::fs::write(
-        t.join("target.toml"),
-        format!(
-            "description = \"the example worker with a controllable sleep\"\n\
-             command = \"{}\"\nargs = [\"${{TARGET_DIR}}/worker.py\"]\n\n[env]\n\
-             PYTHONPATH = \"{}\"\nSPEED_FILE = \"{}\"\n",
-            repo.join(".venv/bin/python").display(),
-            repo.join("targets/python").display(),
-            speed.display()
-        ),
-    )
-    .unwrap();
+    slowable_worker::write_worker(&repo, &root.join("targets/slowable"), "slowable", &speed);
     let git = |args: &[&str]| {
         let o = Command::new("git")
             .arg("-C")

@@ -138,13 +138,16 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
             let mut h = History::open(&a.db.db)?;
             let key = h.find_series(&a.case, a.target.as_deref(), a.hardware.as_deref())?;
             let nights = h.nights(&key)?;
-            let analysis = history::analyse(
-                &key,
+            let analysis = history::analyse(&key, &nights, &ChangePointConfig::default());
+            let flagged = history::flagged_runs(
                 &nights,
-                &ChangePointConfig::default(),
+                &analysis,
                 &crate::perf::GateConfig::with_threshold(a.threshold)?,
             );
-            print!("{}", messages::series_detail(&key, &nights, &analysis));
+            print!(
+                "{}",
+                messages::series_detail(&key, &nights, &analysis, &flagged)
+            );
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::Export(a) => {

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::perf::history::gate::{ReferenceInfo, SeriesAnalysis};
+use crate::perf::history::gate::{FlaggedRun, ReferenceInfo, SeriesAnalysis};
 use crate::perf::history::{Ingested, Night, SeriesKey, SeriesSummary};
 
 pub fn ingested(file: &Path, db: &str, what: &Ingested) -> String {
@@ -66,7 +66,12 @@ pub fn series_table(db: &str, series: &[SeriesSummary]) -> String {
     out
 }
 
-pub fn series_detail(key: &SeriesKey, nights: &[Night], a: &SeriesAnalysis) -> String {
+pub fn series_detail(
+    key: &SeriesKey,
+    nights: &[Night],
+    a: &SeriesAnalysis,
+    flagged: &[FlaggedRun],
+) -> String {
     let mut out = format!(
         "{} on target {}, hardware {}: {} run(s)\n\n",
         key.case,
@@ -100,11 +105,11 @@ pub fn series_detail(key: &SeriesKey, nights: &[Night], a: &SeriesAnalysis) -> S
             seg
         );
     }
-    if a.flagged.is_empty() {
+    if flagged.is_empty() {
         out.push_str("\nno run flagged by the gate against the runs before it\n");
     } else {
         out.push_str("\nruns the gate flags against the runs before them:\n");
-        for f in &a.flagged {
+        for f in flagged {
             let _ = writeln!(
                 out,
                 "  {} {:+.1}%: between {} and {}",

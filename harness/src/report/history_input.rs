@@ -52,12 +52,7 @@ pub fn load(location: &str, runs: usize) -> Result<(Vec<PerfFile>, Vec<ChangeRow
                 });
             }
         }
-        let a = analyse(
-            &s.key,
-            &nights,
-            &ChangePointConfig::default(),
-            &crate::perf::GateConfig::default(),
-        );
+        let a = analyse(&s.key, &nights, &ChangePointConfig::default());
         for c in a.changes {
             changes.push(ChangeRow {
                 series: s.key.label(),

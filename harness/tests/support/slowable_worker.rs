@@ -1,6 +1,28 @@
 //! The example MXFP4 worker slowed by a sleep per call whose factor a test writes to the file
 //! named by `SPEED_FILE`: the timing tests' kernel with a speed they control.
 
+use std::path::Path;
+
+/// Writes the worker and its `target.toml` into `dir` (the target is named by the directory;
+/// its handshake says `name`), reading its sleep factor from `speed`, run by the repository's
+/// venv.
+pub fn write_worker(repo: &Path, dir: &Path, name: &str, speed: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("worker.py"), SLOWABLE).unwrap();
+    std::fs::write(
+        dir.join("target.toml"),
+        format!(
+            "description = \"the example worker with a controllable sleep\"\n\
+             command = \"{}\"\nargs = [\"${{TARGET_DIR}}/worker.py\"]\n\n[env]\n\
+             PYTHONPATH = \"{}\"\nSPEED_FILE = \"{}\"\nWORKER_NAME = \"{name}\"\n",
+            repo.join(".venv/bin/python").display(),
+            repo.join("targets/python").display(),
+            speed.display()
+        ),
+    )
+    .unwrap();
+}
+
 /// The example worker, slowed by a sleep per call whose factor the test writes to a file.
 pub const SLOWABLE: &str = r#"
 import os, time

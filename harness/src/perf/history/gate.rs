@@ -69,12 +69,8 @@ pub struct SeriesAnalysis {
     /// One location (fenced mean, microseconds) per run, oldest first.
     pub locations: Vec<f64>,
     pub changes: Vec<NamedChange>,
-    /// Index of the first run of the newest segment.
-    pub segment_start: usize,
-    /// Every run the gate flags against the runs before it (as the nightly gate judged, or
-    /// would have judged, that night): a one-night slowdown shows here even when no lasting
-    /// step follows it.
-    pub flagged: Vec<FlaggedRun>,
+    /// Index of the first run of each segment after the first (the change points).
+    pub segment_starts: Vec<usize>,
 }
 
 /// A run the gate flagged against its reference (the newest segment before it).
@@ -95,40 +91,43 @@ fn reference_range(cps: &[usize], i: usize) -> std::ops::Range<usize> {
     start.max(i.saturating_sub(MAX_REFERENCE_RUNS))..i
 }
 
-/// Per-run locations, change points and gate flags of `nights` (oldest first).
-pub fn analyse(
-    series: &SeriesKey,
-    nights: &[Night],
-    cfg: &ChangePointConfig,
-    gate_cfg: &GateConfig,
-) -> SeriesAnalysis {
+/// Per-run locations and change points of `nights` (oldest first).
+pub fn analyse(series: &SeriesKey, nights: &[Night], cfg: &ChangePointConfig) -> SeriesAnalysis {
     let locations: Vec<f64> = nights
         .iter()
         .map(|n| fenced_mean(&n.samples, 3.0).unwrap_or(f64::NAN))
         .collect();
-    let usable: Vec<f64> = locations
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
-    let cps: Vec<ChangePoint> = if usable.len() == locations.len() {
+    let cps: Vec<ChangePoint> = if locations.iter().all(|v| v.is_finite()) {
         e_divisive(&locations, &series.label(), cfg)
     } else {
         Vec::new()
     };
-    let changes = cps
-        .iter()
-        .map(|c| NamedChange {
-            ratio: c.ratio(),
-            p_value: c.p_value,
-            before: RunRef::of(&nights[c.index - 1]),
-            after: RunRef::of(&nights[c.index]),
-        })
-        .collect();
-    let starts: Vec<usize> = cps.iter().map(|c| c.index).collect();
-    let flagged = (1..nights.len())
+    SeriesAnalysis {
+        locations,
+        changes: cps
+            .iter()
+            .map(|c| NamedChange {
+                ratio: c.ratio(),
+                p_value: c.p_value,
+                before: RunRef::of(&nights[c.index - 1]),
+                after: RunRef::of(&nights[c.index]),
+            })
+            .collect(),
+        segment_starts: cps.iter().map(|c| c.index).collect(),
+    }
+}
+
+/// Every run of `nights` the gate flags against its reference, as the nightly gate judged (or
+/// would have judged) that night: a one-night slowdown shows here even when no lasting step
+/// follows it. `a` is the series' [`analyse`].
+pub fn flagged_runs(
+    nights: &[Night],
+    a: &SeriesAnalysis,
+    gate_cfg: &GateConfig,
+) -> Vec<FlaggedRun> {
+    (1..nights.len())
         .filter_map(|i| {
-            let pooled: Vec<f64> = nights[reference_range(&starts, i)]
+            let pooled: Vec<f64> = nights[reference_range(&a.segment_starts, i)]
                 .iter()
                 .flat_map(|n| n.samples.iter().copied())
                 .collect();
@@ -140,13 +139,7 @@ pub fn analyse(
                 after: RunRef::of(&nights[i]),
             })
         })
-        .collect();
-    SeriesAnalysis {
-        locations,
-        changes,
-        segment_start: starts.last().copied().unwrap_or(0),
-        flagged,
-    }
+        .collect()
 }
 
 /// What a case of the candidate was compared against.
@@ -236,11 +229,8 @@ pub fn gate(
                 target: rec.target.clone(),
                 hardware: hw.clone(),
             };
-            let a = analyse(&key, &nights, cp, cfg);
-            let start = a
-                .segment_start
-                .max(nights.len().saturating_sub(MAX_REFERENCE_RUNS));
-            let reference = &nights[start..];
+            let a = analyse(&key, &nights, cp);
+            let reference = &nights[reference_range(&a.segment_starts, nights.len())];
             let pooled: Vec<f64> = reference
                 .iter()
                 .flat_map(|n| n.samples.iter().copied())

@@ -10,5 +10,5 @@ pub mod schema;
 pub mod store;
 
 pub use error::HistoryError;
-pub use gate::{analyse, gate, HistoryComparison, SeriesAnalysis};
+pub use gate::{analyse, flagged_runs, gate, FlaggedRun, HistoryComparison, SeriesAnalysis};
 pub use store::{History, Ingested, Night, RunMeta, SeriesKey, SeriesSummary};
