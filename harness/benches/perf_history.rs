@@ -6,7 +6,7 @@
 
 use conform_harness::perf::changepoint::ChangePointConfig;
 use conform_harness::perf::history::{analyse, flagged_runs, History, RunMeta};
-use conform_harness::perf::{Environment, PerfFile, PerfRecord};
+use conform_harness::perf::{Environment, PerfFile, PerfFileIo, PerfRecord, PerfRecordBuild};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Instant;

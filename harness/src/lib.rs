@@ -3,7 +3,7 @@
 pub mod adequacy;
 pub mod atomic_file;
 pub mod cli;
-pub mod exit_code;
+pub use conform_metadata::exit_code;
 pub mod golden;
 pub mod interrupt;
 pub mod mc2_costs;

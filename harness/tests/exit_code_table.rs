@@ -1,5 +1,5 @@
 //! The exit codes are documented in one table, repeated word for word in README.md and
-//! docs/results.md, and that table lists exactly the codes `harness/src/exit_code.rs`
+//! docs/results.md, and that table lists exactly the codes `metadata/src/exit_code.rs`
 //! defines: a code added, removed or renumbered in the code without the table fails here.
 
 use conform_harness::exit_code;
@@ -60,7 +60,7 @@ fn readme_and_results_doc_carry_the_same_table_of_exactly_the_codes_the_binary_u
         exit_code::INTERRUPTED_SIGTERM,
     ];
     // Every constant of exit_code.rs is in the list above, so none escapes the comparison.
-    let source = std::fs::read_to_string(repo().join("harness/src/exit_code.rs")).unwrap();
+    let source = std::fs::read_to_string(repo().join("metadata/src/exit_code.rs")).unwrap();
     let declared = source
         .lines()
         .filter(|l| l.trim_start().starts_with("pub const") && l.contains(": i32"))

@@ -5,7 +5,7 @@
 //! names its file (or, for protocol lines, is a typed parse error). The number of inputs each
 //! property tries is in docs/PERFORMANCE.md.
 
-use conform_harness::perf::PerfFile;
+use conform_harness::perf::{PerfFile, PerfFileIo};
 use conform_harness::report::ReportInputs;
 use conform_harness::suite::load::parse_suite;
 use conform_targets::tensor_file;

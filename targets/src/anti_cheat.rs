@@ -16,7 +16,7 @@ pub const DEFAULT_INPUT_SETS: u32 = 2;
 /// How many input sets a case runs on for `target`: 1 for the in-process reference (it is
 /// the expectation), [`DEFAULT_INPUT_SETS`] for every other target.
 pub fn input_sets(target: &dyn crate::Target) -> u32 {
-    if target.name() == "reference" {
+    if target.name() == crate::REFERENCE_TARGET {
         1
     } else {
         DEFAULT_INPUT_SETS

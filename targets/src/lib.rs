@@ -18,7 +18,7 @@ pub mod tensor_file;
 pub mod worker;
 
 pub use fault_target::FaultTarget;
-pub use reference_target::ReferenceTarget;
+pub use reference_target::{ReferenceTarget, REFERENCE_TARGET};
 pub use target::{
     Availability, Capabilities, ExecRequest, Execution, ExitReason, OpCapability, ParamLimit,
     SkipReason, Target, TargetError, TimingRequest,

@@ -49,9 +49,13 @@ fn input_bytes(inputs: &TensorMap) -> usize {
     inputs.values().map(|t| t.data.len()).sum()
 }
 
+/// The built-in reference target's name: the one target every suite can run, whose outputs
+/// are the golden data (never a worker directory's name).
+pub const REFERENCE_TARGET: &str = "reference";
+
 impl Target for ReferenceTarget {
     fn name(&self) -> &str {
-        "reference"
+        REFERENCE_TARGET
     }
 
     fn availability(&mut self) -> Availability {
@@ -149,6 +153,7 @@ impl Target for ReferenceTarget {
 mod tests {
     use super::*;
     use crate::target::TimingRequest;
+    use conform_metadata::Status;
     use conform_reference::ops::{
         ElemType, GenContext, OpCost, OpDescription, OpError, Tensor, TensorSpec,
     };
@@ -249,7 +254,7 @@ mod tests {
     fn unknown_op_or_recipe_is_unsupported() {
         let mut t = ReferenceTarget::with_families(vec![&DOUBLE], Threads::ONE);
         let e = t.execute(&request(Some("nope"), None)).unwrap_err();
-        assert_eq!(e.status(), "skipped");
+        assert_eq!(e.status(), Status::Skipped);
         assert!(e.to_string().contains("nope"));
         let mut r = request(None, None);
         r.op = "triple".into();
@@ -281,7 +286,7 @@ mod tests {
         let mut r = request(None, None);
         r.inputs.clear();
         let e = t.execute(&r).unwrap_err();
-        assert_eq!(e.status(), "error");
+        assert_eq!(e.status(), Status::Error);
         assert!(e.to_string().contains("`x`"), "{e}");
     }
 }

@@ -63,7 +63,10 @@ pub fn worker_dirs(repo: &Path) -> Result<Vec<PathBuf>, RegistryError> {
 pub fn discover(repo: &Path, threads: Threads) -> Result<Vec<Box<dyn Target>>, RegistryError> {
     let mut targets: Vec<Box<dyn Target>> = vec![Box::new(ReferenceTarget::new(threads))];
     for dir in worker_dirs(repo)? {
-        if dir.file_name().is_some_and(|n| n == "reference") {
+        if dir
+            .file_name()
+            .is_some_and(|n| n == crate::REFERENCE_TARGET)
+        {
             return Err(RegistryError::ReservedName {
                 path: dir.join("target.toml"),
             });

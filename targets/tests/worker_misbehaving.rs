@@ -1,6 +1,7 @@
 //! The worker target against deliberately misbehaving workers (targets/tests/workers/).
 //! Every wait is bounded by small timeouts: these tests never hang.
 
+use conform_metadata::Status;
 use conform_reference::ops::{ElemType, Tensor, TensorMap, TensorSpec};
 use conform_targets::anti_cheat;
 use conform_targets::poison;
@@ -172,7 +173,7 @@ fn good_worker_round_trip() {
     assert_eq!(w.execute(&r).unwrap().timings_us, vec![1.0; 4]);
     r.recipe = Some("fancy".into());
     let e = w.execute(&r).unwrap_err();
-    assert_eq!(e.status(), "skipped");
+    assert_eq!(e.status(), Status::Skipped);
     assert!(e.to_string().contains("plain"), "{e}");
     assert_eq!(w.starts(), 1);
 }
@@ -183,7 +184,7 @@ fn timeout_kills_and_restarts() {
     let t = Instant::now();
     let e = w.execute(&request("hang/1", &[1.0])).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
-    assert_eq!(e.status(), "timeout");
+    assert_eq!(e.status(), Status::Timeout);
     match &e {
         TargetError::Timeout {
             seconds,
@@ -203,7 +204,7 @@ fn timeout_kills_and_restarts() {
 fn crash_reports_exit_code_and_stderr_then_recovers() {
     let mut w = worker("good");
     let e = w.execute(&request("crash/1", &[1.0])).unwrap_err();
-    assert_eq!(e.status(), "crashed");
+    assert_eq!(e.status(), Status::Crashed);
     match &e {
         TargetError::Crashed { exit, stderr_tail } => {
             assert_eq!(*exit, ExitReason::Code(3));
@@ -228,7 +229,7 @@ fn crash_reports_exit_code_and_stderr_then_recovers() {
 fn malformed_json_is_a_protocol_error_and_the_worker_restarts() {
     let mut w = worker("good");
     let e = w.execute(&request("malformed", &[1.0])).unwrap_err();
-    assert_eq!(e.status(), "error");
+    assert_eq!(e.status(), Status::Error);
     assert!(
         e.to_string().contains("malformed JSON") && e.to_string().contains("this is not json"),
         "{e}"
@@ -245,7 +246,7 @@ fn malformed_json_is_a_protocol_error_and_the_worker_restarts() {
 fn bad_outputs_are_errors_naming_the_tensor() {
     let mut w = worker("good");
     let e = w.execute(&request("missing", &[1.0, 2.0])).unwrap_err();
-    assert_eq!(e.status(), "error");
+    assert_eq!(e.status(), Status::Error);
     assert_eq!(
         e,
         TargetError::Output {
@@ -264,7 +265,7 @@ fn bad_outputs_are_errors_naming_the_tensor() {
         "{e}"
     );
     let e = w.execute(&request("error", &[1.0])).unwrap_err();
-    assert_eq!(e.status(), "error");
+    assert_eq!(e.status(), Status::Error);
     assert!(e.to_string().contains("kernel raised"), "{e}");
     // A worker that reported errors keeps serving.
     assert_eq!(w.starts(), 1);
@@ -291,7 +292,7 @@ fn worker_that_never_answers_the_handshake_is_unavailable() {
     }
     assert!(t.elapsed() < Duration::from_secs(6));
     let e = w.execute(&request("c", &[1.0])).unwrap_err();
-    assert_eq!(e.status(), "skipped");
+    assert_eq!(e.status(), Status::Skipped);
     let skip = w.supports("double", &json!({})).unwrap_err();
     assert!(skip.0.contains("unavailable"), "{skip}");
 }
@@ -404,5 +405,5 @@ fn python_helper_round_trips_every_float_dtype_and_keeps_poison() {
     // An op the helper worker does not have.
     let mut r = request("h/none", &[1.0]);
     r.op = "triple".into();
-    assert_eq!(w.execute(&r).unwrap_err().status(), "skipped");
+    assert_eq!(w.execute(&r).unwrap_err().status(), Status::Skipped);
 }

@@ -3,108 +3,11 @@
 
 use super::AdequacyOptions;
 use conform_reference::faults::Fault;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The format tag of the JSON document.
-pub const FORMAT: &str = "conform-adequacy-v1";
-
-/// One seed set: index 0 is the cases' own seeds; the others one fresh seed for every case
-/// (replay one with `conform adequacy --seed-sets 0 --seed SEED` or `conform run --seed SEED`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SeedSet {
-    pub index: u32,
-    pub seed: Option<u64>,
-}
-
-/// What one fault did in one suite under one seed set.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum SetOutcome {
-    /// A case failed: which one, with which input seed, and by which check.
-    Killed { case: String, seed: u64, by: String },
-    /// Every case it applies to passed.
-    Survived { cases: usize },
-    /// No case of the suite is one it changes.
-    NotApplicable,
-    /// The harness could not build a case's expectation (its inputs or reference outputs):
-    /// nothing was measured. Never a kill; it fails the run.
-    Error {
-        case: String,
-        seed: u64,
-        message: String,
-    },
-}
-
-/// One fault x suite cell.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
-    pub fault: String,
-    pub suite: String,
-    /// Killed sets / applicable sets; `None` when never applicable.
-    pub kill_rate: Option<f64>,
-    /// One per seed set, in order.
-    pub outcomes: Vec<SetOutcome>,
-}
-
-/// One fault over every suite.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FaultSummary {
-    pub name: String,
-    pub family: String,
-    /// `quick` (gated), `full` or `advisory`.
-    pub requirement: String,
-    pub description: String,
-    /// Seed sets in which some suite applies it.
-    pub applicable_sets: usize,
-    /// Seed sets in which some suite killed it.
-    pub killed_sets: usize,
-    pub kill_rate: Option<f64>,
-    /// Every case that killed it at least once.
-    pub killed_by: Vec<String>,
-    /// The seed sets (indices) in which it survived.
-    pub survived_sets: Vec<u32>,
-    /// Whether this run gates it, and whether it passes that gate.
-    pub gated: bool,
-    pub passes: bool,
-}
-
-/// One suite's score.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SuiteScore {
-    pub suite: String,
-    /// Faults that apply to at least one of its cases.
-    pub applicable_faults: usize,
-    /// Of those, the ones it killed on every seed set.
-    pub always_killed: usize,
-    /// The mean kill rate over the applicable faults.
-    pub score: Option<f64>,
-}
-
-/// Everything `conform adequacy` measured.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AdequacyReport {
-    pub format: String,
-    pub seed_sets: Vec<SeedSet>,
-    pub faults: Vec<FaultSummary>,
-    pub matrix: Vec<Cell>,
-    pub suites: Vec<SuiteScore>,
-    /// The mean kill rate over every applicable fault.
-    pub score: Option<f64>,
-    /// Gated faults that survived some seed set, or that no selected case exercises although
-    /// the selection holds cases of an op they are defined for.
-    pub required_survivors: Vec<String>,
-    /// Cases whose expectation could not be built (inputs or reference outputs), with why.
-    pub errors: Vec<String>,
-    pub duration_s: f64,
-}
-
-impl AdequacyReport {
-    /// Whether every gated fault was killed on every seed set.
-    pub fn passes(&self) -> bool {
-        self.required_survivors.is_empty() && self.errors.is_empty()
-    }
-}
+pub use conform_metadata::adequacy::{
+    AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore, FORMAT,
+};
 
 fn rate(killed: usize, applicable: usize) -> Option<f64> {
     (applicable > 0).then(|| killed as f64 / applicable as f64)

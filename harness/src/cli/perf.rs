@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use crate::messages::perf as messages;
-use crate::perf::{compare, GateConfig, PerfError, PerfFile};
+use crate::perf::{compare, EnvironmentCapture, GateConfig, PerfError, PerfFile, PerfFileIo};
 
 use crate::exit_code;
 
@@ -68,7 +68,7 @@ impl GateOutputArgs {
                 }
             })?;
         }
-        GateConfig::with_threshold(self.threshold)
+        Ok(GateConfig::with_threshold(self.threshold)?)
     }
 
     /// Writes `value` as pretty JSON to `--json` (when given); returns the line to print.

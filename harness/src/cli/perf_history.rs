@@ -14,7 +14,7 @@ use crate::messages::perf as perf_messages;
 use crate::messages::perf_history as messages;
 use crate::perf::changepoint::ChangePointConfig;
 use crate::perf::history::{self, History, HistoryError, RunMeta};
-use crate::perf::{PerfError, PerfFile};
+use crate::perf::{PerfError, PerfFile, PerfFileIo};
 
 /// The default history file.
 pub const DEFAULT_DB: &str = "perf-history.sqlite";
@@ -142,7 +142,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
             let flagged = history::flagged_runs(
                 &nights,
                 &analysis,
-                &crate::perf::GateConfig::with_threshold(a.threshold)?,
+                &crate::perf::GateConfig::with_threshold(a.threshold).map_err(PerfError::from)?,
             );
             print!(
                 "{}",

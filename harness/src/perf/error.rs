@@ -85,3 +85,12 @@ fn json_hint(e: &serde_json::Error) -> &'static str {
         ""
     }
 }
+
+impl From<conform_metadata::compare::InvalidSetting> for PerfError {
+    fn from(e: conform_metadata::compare::InvalidSetting) -> Self {
+        PerfError::InvalidArgument {
+            field: e.field,
+            problem: e.problem,
+        }
+    }
+}

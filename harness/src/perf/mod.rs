@@ -26,5 +26,7 @@ pub use budget::{evaluate_budget, validate_budgets, Budget, BudgetOutcome, Budge
 pub use compare::{compare, compare_samples, Comparison, GateConfig, SampleComparison, Verdict};
 pub use error::PerfError;
 pub use hardware::{load_profiles, HardwareProfile};
-pub use perf_file::{Environment, PerfFile, PerfRecord};
+pub use perf_file::{
+    Environment, EnvironmentCapture, PerfFile, PerfFileIo, PerfRecord, PerfRecordBuild,
+};
 pub use roofline::{roofline, Roofline, Work};

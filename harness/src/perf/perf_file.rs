@@ -6,57 +6,26 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use super::error::PerfError;
 use super::hardware::HardwareProfile;
-use super::roofline::{roofline, Roofline, Work};
+use super::roofline::{roofline, Work};
 use super::stats::median;
 
-/// Identifier written into files this version produces.
-pub const SCHEMA: &str = "conform-perf/1";
+pub use conform_metadata::perf::{Environment, PerfFile, PerfRecord, SCHEMA};
 
-/// A whole perf file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PerfFile {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schema: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<Environment>,
-    pub cases: Vec<PerfRecord>,
+/// Filling an [`Environment`] from this process.
+pub trait EnvironmentCapture {
+    /// The environment of this process: hostname and the current UTC date filled in, plus
+    /// the given versions, device and commit.
+    fn capture(
+        versions: BTreeMap<String, String>,
+        device: Option<String>,
+        commit: Option<String>,
+    ) -> Environment;
 }
 
-/// Where and with what the samples were taken.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Environment {
-    /// e.g. "conform" -> "0.1.0", "cann" -> "8.0.RC3", "driver" -> "...".
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub versions: BTreeMap<String, String>,
-    /// Free text naming the device, e.g. "Atlas 300I Duo (310P3)".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    /// Source revision the candidate was built from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
-    /// UTC, RFC 3339 (`2026-11-22T04:05:06Z`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub date: Option<String>,
-    /// The tier the cases were selected from (`quick`, `full`, `all`), when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tier: Option<String>,
-    /// The input seeds: `cases` (each case's own), `fresh`, or the one seed given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<String>,
-}
-
-impl Environment {
-    /// The environment of this process: hostname and the current UTC date filled in, plus the
-    /// given versions, device and commit.
-    pub fn capture(
+impl EnvironmentCapture for Environment {
+    fn capture(
         versions: BTreeMap<String, String>,
         device: Option<String>,
         commit: Option<String>,
@@ -112,45 +81,30 @@ pub fn rfc3339_from_unix(secs: u64) -> String {
     )
 }
 
-/// The timings of one (case, target, hardware).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PerfRecord {
-    pub id: String,
-    pub target: String,
-    /// Hardware profile name (a `ci/hardware/<name>.toml`), if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hardware: Option<String>,
-    /// Per-iteration kernel times in microseconds, in the order measured. Never a summary.
-    pub samples_us: Vec<f64>,
-    /// Untimed warm-up iterations run before the samples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warmup: Option<u32>,
-    /// Timed iterations requested (normally `samples_us.len()`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iterations: Option<u32>,
-    /// One-time setup times (weight repacking, planning), microseconds, kept apart from the
-    /// kernel samples.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub setup_us: Vec<f64>,
-    /// Floating-point operations of one iteration (from the op description).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flops: Option<f64>,
-    /// Minimum bytes moved by one iteration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<f64>,
-    /// Roofline figures of the median sample against the hardware profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub roofline: Option<Roofline>,
-    /// Digest of the case's op parameters (the first 16 hex digits of blake3 over their
-    /// JSON): a case whose parameters changed under the same id starts a new series.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub params_digest: Option<String>,
+/// Building and validating a [`PerfRecord`]: every constructor checks the values (non-empty,
+/// finite, positive times), so an invalid record never reaches a file.
+pub trait PerfRecordBuild: Sized {
+    /// A record from raw samples; validates them (non-empty, finite, > 0).
+    fn from_samples(
+        id: impl Into<String>,
+        target: impl Into<String>,
+        samples_us: Vec<f64>,
+    ) -> Result<Self, PerfError>;
+    /// Record one-time setup times (microseconds).
+    fn with_setup(self, setup_us: Vec<f64>) -> Result<Self, PerfError>;
+    /// Record the work of one iteration and, when a hardware profile is given, the roofline
+    /// figures of the median sample for `dtype` (the profile's peak table key).
+    fn with_work(
+        self,
+        work: Work,
+        profile: Option<(&HardwareProfile, &str)>,
+    ) -> Result<Self, PerfError>;
+    /// Check the values; `path` names the source in errors.
+    fn validate(&self, path: &Path) -> Result<(), PerfError>;
 }
 
-impl PerfRecord {
-    /// A record from raw samples; validates them (non-empty, finite, > 0).
-    pub fn from_samples(
+impl PerfRecordBuild for PerfRecord {
+    fn from_samples(
         id: impl Into<String>,
         target: impl Into<String>,
         samples_us: Vec<f64>,
@@ -172,23 +126,13 @@ impl PerfRecord {
         Ok(r)
     }
 
-    /// Record the warm-up and iteration counts used.
-    pub fn with_protocol(mut self, warmup: u32, iterations: u32) -> PerfRecord {
-        self.warmup = Some(warmup);
-        self.iterations = Some(iterations);
-        self
-    }
-
-    /// Record one-time setup times (microseconds).
-    pub fn with_setup(mut self, setup_us: Vec<f64>) -> Result<PerfRecord, PerfError> {
+    fn with_setup(mut self, setup_us: Vec<f64>) -> Result<PerfRecord, PerfError> {
         self.setup_us = setup_us;
         self.validate(Path::new("<in memory>"))?;
         Ok(self)
     }
 
-    /// Record the work of one iteration and, when a hardware profile is given, the roofline
-    /// figures of the median sample for `dtype` (the profile's peak table key).
-    pub fn with_work(
+    fn with_work(
         mut self,
         work: Work,
         profile: Option<(&HardwareProfile, &str)>,
@@ -202,17 +146,6 @@ impl PerfRecord {
         }
         self.validate(Path::new("<in memory>"))?;
         Ok(self)
-    }
-
-    /// Name the hardware profile without computing a roofline.
-    pub fn on_hardware(mut self, hardware: impl Into<String>) -> PerfRecord {
-        self.hardware = Some(hardware.into());
-        self
-    }
-
-    /// Matching key: (id, target, hardware).
-    pub fn key(&self) -> (&str, &str, Option<&str>) {
-        (&self.id, &self.target, self.hardware.as_deref())
     }
 
     fn validate(&self, path: &Path) -> Result<(), PerfError> {
@@ -255,18 +188,24 @@ impl PerfRecord {
     }
 }
 
-impl PerfFile {
-    /// An empty file with the schema tag and the given environment.
-    pub fn new(environment: Environment) -> PerfFile {
-        PerfFile {
-            schema: Some(SCHEMA.to_string()),
-            environment: Some(environment),
-            cases: Vec::new(),
-        }
-    }
-
+/// Reading, writing and extending a [`PerfFile`], with validation and errors that name the
+/// file and the case.
+pub trait PerfFileIo: Sized {
     /// Add a record; a second record with the same (id, target, hardware) is an error.
-    pub fn push(&mut self, record: PerfRecord) -> Result<(), PerfError> {
+    fn push(&mut self, record: PerfRecord) -> Result<(), PerfError>;
+    /// Parse and validate JSON text; `path` names the source in errors.
+    fn from_json(text: &str, path: &Path) -> Result<Self, PerfError>;
+    /// Read and validate a perf file.
+    fn read(path: &Path) -> Result<Self, PerfError>;
+    /// Pretty JSON.
+    fn to_json(&self) -> Result<String, PerfError>;
+    /// Write the file (pretty JSON, trailing newline).
+    fn write(&self, path: &Path) -> Result<(), PerfError>;
+}
+
+impl PerfFileIo for PerfFile {
+    /// Add a record; a second record with the same (id, target, hardware) is an error.
+    fn push(&mut self, record: PerfRecord) -> Result<(), PerfError> {
         if self.cases.iter().any(|c| c.key() == record.key()) {
             return Err(duplicate(Path::new("<in memory>"), &record));
         }
@@ -275,7 +214,7 @@ impl PerfFile {
     }
 
     /// Parse and validate JSON text; `path` names the source in errors.
-    pub fn from_json(text: &str, path: &Path) -> Result<PerfFile, PerfError> {
+    fn from_json(text: &str, path: &Path) -> Result<PerfFile, PerfError> {
         let file: PerfFile = serde_json::from_str(text).map_err(|source| PerfError::PerfJson {
             path: path.to_path_buf(),
             source,
@@ -301,7 +240,7 @@ impl PerfFile {
     }
 
     /// Read and validate a perf file.
-    pub fn read(path: &Path) -> Result<PerfFile, PerfError> {
+    fn read(path: &Path) -> Result<PerfFile, PerfError> {
         let text = std::fs::read_to_string(path).map_err(|source| PerfError::Read {
             path: path.to_path_buf(),
             source,
@@ -310,12 +249,12 @@ impl PerfFile {
     }
 
     /// Pretty JSON.
-    pub fn to_json(&self) -> Result<String, PerfError> {
+    fn to_json(&self) -> Result<String, PerfError> {
         serde_json::to_string_pretty(self).map_err(PerfError::Serialise)
     }
 
     /// Write the file (pretty JSON, trailing newline).
-    pub fn write(&self, path: &Path) -> Result<(), PerfError> {
+    fn write(&self, path: &Path) -> Result<(), PerfError> {
         let mut text = self.to_json()?;
         text.push('\n');
         crate::atomic_file::write(path, text.as_bytes()).map_err(|source| PerfError::Write {

@@ -3,45 +3,10 @@
 //! below the floor is physically impossible on that hardware: a broken or cheating timer, or
 //! work that was skipped.
 
-use serde::{Deserialize, Serialize};
-
 use super::error::PerfError;
 use super::hardware::HardwareProfile;
 
-/// Work of one kernel invocation.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Work {
-    /// Floating-point (or integer multiply-add, counted as 2) operations.
-    pub flops: f64,
-    /// Minimum bytes that must cross the memory interface.
-    pub bytes: f64,
-}
-
-/// Which ceiling bounds the floor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Bound {
-    Compute,
-    Memory,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Roofline {
-    pub hardware: String,
-    pub dtype: String,
-    /// The time the figures are for (the median sample), microseconds.
-    pub time_us: f64,
-    pub achieved_tflops: f64,
-    pub achieved_gbps: f64,
-    /// max(flops / peak compute, bytes / peak bandwidth), microseconds (the compute term
-    /// alone when the profile has no bandwidth figure).
-    pub floor_us: f64,
-    pub bound: Bound,
-    /// floor / time: 1.0 is the roofline; above 1 is impossible.
-    pub fraction_of_peak: f64,
-    /// The time is below the roofline floor.
-    pub implausible: bool,
-}
+pub use conform_metadata::perf::{Bound, Roofline, Work};
 
 /// Roofline figures of `work` done in `time_us` on `profile`, compute ceiling of `dtype`.
 pub fn roofline(

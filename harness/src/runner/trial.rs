@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The name of the in-process reference target.
-pub const REFERENCE_TARGET: &str = "reference";
+pub use conform_targets::REFERENCE_TARGET;
 
 /// The check policy of every output of `case`, parsed; an error names the output.
 pub fn policies(
@@ -310,12 +310,7 @@ fn run_trial_inner(
         let exec = match executed {
             Ok(x) => x,
             Err(e) => {
-                out.status = match e.status() {
-                    "timeout" => Status::Timeout,
-                    "crashed" => Status::Crashed,
-                    "skipped" => Status::Skipped,
-                    _ => Status::Error,
-                };
+                out.status = e.status();
                 out.message = if set > 0 {
                     format!("input set {set} (seed {set_seed}): {e}")
                 } else {
@@ -465,7 +460,7 @@ fn perf_record(
     exec: &Execution,
     opts: &RunOptions,
 ) -> Result<(crate::perf::PerfRecord, Option<crate::perf::BudgetOutcome>), String> {
-    use crate::perf::{evaluate_budget, stats::median, PerfRecord, Work};
+    use crate::perf::{evaluate_budget, stats::median, PerfRecord, PerfRecordBuild, Work};
     let warmup = opts.warmup.unwrap_or(case.perf.warmup);
     let iterations = opts.iterations.unwrap_or(case.perf.iterations);
     let mut record = PerfRecord::from_samples(&case.id, target, exec.timings_us.clone())

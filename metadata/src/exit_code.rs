@@ -1,5 +1,6 @@
 //! The `conform` process's exit codes: the one table of them (README.md and docs/results.md
-//! repeat it). No other file spells an exit code as a literal.
+//! repeat it). No other file spells an exit code as a literal; scripts that call `conform` can
+//! depend on this crate for the values.
 
 /// Every selected case passed (skips are not failures), or a command succeeded.
 pub const SUCCESS: i32 = 0;
