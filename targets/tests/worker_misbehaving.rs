@@ -45,6 +45,11 @@ fn main() {
             None,
         ),
         test(
+            "every_protocol_violation_restarts_the_worker",
+            every_protocol_violation_restarts_the_worker,
+            None,
+        ),
+        test(
             "bad_outputs_are_errors_naming_the_tensor",
             bad_outputs_are_errors_naming_the_tensor,
             None,
@@ -241,6 +246,56 @@ fn malformed_json_is_a_protocol_error_and_the_worker_restarts() {
     let mut noisy = worker("stdout_noise");
     let e = noisy.execute(&request("n", &[1.0])).unwrap_err();
     assert!(e.to_string().contains("loading kernels"), "{e}");
+}
+
+fn every_protocol_violation_restarts_the_worker() {
+    // Whatever the violation (malformed line, another request's id, another output file, a
+    // wrong number of times, a negative time), the worker's state is unknown afterwards: the
+    // next request goes to a fresh process, and that one answers correctly.
+    let timed = |case: &str| {
+        let mut r = request(case, &[1.0, 2.0]);
+        r.timing = Some(conform_targets::target::TimingRequest {
+            warmup: 0,
+            iterations: 2,
+        });
+        r
+    };
+    let mut w = worker("good");
+    let violations = [
+        ("malformed", "malformed JSON"),
+        ("wrong_id", "request id"),
+        ("wrong_outputs_path", "outputs written to"),
+        ("wrong_timings", "3 timings for 2 requested iterations"),
+        ("negative_time", "invalid time -1"),
+    ];
+    for (i, (case, says)) in violations.iter().enumerate() {
+        let e = w.execute(&timed(case)).unwrap_err();
+        assert_eq!(e.status(), Status::Error, "{case}: {e}");
+        assert!(
+            e.to_string().starts_with("protocol error") && e.to_string().contains(says),
+            "{case}: {e}"
+        );
+        assert_eq!(
+            w.starts(),
+            i as u32 + 1,
+            "{case}: the worker is restarted only on demand"
+        );
+        let ok = w.execute(&timed("ok")).unwrap();
+        assert_eq!(y(&ok), vec![2.0, 4.0], "after {case}");
+        assert_eq!(
+            w.starts(),
+            i as u32 + 2,
+            "after {case}: a fresh worker answered"
+        );
+    }
+    // A well-formed report of failure is not a violation: the same worker goes on.
+    let before = w.starts();
+    assert_eq!(
+        w.execute(&timed("error")).unwrap_err().status(),
+        Status::Error
+    );
+    assert_eq!(y(&w.execute(&timed("ok")).unwrap()), vec![2.0, 4.0]);
+    assert_eq!(w.starts(), before);
 }
 
 fn bad_outputs_are_errors_naming_the_tensor() {

@@ -347,16 +347,159 @@ impl Target for WorkerTarget {
         if let Availability::Unavailable { reason } = self.availability() {
             return Err(TargetError::Unavailable(reason));
         }
-        if self.process.is_none() {
-            // Restart after a timeout, crash or protocol error.
-            self.start().map_err(|e| match e {
-                TargetError::Unavailable(reason) => TargetError::Crashed {
-                    exit: ExitReason::Unknown,
-                    stderr_tail: format!("restarting the worker failed: {reason}"),
-                },
-                other => other,
-            })?;
+        self.ensure_running()?;
+        self.admit(request)?;
+        std::fs::create_dir_all(&self.scratch_root)
+            .map_err(|e| TargetError::Internal(format!("{}: {e}", self.scratch_root.display())))?;
+        let scratch = tempfile::Builder::new()
+            .prefix(&super::live::scratch_prefix())
+            .tempdir_in(&self.scratch_root)
+            .map_err(|e| TargetError::Internal(format!("scratch directory: {e}")))?;
+        let (inputs_path, outputs_path) = self.write_files(scratch.path(), request)?;
+        let sent = self.send_run(request, &inputs_path, &outputs_path)?;
+        let (reply, tail) = self.receive(request, &sent)?;
+        let answer = match check_reply(&reply, &sent.id, request, &outputs_path) {
+            Ok(answer) => answer,
+            Err(Violation::Protocol(message)) => {
+                // A worker that broke the protocol is in an unknown state: the next case
+                // gets a fresh one, whatever the violation was.
+                self.discard();
+                return Err(TargetError::Protocol {
+                    message,
+                    stderr_tail: tail,
+                });
+            }
+            Err(Violation::Reported(status, message)) => {
+                return Err(match status {
+                    ResultStatus::Unsupported => TargetError::Unsupported(message),
+                    _ => TargetError::Worker {
+                        message,
+                        stderr_tail: tail,
+                    },
+                })
+            }
+        };
+        let outputs = self.check_outputs(request, &outputs_path)?;
+        Ok(Execution {
+            outputs,
+            timings_us: answer.timings_us,
+            setup_us: answer.setup_us,
+            notes: answer.notes,
+            stderr_tail: tail,
+        })
+    }
+}
+
+/// A request written to the worker, waiting for its reply.
+struct SentRequest {
+    id: String,
+    /// The worker's stderr position when the request was written.
+    stderr_mark: u64,
+    /// Whether the line reached the worker's stdin (not: the worker is gone).
+    delivered: bool,
+}
+
+/// What a valid `ok` reply carries besides the output file.
+struct Answer {
+    timings_us: Vec<f64>,
+    setup_us: Option<f64>,
+    notes: Vec<String>,
+}
+
+/// Why a reply is not an [`Answer`].
+enum Violation {
+    /// The reply breaks the protocol (the worker is restarted).
+    Protocol(String),
+    /// A well-formed reply saying the case failed or is unsupported.
+    Reported(ResultStatus, String),
+}
+
+/// Checks one reply line against the request it answers: a `result` for request `id`, with
+/// `status` ok, the outputs where they were asked for, one time per requested iteration and
+/// every time finite and >= 0.
+fn check_reply(
+    reply: &str,
+    id: &str,
+    request: &ExecRequest,
+    outputs_path: &Path,
+) -> Result<Answer, Violation> {
+    let parsed = serde_json::from_str::<WorkerMessage>(reply).map_err(|e| {
+        Violation::Protocol(format!(
+            "malformed JSON reply `{}`: {e}",
+            first_chars(reply, 200)
+        ))
+    })?;
+    let WorkerMessage::Result {
+        id: got_id,
+        status,
+        outputs,
+        timings_us,
+        setup_us,
+        message,
+        notes,
+    } = parsed
+    else {
+        return Err(Violation::Protocol(format!(
+            "expected a result, got `{}`",
+            first_chars(reply, 200)
+        )));
+    };
+    if got_id != id {
+        return Err(Violation::Protocol(format!(
+            "reply for request id `{got_id}`, expected `{id}`"
+        )));
+    }
+    if status != ResultStatus::Ok {
+        return Err(Violation::Reported(status, message));
+    }
+    if let Some(o) = &outputs {
+        if Path::new(o) != outputs_path {
+            return Err(Violation::Protocol(format!(
+                "outputs written to `{o}`, expected `{}`",
+                outputs_path.display()
+            )));
         }
+    }
+    if let Some(t) = request.timing {
+        if timings_us.len() != t.iterations as usize {
+            return Err(Violation::Protocol(format!(
+                "{} timings for {} requested iterations",
+                timings_us.len(),
+                t.iterations
+            )));
+        }
+    }
+    if let Some(bad) = timings_us
+        .iter()
+        .chain(setup_us.iter())
+        .find(|x| !x.is_finite() || **x < 0.0)
+    {
+        return Err(Violation::Protocol(format!("invalid time {bad} us")));
+    }
+    Ok(Answer {
+        timings_us,
+        setup_us,
+        notes,
+    })
+}
+
+impl WorkerTarget {
+    /// Starts the worker again after a timeout, crash or protocol error.
+    fn ensure_running(&mut self) -> Result<(), TargetError> {
+        if self.process.is_some() {
+            return Ok(());
+        }
+        self.start().map_err(|e| match e {
+            TargetError::Unavailable(reason) => TargetError::Crashed {
+                exit: ExitReason::Unknown,
+                stderr_tail: format!("restarting the worker failed: {reason}"),
+            },
+            other => other,
+        })
+    }
+
+    /// Whether the handshake's capabilities cover the op and the requested recipe.
+    fn admit(&self, request: &ExecRequest) -> Result<(), TargetError> {
         let caps = &self.handshake.as_ref().expect("started").capabilities;
         let Some(cap) = caps.ops.get(&request.op) else {
             return Err(TargetError::Unsupported(format!(
@@ -374,13 +517,17 @@ impl Target for WorkerTarget {
                 )));
             }
         }
-        std::fs::create_dir_all(&self.scratch_root)
-            .map_err(|e| TargetError::Internal(format!("{}: {e}", self.scratch_root.display())))?;
-        let scratch = tempfile::Builder::new()
-            .prefix(&super::live::scratch_prefix())
-            .tempdir_in(&self.scratch_root)
-            .map_err(|e| TargetError::Internal(format!("scratch directory: {e}")))?;
-        let (inputs_path, outputs_path) = self.write_files(scratch.path(), request)?;
+        Ok(())
+    }
+
+    /// Writes the `run` request line. A worker that cannot take the line is found dead by
+    /// [`WorkerTarget::receive`].
+    fn send_run(
+        &mut self,
+        request: &ExecRequest,
+        inputs_path: &Path,
+        outputs_path: &Path,
+    ) -> Result<SentRequest, TargetError> {
         self.next_id += 1;
         let id = self.next_id.to_string();
         let msg = HarnessMessage::Run {
@@ -396,139 +543,57 @@ impl Target for WorkerTarget {
         };
         let line = serde_json::to_string(&msg)
             .map_err(|e| TargetError::Internal(format!("request: {e}")))?;
+        let p = self.process.as_mut().expect("started");
+        let stderr_mark = p.stderr().mark();
+        let delivered = p.send_line(&line).is_ok();
+        Ok(SentRequest {
+            id,
+            stderr_mark,
+            delivered,
+        })
+    }
+
+    /// Waits for the reply line within the request's timeout; returns it with the worker's
+    /// stderr since the request. A timeout, a dead worker or an unreadable line discards the
+    /// worker and is the error.
+    fn receive(
+        &mut self,
+        request: &ExecRequest,
+        sent: &SentRequest,
+    ) -> Result<(String, String), TargetError> {
         let secs = if request.timing.is_some() {
             self.config.timeouts.timed_request_s
         } else {
             self.config.timeouts.request_s
         };
+        let mark = sent.stderr_mark;
         let p = self.process.as_mut().expect("started");
-        let mark = p.stderr().mark();
-        let sent = p.send_line(&line);
-        let received = match sent {
-            Ok(()) => p.recv(Duration::from_secs_f64(secs)),
-            Err(_) => Received::Closed,
+        let received = if sent.delivered {
+            p.recv(Duration::from_secs_f64(secs))
+        } else {
+            Received::Closed
         };
-        let reply = match received {
-            Received::Line(l) => l,
-            Received::Timeout => {
-                let tail = p.stderr().tail_since(mark);
-                self.discard();
-                return Err(TargetError::Timeout {
-                    seconds: secs,
-                    stderr_tail: tail,
-                });
-            }
+        let err = match received {
+            Received::Line(l) => return Ok((l, p.stderr().tail_since(mark))),
+            Received::Timeout => TargetError::Timeout {
+                seconds: secs,
+                stderr_tail: p.stderr().tail_since(mark),
+            },
             Received::Closed => {
                 let exit = p.wait_exit(EXIT_GRACE);
                 p.wait_stderr_closed(EXIT_GRACE);
-                let tail = p.stderr().tail_since(mark);
-                self.discard();
-                return Err(TargetError::Crashed {
+                TargetError::Crashed {
                     exit,
-                    stderr_tail: tail,
-                });
+                    stderr_tail: p.stderr().tail_since(mark),
+                }
             }
-            Received::TooLong | Received::NotUtf8 => {
-                let tail = p.stderr().tail_since(mark);
-                self.discard();
-                return Err(TargetError::Protocol {
-                    message: "reply line too long or not UTF-8".into(),
-                    stderr_tail: tail,
-                });
-            }
+            Received::TooLong | Received::NotUtf8 => TargetError::Protocol {
+                message: "reply line too long or not UTF-8".into(),
+                stderr_tail: p.stderr().tail_since(mark),
+            },
         };
-        let tail = p.stderr().tail_since(mark);
-        let protocol = |message: String, this: &mut WorkerTarget, tail: String| {
-            this.discard();
-            TargetError::Protocol {
-                message,
-                stderr_tail: tail,
-            }
-        };
-        let parsed = match serde_json::from_str::<WorkerMessage>(&reply) {
-            Ok(m) => m,
-            Err(e) => {
-                return Err(protocol(
-                    format!("malformed JSON reply `{}`: {e}", first_chars(&reply, 200)),
-                    self,
-                    tail,
-                ))
-            }
-        };
-        let WorkerMessage::Result {
-            id: got_id,
-            status,
-            outputs,
-            timings_us,
-            setup_us,
-            message,
-            notes,
-        } = parsed
-        else {
-            return Err(protocol(
-                format!("expected a result, got `{}`", first_chars(&reply, 200)),
-                self,
-                tail,
-            ));
-        };
-        if got_id != id {
-            return Err(protocol(
-                format!("reply for request id `{got_id}`, expected `{id}`"),
-                self,
-                tail,
-            ));
-        }
-        match status {
-            ResultStatus::Error => {
-                return Err(TargetError::Worker {
-                    message,
-                    stderr_tail: tail,
-                })
-            }
-            ResultStatus::Unsupported => return Err(TargetError::Unsupported(message)),
-            ResultStatus::Ok => {}
-        }
-        if let Some(o) = &outputs {
-            if Path::new(o) != outputs_path {
-                return Err(TargetError::Protocol {
-                    message: format!(
-                        "outputs written to `{o}`, expected `{}`",
-                        outputs_path.display()
-                    ),
-                    stderr_tail: tail,
-                });
-            }
-        }
-        if let Some(t) = request.timing {
-            if timings_us.len() != t.iterations as usize {
-                return Err(TargetError::Protocol {
-                    message: format!(
-                        "{} timings for {} requested iterations",
-                        timings_us.len(),
-                        t.iterations
-                    ),
-                    stderr_tail: tail,
-                });
-            }
-        }
-        if let Some(bad) = timings_us
-            .iter()
-            .chain(setup_us.iter())
-            .find(|x| !x.is_finite() || **x < 0.0)
-        {
-            return Err(TargetError::Protocol {
-                message: format!("invalid time {bad} us"),
-                stderr_tail: tail,
-            });
-        }
-        let outputs = self.check_outputs(request, &outputs_path)?;
-        Ok(Execution {
-            outputs,
-            timings_us,
-            setup_us,
-            notes,
-            stderr_tail: tail,
-        })
+        self.discard();
+        Err(err)
     }
 }
 

@@ -7,7 +7,9 @@ It implements one op, `double` (y = 2 * x, F32), correctly, unless told otherwis
 - by the case id of a request (per-case behaviour): contains `hang` (sleeps), `crash` (exit 3
   with a message on stderr), `segv` (killed by SIGSEGV), `malformed` (a non-JSON line),
   `missing` (no output `y`), `wrong_shape`, `wrong_dtype`, `error` (reports an error),
-  `wrong_id`, `partial` (writes only the first element; the rest stays poisoned).
+  `wrong_id`, `partial` (writes only the first element; the rest stays poisoned),
+  `wrong_outputs_path` (names another output file), `wrong_timings` (one time too many),
+  `negative_time` (a time below zero).
 """
 import json
 import os
@@ -112,4 +114,10 @@ for line in sys.stdin:
         reply = {"type": "result", "id": msg["id"], "status": "error", "message": "RuntimeError: kernel raised"}
     if "wrong_id" in cid:
         reply["id"] = "not-" + msg["id"]
+    if "wrong_outputs_path" in cid:
+        reply["outputs"] = msg["outputs"] + ".elsewhere"
+    if "wrong_timings" in cid:
+        reply["timings_us"] = reply["timings_us"] + [1.0]
+    if "negative_time" in cid:
+        reply["timings_us"] = [-1.0] * len(reply["timings_us"])
     send(reply)
