@@ -29,7 +29,7 @@ fn history(c: &mut Criterion) {
     let db = db.to_string_lossy().into_owned();
     let mut h = History::open_or_create(&db).unwrap();
     let t0 = Instant::now();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = conform_reference::splitmix::SplitMix64::new(0);
     for night in 0..runs {
         let mut file = PerfFile::new(Environment {
             commit: Some(format!("{night:040x}")),
@@ -45,12 +45,7 @@ fn history(c: &mut Criterion) {
             let level =
                 100.0 * (1.0 + case as f64 / 10.0) * if night >= runs / 2 { 1.05 } else { 1.0 };
             let samples = (0..per)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    level * (1.0 + 0.03 * ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5))
-                })
+                .map(|_| level * (1.0 + 0.03 * (rng.unit() - 0.5)))
                 .collect();
             file.push(
                 PerfRecord::from_samples(format!("suite/case{case:03}"), "reference", samples)

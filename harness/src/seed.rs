@@ -33,7 +33,7 @@ pub fn fresh_seed() -> u64 {
 
 /// The seed of the anti-cheat second run of a case (different inputs, same shape).
 pub fn second_run_seed(seed: u64) -> u64 {
-    seed ^ 0x9E37_79B9_7F4A_7C15
+    seed ^ conform_reference::splitmix::GAMMA
 }
 
 /// A closure yielding the stream's 64-bit words, for `ops::GenContext`.

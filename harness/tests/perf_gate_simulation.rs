@@ -6,6 +6,9 @@
 //! - false alarms: an A/A comparison (no shift) may raise REGRESSION in at most 1% of trials,
 //!   also when 5% of the samples are 3x spikes.
 //!
+//! A test fails when the simulated rate is significantly (3 standard errors) on the wrong side
+//! of its requirement; see `SIGMAS` for why not on the point estimate.
+//!
 //! Release builds run enough trials for the rates to be meaningful (the standard error is
 //! printed with each rate); debug builds run a small sample with loose bounds, as a smoke
 //! test only. The measured rates are recorded in docs/perf.md.
@@ -17,9 +20,9 @@ const N: usize = 30;
 const CV: f64 = 0.03;
 
 #[cfg(not(debug_assertions))]
-const TRIALS_AA: usize = 20_000;
+const TRIALS_AA: usize = 100_000;
 #[cfg(not(debug_assertions))]
-const TRIALS_POWER: usize = 10_000;
+const TRIALS_POWER: usize = 40_000;
 #[cfg(debug_assertions)]
 const TRIALS_AA: usize = 300;
 #[cfg(debug_assertions)]
@@ -98,49 +101,51 @@ fn regression_rate(scenario: &str, shift: f64, spike: f64, trials: usize) -> Rat
     rate
 }
 
-#[cfg(not(debug_assertions))]
+/// The requirement: power >= 90% for a 3% slowdown, with and without spikes.
 const POWER_MIN: f64 = 0.90;
-#[cfg(not(debug_assertions))]
+/// The requirement: A/A false alarms <= 1%, with and without spikes.
 const FALSE_ALARM_MAX: f64 = 0.01;
-/// Within two standard errors of 90% (the measured rate is in docs/perf.md).
-#[cfg(not(debug_assertions))]
-const POWER_WITH_SPIKES_MIN: f64 = 0.894;
-#[cfg(debug_assertions)]
-const POWER_WITH_SPIKES_MIN: f64 = 0.80;
-// Debug: a few hundred trials only; bounds wide enough for that sample size.
-#[cfg(debug_assertions)]
-const POWER_MIN: f64 = 0.82;
-#[cfg(debug_assertions)]
-const FALSE_ALARM_MAX: f64 = 0.035;
+/// How many standard errors a measured rate may sit on the wrong side of the requirement
+/// before the test fails. A Monte Carlo rate is an estimate: the gate's true false-alarm rate
+/// is its nominal 1% (Welch's t at alpha = 0.01), so a bound of exactly 1% on the estimate
+/// would pass or fail with the generator's stream, not with the gate. The test fails when the
+/// simulation shows the gate significantly worse than the requirement (a 3-sigma excess,
+/// about 1 in 700 by chance); the measured rates and their standard errors are printed and
+/// recorded in docs/perf.md.
+/// (Debug builds run a few hundred trials only: a smoke test under the same rule.)
+const SIGMAS: f64 = 3.0;
+
+fn assert_power(r: &Rate) {
+    assert!(
+        r.value() + SIGMAS * r.std_error() >= POWER_MIN,
+        "power {:.4} (standard error {:.4}) is significantly below {POWER_MIN}",
+        r.value(),
+        r.std_error()
+    );
+}
+
+fn assert_false_alarms(r: &Rate) {
+    assert!(
+        r.value() - SIGMAS * r.std_error() <= FALSE_ALARM_MAX,
+        "false alarms {:.4} (standard error {:.4}) are significantly above {FALSE_ALARM_MAX}",
+        r.value(),
+        r.std_error()
+    );
+}
 
 #[test]
 fn a_three_percent_slowdown_is_flagged_in_at_least_90_percent_of_trials() {
-    let r = regression_rate("slowdown-3pct", 1.03, 0.0, TRIALS_POWER);
-    assert!(
-        r.value() >= POWER_MIN,
-        "power {:.4} < {POWER_MIN}",
-        r.value()
-    );
+    assert_power(&regression_rate("slowdown-3pct", 1.03, 0.0, TRIALS_POWER));
 }
 
 #[test]
 fn a_a_comparisons_raise_at_most_1_percent_false_regressions() {
-    let r = regression_rate("a-a", 1.0, 0.0, TRIALS_AA);
-    assert!(
-        r.value() <= FALSE_ALARM_MAX,
-        "false alarms {:.4}",
-        r.value()
-    );
+    assert_false_alarms(&regression_rate("a-a", 1.0, 0.0, TRIALS_AA));
 }
 
 #[test]
 fn a_a_comparisons_with_5_percent_3x_spikes_raise_at_most_1_percent() {
-    let r = regression_rate("a-a-spikes", 1.0, 0.05, TRIALS_AA);
-    assert!(
-        r.value() <= FALSE_ALARM_MAX,
-        "false alarms {:.4}",
-        r.value()
-    );
+    assert_false_alarms(&regression_rate("a-a-spikes", 1.0, 0.05, TRIALS_AA));
 }
 
 #[test]
@@ -148,10 +153,10 @@ fn a_three_percent_slowdown_with_5_percent_3x_spikes_is_flagged_in_about_90_perc
     // Spikes are fenced out before anything is estimated, so they cost only the samples they
     // replace (about 1.5 of 30 a side): the power is that of Welch's t at n = 28.5, which
     // sits at the statistical frontier of 90% at 1% false alarms (docs/perf.md).
-    let r = regression_rate("slowdown-3pct-spikes", 1.03, 0.05, TRIALS_POWER);
-    assert!(
-        r.value() >= POWER_WITH_SPIKES_MIN,
-        "power with spikes {:.4}",
-        r.value()
-    );
+    assert_power(&regression_rate(
+        "slowdown-3pct-spikes",
+        1.03,
+        0.05,
+        TRIALS_POWER,
+    ));
 }

@@ -6,17 +6,8 @@ use conform_harness::verdict::{evaluate, CannLevel, CheckPolicy, Comparison, CHU
 use conform_reference::ops::{ElemType, Tensor, TensorSpec};
 use conform_reference::parallel::Threads;
 
-/// A small fixed-sequence generator (SplitMix64) so the data are the same everywhere.
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// A fixed-sequence generator so the data are the same everywhere.
+use conform_reference::splitmix::SplitMix64 as SplitMix;
 
 fn json(m: &OutputMetrics) -> String {
     serde_json::to_string(m).unwrap()
@@ -28,13 +19,13 @@ fn figures_are_identical_for_1_2_3_and_7_threads() {
     let shape = [1usize, 131, 48, 128 + 1];
     let n: usize = shape.iter().product();
     assert!(n > 3 * CHUNK);
-    let mut rng = SplitMix(7);
+    let mut rng = SplitMix::new(7);
     let mut oracle = Vec::with_capacity(n);
     let mut exp = Vec::with_capacity(n);
     let mut act = Vec::with_capacity(n);
     let mut base = Vec::with_capacity(n);
     for i in 0..n {
-        let r = rng.next();
+        let r = rng.next_u64();
         // Values spread over many binades, some small.
         let mag = ((r >> 11) as f64 / (1u64 << 53) as f64) * 2f64.powi((r % 24) as i32 - 16);
         let v = if r & 1 == 1 { -mag } else { mag };

@@ -17,18 +17,10 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Duration;
 
-struct Bits(u64);
+struct Bits(conform_reference::splitmix::SplitMix64);
 impl Bits {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
     fn bf16(&mut self) -> u16 {
-        let x = ((self.next() >> 40) as f32) * (2.0 / (1u64 << 24) as f32) - 1.0;
-        bf16::f32_to_bf16(x, Rounding::RNE)
+        bf16::f32_to_bf16(self.0.sym_f32(), Rounding::RNE)
     }
 }
 
@@ -36,7 +28,7 @@ fn prefill(c: &mut Criterion) {
     let mut cfg = AttentionConfig::new(DType::Bf16, 1, 2048, 2048, 32, 8, 128);
     cfg.sparse_mode = 3;
     let g = cfg.geometry().unwrap();
-    let mut r = Bits(1);
+    let mut r = Bits(conform_reference::splitmix::SplitMix64::new(1));
     let mut vals = |n: usize| -> Vec<f32> { (0..n).map(|_| bf16::bf16_to_f32(r.bf16())).collect() };
     let (q, k, v) = (vals(g.q_len()), vals(g.kv_len()), vals(g.kv_len()));
     let ins = AttentionInputs {
@@ -70,13 +62,13 @@ fn decode(c: &mut Criterion) {
         kv_heads: kvh,
         head_dim: d,
     };
-    let mut r = Bits(2);
+    let mut r = Bits(conform_reference::splitmix::SplitMix64::new(2));
     let kc: Vec<u16> = (0..cache.len()).map(|_| r.bf16()).collect();
     let vc: Vec<u16> = (0..cache.len()).map(|_| r.bf16()).collect();
     // A shuffled permutation of blocks (Fisher-Yates).
     let mut perm: Vec<i64> = (0..num_blocks as i64).collect();
     for i in (1..perm.len()).rev() {
-        let j = (r.next() % (i as u64 + 1)) as usize;
+        let j = (r.0.next_u64() % (i as u64 + 1)) as usize;
         perm.swap(i, j);
     }
     let table: Vec<i64> = perm[..batch * per_seq].to_vec();

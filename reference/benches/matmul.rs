@@ -31,17 +31,10 @@ const SHAPES: [(&str, usize, usize, usize); 3] = [
 ];
 
 fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
+    let mut g = conform_reference::splitmix::SplitMix64::new(seed);
+    // bf16-representable values in [-1, 1).
     (0..len)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            // bf16-representable values in [-1, 1).
-            let x = (((z ^ (z >> 31)) >> 40) as f32) * (2.0 / (1u64 << 24) as f32) - 1.0;
-            f32::from_bits(x.to_bits() & 0xFFFF_0000)
-        })
+        .map(|_| f32::from_bits(g.sym_f32().to_bits() & 0xFFFF_0000))
         .collect()
 }
 

@@ -26,3 +26,4 @@ pub mod matmul;
 pub mod mc2;
 pub mod ops;
 pub mod parallel;
+pub mod splitmix;

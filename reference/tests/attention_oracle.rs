@@ -2,7 +2,7 @@
 
 mod attention_common;
 
-use attention_common::{Problem, Rng};
+use attention_common::Problem;
 use conform_reference::attention::{oracle, AttentionConfig, InputLayout};
 use conform_reference::formats::DType;
 use conform_reference::parallel::Threads;
@@ -129,7 +129,7 @@ proptest! {
         cfg.next_tokens = next;
         cfg.atten_mask = explicit && mode == 0;
         if lens {
-            let mut r = Rng::new(seed);
+            let mut r = attention_common::rng(seed);
             cfg.actual_seq_lengths = Some((0..b).map(|_| r.below(sq + 1) as i64).collect());
             cfg.actual_seq_lengths_kv = Some((0..b).map(|_| r.below(sk + 1) as i64).collect());
         }

@@ -3,7 +3,7 @@
 
 mod attention_common;
 
-use attention_common::{bits, values, Rng};
+use attention_common::{bits, values};
 use conform_reference::attention::{
     attention, gather_contiguous, paged_attention, AttentionConfig, AttentionInputs, CacheData,
     PagedKv, Recipe,
@@ -39,7 +39,7 @@ fn case(
     hkv: usize,
     d: usize,
 ) -> Case {
-    let mut rng = Rng::new(seed);
+    let mut rng = attention_common::rng(seed);
     let b = lens.len();
     let used: Vec<usize> = lens.iter().map(|l| l.div_ceil(bs)).collect();
     let max_blocks = used.iter().copied().max().unwrap().max(1) + 1;

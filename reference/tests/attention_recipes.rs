@@ -3,7 +3,7 @@
 
 mod attention_common;
 
-use attention_common::{bits, ulps, Problem, Rng};
+use attention_common::{bits, ulps, Problem};
 use conform_reference::attention::recipe::{EmptyRow, MaskFill};
 use conform_reference::attention::{
     attention, oracle, AttentionConfig, AttentionInputs, Recipe, PRESETS,
@@ -350,7 +350,7 @@ fn prefill_bench_case_is_bitwise_identical_for_1_2_and_7_threads() {
 
 #[test]
 fn recipes_and_oracle_are_independent_of_thread_count_on_varied_shapes() {
-    let mut rng = Rng::new(4);
+    let mut rng = attention_common::rng(4);
     for _ in 0..4 {
         let mut cfg = AttentionConfig::new(
             DType::Bf16,

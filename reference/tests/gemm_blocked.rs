@@ -21,7 +21,7 @@ use mc2_common::SplitMix;
 /// f32 values over 40 binades, both signs, signed zeros, and (with `specials`) infinities and
 /// NaN: any change of association or of a signed-zero lane shows in the bits.
 fn values(len: usize, seed: u64, specials: bool) -> Vec<f32> {
-    let mut r = SplitMix(seed);
+    let mut r = SplitMix::new(seed);
     (0..len)
         .map(|_| {
             let z = r.next_u64();
@@ -157,12 +157,12 @@ fn mc2_model(x1: &[Vec<f32>], x2: &[Vec<f32>], shape: Mc2Shape, nm: &Mc2Numerics
 fn mc2_equals_its_element_model_across_blocks_and_threads() {
     let shape = Mc2Shape::new(9, 530, 140);
     for dtype in [DType::F16, DType::Bf16] {
-        let mut rng = SplitMix(5);
+        let mut rng = SplitMix::new(5);
         let x1: Vec<Vec<f32>> = (0..4)
-            .map(|_| rng.tensor(shape.m * shape.k, dtype))
+            .map(|_| mc2_common::tensor(&mut rng, shape.m * shape.k, dtype))
             .collect();
         let x2: Vec<Vec<f32>> = (0..4)
-            .map(|_| rng.tensor(shape.k * shape.n, dtype))
+            .map(|_| mc2_common::tensor(&mut rng, shape.k * shape.n, dtype))
             .collect();
         let ranks: Vec<RankOperands> = x1
             .iter()

@@ -30,10 +30,14 @@ fn reduce_scatter_blocks_are_the_all_reduce_rows_of_each_rank() {
     for dtype in [DType::F16, DType::Bf16] {
         for ranks in [1usize, 2, 4, 8] {
             let (m, k, n) = (8 * 3, 45, 10);
-            let mut rng = SplitMix(ranks as u64);
-            let x1: Vec<Vec<f32>> = (0..ranks).map(|_| rng.tensor(m * k, dtype)).collect();
-            let x2: Vec<Vec<f32>> = (0..ranks).map(|_| rng.tensor(k * n, dtype)).collect();
-            let bias = rng.tensor(n, dtype);
+            let mut rng = SplitMix::new(ranks as u64);
+            let x1: Vec<Vec<f32>> = (0..ranks)
+                .map(|_| mc2_common::tensor(&mut rng, m * k, dtype))
+                .collect();
+            let x2: Vec<Vec<f32>> = (0..ranks)
+                .map(|_| mc2_common::tensor(&mut rng, k * n, dtype))
+                .collect();
+            let bias = mc2_common::tensor(&mut rng, n, dtype);
             let ops: Vec<RankOperands<'_>> = x1
                 .iter()
                 .zip(&x2)
@@ -100,10 +104,14 @@ fn reduce_scatter_needs_m_divisible_by_the_rank_count() {
 fn all_gather_matmul_is_the_gathered_activation_times_each_ranks_weight() {
     for dtype in [DType::F16, DType::Bf16] {
         let (ranks, m, k, n) = (4usize, 5, 37, 9);
-        let mut rng = SplitMix(42);
-        let x1: Vec<Vec<f32>> = (0..ranks).map(|_| rng.tensor(m * k, dtype)).collect();
-        let x2: Vec<Vec<f32>> = (0..ranks).map(|_| rng.tensor(k * n, dtype)).collect();
-        let bias = rng.tensor(n, dtype);
+        let mut rng = SplitMix::new(42);
+        let x1: Vec<Vec<f32>> = (0..ranks)
+            .map(|_| mc2_common::tensor(&mut rng, m * k, dtype))
+            .collect();
+        let x2: Vec<Vec<f32>> = (0..ranks)
+            .map(|_| mc2_common::tensor(&mut rng, k * n, dtype))
+            .collect();
+        let bias = mc2_common::tensor(&mut rng, n, dtype);
         let ops: Vec<RankOperands<'_>> = x1
             .iter()
             .zip(&x2)

@@ -54,7 +54,7 @@ fn piecewise_fit_finds_a_known_breakpoint_and_coefficients_under_noise() {
         vec![8.0],
     )
     .unwrap();
-    let mut rng = SplitMix(0x6d63_3200);
+    let mut rng = SplitMix::new(0x6d63_3200);
     let pts: Vec<(f64, f64)> = (1..=128)
         .map(|i| {
             let x = 0.25 * i as f64;
@@ -86,7 +86,7 @@ fn piecewise_fit_finds_a_known_breakpoint_and_coefficients_under_noise() {
 #[test]
 fn a_wrong_model_kind_fits_worse() {
     let truth = seed_comm().model;
-    let mut rng = SplitMix(7);
+    let mut rng = SplitMix::new(7);
     let pts: Vec<(f64, f64)> = (1..=64)
         .map(|i| {
             let x = 0.5 * i as f64;

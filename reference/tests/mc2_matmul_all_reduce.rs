@@ -21,14 +21,18 @@ struct Data {
 
 impl Data {
     fn random(ranks: usize, shape: Mc2Shape, dtype: DType, seed: u64) -> Data {
-        let mut rng = SplitMix(seed);
+        let mut rng = SplitMix::new(seed);
         let Mc2Shape { m, k, n } = shape;
         Data {
             shape,
-            x1: (0..ranks).map(|_| rng.tensor(m * k, dtype)).collect(),
-            x2: (0..ranks).map(|_| rng.tensor(k * n, dtype)).collect(),
-            bias: rng.tensor(n, dtype),
-            x3: rng.tensor(m * n, dtype),
+            x1: (0..ranks)
+                .map(|_| mc2_common::tensor(&mut rng, m * k, dtype))
+                .collect(),
+            x2: (0..ranks)
+                .map(|_| mc2_common::tensor(&mut rng, k * n, dtype))
+                .collect(),
+            bias: mc2_common::tensor(&mut rng, n, dtype),
+            x3: mc2_common::tensor(&mut rng, m * n, dtype),
         }
     }
 
@@ -150,7 +154,7 @@ fn kernel_mode_equals_the_per_tile_computation_for_any_tile_schedule() {
             let inp = inputs(&d, &ops, true);
             let tiles = [8usize, 8, 8, 8, 5];
             let expected = per_tile_reference(&d, &nm, &tiles);
-            let mut rng = SplitMix(3);
+            let mut rng = SplitMix::new(3);
             let mut schedules: Vec<Vec<usize>> = vec![vec![0, 1, 2, 3, 4], vec![4, 3, 2, 1, 0]];
             for _ in 0..6 {
                 // Fisher-Yates with the deterministic generator.

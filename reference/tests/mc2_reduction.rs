@@ -16,7 +16,7 @@ fn f16_addition_through_f32_is_correctly_rounded() {
     // Every f16 `a` against a sample of `b` (more in release). The f64 sum of two f16 values
     // is exact (their bits span at most 40 binary places), so rounding it once is the oracle.
     let per_a = if cfg!(debug_assertions) { 8 } else { 384 };
-    let mut rng = SplitMix(0xF16);
+    let mut rng = SplitMix::new(0xF16);
     for a_bits in 0..=u16::MAX {
         let a = f16::f16_to_f32(a_bits);
         for _ in 0..per_a {
@@ -37,7 +37,7 @@ fn bf16_addition_through_f32_is_correctly_rounded() {
     } else {
         20_000_000
     };
-    let mut rng = SplitMix(0xBF16);
+    let mut rng = SplitMix::new(0xBF16);
     for _ in 0..n {
         let a_bits = rng.next_u64() as u16;
         let a = bf16::bf16_to_f32(a_bits);

@@ -9,24 +9,10 @@ use rand_chacha::ChaCha8Rng;
 pub struct CaseRng(ChaCha8Rng);
 
 impl CaseRng {
-    /// Keyed by a stable 64-bit FNV-1a hash of `key` (e.g. "case\u{0}target"), expanded to
-    /// the 256-bit ChaCha key with SplitMix64. Independent of platform and run.
+    /// Keyed by BLAKE3 in key-derivation mode over `key` (e.g. "scenario\u{0}trial"): the
+    /// 256-bit ChaCha key. Independent of platform and run.
     pub fn for_key(key: &str) -> CaseRng {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in key.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        let mut seed = [0u8; 32];
-        let mut state = h;
-        for chunk in seed.chunks_exact_mut(8) {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            chunk.copy_from_slice(&z.to_le_bytes());
-        }
+        let seed = blake3::derive_key("conform perf case_rng v2", key.as_bytes());
         CaseRng(ChaCha8Rng::from_seed(seed))
     }
 

@@ -20,14 +20,10 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// A stable, attribute-safe anchor for a case: `case-` + hex of a FNV-1a hash of `key`.
+/// A stable, attribute-safe anchor for a case: `case-` + the first 16 hex digits of BLAKE3
+/// over `key`.
 pub fn anchor(key: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("case-{h:016x}")
+    format!("case-{}", &blake3::hash(key.as_bytes()).to_hex()[..16])
 }
 
 /// Number formatting for tables: 4 significant digits, scientific outside [1e-3, 1e6).

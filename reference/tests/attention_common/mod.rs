@@ -4,33 +4,18 @@
 use conform_reference::attention::{AttentionConfig, AttentionInputs, Geometry};
 use conform_reference::formats::{DType, Rounding};
 
-/// SplitMix64 bit source.
-pub struct Rng(u64);
+/// The tests' bit source: SplitMix64 started at `seed ^ GAMMA`.
+pub type Rng = conform_reference::splitmix::SplitMix64;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [-1, 1).
-    pub fn sym(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32) * (2.0 / (1u64 << 24) as f32) - 1.0
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
+/// The generator of problem `seed`.
+pub fn rng(seed: u64) -> Rng {
+    Rng::new(seed ^ conform_reference::splitmix::GAMMA)
 }
 
 /// `n` values uniform in [-amp, amp), rounded once (RNE) to `dtype`.
 pub fn values(rng: &mut Rng, n: usize, amp: f32, dtype: DType) -> Vec<f32> {
     (0..n)
-        .map(|_| dtype.quantize_f32(rng.sym() * amp, Rounding::RNE))
+        .map(|_| dtype.quantize_f32(rng.sym_f32() * amp, Rounding::RNE))
         .collect()
 }
 
@@ -46,7 +31,7 @@ pub struct Problem {
 impl Problem {
     pub fn new(cfg: &AttentionConfig, seed: u64, amp: f32) -> Problem {
         let g = cfg.geometry().expect("valid test configuration");
-        let mut rng = Rng::new(seed);
+        let mut rng = rng(seed);
         let q = values(&mut rng, g.q_len(), amp, g.dtype);
         let k = values(&mut rng, g.kv_len(), amp, g.dtype);
         let v = values(&mut rng, g.kv_len(), 1.0, g.dtype);

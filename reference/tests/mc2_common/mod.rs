@@ -51,32 +51,12 @@ pub fn seed_unsplit() -> UnsplitTimes {
     }
 }
 
-/// SplitMix64: a tiny deterministic generator for test data.
-pub struct SplitMix(pub u64);
+/// The tests' deterministic bit source.
+pub use conform_reference::splitmix::SplitMix64 as SplitMix;
 
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in [lo, hi).
-    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-
-    /// `len` values uniform in [-1, 1) rounded to `dtype`.
-    pub fn tensor(&mut self, len: usize, dtype: DType) -> Vec<f32> {
-        (0..len)
-            .map(|_| dtype.quantize_f32(self.uniform(-1.0, 1.0) as f32, Rounding::RNE))
-            .collect()
-    }
+/// `len` values uniform in [-1, 1) rounded to `dtype`.
+pub fn tensor(rng: &mut SplitMix, len: usize, dtype: DType) -> Vec<f32> {
+    (0..len)
+        .map(|_| dtype.quantize_f32(rng.uniform(-1.0, 1.0) as f32, Rounding::RNE))
+        .collect()
 }
