@@ -61,8 +61,11 @@ pub fn default_scratch_root() -> PathBuf {
 fn free_bytes(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs writes into the zeroed struct; the path is a valid C string.
+    // SAFETY: statvfs is a plain C struct of integers, for which all-zero bytes are a valid
+    // value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated C string that lives to the end of the call, and `st` is
+    // a valid, writable statvfs that statvfs fills in.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return None;
     }
