@@ -184,11 +184,9 @@ pub(crate) fn finish_row(
     l: f32,
     has_key: bool,
 ) -> f32 {
-    if !has_key {
-        if let EmptyRow::Zero { lse } = recipe.empty_row {
-            o.fill(0.0);
-            return lse;
-        }
+    if !has_key && let EmptyRow::Zero { lse } = recipe.empty_row {
+        o.fill(0.0);
+        return lse;
     }
     let denom = l + recipe.epsilon;
     match recipe.normalize {

@@ -96,27 +96,27 @@ where
     let chunk = CHUNK_ELEMENTS.div_ceil(lcm) * lcm;
     #[cfg(target_arch = "x86_64")]
     {
-        if let Some(unit) = simd::units_for(recipe) {
-            if crate::cpu::ssse3() {
-                let tables = simd::Tables::new(&nibble);
-                fill_chunks(out, chunk, threads, |ci, out_chunk| {
-                    // SAFETY: the callee's only requirement is SSSE3, which `crate::cpu::ssse3`
-                    // detected at run time just above (CONFORM_NO_SIMD only makes it answer
-                    // false); its memory accesses are checked inside.
-                    unsafe {
-                        simd::dequantize_chunk(
-                            packed,
-                            scale_codes,
-                            group,
-                            &unit,
-                            &tables,
-                            ci * chunk,
-                            out_chunk,
-                        )
-                    }
-                });
-                return Ok(());
-            }
+        if let Some(unit) = simd::units_for(recipe)
+            && crate::cpu::ssse3()
+        {
+            let tables = simd::Tables::new(&nibble);
+            fill_chunks(out, chunk, threads, |ci, out_chunk| {
+                // SAFETY: the callee's only requirement is SSSE3, which `crate::cpu::ssse3`
+                // detected at run time just above (CONFORM_NO_SIMD only makes it answer
+                // false); its memory accesses are checked inside.
+                unsafe {
+                    simd::dequantize_chunk(
+                        packed,
+                        scale_codes,
+                        group,
+                        &unit,
+                        &tables,
+                        ci * chunk,
+                        out_chunk,
+                    )
+                }
+            });
+            return Ok(());
         }
     }
     match recipe.layout.permutation {

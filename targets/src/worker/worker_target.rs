@@ -41,10 +41,10 @@ pub const MIN_SHM_FREE_BYTES: u64 = 4 << 30;
 /// The scratch root: `$CONFORM_SCRATCH`, else `/dev/shm` (tmpfs) where present, writable and
 /// with at least [`MIN_SHM_FREE_BYTES`] free, else the system temporary directory.
 pub fn default_scratch_root() -> PathBuf {
-    if let Ok(p) = std::env::var("CONFORM_SCRATCH") {
-        if !p.is_empty() {
-            return PathBuf::from(p);
-        }
+    if let Ok(p) = std::env::var("CONFORM_SCRATCH")
+        && !p.is_empty()
+    {
+        return PathBuf::from(p);
     }
     let shm = Path::new("/dev/shm");
     if shm.is_dir()
@@ -367,15 +367,15 @@ impl Target for WorkerTarget {
                 self.name, request.op
             )));
         };
-        if let Some(r) = &request.recipe {
-            if !cap.recipes.contains(r) {
-                return Err(TargetError::Unsupported(format!(
-                    "worker `{}` implements `{}` with recipe(s) [{}], not `{r}`",
-                    self.name,
-                    request.op,
-                    cap.recipes.join(", ")
-                )));
-            }
+        if let Some(r) = &request.recipe
+            && !cap.recipes.contains(r)
+        {
+            return Err(TargetError::Unsupported(format!(
+                "worker `{}` implements `{}` with recipe(s) [{}], not `{r}`",
+                self.name,
+                request.op,
+                cap.recipes.join(", ")
+            )));
         }
         std::fs::create_dir_all(&self.scratch_root)
             .map_err(|e| TargetError::Internal(format!("{}: {e}", self.scratch_root.display())))?;
@@ -491,28 +491,28 @@ impl Target for WorkerTarget {
             ResultStatus::Unsupported => return Err(TargetError::Unsupported(message)),
             ResultStatus::Ok => {}
         }
-        if let Some(o) = &outputs {
-            if Path::new(o) != outputs_path {
-                return Err(TargetError::Protocol {
-                    message: format!(
-                        "outputs written to `{o}`, expected `{}`",
-                        outputs_path.display()
-                    ),
-                    stderr_tail: tail,
-                });
-            }
+        if let Some(o) = &outputs
+            && Path::new(o) != outputs_path
+        {
+            return Err(TargetError::Protocol {
+                message: format!(
+                    "outputs written to `{o}`, expected `{}`",
+                    outputs_path.display()
+                ),
+                stderr_tail: tail,
+            });
         }
-        if let Some(t) = request.timing {
-            if timings_us.len() != t.iterations as usize {
-                return Err(TargetError::Protocol {
-                    message: format!(
-                        "{} timings for {} requested iterations",
-                        timings_us.len(),
-                        t.iterations
-                    ),
-                    stderr_tail: tail,
-                });
-            }
+        if let Some(t) = request.timing
+            && timings_us.len() != t.iterations as usize
+        {
+            return Err(TargetError::Protocol {
+                message: format!(
+                    "{} timings for {} requested iterations",
+                    timings_us.len(),
+                    t.iterations
+                ),
+                stderr_tail: tail,
+            });
         }
         if let Some(bad) = timings_us
             .iter()
