@@ -90,19 +90,19 @@ fn check_limit(name: &str, limit: &ParamLimit, v: &serde_json::Value) -> Result<
         _ => Vec::new(),
     };
     for x in numbers {
-        if let Some(min) = limit.min {
-            if x < min {
-                return Err(SkipReason(format!(
-                    "parameter `{name}` = {x} is below this target's minimum {min}"
-                )));
-            }
+        if let Some(min) = limit.min
+            && x < min
+        {
+            return Err(SkipReason(format!(
+                "parameter `{name}` = {x} is below this target's minimum {min}"
+            )));
         }
-        if let Some(max) = limit.max {
-            if x > max {
-                return Err(SkipReason(format!(
-                    "parameter `{name}` = {x} is above this target's maximum {max}"
-                )));
-            }
+        if let Some(max) = limit.max
+            && x > max
+        {
+            return Err(SkipReason(format!(
+                "parameter `{name}` = {x} is above this target's maximum {max}"
+            )));
         }
     }
     Ok(())
@@ -127,15 +127,15 @@ impl Capabilities {
                 "op `{op}` cannot run on this target here: {why}"
             )));
         }
-        if !cap.dtypes.is_empty() {
-            if let Some(d) = params.get(DTYPE_PARAM) {
-                let d = value_text(d);
-                if !cap.dtypes.iter().any(|x| x.eq_ignore_ascii_case(&d)) {
-                    return Err(SkipReason(format!(
-                        "dtype {d} is not supported for `{op}` (supported: {})",
-                        cap.dtypes.join(", ")
-                    )));
-                }
+        if !cap.dtypes.is_empty()
+            && let Some(d) = params.get(DTYPE_PARAM)
+        {
+            let d = value_text(d);
+            if !cap.dtypes.iter().any(|x| x.eq_ignore_ascii_case(&d)) {
+                return Err(SkipReason(format!(
+                    "dtype {d} is not supported for `{op}` (supported: {})",
+                    cap.dtypes.join(", ")
+                )));
             }
         }
         if !cap.layouts.is_empty() {

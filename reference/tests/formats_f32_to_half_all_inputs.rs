@@ -242,7 +242,8 @@ fn check_range_masked<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
         #[cfg(target_arch = "x86_64")]
         {
             if stride == 1 && std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: AVX2 was detected at run time.
+                // SAFETY: the callee's only requirement is AVX2, detected at run time just
+                // above.
                 return unsafe { count_block_avx2::<MASK, F>(t, convert, from, to) };
             }
         }
@@ -302,13 +303,11 @@ fn count_block_portable<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
     bad
 }
 
-/// [`count_block_portable`] with stride 1, compiled for AVX2 so the loop can vectorise.
-///
-/// # Safety
-/// The CPU must support AVX2.
+/// [`count_block_portable`] with stride 1, compiled for AVX2 so the loop can vectorise (the
+/// caller checks that the CPU has it).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn count_block_avx2<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
+fn count_block_avx2<const MASK: u8, F: Fn(f32, Rounding) -> u16>(
     t: &Target,
     convert: &F,
     from: u64,

@@ -76,24 +76,24 @@ fn run_cell(
     opts: &RunOptions,
 ) -> SetOutcome {
     let mut order: Vec<&Case> = cases.to_vec();
-    if let Some(h) = hint {
-        if let Some(i) = order.iter().position(|c| c.id == h) {
-            let c = order.remove(i);
-            order.insert(0, c);
-        }
+    if let Some(h) = hint
+        && let Some(i) = order.iter().position(|c| c.id == h)
+    {
+        let c = order.remove(i);
+        order.insert(0, c);
     }
     let mut applicable = 0;
     for case in order {
         let s = seed.unwrap_or(case.seed);
         // An expectation the harness cannot build is the suite's problem, not a kill.
-        if let Some(cache) = &opts.expectations {
-            if let Err(e) = cache.get(case, s, true, opts.threads) {
-                return SetOutcome::Error {
-                    case: case.id.clone(),
-                    seed: s,
-                    message: e.to_string(),
-                };
-            }
+        if let Some(cache) = &opts.expectations
+            && let Err(e) = cache.get(case, s, true, opts.threads)
+        {
+            return SetOutcome::Error {
+                case: case.id.clone(),
+                seed: s,
+                message: e.to_string(),
+            };
         }
         let r = run_trial(case, target, s, opts);
         match r.status {

@@ -248,16 +248,16 @@ pub fn execute_on(
         &conform_targets::worker::default_scratch_root(),
     );
     let mut results = runner::run_all(&chosen, &mut targets, &opts);
-    if let (Some(against), Some(settings)) = (against.as_mut(), ab_gate) {
-        if crate::interrupt::received().is_none() {
-            results.ab = Some(run_ab(
-                &chosen,
-                &results,
-                &mut targets,
-                against.as_mut(),
-                &settings,
-            ));
-        }
+    if let (Some(against), Some(settings)) = (against.as_mut(), ab_gate)
+        && crate::interrupt::received().is_none()
+    {
+        results.ab = Some(run_ab(
+            &chosen,
+            &results,
+            &mut targets,
+            against.as_mut(),
+            &settings,
+        ));
     }
     // Workers are shut down (and their scratch removed) before anything is reported.
     drop(targets);

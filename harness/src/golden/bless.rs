@@ -122,21 +122,20 @@ pub fn bless(
                 BlessChange::Changed(what)
             }
         };
-        if change != BlessChange::Unchanged
-            || (file.is_some() && !golden.join(file.as_deref().unwrap_or_default()).exists())
+        if (change != BlessChange::Unchanged
+            || (file.is_some() && !golden.join(file.as_deref().unwrap_or_default()).exists()))
+            && let Some(f) = &file
         {
-            if let Some(f) = &file {
-                let path = golden.join(f);
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|source| GoldenError::Io {
-                        path: dir.to_path_buf(),
-                        source,
-                    })?;
-                }
-                let staged = new_path(&path);
-                tensor_file::write(&staged, &tensors, &golden_metadata(case))?;
-                review.written.push(staged);
+            let path = golden.join(f);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|source| GoldenError::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
             }
+            let staged = new_path(&path);
+            tensor_file::write(&staged, &tensors, &golden_metadata(case))?;
+            review.written.push(staged);
         }
         review.changes.push((case.id.clone(), change));
         new.cases.push(entry);

@@ -49,15 +49,15 @@ impl Budget {
                 "neither max_us nor min_roofline_fraction is set".into(),
             );
         }
-        if let Some(m) = self.max_us {
-            if !(m.is_finite() && m > 0.0) {
-                return bad("max_us", format!("{m} is not a finite time > 0"));
-            }
+        if let Some(m) = self.max_us
+            && !(m.is_finite() && m > 0.0)
+        {
+            return bad("max_us", format!("{m} is not a finite time > 0"));
         }
-        if let Some(f) = self.min_roofline_fraction {
-            if !(f > 0.0 && f <= 1.0) {
-                return bad("min_roofline_fraction", format!("{f} is not in (0, 1]"));
-            }
+        if let Some(f) = self.min_roofline_fraction
+            && !(f > 0.0 && f <= 1.0)
+        {
+            return bad("min_roofline_fraction", format!("{f} is not in (0, 1]"));
         }
         Ok(())
     }
@@ -101,10 +101,10 @@ pub fn evaluate_budget(
             None => problems.push(messages::roofline_unknown(min)),
         }
     }
-    if let Some(r) = roofline {
-        if r.implausible {
-            problems.push(messages::implausible_time(r));
-        }
+    if let Some(r) = roofline
+        && r.implausible
+    {
+        problems.push(messages::implausible_time(r));
     }
     let passed = problems.is_empty();
     BudgetOutcome {

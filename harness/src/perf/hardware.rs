@@ -85,13 +85,14 @@ impl HardwareProfile {
                 problem,
             })
         };
-        if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
-            if path.extension().is_some() && stem != p.id {
-                return bad(
-                    "id",
-                    format!("`{}` differs from the file name `{stem}`", p.id),
-                );
-            }
+        if let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+            && path.extension().is_some()
+            && stem != p.id
+        {
+            return bad(
+                "id",
+                format!("`{}` differs from the file name `{stem}`", p.id),
+            );
         }
         if p.peak_tflops.is_empty() {
             return bad("peak_tflops", "lists no dtype".into());
@@ -101,10 +102,10 @@ impl HardwareProfile {
                 return bad(&format!("peak_tflops.{dtype}"), format!("{v} is not > 0"));
             }
         }
-        if let Some(bw) = p.memory_bandwidth_gbps {
-            if !(bw.is_finite() && bw > 0.0) {
-                return bad("memory_bandwidth_gbps", format!("{bw} is not > 0"));
-            }
+        if let Some(bw) = p.memory_bandwidth_gbps
+            && !(bw.is_finite() && bw > 0.0)
+        {
+            return bad("memory_bandwidth_gbps", format!("{bw} is not > 0"));
         }
         if p.provenance.kind != ProvenanceKind::Measured && p.provenance.sources.is_empty() {
             return bad(

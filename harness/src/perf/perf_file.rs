@@ -178,10 +178,10 @@ impl PerfRecordBuild for PerfRecord {
         positive("samples_us", &self.samples_us)?;
         positive("setup_us", &self.setup_us)?;
         for (field, v) in [("flops", self.flops), ("bytes", self.bytes)] {
-            if let Some(x) = v {
-                if !(x.is_finite() && x >= 0.0) {
-                    return Err(bad(field, format!("{x} is not a finite count >= 0")));
-                }
+            if let Some(x) = v
+                && !(x.is_finite() && x >= 0.0)
+            {
+                return Err(bad(field, format!("{x} is not a finite count >= 0")));
             }
         }
         Ok(())
@@ -219,16 +219,16 @@ impl PerfFileIo for PerfFile {
             path: path.to_path_buf(),
             source,
         })?;
-        if let Some(schema) = &file.schema {
-            if schema != SCHEMA {
-                return Err(PerfError::InvalidArgument {
-                    field: "schema",
-                    problem: format!(
-                        "{}: `{schema}` is not a schema this version reads (`{SCHEMA}`)",
-                        path.display()
-                    ),
-                });
-            }
+        if let Some(schema) = &file.schema
+            && schema != SCHEMA
+        {
+            return Err(PerfError::InvalidArgument {
+                field: "schema",
+                problem: format!(
+                    "{}: `{schema}` is not a schema this version reads (`{SCHEMA}`)",
+                    path.display()
+                ),
+            });
         }
         for (i, c) in file.cases.iter().enumerate() {
             c.validate(path)?;

@@ -92,10 +92,8 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
             }
             results.push(r);
         }
-        if per_case_cache {
-            if let Some(cache) = &opts.expectations {
-                cache.clear();
-            }
+        if per_case_cache && let Some(cache) = &opts.expectations {
+            cache.clear();
         }
     }
     if let Some(b) = bar {

@@ -106,10 +106,10 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Vec<Case>, SuiteError> {
                 c.iter()
                     .all(|(k, v)| labels.get(k.as_str()) == Some(&label_of(v).as_str()))
             };
-            if let Some(only) = &entry.only {
-                if !only.iter().any(matches) {
-                    continue;
-                }
+            if let Some(only) = &entry.only
+                && !only.iter().any(matches)
+            {
+                continue;
             }
             if entry.exclude.iter().flatten().any(matches) {
                 continue;

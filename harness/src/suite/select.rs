@@ -70,15 +70,15 @@ pub fn validate_case(case: &Case, text: &str) -> Result<(), SuiteError> {
     }
     if let Err(e) = family.describe(&case.params) {
         let message = e.to_string();
-        if let Some(key) = unknown_field(&message) {
-            if let Some((line, column)) = locate_key(text, &key) {
-                return Err(SuiteError::Parse {
-                    path: case.source.clone(),
-                    line,
-                    column,
-                    message: format!("case `{}`: unknown parameter `{key}`: {message}", case.id),
-                });
-            }
+        if let Some(key) = unknown_field(&message)
+            && let Some((line, column)) = locate_key(text, &key)
+        {
+            return Err(SuiteError::Parse {
+                path: case.source.clone(),
+                line,
+                column,
+                message: format!("case `{}`: unknown parameter `{key}`: {message}", case.id),
+            });
         }
         return Err(fail(message));
     }

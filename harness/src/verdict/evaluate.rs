@@ -249,13 +249,15 @@ pub fn evaluate(
     };
     let st = run_pass(actual, cmp.expected, golden, &cfg, threads);
 
-    if let Some(b) = &base {
-        if b.non_comparable > 0 && st.non_comparable == 0 && st.unwritten == 0 {
-            return Err(VerdictError::BaselineNotFinite {
-                output: output(),
-                count: b.non_comparable,
-            });
-        }
+    if let Some(b) = &base
+        && b.non_comparable > 0
+        && st.non_comparable == 0
+        && st.unwritten == 0
+    {
+        return Err(VerdictError::BaselineNotFinite {
+            output: output(),
+            count: b.non_comparable,
+        });
     }
 
     let mut reasons: Vec<String> = Vec::new();

@@ -38,11 +38,13 @@ pub fn qk_tile(
             #[cfg(target_arch = "x86_64")]
             {
                 if k.dim().is_multiple_of(LANES) && use_avx512() {
-                    // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+                    // SAFETY: the function's only requirement is AVX-512F, which
+                    // `use_avx512` (`crate::cpu::avx512`) detected at run time just above.
                     return unsafe { super::tile_avx512::qk_lanes16(q, k, keys, out, ld) };
                 }
                 if crate::cpu::avx2() {
-                    // SAFETY: the CPU supports AVX2 (checked just above).
+                    // SAFETY: the function's only requirement is AVX2, which `cpu::avx2`
+                    // detected at run time just above.
                     return unsafe { qk_lanes16_avx2(q, k, keys, out, ld) };
                 }
             }
@@ -56,11 +58,13 @@ pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, 
     #[cfg(target_arch = "x86_64")]
     {
         if v.dim().is_multiple_of(16) && use_avx512() {
-            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            // SAFETY: the function's only requirement is AVX-512F, which `use_avx512`
+            // (`crate::cpu::avx512`) detected at run time just above.
             return unsafe { super::tile_avx512::pv(p, ld, rows, v, keys, out) };
         }
         if crate::cpu::avx2() {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the function's only requirement is AVX2, which `cpu::avx2` detected at
+            // run time just above.
             return unsafe { pv_avx2(p, ld, rows, v, keys, out) };
         }
     }
@@ -75,9 +79,10 @@ pub(crate) fn use_avx512() -> bool {
     crate::cpu::avx512()
 }
 
+/// [`qk_lanes16`] through the AVX2 forms of [`avx2`] (same bits).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
+fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
     let dim = k.dim();
     if !dim.is_multiple_of(LANES) {
         return qk_lanes16(q, k, keys, out, ld);
@@ -115,16 +120,10 @@ unsafe fn qk_lanes16_avx2(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut 
     }
 }
 
+/// [`pv_generic`] through [`avx2::pv_2x32`] (same bits).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn pv_avx2(
-    p: &[f32],
-    ld: usize,
-    rows: usize,
-    v: &Rows,
-    keys: Range<usize>,
-    out: &mut [f32],
-) {
+fn pv_avx2(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
     let dim = v.dim();
     if !dim.is_multiple_of(32) {
         return pv_generic(p, ld, rows, v, keys, out);
@@ -148,7 +147,8 @@ unsafe fn pv_avx2(
 
 /// AVX2 forms of the same arithmetic: a 16-lane accumulator is two ymm registers (lanes 0-7,
 /// 8-15), lane l of a dot accumulator is lane `d % 16` of [`crate::dot::dot_f32`]; separate
-/// multiply and add (no FMA), so the bits equal the portable code's.
+/// multiply and add (no FMA), so the bits equal the portable code's. Safe `#[target_feature]`
+/// functions: `unsafe` remains only on the raw loads and stores, in bounds by the asserts.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::rows::Rows;
@@ -158,53 +158,69 @@ mod avx2 {
     /// [`crate::dot::combine_lanes`] of the 16 lanes `lo` (0-7) and `hi` (8-15) with the same
     /// pairings: `l[i] + l[i + 8]`, then `+ 4`, `+ 2`, `+ 1` (IEEE addition is commutative, so
     /// operand order within a pair does not matter).
-    #[inline(always)]
-    unsafe fn combine(lo: __m256, hi: __m256) -> f32 {
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn combine(lo: __m256, hi: __m256) -> f32 {
         let t = _mm256_add_ps(lo, hi);
         let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
         let w = _mm_add_ps(u, _mm_movehl_ps(u, u));
         _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps::<1>(w, w)))
     }
 
-    /// One dot product (`dim` a multiple of 16).
+    /// One dot product (`dim` a multiple of 16, both rows at least `dim` long: checked).
     #[target_feature(enable = "avx2")]
-    pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
-        assert!(q.len() >= dim && k.len() >= dim);
+    pub fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
+        assert!(q.len() >= dim && k.len() >= dim && dim.is_multiple_of(16));
         let mut lo = _mm256_setzero_ps();
         let mut hi = _mm256_setzero_ps();
         for d in (0..dim).step_by(16) {
-            let (qp, kp) = (q.as_ptr().add(d), k.as_ptr().add(d));
-            lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(qp), _mm256_loadu_ps(kp)));
-            hi = _mm256_add_ps(
-                hi,
-                _mm256_mul_ps(_mm256_loadu_ps(qp.add(8)), _mm256_loadu_ps(kp.add(8))),
-            );
+            // SAFETY: d + 16 <= dim (d < dim, both multiples of 16) and dim <= q.len(),
+            // k.len() (asserted above): the four 8-float loads at d and d + 8 are inside.
+            let (q0, k0, q1, k1) = unsafe {
+                let (qp, kp) = (q.as_ptr().add(d), k.as_ptr().add(d));
+                (
+                    _mm256_loadu_ps(qp),
+                    _mm256_loadu_ps(kp),
+                    _mm256_loadu_ps(qp.add(8)),
+                    _mm256_loadu_ps(kp.add(8)),
+                )
+            };
+            lo = _mm256_add_ps(lo, _mm256_mul_ps(q0, k0));
+            hi = _mm256_add_ps(hi, _mm256_mul_ps(q1, k1));
         }
         combine(lo, hi)
     }
 
-    /// Dot products of 2 query rows with 2 keys (`dim` a multiple of 16).
+    /// Dot products of 2 query rows with 2 keys (`dim` a multiple of 16, every row at least
+    /// `dim` long: checked).
     #[target_feature(enable = "avx2")]
-    pub unsafe fn dots_2x2(q: [&[f32]; 2], k: [&[f32]; 2], dim: usize) -> [[f32; 2]; 2] {
-        assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+    pub fn dots_2x2(q: [&[f32]; 2], k: [&[f32]; 2], dim: usize) -> [[f32; 2]; 2] {
+        assert!(dim.is_multiple_of(16) && q.iter().chain(k.iter()).all(|x| x.len() >= dim));
         let z = _mm256_setzero_ps();
         let mut acc = [[[z; 2]; 2]; 2];
         for d in (0..dim).step_by(16) {
-            let kv = [
+            // SAFETY: d + 16 <= dim (d < dim, both multiples of 16) and both key rows are at
+            // least dim long (asserted above): the loads at d and d + 8 are inside.
+            let kv = unsafe {
                 [
-                    _mm256_loadu_ps(k[0].as_ptr().add(d)),
-                    _mm256_loadu_ps(k[0].as_ptr().add(d + 8)),
-                ],
-                [
-                    _mm256_loadu_ps(k[1].as_ptr().add(d)),
-                    _mm256_loadu_ps(k[1].as_ptr().add(d + 8)),
-                ],
-            ];
+                    [
+                        _mm256_loadu_ps(k[0].as_ptr().add(d)),
+                        _mm256_loadu_ps(k[0].as_ptr().add(d + 8)),
+                    ],
+                    [
+                        _mm256_loadu_ps(k[1].as_ptr().add(d)),
+                        _mm256_loadu_ps(k[1].as_ptr().add(d + 8)),
+                    ],
+                ]
+            };
             for r in 0..2 {
-                let x = [
-                    _mm256_loadu_ps(q[r].as_ptr().add(d)),
-                    _mm256_loadu_ps(q[r].as_ptr().add(d + 8)),
-                ];
+                // SAFETY: as for the keys: d + 16 <= dim <= q[r].len() (asserted above).
+                let x = unsafe {
+                    [
+                        _mm256_loadu_ps(q[r].as_ptr().add(d)),
+                        _mm256_loadu_ps(q[r].as_ptr().add(d + 8)),
+                    ]
+                };
                 for c in 0..2 {
                     for h in 0..2 {
                         acc[r][c][h] = _mm256_add_ps(acc[r][c][h], _mm256_mul_ps(x[h], kv[c][h]));
@@ -221,10 +237,11 @@ mod avx2 {
         res
     }
 
-    /// Columns `c..c + 32` of P V for rows `ra` and `rb`, keys in increasing order.
+    /// Columns `c..c + 32` of P V for rows `ra` and `rb`, keys in increasing order (every
+    /// access checked by the asserts).
     #[target_feature(enable = "avx2")]
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn pv_2x32(
+    pub fn pv_2x32(
         p: &[f32],
         ld: usize,
         ra: usize,
@@ -246,13 +263,20 @@ mod avx2 {
         assert!(keys.end <= v.len() && c + 32 <= v.dim() && keys.start >= s0);
         assert!(base + (keys.end - 1) * stride + v.dim() <= data.len());
         assert!(ra.max(rb) * ld + (keys.end - s0) <= p.len());
-        let (pa_ptr, pb_ptr) = (p.as_ptr().add(ra * ld), p.as_ptr().add(rb * ld));
+        // SAFETY: ra * ld, rb * ld <= ra.max(rb) * ld < p.len() (third assert, keys
+        // non-empty).
+        let (pa_ptr, pb_ptr) = unsafe { (p.as_ptr().add(ra * ld), p.as_ptr().add(rb * ld)) };
         for j in keys {
-            let vj = data.as_ptr().add(base + j * stride);
-            let pa = _mm256_set1_ps(*pa_ptr.add(j - s0));
-            let pb = _mm256_set1_ps(*pb_ptr.add(j - s0));
+            // SAFETY: s0 <= j < keys.end, so j - s0 < keys.end - s0 and row ra (rb) of P holds
+            // index j - s0: ra.max(rb) * ld + (keys.end - s0) <= p.len() (third assert).
+            let (pa, pb) = unsafe { (*pa_ptr.add(j - s0), *pb_ptr.add(j - s0)) };
+            let (pa, pb) = (_mm256_set1_ps(pa), _mm256_set1_ps(pb));
             for t in 0..4 {
-                let x = _mm256_loadu_ps(vj.add(c + 8 * t));
+                let at = base + j * stride + c + 8 * t;
+                // SAFETY: j < keys.end and c + 32 <= v.dim(): columns c..c + 32 of value row j
+                // end at most at base + (keys.end - 1) * stride + v.dim() <= data.len()
+                // (second assert), so the 8 floats at c + 8 * t (t < 4) are inside.
+                let x = unsafe { _mm256_loadu_ps(data.as_ptr().add(at)) };
                 a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(pa, x));
                 b[t] = _mm256_add_ps(b[t], _mm256_mul_ps(pb, x));
             }
@@ -260,8 +284,11 @@ mod avx2 {
         let mut oa = [0.0f32; 32];
         let mut ob = [0.0f32; 32];
         for t in 0..4 {
-            _mm256_storeu_ps(oa.as_mut_ptr().add(8 * t), a[t]);
-            _mm256_storeu_ps(ob.as_mut_ptr().add(8 * t), b[t]);
+            // SAFETY: 8 * t + 8 <= 32 (t < 4): each store is inside `oa` / `ob`.
+            unsafe {
+                _mm256_storeu_ps(oa.as_mut_ptr().add(8 * t), a[t]);
+                _mm256_storeu_ps(ob.as_mut_ptr().add(8 * t), b[t]);
+            }
         }
         (oa, ob)
     }

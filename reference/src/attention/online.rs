@@ -184,11 +184,9 @@ pub(crate) fn finish_row(
     l: f32,
     has_key: bool,
 ) -> f32 {
-    if !has_key {
-        if let EmptyRow::Zero { lse } = recipe.empty_row {
-            o.fill(0.0);
-            return lse;
-        }
+    if !has_key && let EmptyRow::Zero { lse } = recipe.empty_row {
+        o.fill(0.0);
+        return lse;
     }
     let denom = l + recipe.epsilon;
     match recipe.normalize {
@@ -341,7 +339,9 @@ pub fn online_rows(
     #[cfg(target_arch = "x86_64")]
     {
         if super::kernel::use_avx512() {
-            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            // SAFETY: the callee's only requirement is AVX-512F, which `use_avx512`
+            // (`crate::cpu::avx512`) detected at run time just above (the CONFORM_NO_AVX512 and
+            // CONFORM_NO_SIMD switches only make it answer false).
             return unsafe { online_rows_avx512(recipe, kv_tile, task, rows, keys) };
         }
     }
@@ -350,7 +350,7 @@ pub fn online_rows(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn online_rows_avx512(
+fn online_rows_avx512(
     recipe: &Recipe,
     kv_tile: usize,
     task: &HeadTask,

@@ -60,31 +60,39 @@ fn dots64(q: [&[f64]; 2], k: [&[f64]; 2]) -> [[f64; 2]; 2] {
     ]
 }
 
-/// AVX2 form of [`dots64`] (`dim` a multiple of 8): lanes 0-3 and 4-7 of each accumulator
-/// in two registers, separate multiply and add, the same combine tree.
+/// AVX2 form of [`dots64`] (`dim` a multiple of 8, every row at least `dim` long: checked):
+/// lanes 0-3 and 4-7 of each accumulator in two registers, separate multiply and add, the
+/// same combine tree.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dots64_avx2(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
+fn dots64_avx2(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
     use std::arch::x86_64::*;
-    assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+    assert!(dim.is_multiple_of(8) && q.iter().chain(k.iter()).all(|x| x.len() >= dim));
     let z = _mm256_setzero_pd();
     let mut acc = [[[z; 2]; 2]; 2];
     for d in (0..dim).step_by(8) {
-        let kv = [
+        // SAFETY: d + 8 <= dim (d < dim, both multiples of 8) and both key rows are at least
+        // dim long (asserted above): the 4-double loads at d and d + 4 are inside.
+        let kv = unsafe {
             [
-                _mm256_loadu_pd(k[0].as_ptr().add(d)),
-                _mm256_loadu_pd(k[0].as_ptr().add(d + 4)),
-            ],
-            [
-                _mm256_loadu_pd(k[1].as_ptr().add(d)),
-                _mm256_loadu_pd(k[1].as_ptr().add(d + 4)),
-            ],
-        ];
+                [
+                    _mm256_loadu_pd(k[0].as_ptr().add(d)),
+                    _mm256_loadu_pd(k[0].as_ptr().add(d + 4)),
+                ],
+                [
+                    _mm256_loadu_pd(k[1].as_ptr().add(d)),
+                    _mm256_loadu_pd(k[1].as_ptr().add(d + 4)),
+                ],
+            ]
+        };
         for r in 0..2 {
-            let x = [
-                _mm256_loadu_pd(q[r].as_ptr().add(d)),
-                _mm256_loadu_pd(q[r].as_ptr().add(d + 4)),
-            ];
+            // SAFETY: as for the keys: d + 8 <= dim <= q[r].len() (asserted above).
+            let x = unsafe {
+                [
+                    _mm256_loadu_pd(q[r].as_ptr().add(d)),
+                    _mm256_loadu_pd(q[r].as_ptr().add(d + 4)),
+                ]
+            };
             for c in 0..2 {
                 for h in 0..2 {
                     acc[r][c][h] = _mm256_add_pd(acc[r][c][h], _mm256_mul_pd(x[h], kv[c][h]));
@@ -104,23 +112,28 @@ unsafe fn dots64_avx2(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 
     res
 }
 
-/// AVX-512 form of [`dots64`] (`dim` a multiple of 8): one register per accumulator; the
-/// combine adds lanes i and i + 4 (the 256-bit halves), then (t0 + t2), (t1 + t3), then the
-/// two: the pairs of [`combine8`].
+/// AVX-512 form of [`dots64`] (`dim` a multiple of 8, every row at least `dim` long:
+/// checked): one register per accumulator; the combine adds lanes i and i + 4 (the 256-bit
+/// halves), then (t0 + t2), (t1 + t3), then the two: the pairs of [`combine8`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dots64_avx512(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
+fn dots64_avx512(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
     use std::arch::x86_64::*;
-    assert!(q.iter().chain(k.iter()).all(|x| x.len() >= dim));
+    assert!(dim.is_multiple_of(8) && q.iter().chain(k.iter()).all(|x| x.len() >= dim));
     let z = _mm512_setzero_pd();
     let mut acc = [[z; 2]; 2];
     for d in (0..dim).step_by(8) {
-        let kv = [
-            _mm512_loadu_pd(k[0].as_ptr().add(d)),
-            _mm512_loadu_pd(k[1].as_ptr().add(d)),
-        ];
+        // SAFETY: d + 8 <= dim (d < dim, both multiples of 8) and both key rows are at least
+        // dim long (asserted above): the 8-double loads are inside.
+        let kv = unsafe {
+            [
+                _mm512_loadu_pd(k[0].as_ptr().add(d)),
+                _mm512_loadu_pd(k[1].as_ptr().add(d)),
+            ]
+        };
         for r in 0..2 {
-            let x = _mm512_loadu_pd(q[r].as_ptr().add(d));
+            // SAFETY: as for the keys: d + 8 <= dim <= q[r].len() (asserted above).
+            let x = unsafe { _mm512_loadu_pd(q[r].as_ptr().add(d)) };
             for c in 0..2 {
                 acc[r][c] = _mm512_add_pd(acc[r][c], _mm512_mul_pd(x, kv[c]));
             }
@@ -144,11 +157,13 @@ fn dots64_any(q: [&[f64]; 2], k: [&[f64]; 2], dim: usize) -> [[f64; 2]; 2] {
     #[cfg(target_arch = "x86_64")]
     {
         if dim.is_multiple_of(8) && super::kernel::use_avx512() {
-            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            // SAFETY: the function's only requirement is AVX-512F, which `use_avx512`
+            // (`crate::cpu::avx512`) detected at run time just above.
             return unsafe { dots64_avx512(q, k, dim) };
         }
         if dim.is_multiple_of(8) && crate::cpu::avx2() {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the function's only requirement is AVX2, which `cpu::avx2` detected at
+            // run time just above.
             return unsafe { dots64_avx2(q, k, dim) };
         }
     }
@@ -429,10 +444,11 @@ fn rows_softmax(
     }
 }
 
+/// [`chunk_generic`] compiled for AVX2 (same bits: no FMA contraction, same order).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn chunk_avx2(
+fn chunk_avx2(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
@@ -446,10 +462,11 @@ unsafe fn chunk_avx2(
     chunk_generic(q, k, v, dim, mask, r0, scale, out, lse)
 }
 
+/// [`chunk_generic`] compiled for AVX-512F (same bits: no FMA contraction, same order).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn chunk_avx512(
+fn chunk_avx512(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
@@ -478,11 +495,13 @@ fn chunk(
     #[cfg(target_arch = "x86_64")]
     {
         if super::kernel::use_avx512() {
-            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            // SAFETY: the function's only requirement is AVX-512F, which `use_avx512`
+            // (`crate::cpu::avx512`) detected at run time just above.
             return unsafe { chunk_avx512(q, k, v, dim, mask, r0, scale, out, lse) };
         }
         if crate::cpu::avx2() {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the function's only requirement is AVX2, which `cpu::avx2` detected at
+            // run time just above.
             return unsafe { chunk_avx2(q, k, v, dim, mask, r0, scale, out, lse) };
         }
     }

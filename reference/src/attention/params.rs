@@ -212,13 +212,13 @@ fn lengths(
         } else {
             x as usize
         };
-        if let Some(cap) = capacity {
-            if len > cap {
-                return Err(AttentionError::param(
-                    format!("{name}[{b}]"),
-                    format!("length {len} exceeds the sequence capacity {cap}"),
-                ));
-            }
+        if let Some(cap) = capacity
+            && len > cap
+        {
+            return Err(AttentionError::param(
+                format!("{name}[{b}]"),
+                format!("length {len} exceeds the sequence capacity {cap}"),
+            ));
         }
         starts.push(if cumulative {
             prev as usize

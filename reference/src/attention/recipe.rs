@@ -424,10 +424,10 @@ impl Recipe {
         if !(self.epsilon >= 0.0 && self.epsilon.is_finite()) {
             return bad("epsilon", "must be finite and non-negative");
         }
-        if let Some(s) = &self.split {
-            if s.partition == 0 {
-                return bad("split", "partition must be positive");
-            }
+        if let Some(s) = &self.split
+            && s.partition == 0
+        {
+            return bad("split", "partition must be positive");
         }
         Ok(())
     }

@@ -19,9 +19,13 @@ pub(crate) struct RowSink<'a> {
     _borrow: PhantomData<&'a mut [f32]>,
 }
 
-// SAFETY: the sink only writes through `write`, whose contract makes concurrent writes
-// disjoint; the buffers outlive it (the borrow is held by `_borrow`).
+// SAFETY: the sink is two pointers into buffers it borrows mutably (held by `_borrow`, so
+// they outlive it) and only writes through `write`; moving it to another thread moves that
+// exclusive borrow, as for `&mut [f32]`, which is Send.
 unsafe impl Send for RowSink<'_> {}
+// SAFETY: `&RowSink` gives no reads and only the `unsafe` `write`, whose contract makes
+// concurrent writes disjoint (each task owns its rows), so sharing it between the worker
+// threads cannot race.
 unsafe impl Sync for RowSink<'_> {}
 
 impl<'a> RowSink<'a> {
@@ -55,8 +59,11 @@ impl<'a> RowSink<'a> {
             let o = g.out_offset(b, i, h);
             let l = g.lse_index(b, i, h);
             assert!(o + dim <= self.out_len && l < self.lse_len);
-            // SAFETY: in bounds (checked just above); the range is this row's alone, and no
-            // concurrent call writes it (the caller's contract).
+            // SAFETY: the source rows r * dim..(r + 1) * dim lie in res.out (r < res.lse.len()
+            // and res.out.len() >= res.lse.len() * dim, asserted above); the destination
+            // o..o + dim and index l are in bounds of the borrowed buffers (asserted just
+            // above), which `_borrow` keeps alive; the output row of (b, i, h) is its own
+            // range in the layout, and no concurrent call writes it (the caller's contract).
             unsafe {
                 std::ptr::copy_nonoverlapping(res.out.as_ptr().add(r * dim), self.out.add(o), dim);
                 *self.lse.add(l) = res.lse[r];

@@ -9,14 +9,20 @@
 //!   columns, so the vector width reorders nothing.
 //!
 //! Separate multiply and add everywhere (no FMA), as in the portable code.
+//!
+//! Every function here is a safe `#[target_feature(enable = "avx512f")]` function: calling one
+//! from code compiled without AVX-512F is `unsafe`, and the caller's `SAFETY` comment names
+//! the run-time detection ([`crate::cpu::avx512`]). Inside, `unsafe` remains only on the raw
+//! loads and stores, each in bounds by an `assert!` made once before the loop.
 
 use super::rows::Rows;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
 /// Reduces one 16-lane accumulator with the [`crate::dot::combine_lanes`] tree.
-#[inline(always)]
-unsafe fn combine1(a: __m512) -> f32 {
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn combine1(a: __m512) -> f32 {
     let lo = _mm512_castps512_ps256(a);
     let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a)));
     let t = _mm256_add_ps(lo, hi); // l[i] + l[i + 8]
@@ -27,8 +33,9 @@ unsafe fn combine1(a: __m512) -> f32 {
 
 /// Reduces 16 accumulators at once. `acc[c * 4 + r]` is the accumulator of (row r, key c);
 /// the result's 128-bit quarter r holds rows r's four dot products, keys 0..4 in order.
-#[inline(always)]
-unsafe fn combine16(acc: &[__m512; 16]) -> __m512 {
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn combine16(acc: &[__m512; 16]) -> __m512 {
     // Step 1, lanes i and i + 8: s[k] = [acc[2k] lanes 0-7 + 8-15 | acc[2k+1] likewise].
     let mut s = [_mm512_setzero_ps(); 8];
     for k in 0..8 {
@@ -62,16 +69,19 @@ unsafe fn combine16(acc: &[__m512; 16]) -> __m512 {
 }
 
 /// One dot product (`dim` a multiple of 16, both rows at least `dim` long: checked).
-///
-/// # Safety
-/// The CPU must support AVX-512F ([`available`]).
 #[target_feature(enable = "avx512f")]
-pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
+pub fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
     assert!(q.len() >= dim && k.len() >= dim && dim.is_multiple_of(16));
     let mut acc = _mm512_setzero_ps();
     for d in (0..dim).step_by(16) {
-        let x = _mm512_loadu_ps(q.as_ptr().add(d));
-        let y = _mm512_loadu_ps(k.as_ptr().add(d));
+        // SAFETY: d + 16 <= dim (d < dim, both multiples of 16) and dim <= q.len(), k.len()
+        // (asserted above): both 16-float loads lie inside the slices.
+        let (x, y) = unsafe {
+            (
+                _mm512_loadu_ps(q.as_ptr().add(d)),
+                _mm512_loadu_ps(k.as_ptr().add(d)),
+            )
+        };
         acc = _mm512_add_ps(acc, _mm512_mul_ps(x, y));
     }
     combine1(acc)
@@ -79,20 +89,25 @@ pub unsafe fn dot(q: &[f32], k: &[f32], dim: usize) -> f32 {
 
 /// The 16 dot products of 4 query rows with 4 keys; quarter r of the result holds row r.
 #[target_feature(enable = "avx512f")]
-unsafe fn dots_4x4(q: [&[f32]; 4], k: [&[f32]; 4], dim: usize) -> __m512 {
+fn dots_4x4(q: [&[f32]; 4], k: [&[f32]; 4], dim: usize) -> __m512 {
     assert!(dim.is_multiple_of(16) && q.iter().chain(k.iter()).all(|x| x.len() >= dim));
     let mut acc = [_mm512_setzero_ps(); 16];
     let qp = q.map(|x| x.as_ptr());
     let kp = k.map(|x| x.as_ptr());
     for d in (0..dim).step_by(16) {
-        let kv = [
-            _mm512_loadu_ps(kp[0].add(d)),
-            _mm512_loadu_ps(kp[1].add(d)),
-            _mm512_loadu_ps(kp[2].add(d)),
-            _mm512_loadu_ps(kp[3].add(d)),
-        ];
+        // SAFETY: d + 16 <= dim (d < dim, both multiples of 16) and every key row is at least
+        // dim long (asserted above).
+        let kv = unsafe {
+            [
+                _mm512_loadu_ps(kp[0].add(d)),
+                _mm512_loadu_ps(kp[1].add(d)),
+                _mm512_loadu_ps(kp[2].add(d)),
+                _mm512_loadu_ps(kp[3].add(d)),
+            ]
+        };
         for r in 0..4 {
-            let x = _mm512_loadu_ps(qp[r].add(d));
+            // SAFETY: as for the keys: d + 16 <= dim <= q[r].len() (asserted above).
+            let x = unsafe { _mm512_loadu_ps(qp[r].add(d)) };
             for c in 0..4 {
                 acc[c * 4 + r] = _mm512_add_ps(acc[c * 4 + r], _mm512_mul_ps(x, kv[c]));
             }
@@ -102,12 +117,9 @@ unsafe fn dots_4x4(q: [&[f32]; 4], k: [&[f32]; 4], dim: usize) -> __m512 {
 }
 
 /// `out[r * ld + (j - keys.start)] = q[r] . k[j]` in the 16-lane order, for `j in keys`
-/// (`k.dim()` a multiple of 16: the caller checks).
-///
-/// # Safety
-/// The CPU must support AVX-512F ([`available`]).
+/// (`k.dim()` a multiple of 16: the caller checks, and [`dot`] asserts it).
 #[target_feature(enable = "avx512f")]
-pub unsafe fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
+pub fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [f32], ld: usize) {
     let dim = k.dim();
     let s0 = keys.start;
     if keys.is_empty() || q.is_empty() {
@@ -115,7 +127,6 @@ pub unsafe fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [
     }
     // Every store below lands inside `out`.
     assert!((q.len() - 1) * ld + (keys.end - s0) <= out.len() && keys.end - s0 <= ld);
-    let op = out.as_mut_ptr();
     // Blocks of 32 keys (16 KiB at D = 128) stay in L1 while every query row passes over them.
     let mut kb = keys.start;
     while kb < keys.end {
@@ -130,11 +141,19 @@ pub unsafe fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [
                     [k.row(j), k.row(j + 1), k.row(j + 2), k.row(j + 3)],
                     dim,
                 );
-                let at = |r: usize| op.add((r0 + r) * ld + j - s0);
-                _mm_storeu_ps(at(0), _mm512_extractf32x4_ps::<0>(res));
-                _mm_storeu_ps(at(1), _mm512_extractf32x4_ps::<1>(res));
-                _mm_storeu_ps(at(2), _mm512_extractf32x4_ps::<2>(res));
-                _mm_storeu_ps(at(3), _mm512_extractf32x4_ps::<3>(res));
+                // The pointer is taken afresh after the indexed writes into `out` below.
+                let op = out.as_mut_ptr();
+                // SAFETY: row r0 + r <= q.len() - 1 and keys j..j + 4 <= keys.end (loop
+                // bounds), so each 4-float store ends at most at (q.len() - 1) * ld + keys.end
+                // - s0 <= out.len() (asserted above); the rows do not overlap (keys.end - s0 <=
+                // ld, asserted).
+                unsafe {
+                    let at = |r: usize| op.add((r0 + r) * ld + j - s0);
+                    _mm_storeu_ps(at(0), _mm512_extractf32x4_ps::<0>(res));
+                    _mm_storeu_ps(at(1), _mm512_extractf32x4_ps::<1>(res));
+                    _mm_storeu_ps(at(2), _mm512_extractf32x4_ps::<2>(res));
+                    _mm_storeu_ps(at(3), _mm512_extractf32x4_ps::<3>(res));
+                }
                 j += 4;
             }
             for (r, qr) in qs.iter().enumerate() {
@@ -154,10 +173,11 @@ pub unsafe fn qk_lanes16(q: &[&[f32]], k: &Rows, keys: Range<usize>, out: &mut [
 }
 
 /// Columns `c..c + 16 * W` of P V for the `R` rows starting at `r0`, keys in increasing order,
-/// into `out` (row stride `dim`).
-#[inline(always)]
+/// into `out` (row stride `dim`). Every access is checked by the asserts at the top.
+#[target_feature(enable = "avx512f")]
+#[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn pv_block<const R: usize, const W: usize>(
+fn pv_block<const R: usize, const W: usize>(
     p: &[f32],
     ld: usize,
     r0: usize,
@@ -176,12 +196,20 @@ unsafe fn pv_block<const R: usize, const W: usize>(
     assert!((r0 + R - 1) * ld + (keys.end - s0) <= p.len());
     assert!((r0 + R - 1) * dim + c + 16 * W <= out.len());
     let mut acc = [[_mm512_setzero_ps(); W]; R];
-    let pp = p.as_ptr().add(r0 * ld);
+    // SAFETY: r0 * ld <= (r0 + R - 1) * ld < p.len() (third assert, keys non-empty).
+    let pp = unsafe { p.as_ptr().add(r0 * ld) };
     for j in keys {
-        let vj = data.as_ptr().add(base + j * stride + c);
-        let x: [__m512; W] = std::array::from_fn(|t| _mm512_loadu_ps(vj.add(16 * t)));
+        // SAFETY: j < keys.end and c + 16 * W <= v.dim(), so columns c..c + 16 * W of value
+        // row j end at most at base + (keys.end - 1) * stride + v.dim() <= data.len() (second
+        // assert): the row start and its W 16-float loads are inside `data`.
+        let x: [__m512; W] = unsafe {
+            let vj = data.as_ptr().add(base + j * stride + c);
+            std::array::from_fn(|t| _mm512_loadu_ps(vj.add(16 * t)))
+        };
         for (r, row) in acc.iter_mut().enumerate() {
-            let pr = _mm512_set1_ps(*pp.add(r * ld + j - s0));
+            // SAFETY: (r0 + r) * ld + j - s0 < (r0 + R - 1) * ld + keys.end - s0 <= p.len()
+            // (r < R, j < keys.end; third assert).
+            let pr = _mm512_set1_ps(unsafe { *pp.add(r * ld + j - s0) });
             for t in 0..W {
                 row[t] = _mm512_add_ps(row[t], _mm512_mul_ps(pr, x[t]));
             }
@@ -189,18 +217,17 @@ unsafe fn pv_block<const R: usize, const W: usize>(
     }
     for (r, row) in acc.iter().enumerate() {
         for (t, a) in row.iter().enumerate() {
-            _mm512_storeu_ps(out.as_mut_ptr().add((r0 + r) * dim + c + 16 * t), *a);
+            // SAFETY: the store ends at (r0 + r) * dim + c + 16 * (t + 1) <= (r0 + R - 1) *
+            // dim + c + 16 * W <= out.len() (r < R, t < W; fourth assert).
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr().add((r0 + r) * dim + c + 16 * t), *a) };
         }
     }
 }
 
 /// `out[r * dim + d] = sum_{j in keys} p[r * ld + (j - keys.start)] * v[j][d]` in increasing
-/// j (`v.dim()` a multiple of 16: the caller checks).
-///
-/// # Safety
-/// The CPU must support AVX-512F ([`available`]).
+/// j (`v.dim()` a multiple of 16: the caller checks; [`pv_block`] asserts its bounds).
 #[target_feature(enable = "avx512f")]
-pub unsafe fn pv(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
+pub fn pv(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, out: &mut [f32]) {
     let dim = v.dim();
     if keys.is_empty() {
         out[..rows * dim].fill(0.0);

@@ -64,12 +64,12 @@ pub fn two_pass_rows(
     }
     let mut lse = vec![0.0f32; nr];
     for r in 0..nr {
-        if !has_key[r] {
-            if let EmptyRow::Zero { lse: v } = recipe.empty_row {
-                out[r * dim..(r + 1) * dim].fill(0.0);
-                lse[r] = v;
-                continue;
-            }
+        if !has_key[r]
+            && let EmptyRow::Zero { lse: v } = recipe.empty_row
+        {
+            out[r * dim..(r + 1) * dim].fill(0.0);
+            lse[r] = v;
+            continue;
         }
         let ms = arith.scaled_max(SoftmaxArith::guard(max[r]));
         lse[r] = match recipe.lse {

@@ -38,7 +38,8 @@ fn expf_common(x: f32) -> f32 {
     // for every input, NaN included (max/min return the non-NaN operand).
     #[allow(clippy::manual_clamp)] // clamp would keep a NaN (then the conversion is undefined)
     let t = (INV_LN2 * x + half).max(-256.0).min(256.0);
-    // SAFETY: t is finite and within i32 range (clamped just above).
+    // SAFETY: to_int_unchecked needs t finite with its truncation in i32 range: max/min
+    // return the non-NaN operand, so t lies in [-256, 256] for every x, inf and NaN included.
     let k_big: i32 = unsafe { t.to_int_unchecked() };
     let k_one = if negative { -1 } else { 1 };
     let k = if hx > 0x3f85_1592 {
@@ -74,11 +75,14 @@ pub fn exp_f32_slice(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::attention::kernel::use_avx512() {
-            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            // SAFETY: the callee's only requirement is AVX-512F, which `use_avx512`
+            // (`crate::cpu::avx512`) detected at run time just above (the CONFORM_NO_AVX512 and
+            // CONFORM_NO_SIMD switches only make it answer false).
             return unsafe { exp_avx512(x) };
         }
         if crate::cpu::avx2() {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the callee's only requirement is AVX2, which `crate::cpu::avx2` detected
+            // at run time just above (CONFORM_NO_SIMD only makes it answer false).
             return unsafe { exp_avx2(x) };
         }
     }
@@ -87,13 +91,13 @@ pub fn exp_f32_slice(x: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn exp_avx2(x: &mut [f32]) {
+fn exp_avx2(x: &mut [f32]) {
     exp_portable::<8>(x)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn exp_avx512(x: &mut [f32]) {
+fn exp_avx512(x: &mut [f32]) {
     exp_portable::<16>(x)
 }
 
@@ -163,7 +167,8 @@ pub fn quantize_bf16_slice(x: &mut [f32], rounding: Rounding) {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::cpu::avx2() {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the callee's only requirement is AVX2, which `crate::cpu::avx2` detected
+            // at run time just above (CONFORM_NO_SIMD only makes it answer false).
             return unsafe { quantize_avx2(x, away) };
         }
     }
@@ -172,7 +177,7 @@ pub fn quantize_bf16_slice(x: &mut [f32], rounding: Rounding) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn quantize_avx2(x: &mut [f32], away: bool) {
+fn quantize_avx2(x: &mut [f32], away: bool) {
     quantize_portable(x, away)
 }
 
@@ -204,7 +209,8 @@ fn exp_common(x: f64) -> f64 {
     // As in `expf_common`: |x| <= 700 keeps the truncated product within [-1010, 1010].
     #[allow(clippy::manual_clamp)] // clamp would keep a NaN (then the conversion is undefined)
     let t = (D_INVLN2 * x + half).max(-2048.0).min(2048.0);
-    // SAFETY: t is finite and within i32 range (clamped just above).
+    // SAFETY: to_int_unchecked needs t finite with its truncation in i32 range: max/min
+    // return the non-NaN operand, so t lies in [-2048, 2048] for every x, inf and NaN included.
     let k_big: i32 = unsafe { t.to_int_unchecked() };
     let k_one = if negative { -1 } else { 1 };
     let reduce = hx > 0x3fd6_2e42;
@@ -235,11 +241,14 @@ pub fn exp_f64_slice(x: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::attention::kernel::use_avx512() {
-            // SAFETY: the CPU supports AVX-512F (checked by `use_avx512`).
+            // SAFETY: the callee's only requirement is AVX-512F, which `use_avx512`
+            // (`crate::cpu::avx512`) detected at run time just above (the CONFORM_NO_AVX512 and
+            // CONFORM_NO_SIMD switches only make it answer false).
             return unsafe { exp64_avx512(x) };
         }
         if crate::cpu::avx2() {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+            // SAFETY: the callee's only requirement is AVX2, which `crate::cpu::avx2` detected
+            // at run time just above (CONFORM_NO_SIMD only makes it answer false).
             return unsafe { exp64_avx2(x) };
         }
     }
@@ -248,13 +257,13 @@ pub fn exp_f64_slice(x: &mut [f64]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn exp64_avx2(x: &mut [f64]) {
+fn exp64_avx2(x: &mut [f64]) {
     exp64_portable::<4>(x)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn exp64_avx512(x: &mut [f64]) {
+fn exp64_avx512(x: &mut [f64]) {
     exp64_portable::<8>(x)
 }
 

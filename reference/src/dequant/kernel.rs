@@ -96,25 +96,27 @@ where
     let chunk = CHUNK_ELEMENTS.div_ceil(lcm) * lcm;
     #[cfg(target_arch = "x86_64")]
     {
-        if let Some(unit) = simd::units_for(recipe) {
-            if crate::cpu::ssse3() {
-                let tables = simd::Tables::new(&nibble);
-                fill_chunks(out, chunk, threads, |ci, out_chunk| {
-                    // SAFETY: SSSE3 was detected at run time just above.
-                    unsafe {
-                        simd::dequantize_chunk(
-                            packed,
-                            scale_codes,
-                            group,
-                            &unit,
-                            &tables,
-                            ci * chunk,
-                            out_chunk,
-                        )
-                    }
-                });
-                return Ok(());
-            }
+        if let Some(unit) = simd::units_for(recipe)
+            && crate::cpu::ssse3()
+        {
+            let tables = simd::Tables::new(&nibble);
+            fill_chunks(out, chunk, threads, |ci, out_chunk| {
+                // SAFETY: the callee's only requirement is SSSE3, which `crate::cpu::ssse3`
+                // detected at run time just above (CONFORM_NO_SIMD only makes it answer
+                // false); its memory accesses are checked inside.
+                unsafe {
+                    simd::dequantize_chunk(
+                        packed,
+                        scale_codes,
+                        group,
+                        &unit,
+                        &tables,
+                        ci * chunk,
+                        out_chunk,
+                    )
+                }
+            });
+            return Ok(());
         }
     }
     match recipe.layout.permutation {
@@ -226,11 +228,10 @@ mod simd {
     }
 
     /// Fills `out` (elements `start..start + out.len()`, whole groups and whole tiles).
-    ///
-    /// # Safety
-    /// The CPU must support SSSE3. All memory accesses go through checked slices.
+    /// Compiled with SSSE3 enabled (the caller checks the CPU); the raw loads and stores go
+    /// through fixed-size arrays taken from checked slices.
     #[target_feature(enable = "ssse3")]
-    pub(super) unsafe fn dequantize_chunk(
+    pub(super) fn dequantize_chunk(
         packed: &[u8],
         scale_codes: &[u8],
         group: usize,
@@ -246,15 +247,25 @@ mod simd {
         let mut g = start / group;
         let mut in_group = 0;
         let mut emit = |idx: __m128i, out16: &mut [u16]| {
-            let t = &tables.0[scale_codes[g] as usize];
-            let tlo = _mm_loadu_si128(t[0].as_ptr() as *const __m128i);
-            let thi = _mm_loadu_si128(t[1].as_ptr() as *const __m128i);
+            let t: &[[u8; 16]; 2] = &tables.0[scale_codes[g] as usize];
+            // SAFETY: t[0] and t[1] are [u8; 16]: each unaligned 16-byte load reads exactly
+            // one array.
+            let (tlo, thi) = unsafe {
+                (
+                    _mm_loadu_si128(t[0].as_ptr() as *const __m128i),
+                    _mm_loadu_si128(t[1].as_ptr() as *const __m128i),
+                )
+            };
             let lo = _mm_shuffle_epi8(tlo, idx);
             let hi = _mm_shuffle_epi8(thi, idx);
             let out16: &mut [u16; 16] = out16.try_into().expect("16 outputs");
             let dst = out16.as_mut_ptr() as *mut __m128i;
-            _mm_storeu_si128(dst, _mm_unpacklo_epi8(lo, hi));
-            _mm_storeu_si128(dst.add(1), _mm_unpackhi_epi8(lo, hi));
+            // SAFETY: out16 is [u16; 16], 32 bytes: the unaligned 16-byte stores at dst and
+            // dst + 1 (16 bytes on) write exactly its two halves.
+            unsafe {
+                _mm_storeu_si128(dst, _mm_unpacklo_epi8(lo, hi));
+                _mm_storeu_si128(dst.add(1), _mm_unpackhi_epi8(lo, hi));
+            }
             in_group += 1;
             if in_group == units_per_group {
                 in_group = 0;
@@ -266,7 +277,8 @@ mod simd {
                 let src = &packed[start / 2..start / 2 + out.len() / 2];
                 for (bytes8, out16) in src.chunks_exact(8).zip(out.chunks_exact_mut(16)) {
                     let bytes8: &[u8; 8] = bytes8.try_into().expect("8 bytes");
-                    let b = _mm_loadl_epi64(bytes8.as_ptr() as *const __m128i);
+                    // SAFETY: bytes8 is [u8; 8] and _mm_loadl_epi64 reads 8 bytes (unaligned).
+                    let b = unsafe { _mm_loadl_epi64(bytes8.as_ptr() as *const __m128i) };
                     let lo = _mm_and_si128(b, mask);
                     let hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
                     let idx = if low_first {
@@ -288,7 +300,8 @@ mod simd {
                             tile_bytes.chunks_exact(16).zip(half.chunks_exact_mut(16))
                         {
                             let b16: &[u8; 16] = b16.try_into().expect("16 bytes");
-                            let b = _mm_loadu_si128(b16.as_ptr() as *const __m128i);
+                            // SAFETY: b16 is [u8; 16]: the unaligned 16-byte load reads it.
+                            let b = unsafe { _mm_loadu_si128(b16.as_ptr() as *const __m128i) };
                             let idx = if high {
                                 _mm_and_si128(_mm_srli_epi16(b, 4), mask)
                             } else {

@@ -28,7 +28,7 @@ fn geometry(params: &serde_json::Value) -> Result<Geometry, OpError> {
 
 /// The position head `h` is moved to so that the reference's `h / group` mapping reads the KV
 /// head `h % kv_heads`; `None` when both mappings agree for every head.
-fn head_position(g: &Geometry) -> Option<impl Fn(usize) -> usize> {
+fn head_position(g: &Geometry) -> Option<impl Fn(usize) -> usize + use<>> {
     let (kv, group) = (g.kv_heads, g.group);
     (kv > 1 && group > 1).then_some(move |h: usize| (h % kv) * group + h / kv)
 }

@@ -2,7 +2,7 @@ use super::*;
 use crate::ops::{self, GenContext, ValueDist};
 use serde_json::json;
 
-fn gen(op: &str, params: &serde_json::Value, seed: u64) -> TensorMap {
+fn gen_inputs(op: &str, params: &serde_json::Value, seed: u64) -> TensorMap {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
         state ^= state << 13;
@@ -46,7 +46,7 @@ fn catalogue_names_are_unique_and_cover_six_families() {
 
 fn outputs(fault: &str, op: &str, params: &serde_json::Value, recipe: &str) -> FaultRun {
     let family = ops::find(op).unwrap();
-    let inputs = gen(op, params, 1);
+    let inputs = gen_inputs(op, params, 1);
     run(
         find(fault).unwrap(),
         family,
@@ -60,7 +60,7 @@ fn outputs(fault: &str, op: &str, params: &serde_json::Value, recipe: &str) -> F
 
 fn changes(fault: &str, op: &str, params: serde_json::Value, recipe: &str) {
     let family = ops::find(op).unwrap();
-    let inputs = gen(op, &params, 1);
+    let inputs = gen_inputs(op, &params, 1);
     let clean = family.run(&params, recipe, &inputs, Threads::ONE).unwrap();
     match outputs(fault, op, &params, recipe) {
         FaultRun::Outputs(o) => {
@@ -114,7 +114,7 @@ fn gqa_fault_is_the_modulo_mapping() {
     let p = json!({"dtype": "f32", "batch": 1, "q_seq": 3, "kv_seq": 5, "num_heads": 4,
                    "num_key_value_heads": 2, "head_dim": 16});
     let family = ops::find("fa_prefill").unwrap();
-    let inputs = gen("fa_prefill", &p, 3);
+    let inputs = gen_inputs("fa_prefill", &p, 3);
     let FaultRun::Outputs(o) = run(
         find("attn-gqa-head-modulo").unwrap(),
         family,

@@ -197,11 +197,14 @@ fn block_in(
     #[cfg(target_arch = "x86_64")]
     {
         if crate::cpu::avx512() {
-            // SAFETY: the CPU has AVX-512F (checked by `cpu::avx512`).
+            // SAFETY: the callee's only requirement is AVX-512F, which `crate::cpu::avx512`
+            // detected at run time just above (the CONFORM_NO_AVX512 and CONFORM_NO_SIMD
+            // switches only make it answer false).
             return unsafe { block_avx512(&blk, out, lanes) };
         }
         if crate::cpu::avx2() {
-            // SAFETY: the CPU has AVX2 (checked by `cpu::avx2`).
+            // SAFETY: the callee's only requirement is AVX2, which `crate::cpu::avx2` detected
+            // at run time just above (CONFORM_NO_SIMD only makes it answer false).
             return unsafe { block_avx2(&blk, out, lanes) };
         }
     }
@@ -217,20 +220,18 @@ struct Block<'p, 'd> {
     cols: std::ops::Range<usize>,
 }
 
-/// # Safety
-/// The CPU must support AVX-512F.
+/// Compiled with AVX-512F enabled; calling it needs the CPU check (see the dispatcher above).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn block_avx512(blk: &Block<'_, '_>, out: &mut [f32], lanes: &mut Vec<[f32; LANES]>) {
+fn block_avx512(blk: &Block<'_, '_>, out: &mut [f32], lanes: &mut Vec<[f32; LANES]>) {
     // 4 x 4 outputs: 16 accumulators of one zmm each, 4 row segments, 1-2 column segments.
     block_tiles::<4, 4>(blk, out, lanes)
 }
 
-/// # Safety
-/// The CPU must support AVX2.
+/// Compiled with AVX2 enabled; calling it needs the CPU check (see the dispatcher above).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn block_avx2(blk: &Block<'_, '_>, out: &mut [f32], lanes: &mut Vec<[f32; LANES]>) {
+fn block_avx2(blk: &Block<'_, '_>, out: &mut [f32], lanes: &mut Vec<[f32; LANES]>) {
     // 2 x 2 outputs: 8 accumulators of 2 ymm each.
     block_tiles::<2, 2>(blk, out, lanes)
 }

@@ -105,31 +105,32 @@ fn columns<B: OracleElem>(s: &Strip<'_, B>, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::cpu::avx512() {
-            // SAFETY: the CPU has AVX-512F (checked by `cpu::avx512`).
+            // SAFETY: the callee's only requirement is AVX-512F, which `crate::cpu::avx512`
+            // detected at run time just above (the CONFORM_NO_AVX512 and CONFORM_NO_SIMD
+            // switches only make it answer false).
             return unsafe { columns_avx512(s, out) };
         }
         if crate::cpu::avx2() {
-            // SAFETY: the CPU has AVX2 (checked by `cpu::avx2`).
+            // SAFETY: the callee's only requirement is AVX2, which `crate::cpu::avx2` detected
+            // at run time just above (CONFORM_NO_SIMD only makes it answer false).
             return unsafe { columns_avx2(s, out) };
         }
     }
     s.sweep::<2, 8>(out)
 }
 
-/// # Safety
-/// The CPU must support AVX-512F.
+/// Compiled with AVX-512F enabled; calling it needs the CPU check (see the dispatcher above).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn columns_avx512<B: OracleElem>(s: &Strip<'_, B>, out: &mut [f64]) {
+fn columns_avx512<B: OracleElem>(s: &Strip<'_, B>, out: &mut [f64]) {
     // 4 rows x 16 columns: 8 zmm accumulators (measured best of 4x16, 2x32, 6x16, 8x8).
     s.sweep::<4, 16>(out)
 }
 
-/// # Safety
-/// The CPU must support AVX2.
+/// Compiled with AVX2 enabled; calling it needs the CPU check (see the dispatcher above).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn columns_avx2<B: OracleElem>(s: &Strip<'_, B>, out: &mut [f64]) {
+fn columns_avx2<B: OracleElem>(s: &Strip<'_, B>, out: &mut [f64]) {
     // 2 rows x 16 columns: 8 ymm accumulators.
     s.sweep::<2, 16>(out)
 }

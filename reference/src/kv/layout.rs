@@ -103,13 +103,13 @@ impl KvCacheLayout {
     /// Checks that this layout can describe `g`.
     pub fn validate(&self, g: &CacheGeometry) -> Result<(), KvLayoutError> {
         g.validate()?;
-        if let KvCacheLayout::VllmKey { x } = *self {
-            if x == 0 || !g.head_dim.is_multiple_of(x) {
-                return Err(KvLayoutError::HeadDimNotMultipleOfX {
-                    head_dim: g.head_dim,
-                    x,
-                });
-            }
+        if let KvCacheLayout::VllmKey { x } = *self
+            && (x == 0 || !g.head_dim.is_multiple_of(x))
+        {
+            return Err(KvLayoutError::HeadDimNotMultipleOfX {
+                head_dim: g.head_dim,
+                x,
+            });
         }
         Ok(())
     }

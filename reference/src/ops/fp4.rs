@@ -603,10 +603,10 @@ impl Fp4Family {
             )])));
         }
         let mut r = self.recipe(recipe, &c)?;
-        if let Some(edit) = edit {
-            if !edit(&mut r) {
-                return Ok(None);
-            }
+        if let Some(edit) = edit
+            && !edit(&mut r)
+        {
+            return Ok(None);
         }
         let bits = match self.0 {
             Kind::Mx => dequant::mxfp4::dequantize(weight, scales, c.n, c.k, &r, threads),

@@ -93,13 +93,13 @@ impl Params {
         if p.ranks * p.m * p.k > 1 << 31 || p.ranks * p.k * p.n > 1 << 31 {
             return Err(invalid("m/k/n", "operands beyond 2^31 elements"));
         }
-        if let Some(t) = &p.tiles {
-            if t.is_empty() || t.contains(&0) || t.iter().sum::<usize>() != p.m {
-                return Err(invalid(
-                    "tiles",
-                    format!("{t:?}: positive heights summing to m = {}", p.m),
-                ));
-            }
+        if let Some(t) = &p.tiles
+            && (t.is_empty() || t.contains(&0) || t.iter().sum::<usize>() != p.m)
+        {
+            return Err(invalid(
+                "tiles",
+                format!("{t:?}: positive heights summing to m = {}", p.m),
+            ));
         }
         Ok((p, dtype, ElemType::from(dtype)))
     }
@@ -280,10 +280,10 @@ fn run_edited(
             recipe: recipe.into(),
             known: RECIPES.join(", "),
         })?;
-        if let Some(edit) = edit {
-            if !edit(&mut numerics) {
-                return Ok(None);
-            }
+        if let Some(edit) = edit
+            && !edit(&mut numerics)
+        {
+            return Ok(None);
         }
         let ranks: Vec<RankOperands> = (0..p.ranks)
             .map(|r| RankOperands {

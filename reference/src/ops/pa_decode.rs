@@ -477,10 +477,10 @@ fn run_edited(
             return Ok(Some(oracle_outputs(g, &o.out, &o.lse)));
         }
         let mut r = preset(OP, recipe, g.dtype, p.q_tile, None)?;
-        if let Some(edit) = edit {
-            if !edit(&mut r) {
-                return Ok(None);
-            }
+        if let Some(edit) = edit
+            && !edit(&mut r)
+        {
+            return Ok(None);
         }
         let o = paged_attention(g, &r, &q, mask, &kv, threads).map_err(|e| op_error(OP, e))?;
         Ok(Some(recipe_outputs(g, &o.out, o.lse.as_deref())))

@@ -136,10 +136,10 @@ pub struct ResolvedConfig {
 
 /// The Python interpreter workers use (see the module docs).
 pub fn python_interpreter(repo: &Path) -> String {
-    if let Ok(p) = std::env::var("CONFORM_PYTHON") {
-        if !p.is_empty() {
-            return p;
-        }
+    if let Ok(p) = std::env::var("CONFORM_PYTHON")
+        && !p.is_empty()
+    {
+        return p;
     }
     let venv = repo.join(".venv").join("bin").join("python");
     if venv.exists() {

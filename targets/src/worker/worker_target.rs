@@ -41,10 +41,10 @@ pub const MIN_SHM_FREE_BYTES: u64 = 4 << 30;
 /// The scratch root: `$CONFORM_SCRATCH`, else `/dev/shm` (tmpfs) where present, writable and
 /// with at least [`MIN_SHM_FREE_BYTES`] free, else the system temporary directory.
 pub fn default_scratch_root() -> PathBuf {
-    if let Ok(p) = std::env::var("CONFORM_SCRATCH") {
-        if !p.is_empty() {
-            return PathBuf::from(p);
-        }
+    if let Ok(p) = std::env::var("CONFORM_SCRATCH")
+        && !p.is_empty()
+    {
+        return PathBuf::from(p);
     }
     let shm = Path::new("/dev/shm");
     if shm.is_dir()
@@ -61,8 +61,11 @@ pub fn default_scratch_root() -> PathBuf {
 fn free_bytes(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs writes into the zeroed struct; the path is a valid C string.
+    // SAFETY: statvfs is a plain C struct of integers, for which all-zero bytes are a valid
+    // value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated C string that lives to the end of the call, and `st` is
+    // a valid, writable statvfs that statvfs fills in.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return None;
     }
@@ -452,22 +455,22 @@ fn check_reply(
     if status != ResultStatus::Ok {
         return Err(Violation::Reported(status, message));
     }
-    if let Some(o) = &outputs {
-        if Path::new(o) != outputs_path {
-            return Err(Violation::Protocol(format!(
-                "outputs written to `{o}`, expected `{}`",
-                outputs_path.display()
-            )));
-        }
+    if let Some(o) = &outputs
+        && Path::new(o) != outputs_path
+    {
+        return Err(Violation::Protocol(format!(
+            "outputs written to `{o}`, expected `{}`",
+            outputs_path.display()
+        )));
     }
-    if let Some(t) = request.timing {
-        if timings_us.len() != t.iterations as usize {
-            return Err(Violation::Protocol(format!(
-                "{} timings for {} requested iterations",
-                timings_us.len(),
-                t.iterations
-            )));
-        }
+    if let Some(t) = request.timing
+        && timings_us.len() != t.iterations as usize
+    {
+        return Err(Violation::Protocol(format!(
+            "{} timings for {} requested iterations",
+            timings_us.len(),
+            t.iterations
+        )));
     }
     if let Some(bad) = timings_us
         .iter()
@@ -507,15 +510,15 @@ impl WorkerTarget {
                 self.name, request.op
             )));
         };
-        if let Some(r) = &request.recipe {
-            if !cap.recipes.contains(r) {
-                return Err(TargetError::Unsupported(format!(
-                    "worker `{}` implements `{}` with recipe(s) [{}], not `{r}`",
-                    self.name,
-                    request.op,
-                    cap.recipes.join(", ")
-                )));
-            }
+        if let Some(r) = &request.recipe
+            && !cap.recipes.contains(r)
+        {
+            return Err(TargetError::Unsupported(format!(
+                "worker `{}` implements `{}` with recipe(s) [{}], not `{r}`",
+                self.name,
+                request.op,
+                cap.recipes.join(", ")
+            )));
         }
         Ok(())
     }
