@@ -44,9 +44,8 @@ pub fn policies_for(
                 spec.name, spec.name
             )
         })?;
-        let policy: CheckPolicy = table.clone().try_into().map_err(|e: toml::de::Error| {
-            format!("check of output `{}`: {}", spec.name, e.message())
-        })?;
+        let policy = CheckPolicy::from_table(table)
+            .map_err(|e| format!("check of output `{}`: {e}", spec.name))?;
         policy
             .validate_for(spec.dtype)
             .map_err(|e| format!("check of output `{}`: {e}", spec.name))?;
@@ -207,7 +206,7 @@ fn admit(
             };
             let exact: Vec<&str> = policies
                 .values()
-                .filter(|p| matches!(p, CheckPolicy::Bitwise { .. } | CheckPolicy::Ulp { .. }))
+                .filter(|p| p.is_exact())
                 .map(|p| p.name())
                 .collect();
             if !exact.is_empty() {
