@@ -126,24 +126,6 @@ pub fn execute_on(
         eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok((None, exit_code::NOTHING_JUDGED));
     }
-    // Pre-flight: every output of every selected case has a valid check policy.
-    for c in &chosen {
-        let desc = conform_reference::ops::find(&c.op).and_then(|f| f.describe(&c.params));
-        let problem = match desc {
-            Ok(d) => runner::trial::policies_for(c, &d, false)
-                .and_then(|_| runner::trial::policies_for(c, &d, true))
-                .err(),
-            Err(e) => Some(e.to_string()),
-        };
-        let problem = problem.or_else(|| runner::trial::budgets(c).err());
-        if let Some(p) = problem {
-            eprintln!(
-                "{}",
-                messages::error_line(&format!("{}: case `{}`: {p}", c.source.display(), c.id))
-            );
-            return Ok((None, exit_code::USAGE));
-        }
-    }
     let names = if args.targets.is_empty() {
         vec![REFERENCE_TARGET.to_string()]
     } else {

@@ -1,6 +1,8 @@
 //! A resolved case: everything needed to generate inputs, run a target and judge the outputs.
 
 use super::schema::{PerfSettings, Tier};
+use crate::perf::Budgets;
+use crate::verdict::CheckPolicy;
 use conform_reference::ops::ValueDist;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,8 +29,19 @@ pub struct Case {
     /// case; inherited defaults may name outputs only some cases have, e.g. `softmax_lse`).
     #[serde(skip)]
     pub own_checks: Vec<String>,
+    /// Each output's check policy, read from `check` / `checks` and validated against the
+    /// output's dtype when the suite was loaded ([`super::select::load_all`]).
+    #[serde(skip)]
+    pub policies: BTreeMap<String, CheckPolicy>,
+    /// Each output's check policy for a target without the case's recipe (from
+    /// `checks_without_recipe`, else as in `policies`).
+    #[serde(skip)]
+    pub policies_without_recipe: BTreeMap<String, CheckPolicy>,
     pub perf: PerfSettings,
     pub budget: Option<toml::Table>,
+    /// `budget`, read and validated when the suite was loaded.
+    #[serde(skip)]
+    pub budgets: Budgets,
     /// The case's fixed seed (overridden by `--seed` / `--fresh-seeds`).
     pub seed: u64,
     pub description: String,

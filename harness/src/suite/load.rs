@@ -273,9 +273,9 @@ fn resolve(
             });
         }
     }
+    let budget = entry.budget.clone().or_else(|| d.budget.clone());
     Ok(Case {
         discriminates,
-        id,
         suite: file.suite.name.clone(),
         op: entry
             .op
@@ -299,7 +299,17 @@ fn resolve(
         checks,
         checks_without_recipe,
         perf,
-        budget: entry.budget.clone().or_else(|| d.budget.clone()),
+        budgets: super::checks::resolve_budgets(budget.as_ref()).map_err(|message| {
+            SuiteError::Case {
+                path: path.to_path_buf(),
+                id: id.clone(),
+                message,
+            }
+        })?,
+        budget,
+        // Filled by `validate_case`, which knows the op's outputs.
+        policies: BTreeMap::new(),
+        policies_without_recipe: BTreeMap::new(),
         seed: entry.seed.or(d.seed).unwrap_or(0),
         description: entry
             .description
@@ -307,6 +317,7 @@ fn resolve(
             .or_else(|| d.description.clone())
             .unwrap_or_default(),
         source: path.to_path_buf(),
+        id,
     })
 }
 

@@ -68,8 +68,8 @@ impl Judge for Allclose {
 
     fn describe(&self) -> String {
         format!(
-            "at least {} of the elements have |a-e| <= {} or |a-e|/(|e|+1e-8) <= {} (both sides finite)",
-            self.min_matched_ratio, self.atol, self.rtol
+            "the fraction of elements with |a-e| <= {} or |a-e|/(|e|+1e-8) <= {} (both sides finite) is at least {}",
+            self.atol, self.rtol, self.min_matched_ratio
         )
     }
 
