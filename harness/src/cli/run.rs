@@ -160,25 +160,12 @@ pub fn execute_on(
             return Ok((None, exit_code::USAGE));
         }
     };
-    let hardware = if args.perf || args.hardware.is_some() {
-        let name = args
-            .hardware
-            .clone()
-            .unwrap_or_else(|| "this-cpu".to_string());
-        let path = paths
-            .root
-            .join("ci")
-            .join("hardware")
-            .join(format!("{name}.toml"));
-        match crate::perf::HardwareProfile::load(&path) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!("{}", messages::error_line(&e));
-                return Ok((None, exit_code::USAGE));
-            }
+    let hardware = match hardware_profile(paths, args) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok((None, exit_code::USAGE));
         }
-    } else {
-        None
     };
     // The golden store is opened (and its MANIFEST checked) whenever the reference target is
     // verified against it: a missing or malformed manifest stops the run before any case.
@@ -244,14 +231,41 @@ pub fn execute_on(
     // Workers are shut down (and their scratch removed) before anything is reported.
     drop(targets);
     drop(against);
-    println!("{}", messages::summary_table(&results));
+    print_report(&results, opts.keep_outputs.as_deref());
+    let code = outcome_code(&results, args.allow_skips);
+    Ok((Some(results), code))
+}
+
+/// The profile `--hardware` names (`this-cpu` under `--perf` without it), when timing.
+fn hardware_profile(
+    paths: &Paths,
+    args: &RunArgs,
+) -> Result<Option<crate::perf::HardwareProfile>, crate::perf::PerfError> {
+    if !(args.perf || args.hardware.is_some()) {
+        return Ok(None);
+    }
+    let name = args
+        .hardware
+        .clone()
+        .unwrap_or_else(|| "this-cpu".to_string());
+    let path = paths
+        .root
+        .join("ci")
+        .join("hardware")
+        .join(format!("{name}.toml"));
+    crate::perf::HardwareProfile::load(&path).map(Some)
+}
+
+/// Prints the run's summary, failures, skips, kept outputs and A/B comparison.
+fn print_report(results: &RunResults, keep: Option<&runner::keep::KeepOutputs>) {
+    println!("{}", messages::summary_table(results));
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
         println!("{}", messages::failure_block(c));
     }
-    if let Some(skips) = messages::skip_summary(&results) {
+    if let Some(skips) = messages::skip_summary(results) {
         println!("{skips}");
     }
-    if let Some(keep) = &opts.keep_outputs {
+    if let Some(keep) = keep {
         println!("{}", messages::keep::kept(&keep.dir, keep.len()));
     }
     if let Some(ab) = &results.ab {
@@ -270,23 +284,26 @@ pub fn execute_on(
             println!("{}", messages::perf::ab_slower(&ab.against));
         }
     }
+}
+
+/// The run's exit code: interrupted, failed (or slower under A/B), nothing judged, or success.
+fn outcome_code(results: &RunResults, allow_skips: bool) -> i32 {
     let ab_slower = results
         .ab
         .as_ref()
         .is_some_and(|ab| ab.comparison.has_regression());
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
-    let code = if let Some(sig) = crate::interrupt::received() {
-        println!("{}", messages::interrupted(&results));
+    if let Some(sig) = crate::interrupt::received() {
+        println!("{}", messages::interrupted(results));
         crate::interrupt::exit_code(sig)
     } else if results.cases.iter().any(|c| c.status.is_failure()) || ab_slower {
         exit_code::FAILURE
-    } else if all_skipped && !args.allow_skips {
+    } else if all_skipped && !allow_skips {
         println!("{}", messages::nothing_judged_run());
         exit_code::NOTHING_JUDGED
     } else {
         exit_code::SUCCESS
-    };
-    Ok((Some(results), code))
+    }
 }
 
 /// The A/B settings of `--against` (None without it); an error when they cannot apply.
