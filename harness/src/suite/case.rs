@@ -59,13 +59,6 @@ impl Case {
         self.checks.get(output).or(self.check.as_ref())
     }
 
-    /// The check policy table for output `name` when the target runs its own recipe.
-    pub fn check_without_recipe_for(&self, output: &str) -> Option<&toml::Table> {
-        self.checks_without_recipe
-            .get(output)
-            .or_else(|| self.check_for(output))
-    }
-
     /// The relative path of this case's golden file under `golden/`.
     pub fn golden_relpath(&self) -> PathBuf {
         PathBuf::from(format!("{}.safetensors", self.id))

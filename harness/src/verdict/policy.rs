@@ -370,17 +370,22 @@ mod tests {
     #[test]
     fn every_registered_policy_is_named_by_its_judge() {
         let known = CheckPolicy::known();
+        for name in [
+            "bitwise",
+            "ulp",
+            "allclose",
+            "cann_single",
+            "cann_mixed",
+            "cann_double",
+            "error_ratio",
+        ] {
+            assert!(known.contains(&name), "{name} not in {known:?}");
+        }
+        let distinct: std::collections::BTreeSet<_> = known.iter().collect();
         assert_eq!(
-            known,
-            [
-                "bitwise",
-                "ulp",
-                "allclose",
-                "cann_single",
-                "cann_mixed",
-                "cann_double",
-                "error_ratio"
-            ]
+            distinct.len(),
+            known.len(),
+            "a tag registered twice: {known:?}"
         );
         for e in policies::REGISTRY {
             let mut t = toml::Table::new();
