@@ -191,27 +191,10 @@ pub fn execute_on(
         },
         None => None,
     };
-    let opts = RunOptions {
-        golden,
-        seed: args.seed,
-        fresh_seeds: args.fresh_seeds,
-        perf: args.perf,
-        warmup: args.warmup,
-        iterations: args.iterations,
-        threads,
-        required_targets: RunOptions::required_from_env()
-            .into_iter()
-            .chain(args.require.iter().cloned())
-            .collect(),
-        worker_input_sets: 2,
-        hardware,
-        journal: args.json.as_deref().map(runner::journal::path_for),
-        max_memory: args
-            .max_memory
-            .unwrap_or_else(runner::memory::default_limit),
-        expectations: None,
-        keep_outputs,
-    };
+    let mut opts = run_options(args, threads);
+    opts.golden = golden;
+    opts.hardware = hardware;
+    opts.keep_outputs = keep_outputs;
     crate::interrupt::install();
     conform_targets::worker::live::clean_stale_scratch(
         &conform_targets::worker::default_scratch_root(),
@@ -234,6 +217,32 @@ pub fn execute_on(
     print_report(&results, opts.keep_outputs.as_deref());
     let code = outcome_code(&results, args.allow_skips);
     Ok((Some(results), code))
+}
+
+/// The options `args` give a run (golden store, hardware profile and kept outputs are the
+/// caller's).
+fn run_options(args: &RunArgs, threads: Threads) -> RunOptions {
+    RunOptions {
+        golden: None,
+        seed: args.seed,
+        fresh_seeds: args.fresh_seeds,
+        perf: args.perf,
+        warmup: args.warmup,
+        iterations: args.iterations,
+        threads,
+        required_targets: RunOptions::required_from_env()
+            .into_iter()
+            .chain(args.require.iter().cloned())
+            .collect(),
+        worker_input_sets: 2,
+        hardware: None,
+        journal: args.json.as_deref().map(runner::journal::path_for),
+        max_memory: args
+            .max_memory
+            .unwrap_or_else(runner::memory::default_limit),
+        expectations: None,
+        keep_outputs: None,
+    }
 }
 
 /// The profile `--hardware` names (`this-cpu` under `--perf` without it), when timing.

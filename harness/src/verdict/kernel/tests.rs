@@ -228,6 +228,36 @@ fn data(k: &Kind, n: usize, golden_f64: bool, seed: u64) -> (Tensor, Tensor, Ten
     (t(k.dtype, act), t(k.dtype, exp), t(gdtype, gold))
 }
 
+/// The element rules, written independently of the kernel's.
+#[allow(clippy::too_many_arguments)]
+fn reference_rule_fails(
+    rule: ElementRule,
+    ab: u64,
+    eb: u64,
+    both_nan: bool,
+    ulp: Option<u64>,
+    comparable: bool,
+    d: f64,
+    ag: f64,
+    rel: f64,
+) -> bool {
+    match rule {
+        ElementRule::Bitwise { nan_bits } => ab != eb && (nan_bits || !both_nan),
+        ElementRule::Ulp { max } => ulp.is_none_or(|u| u > max),
+        ElementRule::Allclose { atol, rtol } => {
+            !comparable || (d > atol && d / (ag + FLASHINFER_EPS) > rtol)
+        }
+        ElementRule::RelAbove { limit } => !comparable || rel > limit,
+        ElementRule::Mixed { t } => !comparable || d > t + t * ag,
+        ElementRule::CannDouble {
+            rel_limit,
+            small,
+            small_err,
+        } => !comparable || (ag < small && d > small_err) || (ag >= small && rel > rel_limit),
+        ElementRule::AbsAbove { limit } => !comparable || d > limit,
+    }
+}
+
 /// Every figure of a pass, written out the plain way: one element at a time over the
 /// whole tensor, sums in element order, every candidate offered to the worst list, the heat
 /// cell of each element by division.
@@ -316,23 +346,9 @@ fn reference_pass<A: Lane, G: Lane>(
         if let Some(c) = heat_cell {
             st.heat[c] = st.heat[c].max(d);
         }
-        let rule_fails = match cfg.rule {
-            ElementRule::Bitwise { nan_bits } => {
-                ab != eb && (nan_bits || !(A::is_nan(ab) && A::is_nan(eb)))
-            }
-            ElementRule::Ulp { max } => ulp.is_none_or(|u| u > max),
-            ElementRule::Allclose { atol, rtol } => {
-                !comparable || (d > atol && d / (ag + FLASHINFER_EPS) > rtol)
-            }
-            ElementRule::RelAbove { limit } => !comparable || rel > limit,
-            ElementRule::Mixed { t } => !comparable || d > t + t * ag,
-            ElementRule::CannDouble {
-                rel_limit,
-                small,
-                small_err,
-            } => !comparable || (ag < small && d > small_err) || (ag >= small && rel > rel_limit),
-            ElementRule::AbsAbove { limit } => !comparable || d > limit,
-        };
+        let both_nan = A::is_nan(ab) && A::is_nan(eb);
+        let rule_fails =
+            reference_rule_fails(cfg.rule, ab, eb, both_nan, ulp, comparable, d, ag, rel);
         let fails = (rule_fails && !inf_match) || non_finite;
         st.mismatches += fails as u64;
         if comparable || fails {
