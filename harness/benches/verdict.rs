@@ -6,7 +6,7 @@
 //! `/proc/thread-self/schedstat`), so a machine shared with other work still gives the cost
 //! per core; set CONFORM_BENCH_CLOCK=wall for wall time (always used with several threads).
 
-use conform_harness::verdict::{evaluate, CannLevel, CheckPolicy, Comparison};
+use conform_harness::verdict::{evaluate, policies, CannLevel, CheckPolicy, Comparison};
 use conform_reference::ops::{ElemType, Tensor, TensorSpec};
 use conform_reference::parallel::Threads;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -96,26 +96,30 @@ fn bench(c: &mut Criterion) {
     g.warm_up_time(Duration::from_millis(500));
     g.measurement_time(Duration::from_secs(10));
     let policies = [
-        ("ulp", CheckPolicy::Ulp { max: 1 }, cmp),
-        ("cann_single", CheckPolicy::CannSingle {}, cmp),
-        ("cann_mixed", CheckPolicy::CannMixed {}, cmp),
+        ("ulp", CheckPolicy::from(policies::Ulp { max: 1 }), cmp),
+        (
+            "cann_single",
+            CheckPolicy::from(policies::CannSingle {}),
+            cmp,
+        ),
+        ("cann_mixed", CheckPolicy::from(policies::CannMixed {}), cmp),
         (
             "cann_double_L1",
-            CheckPolicy::CannDouble {
+            CheckPolicy::from(policies::CannDouble {
                 level: CannLevel::L1,
-            },
+            }),
             cmp_double,
         ),
         (
             "cann_single_vs_f64_oracle",
-            CheckPolicy::CannSingle {},
+            CheckPolicy::from(policies::CannSingle {}),
             cmp_oracle,
         ),
         (
             "cann_double_L1_vs_f64_oracle",
-            CheckPolicy::CannDouble {
+            CheckPolicy::from(policies::CannDouble {
                 level: CannLevel::L1,
-            },
+            }),
             cmp_oracle,
         ),
     ];

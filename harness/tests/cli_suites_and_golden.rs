@@ -90,6 +90,27 @@ fn an_unknown_op_parameter_is_located_in_the_file() {
 }
 
 #[test]
+fn a_bad_check_is_a_suite_error_at_load_naming_file_case_output_and_field() {
+    // list and explain read every case's checks when the suites load, as run does: a check
+    // with a misspelt parameter stops them all with one error naming where it is written.
+    let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\ntier = \"full\"\nchecks = { key_cache_out = { policy = \"ulp\", mx = 1 } }\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokens = 3 }\n";
+    let dir = project_with_paged_kv_suite(suite);
+    for args in [&["list"][..], &["explain", "paged_kv/x"], &["run"]] {
+        let o = conform(dir.path(), args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let t = text(&o);
+        assert!(
+            t.contains("paged_kv.toml")
+                && t.contains("paged_kv/x")
+                && t.contains("`checks.key_cache_out`")
+                && t.contains("mx"),
+            "{args:?}: {t}"
+        );
+        assert_eq!(t.matches("mx").count(), 1, "{args:?}: reported once: {t}");
+    }
+}
+
+#[test]
 fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     let dir = scratch_project();
     let id = "mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes";

@@ -2,7 +2,7 @@
 //! (including NaN/Inf worst elements).
 
 use conform_harness::results::OutputMetrics;
-use conform_harness::verdict::{evaluate, CannLevel, CheckPolicy, Comparison, CHUNK};
+use conform_harness::verdict::{evaluate, policies, CannLevel, CheckPolicy, Comparison, CHUNK};
 use conform_reference::ops::{ElemType, Tensor, TensorSpec};
 use conform_reference::parallel::Threads;
 
@@ -53,22 +53,22 @@ fn figures_are_identical_for_1_2_3_and_7_threads() {
         .with_baseline(&b)
         .with_poison(&poison);
     for policy in [
-        CheckPolicy::Ulp { max: 1 },
-        CheckPolicy::Allclose {
+        CheckPolicy::from(policies::Ulp { max: 1 }),
+        CheckPolicy::from(policies::Allclose {
             atol: 1e-3,
             rtol: 1e-3,
             min_matched_ratio: 0.9,
-        },
-        CheckPolicy::CannSingle {},
-        CheckPolicy::CannMixed {},
-        CheckPolicy::CannDouble {
+        }),
+        CheckPolicy::from(policies::CannSingle {}),
+        CheckPolicy::from(policies::CannMixed {}),
+        CheckPolicy::from(policies::CannDouble {
             level: CannLevel::L1,
-        },
-        CheckPolicy::ErrorRatio {
+        }),
+        CheckPolicy::from(policies::ErrorRatio {
             max_ratio: 2.0,
             mean_ratio: 1.5,
             atol: 0.0,
-        },
+        }),
     ] {
         let one = evaluate(&policy, &cmp, Threads(1)).unwrap();
         assert!(one.unwritten > 0 && one.non_finite > 0);

@@ -3,7 +3,7 @@
 
 use conform_harness::results::OutputMetrics;
 use conform_harness::verdict::{
-    evaluate, CannLevel, CheckPolicy, Comparison, PolicyError, VerdictError,
+    evaluate, policies, CannLevel, CheckPolicy, Comparison, PolicyError, VerdictError,
 };
 use conform_reference::formats::Rounding;
 use conform_reference::ops::{ElemType, Tensor, TensorSpec};
@@ -37,7 +37,7 @@ fn run(policy: &CheckPolicy, cmp: &Comparison<'_>) -> OutputMetrics {
 }
 
 fn bitwise() -> CheckPolicy {
-    CheckPolicy::Bitwise { nan_bits: false }
+    CheckPolicy::from(policies::Bitwise { nan_bits: false })
 }
 
 #[test]
@@ -70,7 +70,7 @@ fn a_bitwise_mismatch_of_nan_against_inf_is_named_not_reported_as_max_ulp_0() {
     assert!(!m.reason.contains("max ULP 0"), "{}", m.reason);
     // Two NaNs with different payloads, where the policy pins NaN bits: named as such.
     let a = bf16_bits(&[3], &[0x3F80, 0x7F80, 0x7FC1]);
-    let pinned = CheckPolicy::Bitwise { nan_bits: true };
+    let pinned = CheckPolicy::from(policies::Bitwise { nan_bits: true });
     let m = run(&pinned, &Comparison::new(&s, &a, &e));
     assert!(!m.passed);
     assert!(m.reason.contains("NaN encodings"), "{}", m.reason);
@@ -84,7 +84,7 @@ fn bitwise_matches_nan_by_class_unless_nan_bits_pins_the_encoding() {
     let m = run(&bitwise(), &Comparison::new(&s, &a, &e));
     assert!(m.passed, "{}", m.reason);
     let m = run(
-        &CheckPolicy::Bitwise { nan_bits: true },
+        &CheckPolicy::from(policies::Bitwise { nan_bits: true }),
         &Comparison::new(&s, &a, &e),
     );
     assert!(!m.passed);
@@ -98,7 +98,10 @@ fn bitwise_tells_negative_zero_from_zero_but_ulp_does_not() {
     let e = bf16_bits(&[1], &[0x0000]);
     let a = bf16_bits(&[1], &[0x8000]);
     assert!(!run(&bitwise(), &Comparison::new(&s, &a, &e)).passed);
-    let m = run(&CheckPolicy::Ulp { max: 0 }, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::Ulp { max: 0 }),
+        &Comparison::new(&s, &a, &e),
+    );
     assert!(m.passed, "{}", m.reason);
 }
 
@@ -108,7 +111,10 @@ fn ulp_distance_is_measured_in_the_output_dtype_with_a_histogram() {
     let e = bf16_bits(&[4], &[0x3F80; 4]);
     // 0, 1, 3 ULP above and 4 ULP below 1.0 (crossing the binade boundary at 1.0).
     let a = bf16_bits(&[4], &[0x3F80, 0x3F81, 0x3F83, 0x3F7C]);
-    let m = run(&CheckPolicy::Ulp { max: 3 }, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::Ulp { max: 3 }),
+        &Comparison::new(&s, &a, &e),
+    );
     assert!(!m.passed);
     assert_eq!(m.max_ulp, Some(4));
     assert_eq!(m.mismatches, 1);
@@ -123,7 +129,10 @@ fn ulp_distance_is_measured_in_the_output_dtype_with_a_histogram() {
     assert_eq!(m.worst[0].ulp, Some(3));
     assert_eq!(m.worst[1].index, "d=3");
     assert_eq!(m.worst[1].ulp, Some(4));
-    let m = run(&CheckPolicy::Ulp { max: 4 }, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::Ulp { max: 4 }),
+        &Comparison::new(&s, &a, &e),
+    );
     assert!(m.passed, "{}", m.reason);
     assert_eq!(m.policy, "ulp(max=4)");
 }
@@ -134,7 +143,7 @@ fn ulp_passes_nan_against_nan_by_class_and_fails_nan_against_a_number() {
     let e = Tensor::from_f32(vec![2], &[f32::NAN, f32::NAN]);
     let a = Tensor::from_f32(vec![2], &[f32::from_bits(0xFFC0_0001), 1.0]);
     let m = run(
-        &CheckPolicy::Ulp { max: 1000 },
+        &CheckPolicy::from(policies::Ulp { max: 1000 }),
         &Comparison::new(&s, &a, &e),
     );
     assert!(!m.passed);
@@ -151,22 +160,22 @@ fn allclose_fails_an_element_only_when_abs_and_rel_both_exceed() {
     // 2: exact
     // 3: |d| = 0.5 > atol and rel 0.5 > rtol -> fails
     let a = Tensor::from_f32(vec![4], &[100.5, 0.0015, 1.0, 1.5]);
-    let strict = CheckPolicy::Allclose {
+    let strict = CheckPolicy::from(policies::Allclose {
         atol: 0.1,
         rtol: 0.01,
         min_matched_ratio: 1.0,
-    };
+    });
     let m = run(&strict, &Comparison::new(&s, &a, &e));
     assert!(!m.passed);
     assert_eq!(m.mismatches, 1);
     assert_eq!(m.extra["matched_ratio"], 0.75);
     assert_eq!(m.worst[0].index, "d=0"); // largest abs error first (0.5 at index 0 and 3: tie -> lower index)
     assert_eq!(m.worst[1].index, "d=3");
-    let lenient = CheckPolicy::Allclose {
+    let lenient = CheckPolicy::from(policies::Allclose {
         atol: 0.1,
         rtol: 0.01,
         min_matched_ratio: 0.75,
-    };
+    });
     assert!(run(&lenient, &Comparison::new(&s, &a, &e)).passed);
 }
 
@@ -174,22 +183,22 @@ fn allclose_fails_an_element_only_when_abs_and_rel_both_exceed() {
 fn every_policy_lenient() -> Vec<CheckPolicy> {
     vec![
         bitwise(),
-        CheckPolicy::Ulp { max: u64::MAX },
-        CheckPolicy::Allclose {
+        CheckPolicy::from(policies::Ulp { max: u64::MAX }),
+        CheckPolicy::from(policies::Allclose {
             atol: 1e30,
             rtol: 1e30,
             min_matched_ratio: 0.0,
-        },
-        CheckPolicy::CannSingle {},
-        CheckPolicy::CannMixed {},
-        CheckPolicy::CannDouble {
+        }),
+        CheckPolicy::from(policies::CannSingle {}),
+        CheckPolicy::from(policies::CannMixed {}),
+        CheckPolicy::from(policies::CannDouble {
             level: CannLevel::L0,
-        },
-        CheckPolicy::ErrorRatio {
+        }),
+        CheckPolicy::from(policies::ErrorRatio {
             max_ratio: 1e30,
             mean_ratio: 1e30,
             atol: 1e30,
-        },
+        }),
     ]
 }
 
@@ -237,7 +246,7 @@ fn numeric_policies_never_pass_nan_even_where_nan_is_expected() {
             .with_oracle(&oracle)
             .with_baseline(&e);
         let m = run(&p, &cmp);
-        let by_class = matches!(p, CheckPolicy::Bitwise { .. } | CheckPolicy::Ulp { .. });
+        let by_class = p.is_exact();
         assert_eq!(m.passed, by_class, "{}: {}", m.policy, m.reason);
         assert_eq!(m.non_finite, 0);
     }
@@ -259,17 +268,17 @@ fn the_references_own_infinity_matched_by_the_same_infinity_passes_every_policy(
     let oracle = Tensor::of_f64(vec![n], &exact);
     let mut policies = every_policy_lenient();
     policies.extend([
-        CheckPolicy::Ulp { max: 0 },
-        CheckPolicy::Allclose {
+        CheckPolicy::from(policies::Ulp { max: 0 }),
+        CheckPolicy::from(policies::Allclose {
             atol: 1e-3,
             rtol: 1e-3,
             min_matched_ratio: 1.0,
-        },
-        CheckPolicy::ErrorRatio {
+        }),
+        CheckPolicy::from(policies::ErrorRatio {
             max_ratio: 1.0,
             mean_ratio: 1.0,
             atol: 0.0,
-        },
+        }),
     ]);
     for p in &policies {
         let cmp = Comparison::new(&s, &e, &e)
@@ -277,7 +286,7 @@ fn the_references_own_infinity_matched_by_the_same_infinity_passes_every_policy(
             .with_baseline(&e);
         let m = run(p, &cmp);
         assert!(m.passed, "{}: {}", m.policy, m.reason);
-        if matches!(p, CheckPolicy::Ulp { max: u64::MAX }) {
+        if *p == CheckPolicy::from(policies::Ulp { max: u64::MAX }) {
             continue; // accepts any number by construction (the largest finite is 1 ULP away)
         }
         for wrong in [0xFF7Fu16, 0x7F80] {
@@ -340,7 +349,10 @@ fn wrong_shape_or_dtype_fails_saying_expected_and_got() {
     assert!(!m.passed);
     assert_eq!(m.reason, "wrong shape: expected [3, 2], got [2, 3]");
     let a = Tensor::from_f32(vec![3, 2], &[1.0; 6]);
-    let m = run(&CheckPolicy::Ulp { max: 0 }, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::Ulp { max: 0 }),
+        &Comparison::new(&s, &a, &e),
+    );
     assert!(!m.passed);
     assert_eq!(m.reason, "wrong dtype: expected BF16, got F32");
     // A tensor whose bytes do not match its shape is reported, never read out of bounds.
@@ -363,9 +375,9 @@ fn harness_side_problems_are_typed_errors() {
     let s = spec(ElemType::Bf16, &[2], &["d"]);
     let e = bf16(&[2], &[1.0, 2.0]);
     let err = evaluate(
-        &CheckPolicy::CannDouble {
+        &CheckPolicy::from(policies::CannDouble {
             level: CannLevel::L1,
-        },
+        }),
         &Comparison::new(&s, &e, &e),
         Threads::ONE,
     )
@@ -382,11 +394,11 @@ fn harness_side_problems_are_typed_errors() {
     );
     let oracle = Tensor::of_f64(vec![2], &[1.0, 2.0]);
     let err = evaluate(
-        &CheckPolicy::ErrorRatio {
+        &CheckPolicy::from(policies::ErrorRatio {
             max_ratio: 2.0,
             mean_ratio: 1.5,
             atol: 0.0,
-        },
+        }),
         &Comparison::new(&s, &e, &e).with_oracle(&oracle),
         Threads::ONE,
     )
@@ -424,7 +436,7 @@ fn harness_side_problems_are_typed_errors() {
     let su8 = spec(ElemType::U8, &[2], &["d"]);
     let u = Tensor::from_u8(vec![2], vec![1, 2]);
     let err = evaluate(
-        &CheckPolicy::CannSingle {},
+        &CheckPolicy::from(policies::CannSingle {}),
         &Comparison::new(&su8, &u, &u),
         Threads::ONE,
     )
@@ -450,7 +462,10 @@ fn worst_elements_are_located_by_logical_index() {
     v[(4 + 3) * 3 + 2] = 1.5; // b=0 n=1 s=3 d=2
     v[5] = 1.25; // b=0 n=0 s=1 d=2
     let a = Tensor::from_f32(shape.to_vec(), &v);
-    let m = run(&CheckPolicy::Ulp { max: 0 }, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::Ulp { max: 0 }),
+        &Comparison::new(&s, &a, &e),
+    );
     assert_eq!(m.worst.len(), 2, "exact elements are not listed");
     assert_eq!(m.worst[0].index, "b=0 n=1 s=3 d=2");
     assert_eq!((m.worst[0].actual, m.worst[0].expected), (1.5, 1.0));
@@ -470,7 +485,10 @@ fn heatmap_records_the_max_error_per_query_position_and_head_bucket() {
     v[at(4, 1, 0)] = 0.125; // same bucket (s 3..6), smaller
     v[at(129, 0, 2)] = -0.25;
     let a = Tensor::from_f32(shape.to_vec(), &v);
-    let m = run(&CheckPolicy::Ulp { max: 0 }, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::Ulp { max: 0 }),
+        &Comparison::new(&s, &a, &e),
+    );
     let h = m.heatmap.expect("axes s and n give a heatmap");
     assert_eq!((h.row_axis.as_str(), h.col_axis.as_str()), ("s", "n"));
     assert_eq!((h.row_bucket, h.rows, h.col_bucket, h.cols), (3, 44, 1, 2));
@@ -480,7 +498,7 @@ fn heatmap_records_the_max_error_per_query_position_and_head_bucket() {
     assert_eq!(h.values, want);
     let no_axes = spec(ElemType::F32, &shape, &[]);
     let m = run(
-        &CheckPolicy::Ulp { max: 0 },
+        &CheckPolicy::from(policies::Ulp { max: 0 }),
         &Comparison::new(&no_axes, &a, &e),
     );
     assert!(m.heatmap.is_none());
@@ -494,7 +512,7 @@ fn cann_single_checks_mere_below_t_and_mare_below_ten_t() {
     let e = Tensor::from_f32(vec![4], &[1.0; 4]);
     let one_off = Tensor::from_f32(vec![4], &[1.0 + 2f32.powi(-12), 1.0, 1.0, 1.0]);
     let m = run(
-        &CheckPolicy::CannSingle {},
+        &CheckPolicy::from(policies::CannSingle {}),
         &Comparison::new(&s, &one_off, &e),
     );
     let rel = 2f64.powi(-12) / (1.0 + 1e-7);
@@ -510,7 +528,7 @@ fn cann_single_checks_mere_below_t_and_mare_below_ten_t() {
         &[1.0 + 2f32.powi(-11), 1.0 + 2f32.powi(-11), 1.0, 1.0],
     );
     let m = run(
-        &CheckPolicy::CannSingle {},
+        &CheckPolicy::from(policies::CannSingle {}),
         &Comparison::new(&s, &mere_high, &e),
     );
     assert!(!m.passed);
@@ -526,7 +544,10 @@ fn cann_single_checks_mere_below_t_and_mare_below_ten_t() {
     let mut v = vec![1.0f32; 1000];
     v[999] = 1.0 + 2f32.powi(-9);
     let a = Tensor::from_f32(vec![1000], &v);
-    let m = run(&CheckPolicy::CannSingle {}, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::CannSingle {}),
+        &Comparison::new(&s, &a, &e),
+    );
     assert!(!m.passed);
     assert!(
         m.reason.contains("MARE") && !m.reason.contains("MERE"),
@@ -542,7 +563,7 @@ fn cann_single_measures_against_the_oracle_when_one_is_given() {
     let e = bf16(&[1], &[1.0]);
     let oracle = Tensor::of_f64(vec![1], &[1.001]);
     let m = run(
-        &CheckPolicy::CannSingle {},
+        &CheckPolicy::from(policies::CannSingle {}),
         &Comparison::new(&s, &e, &e).with_oracle(&oracle),
     );
     assert_eq!(m.policy, "cann_single(bf16) vs oracle");
@@ -569,18 +590,18 @@ fn cann_mixed_needs_99_percent_within_t_plus_t_g_and_a_bounded_max_error() {
         Tensor::from_f32(vec![n], &v)
     };
     let m = run(
-        &CheckPolicy::CannMixed {},
+        &CheckPolicy::from(policies::CannMixed {}),
         &Comparison::new(&s, &exactly_at_limit, &e),
     );
     assert_eq!(m.mismatches, 0, "|a-g| = T + T|g| passes");
     let m = run(
-        &CheckPolicy::CannMixed {},
+        &CheckPolicy::from(policies::CannMixed {}),
         &Comparison::new(&s, &with_bad(10), &e),
     );
     assert!(m.passed, "{}", m.reason);
     assert_eq!(m.extra["pass_ratio"], 0.99);
     let m = run(
-        &CheckPolicy::CannMixed {},
+        &CheckPolicy::from(policies::CannMixed {}),
         &Comparison::new(&s, &with_bad(11), &e),
     );
     assert!(!m.passed);
@@ -591,7 +612,10 @@ fn cann_mixed_needs_99_percent_within_t_plus_t_g_and_a_bounded_max_error() {
     let e = Tensor::from_f32(vec![n], &g);
     g[0] = 100.02;
     let a = Tensor::from_f32(vec![n], &g);
-    let m = run(&CheckPolicy::CannMixed {}, &Comparison::new(&s, &a, &e));
+    let m = run(
+        &CheckPolicy::from(policies::CannMixed {}),
+        &Comparison::new(&s, &a, &e),
+    );
     assert!(!m.passed);
     assert!(m.reason.contains("max abs error"), "{}", m.reason);
     assert!(!m.reason.contains("satisfy"), "{}", m.reason);
@@ -639,7 +663,7 @@ fn cann_double_compares_error_ratios_against_the_baseline_by_level() {
     let f = double_fixture();
     let judge = |a: &Tensor, level| {
         run(
-            &CheckPolicy::CannDouble { level },
+            &CheckPolicy::from(policies::CannDouble { level }),
             &Comparison::new(&f.spec, a, &f.baseline)
                 .with_oracle(&f.oracle)
                 .with_baseline(&f.baseline),
@@ -677,9 +701,9 @@ fn cann_double_counts_small_value_errors_separately_against_twice_the_baseline_c
     let small = 2f32.powi(-10);
     let judge = |a: &Tensor| {
         run(
-            &CheckPolicy::CannDouble {
+            &CheckPolicy::from(policies::CannDouble {
                 level: CannLevel::L2,
-            },
+            }),
             &Comparison::new(&f.spec, a, &f.baseline)
                 .with_oracle(&f.oracle)
                 .with_baseline(&f.baseline),
@@ -717,11 +741,11 @@ fn error_ratio_applies_the_flash_attention_max_and_mean_rules() {
     let u = 2f32.powi(-7);
     // Baseline: max error 2^-7, mean 2^-8.
     let baseline = Tensor::from_f32(vec![4], &[1.0 + u, 2.0, 3.0 + 2.0 * u, 4.0]);
-    let policy = CheckPolicy::ErrorRatio {
+    let policy = CheckPolicy::from(policies::ErrorRatio {
         max_ratio: 2.0,
         mean_ratio: 1.5,
         atol: 0.0,
-    };
+    });
     let judge = |a: &Tensor| {
         run(
             &policy,
@@ -758,11 +782,11 @@ fn error_ratio_applies_the_flash_attention_max_and_mean_rules() {
         m.reason
     );
     // atol lifts both bounds.
-    let lenient = CheckPolicy::ErrorRatio {
+    let lenient = CheckPolicy::from(policies::ErrorRatio {
         max_ratio: 2.0,
         mean_ratio: 1.5,
         atol: 0.01,
-    };
+    });
     let m = run(
         &lenient,
         &Comparison::new(&s, &a, &e)
@@ -776,7 +800,10 @@ fn error_ratio_applies_the_flash_attention_max_and_mean_rules() {
 fn an_empty_output_passes_with_zero_figures() {
     let s = spec(ElemType::Bf16, &[0, 4], &["s", "d"]);
     let e = bf16(&[0, 4], &[]);
-    let m = run(&CheckPolicy::CannSingle {}, &Comparison::new(&s, &e, &e));
+    let m = run(
+        &CheckPolicy::from(policies::CannSingle {}),
+        &Comparison::new(&s, &e, &e),
+    );
     assert!(m.passed, "{}", m.reason);
     assert_eq!(
         (m.numel, m.mismatches, m.mismatch_ratio, m.mere),
@@ -794,7 +821,7 @@ fn rounded_expectations_from_the_reference_compare_as_their_oracle_within_half_a
     let e = Tensor::round_values(ElemType::Bf16, vec![n], &vals, Rounding::RNE);
     let s = spec(ElemType::Bf16, &[n], &["d"]);
     let m = run(
-        &CheckPolicy::CannSingle {},
+        &CheckPolicy::from(policies::CannSingle {}),
         &Comparison::new(&s, &e, &e).with_oracle(&oracle),
     );
     assert!(m.passed, "{}", m.reason);

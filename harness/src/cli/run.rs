@@ -126,24 +126,6 @@ pub fn execute_on(
         eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok((None, exit_code::NOTHING_JUDGED));
     }
-    // Pre-flight: every output of every selected case has a valid check policy.
-    for c in &chosen {
-        let desc = conform_reference::ops::find(&c.op).and_then(|f| f.describe(&c.params));
-        let problem = match desc {
-            Ok(d) => runner::trial::policies_for(c, &d, false)
-                .and_then(|_| runner::trial::policies_for(c, &d, true))
-                .err(),
-            Err(e) => Some(e.to_string()),
-        };
-        let problem = problem.or_else(|| runner::trial::budgets(c).err());
-        if let Some(p) = problem {
-            eprintln!(
-                "{}",
-                messages::error_line(&format!("{}: case `{}`: {p}", c.source.display(), c.id))
-            );
-            return Ok((None, exit_code::USAGE));
-        }
-    }
     let names = if args.targets.is_empty() {
         vec![REFERENCE_TARGET.to_string()]
     } else {
@@ -178,25 +160,12 @@ pub fn execute_on(
             return Ok((None, exit_code::USAGE));
         }
     };
-    let hardware = if args.perf || args.hardware.is_some() {
-        let name = args
-            .hardware
-            .clone()
-            .unwrap_or_else(|| "this-cpu".to_string());
-        let path = paths
-            .root
-            .join("ci")
-            .join("hardware")
-            .join(format!("{name}.toml"));
-        match crate::perf::HardwareProfile::load(&path) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!("{}", messages::error_line(&e));
-                return Ok((None, exit_code::USAGE));
-            }
+    let hardware = match hardware_profile(paths, args) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok((None, exit_code::USAGE));
         }
-    } else {
-        None
     };
     // The golden store is opened (and its MANIFEST checked) whenever the reference target is
     // verified against it: a missing or malformed manifest stops the run before any case.
@@ -222,27 +191,10 @@ pub fn execute_on(
         },
         None => None,
     };
-    let opts = RunOptions {
-        golden,
-        seed: args.seed,
-        fresh_seeds: args.fresh_seeds,
-        perf: args.perf,
-        warmup: args.warmup,
-        iterations: args.iterations,
-        threads,
-        required_targets: RunOptions::required_from_env()
-            .into_iter()
-            .chain(args.require.iter().cloned())
-            .collect(),
-        worker_input_sets: 2,
-        hardware,
-        journal: args.json.as_deref().map(runner::journal::path_for),
-        max_memory: args
-            .max_memory
-            .unwrap_or_else(runner::memory::default_limit),
-        expectations: None,
-        keep_outputs,
-    };
+    let mut opts = run_options(args, threads);
+    opts.golden = golden;
+    opts.hardware = hardware;
+    opts.keep_outputs = keep_outputs;
     crate::interrupt::install();
     conform_targets::worker::live::clean_stale_scratch(
         &conform_targets::worker::default_scratch_root(),
@@ -262,14 +214,67 @@ pub fn execute_on(
     // Workers are shut down (and their scratch removed) before anything is reported.
     drop(targets);
     drop(against);
-    println!("{}", messages::summary_table(&results));
+    print_report(&results, opts.keep_outputs.as_deref());
+    let code = outcome_code(&results, args.allow_skips);
+    Ok((Some(results), code))
+}
+
+/// The options `args` give a run (golden store, hardware profile and kept outputs are the
+/// caller's).
+fn run_options(args: &RunArgs, threads: Threads) -> RunOptions {
+    RunOptions {
+        golden: None,
+        seed: args.seed,
+        fresh_seeds: args.fresh_seeds,
+        perf: args.perf,
+        warmup: args.warmup,
+        iterations: args.iterations,
+        threads,
+        required_targets: RunOptions::required_from_env()
+            .into_iter()
+            .chain(args.require.iter().cloned())
+            .collect(),
+        worker_input_sets: 2,
+        hardware: None,
+        journal: args.json.as_deref().map(runner::journal::path_for),
+        max_memory: args
+            .max_memory
+            .unwrap_or_else(runner::memory::default_limit),
+        expectations: None,
+        keep_outputs: None,
+    }
+}
+
+/// The profile `--hardware` names (`this-cpu` under `--perf` without it), when timing.
+fn hardware_profile(
+    paths: &Paths,
+    args: &RunArgs,
+) -> Result<Option<crate::perf::HardwareProfile>, crate::perf::PerfError> {
+    if !(args.perf || args.hardware.is_some()) {
+        return Ok(None);
+    }
+    let name = args
+        .hardware
+        .clone()
+        .unwrap_or_else(|| "this-cpu".to_string());
+    let path = paths
+        .root
+        .join("ci")
+        .join("hardware")
+        .join(format!("{name}.toml"));
+    crate::perf::HardwareProfile::load(&path).map(Some)
+}
+
+/// Prints the run's summary, failures, skips, kept outputs and A/B comparison.
+fn print_report(results: &RunResults, keep: Option<&runner::keep::KeepOutputs>) {
+    println!("{}", messages::summary_table(results));
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
         println!("{}", messages::failure_block(c));
     }
-    if let Some(skips) = messages::skip_summary(&results) {
+    if let Some(skips) = messages::skip_summary(results) {
         println!("{skips}");
     }
-    if let Some(keep) = &opts.keep_outputs {
+    if let Some(keep) = keep {
         println!("{}", messages::keep::kept(&keep.dir, keep.len()));
     }
     if let Some(ab) = &results.ab {
@@ -288,23 +293,26 @@ pub fn execute_on(
             println!("{}", messages::perf::ab_slower(&ab.against));
         }
     }
+}
+
+/// The run's exit code: interrupted, failed (or slower under A/B), nothing judged, or success.
+fn outcome_code(results: &RunResults, allow_skips: bool) -> i32 {
     let ab_slower = results
         .ab
         .as_ref()
         .is_some_and(|ab| ab.comparison.has_regression());
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
-    let code = if let Some(sig) = crate::interrupt::received() {
-        println!("{}", messages::interrupted(&results));
+    if let Some(sig) = crate::interrupt::received() {
+        println!("{}", messages::interrupted(results));
         crate::interrupt::exit_code(sig)
     } else if results.cases.iter().any(|c| c.status.is_failure()) || ab_slower {
         exit_code::FAILURE
-    } else if all_skipped && !args.allow_skips {
+    } else if all_skipped && !allow_skips {
         println!("{}", messages::nothing_judged_run());
         exit_code::NOTHING_JUDGED
     } else {
         exit_code::SUCCESS
-    };
-    Ok((Some(results), code))
+    }
 }
 
 /// The A/B settings of `--against` (None without it); an error when they cannot apply.

@@ -195,8 +195,9 @@ pub fn explain(
     }
     for t in &desc.outputs {
         let check = case
-            .check_for(&t.name)
-            .map(|c| c.to_string().replace('\n', " "))
+            .policies
+            .get(&t.name)
+            .map(|p| format!("{}: {}", p.label(t.dtype), p.describe()))
             .unwrap_or_else(|| "(none)".into());
         s.push_str(&format!(
             "output      {} {} {:?} axes {:?}; check {}\n",

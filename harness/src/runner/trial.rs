@@ -16,7 +16,8 @@ use std::time::Instant;
 /// The name of the in-process reference target.
 pub use conform_targets::REFERENCE_TARGET;
 
-/// The check policy of every output of `case`, parsed; an error names the output.
+/// The check policy of every output of `case` (read when its suite was loaded); an error
+/// names an output that has none.
 pub fn policies(
     case: &Case,
     desc: &OpDescription,
@@ -31,36 +32,21 @@ pub fn policies_for(
     desc: &OpDescription,
     own_recipe: bool,
 ) -> Result<BTreeMap<String, CheckPolicy>, String> {
-    let mut out = BTreeMap::new();
-    for spec in &desc.outputs {
-        let table = if own_recipe {
-            case.check_without_recipe_for(&spec.name)
-        } else {
-            case.check_for(&spec.name)
-        };
-        let table = table.ok_or_else(|| {
-            format!(
-                "output `{}` has no check policy (set `check` or `checks.{}`)",
-                spec.name, spec.name
-            )
-        })?;
-        let policy: CheckPolicy = table.clone().try_into().map_err(|e: toml::de::Error| {
-            format!("check of output `{}`: {}", spec.name, e.message())
-        })?;
-        policy
-            .validate_for(spec.dtype)
-            .map_err(|e| format!("check of output `{}`: {e}", spec.name))?;
-        out.insert(spec.name.clone(), policy);
-    }
-    for name in &case.own_checks {
-        if !desc.outputs.iter().any(|o| &o.name == name) {
-            return Err(format!(
-                "`checks.{name}` names no output of op `{}`",
-                case.op
-            ));
-        }
-    }
-    Ok(out)
+    let typed = if own_recipe {
+        &case.policies_without_recipe
+    } else {
+        &case.policies
+    };
+    desc.outputs
+        .iter()
+        .map(|spec| match typed.get(&spec.name) {
+            Some(p) => Ok((spec.name.clone(), p.clone())),
+            None => Err(format!(
+                "output `{}` has no check policy (the case was not loaded by `load_all`, which reads them)",
+                spec.name
+            )),
+        })
+        .collect()
 }
 
 /// The poison bit patterns of a dtype (what an unwritten element holds).
@@ -207,7 +193,7 @@ fn admit(
             };
             let exact: Vec<&str> = policies
                 .values()
-                .filter(|p| matches!(p, CheckPolicy::Bitwise { .. } | CheckPolicy::Ulp { .. }))
+                .filter(|p| p.is_exact())
                 .map(|p| p.name())
                 .collect();
             if !exact.is_empty() {
@@ -432,19 +418,6 @@ pub(crate) fn judge(
     Ok(metrics)
 }
 
-/// The case's budgets (`budget = { <hardware> = { max_us, min_roofline_fraction } }`).
-pub fn budgets(case: &Case) -> Result<crate::perf::Budgets, String> {
-    let Some(table) = &case.budget else {
-        return Ok(Default::default());
-    };
-    let b: crate::perf::Budgets = table
-        .clone()
-        .try_into()
-        .map_err(|e: toml::de::Error| format!("budget: {}", e.message()))?;
-    crate::perf::validate_budgets(&b).map_err(|e| format!("budget: {e}"))?;
-    Ok(b)
-}
-
 /// The first 16 hex digits of blake3 over the case's parameters as JSON (keys sorted).
 fn params_digest(params: &serde_json::Value) -> String {
     let text = serde_json::to_string(params).unwrap_or_default();
@@ -490,12 +463,12 @@ fn perf_record(
     if let (Some(hw), None) = (&opts.hardware, profile) {
         record = record.on_hardware(hw.id.clone());
     }
-    let outcome = match (&opts.hardware, budgets(case)?) {
-        (Some(hw), b) => b.get(&hw.id).map(|budget| {
+    let outcome = match &opts.hardware {
+        Some(hw) => case.budgets.get(&hw.id).map(|budget| {
             let m = median(&record.samples_us).unwrap_or(f64::NAN);
             evaluate_budget(&case.id, &hw.id, budget, m, record.roofline.as_ref())
         }),
-        (None, _) => None,
+        None => None,
     };
     Ok((record, outcome))
 }

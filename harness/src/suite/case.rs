@@ -1,6 +1,8 @@
 //! A resolved case: everything needed to generate inputs, run a target and judge the outputs.
 
 use super::schema::{PerfSettings, Tier};
+use crate::perf::Budgets;
+use crate::verdict::CheckPolicy;
 use conform_reference::ops::ValueDist;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,8 +29,19 @@ pub struct Case {
     /// case; inherited defaults may name outputs only some cases have, e.g. `softmax_lse`).
     #[serde(skip)]
     pub own_checks: Vec<String>,
+    /// Each output's check policy, read from `check` / `checks` and validated against the
+    /// output's dtype when the suite was loaded ([`super::select::load_all`]).
+    #[serde(skip)]
+    pub policies: BTreeMap<String, CheckPolicy>,
+    /// Each output's check policy for a target without the case's recipe (from
+    /// `checks_without_recipe`, else as in `policies`).
+    #[serde(skip)]
+    pub policies_without_recipe: BTreeMap<String, CheckPolicy>,
     pub perf: PerfSettings,
     pub budget: Option<toml::Table>,
+    /// `budget`, read and validated when the suite was loaded.
+    #[serde(skip)]
+    pub budgets: Budgets,
     /// The case's fixed seed (overridden by `--seed` / `--fresh-seeds`).
     pub seed: u64,
     pub description: String,
@@ -44,13 +57,6 @@ impl Case {
     /// The check policy table for output `name`.
     pub fn check_for(&self, output: &str) -> Option<&toml::Table> {
         self.checks.get(output).or(self.check.as_ref())
-    }
-
-    /// The check policy table for output `name` when the target runs its own recipe.
-    pub fn check_without_recipe_for(&self, output: &str) -> Option<&toml::Table> {
-        self.checks_without_recipe
-            .get(output)
-            .or_else(|| self.check_for(output))
     }
 
     /// The relative path of this case's golden file under `golden/`.

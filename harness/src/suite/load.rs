@@ -54,76 +54,7 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Vec<Case>, SuiteError> {
         cases.push(resolve(path, &file, entry, &name, params)?);
     }
     for (i, entry) in file.grids.iter().enumerate() {
-        let location = format!("[[grid]] #{}", i + 1);
-        let template = entry
-            .name
-            .clone()
-            .ok_or_else(|| invalid(&location, "missing `name` (the id template)".into()))?;
-        let axes = entry
-            .axes
-            .as_ref()
-            .ok_or_else(|| invalid(&location, "a grid needs `axes`".into()))?;
-        let mut combos: Vec<Vec<(String, String, toml::Table)>> = vec![Vec::new()];
-        for (axis, values) in axes {
-            let values = values
-                .as_array()
-                .ok_or_else(|| invalid(&location, format!("axis `{axis}` must be an array")))?;
-            if values.is_empty() {
-                return Err(invalid(&location, format!("axis `{axis}` has no values")));
-            }
-            let mut next = Vec::new();
-            for combo in &combos {
-                for v in values {
-                    let (label, patch) = axis_value(axis, v).map_err(|m| invalid(&location, m))?;
-                    let mut c = combo.clone();
-                    c.push((axis.clone(), label, patch));
-                    next.push(c);
-                }
-            }
-            combos = next;
-        }
-        for constraint in entry
-            .only
-            .iter()
-            .flatten()
-            .chain(entry.exclude.iter().flatten())
-        {
-            for key in constraint.keys() {
-                if !axes.contains_key(key) {
-                    return Err(invalid(
-                        &location,
-                        format!("only/exclude names `{key}`, which is not an axis"),
-                    ));
-                }
-            }
-        }
-        for combo in combos {
-            let labels: BTreeMap<&str, &str> = combo
-                .iter()
-                .map(|(a, l, _)| (a.as_str(), l.as_str()))
-                .collect();
-            let matches = |c: &toml::Table| {
-                c.iter()
-                    .all(|(k, v)| labels.get(k.as_str()) == Some(&label_of(v).as_str()))
-            };
-            if let Some(only) = &entry.only
-                && !only.iter().any(matches)
-            {
-                continue;
-            }
-            if entry.exclude.iter().flatten().any(matches) {
-                continue;
-            }
-            let mut params = merge(d.params.as_ref(), entry.params.as_ref());
-            for (_, _, patch) in &combo {
-                for (k, v) in patch {
-                    params.insert(k.clone(), v.clone());
-                }
-            }
-            let name = render(&template, &labels, &params).map_err(|m| invalid(&location, m))?;
-            check_name(&name).map_err(|m| invalid(&location, m))?;
-            cases.push(resolve(path, &file, entry, &name, params)?);
-        }
+        cases.extend(grid_cases(path, &file, i, entry)?);
     }
     let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
     for c in &cases {
@@ -218,6 +149,94 @@ fn render(
     Ok(out)
 }
 
+/// The cases of the `i`-th `[[grid]]`: every combination of its axes' values that its
+/// `only` / `exclude` constraints keep, in axis declaration order.
+fn grid_cases(
+    path: &Path,
+    file: &SuiteFile,
+    i: usize,
+    entry: &Entry,
+) -> Result<Vec<Case>, SuiteError> {
+    let invalid = |location: &str, message: String| SuiteError::Invalid {
+        path: path.to_path_buf(),
+        location: location.to_string(),
+        message,
+    };
+    let d = &file.defaults;
+    let mut cases = Vec::new();
+    let location = format!("[[grid]] #{}", i + 1);
+    let template = entry
+        .name
+        .clone()
+        .ok_or_else(|| invalid(&location, "missing `name` (the id template)".into()))?;
+    let axes = entry
+        .axes
+        .as_ref()
+        .ok_or_else(|| invalid(&location, "a grid needs `axes`".into()))?;
+    let mut combos: Vec<Vec<(String, String, toml::Table)>> = vec![Vec::new()];
+    for (axis, values) in axes {
+        let values = values
+            .as_array()
+            .ok_or_else(|| invalid(&location, format!("axis `{axis}` must be an array")))?;
+        if values.is_empty() {
+            return Err(invalid(&location, format!("axis `{axis}` has no values")));
+        }
+        let mut next = Vec::new();
+        for combo in &combos {
+            for v in values {
+                let (label, patch) = axis_value(axis, v).map_err(|m| invalid(&location, m))?;
+                let mut c = combo.clone();
+                c.push((axis.clone(), label, patch));
+                next.push(c);
+            }
+        }
+        combos = next;
+    }
+    for constraint in entry
+        .only
+        .iter()
+        .flatten()
+        .chain(entry.exclude.iter().flatten())
+    {
+        for key in constraint.keys() {
+            if !axes.contains_key(key) {
+                return Err(invalid(
+                    &location,
+                    format!("only/exclude names `{key}`, which is not an axis"),
+                ));
+            }
+        }
+    }
+    for combo in combos {
+        let labels: BTreeMap<&str, &str> = combo
+            .iter()
+            .map(|(a, l, _)| (a.as_str(), l.as_str()))
+            .collect();
+        let matches = |c: &toml::Table| {
+            c.iter()
+                .all(|(k, v)| labels.get(k.as_str()) == Some(&label_of(v).as_str()))
+        };
+        if let Some(only) = &entry.only
+            && !only.iter().any(matches)
+        {
+            continue;
+        }
+        if entry.exclude.iter().flatten().any(matches) {
+            continue;
+        }
+        let mut params = merge(d.params.as_ref(), entry.params.as_ref());
+        for (_, _, patch) in &combo {
+            for (k, v) in patch {
+                params.insert(k.clone(), v.clone());
+            }
+        }
+        let name = render(&template, &labels, &params).map_err(|m| invalid(&location, m))?;
+        check_name(&name).map_err(|m| invalid(&location, m))?;
+        cases.push(resolve(path, file, entry, &name, params)?);
+    }
+    Ok(cases)
+}
+
 fn resolve(
     path: &Path,
     file: &SuiteFile,
@@ -273,9 +292,9 @@ fn resolve(
             });
         }
     }
+    let budget = entry.budget.clone().or_else(|| d.budget.clone());
     Ok(Case {
         discriminates,
-        id,
         suite: file.suite.name.clone(),
         op: entry
             .op
@@ -299,7 +318,17 @@ fn resolve(
         checks,
         checks_without_recipe,
         perf,
-        budget: entry.budget.clone().or_else(|| d.budget.clone()),
+        budgets: super::checks::resolve_budgets(budget.as_ref()).map_err(|message| {
+            SuiteError::Case {
+                path: path.to_path_buf(),
+                id: id.clone(),
+                message,
+            }
+        })?,
+        budget,
+        // Filled by `validate_case`, which knows the op's outputs.
+        policies: BTreeMap::new(),
+        policies_without_recipe: BTreeMap::new(),
         seed: entry.seed.or(d.seed).unwrap_or(0),
         description: entry
             .description
@@ -307,6 +336,7 @@ fn resolve(
             .or_else(|| d.description.clone())
             .unwrap_or_default(),
         source: path.to_path_buf(),
+        id,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Suites: TOML files under `suites/`, one per op family, expanded into cases.
 
 pub mod case;
+pub mod checks;
 pub mod error;
 pub mod load;
 pub mod schema;

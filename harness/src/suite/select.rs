@@ -2,6 +2,7 @@
 //! selecting cases for a run.
 
 use super::case::Case;
+use super::checks::resolve_checks;
 use super::error::SuiteError;
 use super::load::{locate_key, parse_suite};
 use super::schema::Tier;
@@ -34,8 +35,8 @@ pub fn load_all(dir: &Path) -> Result<Vec<Case>, SuiteError> {
             path: path.clone(),
             source,
         })?;
-        let cases = parse_suite(&path, &text)?;
-        for c in &cases {
+        let mut cases = parse_suite(&path, &text)?;
+        for c in &mut cases {
             validate_case(c, &text)?;
             if let Some(first) = owner.insert(c.id.clone(), path.clone()) {
                 return Err(SuiteError::DuplicateId {
@@ -52,8 +53,10 @@ pub fn load_all(dir: &Path) -> Result<Vec<Case>, SuiteError> {
 
 /// Checks a case against its op family: the op exists, the recipe is known, and the op accepts
 /// the parameters (shapes possible, names known). Unknown parameter names are located in the
-/// file text when possible.
-pub fn validate_case(case: &Case, text: &str) -> Result<(), SuiteError> {
+/// file text when possible. Then reads every output's check policy into the case
+/// ([`Case::policies`]): a missing, unknown or malformed check, or one that cannot judge the
+/// output's dtype, is an error naming the file, the case, the output and the field.
+pub fn validate_case(case: &mut Case, text: &str) -> Result<(), SuiteError> {
     let fail = |message: String| SuiteError::Case {
         path: case.source.clone(),
         id: case.id.clone(),
@@ -68,21 +71,34 @@ pub fn validate_case(case: &Case, text: &str) -> Result<(), SuiteError> {
             family.recipes().join(", ")
         )));
     }
-    if let Err(e) = family.describe(&case.params) {
-        let message = e.to_string();
-        if let Some(key) = unknown_field(&message)
-            && let Some((line, column)) = locate_key(text, &key)
-        {
-            return Err(SuiteError::Parse {
-                path: case.source.clone(),
-                line,
-                column,
-                message: format!("case `{}`: unknown parameter `{key}`: {message}", case.id),
-            });
-        }
-        return Err(fail(message));
-    }
+    let desc = match family.describe(&case.params) {
+        Ok(d) => d,
+        Err(e) => return Err(param_error(case, text, e.to_string())),
+    };
+    let (own, without) = resolve_checks(case, &desc).map_err(fail)?;
+    case.policies = own;
+    case.policies_without_recipe = without;
     Ok(())
+}
+
+/// An op's refusal of a case's parameters, located in the file text when it names an
+/// unknown parameter.
+fn param_error(case: &Case, text: &str, message: String) -> SuiteError {
+    if let Some(key) = unknown_field(&message)
+        && let Some((line, column)) = locate_key(text, &key)
+    {
+        return SuiteError::Parse {
+            path: case.source.clone(),
+            line,
+            column,
+            message: format!("case `{}`: unknown parameter `{key}`: {message}", case.id),
+        };
+    }
+    SuiteError::Case {
+        path: case.source.clone(),
+        id: case.id.clone(),
+        message,
+    }
 }
 
 /// The field name in a serde "unknown field `x`" message.

@@ -3,10 +3,11 @@
 
 use super::comparison::{byte_length_ok, fits, Comparison};
 use super::heatmap::HeatGeometry;
-use super::metrics::{fill_metrics, run_baseline_pass, run_pass, sat, ElementRule, PassConfig};
-use super::policy::{CannDtype, CheckPolicy, PolicyError};
+use super::metrics::{fill_metrics, run_baseline_pass, run_pass, PassConfig, PassStats};
+use super::policies::Verdict;
+use super::policy::{CheckPolicy, PolicyError};
 use crate::results::OutputMetrics;
-use conform_reference::ops::{ElemType, Tensor};
+use conform_reference::ops::{ElemType, Tensor, TensorSpec};
 use conform_reference::parallel::Threads;
 use thiserror::Error;
 
@@ -87,38 +88,16 @@ fn failed(label: String, reason: String) -> OutputMetrics {
     }
 }
 
-/// `n <= limit * b`, and the ratio n / b for reports (0 when n = 0; f64::MAX when only b = 0).
-fn ratio(n: f64, b: f64) -> f64 {
-    if n == 0.0 {
-        0.0
-    } else if b == 0.0 {
-        f64::MAX
-    } else {
-        sat(n / b)
-    }
-}
-
-/// Judges one output tensor under `policy`. The figures do not depend on `threads`.
-///
-/// Returns `Ok` with `passed == false` for every fault of the target (wrong dtype or shape,
-/// unwritten elements, NaN/Inf, numeric errors) and `Err` for faults of the harness (a missing
-/// or malformed expected/oracle/baseline tensor, a policy that cannot judge the dtype).
-pub fn evaluate(
+/// The harness-side tensors a comparison brings, checked: the oracle and the baseline (each
+/// present when given; an error when the policy needs one that is missing).
+fn checked_sides<'a>(
     policy: &CheckPolicy,
-    cmp: &Comparison<'_>,
-    threads: Threads,
-) -> Result<OutputMetrics, VerdictError> {
+    cmp: &Comparison<'a>,
+) -> Result<(Option<&'a Tensor>, Option<&'a Tensor>), VerdictError> {
     let spec = cmp.spec;
-    let output = || spec.name.clone();
-    policy
-        .validate_for(spec.dtype)
-        .map_err(|source| VerdictError::Policy {
-            output: output(),
-            source,
-        })?;
     let needs = policy.needs();
     let missing = |tensor| VerdictError::MissingTensor {
-        output: output(),
+        output: spec.name.clone(),
         policy: policy.name(),
         tensor,
     };
@@ -141,126 +120,43 @@ pub fn evaluate(
     };
     if let Some(&p) = cmp.poison.iter().find(|&&p| !fits(spec.dtype, p)) {
         return Err(VerdictError::PoisonWidth {
-            output: output(),
+            output: spec.name.clone(),
             pattern: p,
             dtype: spec.dtype.name(),
         });
     }
+    Ok((oracle, baseline))
+}
 
-    let cann = CannDtype::of(spec.dtype);
-    let uses_oracle = matches!(
-        policy,
-        CheckPolicy::CannSingle {}
-            | CheckPolicy::CannMixed {}
-            | CheckPolicy::CannDouble { .. }
-            | CheckPolicy::ErrorRatio { .. }
-    ) && oracle.is_some();
-    let mut label = policy.label(spec.dtype);
-    if uses_oracle {
-        label.push_str(" vs oracle");
-    }
-
-    // The target's own faults in form.
-    let actual = cmp.actual;
+/// The target's own faults in form (wrong dtype or shape, malformed length), if any.
+fn form_fault(actual: &Tensor, spec: &TensorSpec) -> Option<String> {
     if actual.dtype != spec.dtype {
-        return Ok(failed(
-            label,
-            format!(
-                "wrong dtype: expected {}, got {}",
-                spec.dtype.name(),
-                actual.dtype.name()
-            ),
+        return Some(format!(
+            "wrong dtype: expected {}, got {}",
+            spec.dtype.name(),
+            actual.dtype.name()
         ));
     }
     if actual.shape != spec.shape {
-        return Ok(failed(
-            label,
-            format!(
-                "wrong shape: expected {:?}, got {:?}",
-                spec.shape, actual.shape
-            ),
+        return Some(format!(
+            "wrong shape: expected {:?}, got {:?}",
+            spec.shape, actual.shape
         ));
     }
     if !byte_length_ok(actual) {
-        return Ok(failed(
-            label,
-            format!(
-                "malformed output: {} bytes for {}",
-                actual.data.len(),
-                describe(actual.dtype, &actual.shape)
-            ),
+        return Some(format!(
+            "malformed output: {} bytes for {}",
+            actual.data.len(),
+            describe(actual.dtype, &actual.shape)
         ));
     }
+    None
+}
 
-    let golden = if uses_oracle {
-        oracle.unwrap_or(cmp.expected)
-    } else {
-        cmp.expected
-    };
-    let heat = HeatGeometry::for_axes(&spec.shape, &spec.axes);
-
-    // A baseline pass first where the policy compares against one.
-    let base = match (policy, baseline, oracle) {
-        (CheckPolicy::CannDouble { .. } | CheckPolicy::ErrorRatio { .. }, Some(b), Some(o)) => {
-            let small_value = match policy {
-                CheckPolicy::CannDouble { .. } => cann.and_then(CannDtype::small_value),
-                _ => None,
-            };
-            Some(run_baseline_pass(b, o, small_value, threads))
-        }
-        _ => None,
-    };
-
-    let small_value = match policy {
-        CheckPolicy::CannDouble { .. } => cann.and_then(CannDtype::small_value),
-        _ => None,
-    };
-    let rule = match *policy {
-        CheckPolicy::Bitwise { nan_bits } => ElementRule::Bitwise { nan_bits },
-        CheckPolicy::Ulp { max } => ElementRule::Ulp { max },
-        CheckPolicy::Allclose { atol, rtol, .. } => ElementRule::Allclose { atol, rtol },
-        CheckPolicy::CannSingle {} => ElementRule::RelAbove {
-            limit: 10.0 * cann.map_or(0.0, CannDtype::threshold),
-        },
-        CheckPolicy::CannMixed {} => ElementRule::Mixed {
-            t: cann.map_or(0.0, CannDtype::threshold),
-        },
-        CheckPolicy::CannDouble { level } => {
-            let b = base.as_ref().map_or(0.0, |b| b.normal_max_rel);
-            let (small, small_err) = small_value.unwrap_or((0.0, 0.0));
-            ElementRule::CannDouble {
-                rel_limit: level.limits().mare * b,
-                small,
-                small_err,
-            }
-        }
-        CheckPolicy::ErrorRatio {
-            max_ratio, atol, ..
-        } => ElementRule::AbsAbove {
-            limit: max_ratio * base.as_ref().map_or(0.0, |b| b.max_abs) + atol,
-        },
-    };
-    let cfg = PassConfig {
-        rule,
-        poison: cmp.poison,
-        small_value,
-        heat: heat.as_ref(),
-        worst: true,
-    };
-    let st = run_pass(actual, cmp.expected, golden, &cfg, threads);
-
-    if let Some(b) = &base
-        && b.non_comparable > 0
-        && st.non_comparable == 0
-        && st.unwritten == 0
-    {
-        return Err(VerdictError::BaselineNotFinite {
-            output: output(),
-            count: b.non_comparable,
-        });
-    }
-
-    let mut reasons: Vec<String> = Vec::new();
+/// The reasons every policy shares: unwritten and non-finite elements, and (for a policy
+/// that is not exact) NaN/Inf on the expected side.
+fn common_reasons(st: &PassStats, exact: bool) -> Vec<String> {
+    let mut reasons = Vec::new();
     if st.unwritten > 0 {
         reasons.push(format!(
             "unwritten: {} of {} elements still hold the poison pattern",
@@ -273,165 +169,83 @@ pub fn evaluate(
             st.non_finite
         ));
     }
-    let numeric_policy = !matches!(
-        policy,
-        CheckPolicy::Bitwise { .. } | CheckPolicy::Ulp { .. }
-    );
     let other_non_comparable = st.non_comparable - st.non_finite;
-    if numeric_policy && other_non_comparable > 0 {
+    if !exact && other_non_comparable > 0 {
         reasons.push(format!(
             "{other_non_comparable} elements are NaN/Inf on the expected side (a numeric policy cannot pass them; use bitwise or ulp)"
         ));
     }
+    reasons
+}
 
-    let mut extra: Vec<(String, f64)> = Vec::new();
-    let mut put = |k: &str, v: f64| extra.push((k.to_string(), v));
-    match *policy {
-        CheckPolicy::Bitwise { .. } => {
-            // Unwritten elements are reported above; the rest differ in their bits.
-            let differ = st.mismatches - st.unwritten;
-            if differ > 0 {
-                // ULP distances exist only between numbers: a NaN against a number (an Inf,
-                // say) is counted apart, and equal-class NaNs with other bits are named, so a
-                // mismatch never reads "max ULP 0".
-                let detail = match (st.max_ulp, st.ulp_nan_mismatch) {
-                    (0, 0) => "only NaN encodings (payload or sign) differ".to_string(),
-                    (0, n) => format!("{n} NaN against a number"),
-                    (m, 0) => format!("max ULP {m}"),
-                    (m, n) => format!("max ULP {m} between numbers, {n} NaN against a number"),
-                };
-                reasons.push(format!(
-                    "{differ} of {} elements differ bitwise ({detail})",
-                    st.numel
-                ));
-            }
-        }
-        CheckPolicy::Ulp { max } => {
-            if st.mismatches > st.unwritten {
-                reasons.push(format!(
-                    "{} of {} elements are more than {max} ULP away (max ULP {}, NaN vs number {})",
-                    st.mismatches - st.unwritten,
-                    st.numel,
-                    st.max_ulp,
-                    st.ulp_nan_mismatch
-                ));
-            }
-        }
-        CheckPolicy::Allclose {
-            atol,
-            rtol,
-            min_matched_ratio,
-        } => {
-            let matched = if st.numel == 0 {
-                1.0
-            } else {
-                (st.numel - st.mismatches) as f64 / st.numel as f64
-            };
-            put("matched_ratio", matched);
-            if matched < min_matched_ratio {
-                reasons.push(format!(
-                    "matched ratio {matched} < {min_matched_ratio}: {} elements have |a-e| > {atol} and |a-e|/(|e|+1e-8) > {rtol}",
-                    st.mismatches
-                ));
-            }
-        }
-        CheckPolicy::CannSingle {} => {
-            let t = cann.map_or(0.0, CannDtype::threshold);
-            put("threshold", t);
-            put("mere_limit", t);
-            put("mare_limit", 10.0 * t);
-            if st.mere() >= t {
-                reasons.push(format!("MERE {} >= T = {t}", st.mere()));
-            }
-            if st.max_rel >= 10.0 * t {
-                reasons.push(format!("MARE {} >= 10T = {}", st.max_rel, 10.0 * t));
-            }
-        }
-        CheckPolicy::CannMixed {} => {
-            let t = cann.map_or(0.0, CannDtype::threshold);
-            let cap = cann.map_or(0.0, CannDtype::mixed_max_abs);
-            let pass_ratio = if st.numel == 0 {
-                1.0
-            } else {
-                (st.numel - st.mismatches) as f64 / st.numel as f64
-            };
-            put("threshold", t);
-            put("pass_ratio", pass_ratio);
-            put("max_abs_limit", cap);
-            if pass_ratio < 0.99 {
-                reasons.push(format!(
-                    "only {pass_ratio} of elements satisfy |a-g| <= T + T|g| (T = {t}); 0.99 needed"
-                ));
-            }
-            if st.max_abs > cap {
-                reasons.push(format!("max abs error {} > {cap}", st.max_abs));
-            }
-        }
-        CheckPolicy::CannDouble { level } => {
-            let b = base.as_ref().expect("baseline pass ran");
-            let lim = level.limits();
-            let pairs = [
-                ("mare", st.normal_max_rel, b.normal_max_rel, lim.mare),
-                ("mere", st.normal_mere(), b.normal_mere(), lim.mere),
-                ("rmse", st.normal_rmse(), b.normal_rmse(), lim.rmse),
-            ];
-            for (name, n, bv, limit) in pairs {
-                let r = ratio(n, bv);
-                put(&format!("npu_{name}"), n);
-                put(&format!("baseline_{name}"), bv);
-                put(&format!("ratio_{name}"), r);
-                put(&format!("limit_{name}"), limit);
-                if n > limit * bv {
-                    reasons.push(format!(
-                        "{} ratio {r} > {limit} ({level:?}): NPU {n}, baseline {bv}",
-                        name.to_uppercase()
-                    ));
-                }
-            }
-            let allowed = 2 * b.small_err.max(1);
-            put("small_values", st.small as f64);
-            put("npu_small_errors", st.small_err as f64);
-            put("baseline_small_errors", b.small_err as f64);
-            put("small_errors_limit", allowed as f64);
-            if st.small_err > allowed {
-                reasons.push(format!(
-                    "{} small values have errors above the threshold; at most {allowed} allowed (baseline {})",
-                    st.small_err, b.small_err
-                ));
-            }
-        }
-        CheckPolicy::ErrorRatio {
-            max_ratio,
-            mean_ratio,
-            atol,
-        } => {
-            let b = base.as_ref().expect("baseline pass ran");
-            put("npu_max_abs", st.max_abs);
-            put("baseline_max_abs", b.max_abs);
-            put("ratio_max_abs", ratio(st.max_abs, b.max_abs));
-            put("npu_mean_abs", st.mean_abs());
-            put("baseline_mean_abs", b.mean_abs());
-            put("ratio_mean_abs", ratio(st.mean_abs(), b.mean_abs()));
-            if st.max_abs > max_ratio * b.max_abs + atol {
-                reasons.push(format!(
-                    "max abs error {} > {max_ratio} x baseline {} + {atol}",
-                    st.max_abs, b.max_abs
-                ));
-            }
-            if st.mean_abs() > mean_ratio * b.mean_abs() + atol {
-                reasons.push(format!(
-                    "mean abs error {} > {mean_ratio} x baseline {} + {atol}",
-                    st.mean_abs(),
-                    b.mean_abs()
-                ));
-            }
-        }
+/// Judges one output tensor under `policy`. The figures do not depend on `threads`.
+///
+/// Returns `Ok` with `passed == false` for every fault of the target (wrong dtype or shape,
+/// unwritten elements, NaN/Inf, numeric errors) and `Err` for faults of the harness (a missing
+/// or malformed expected/oracle/baseline tensor, a policy that cannot judge the dtype).
+pub fn evaluate(
+    policy: &CheckPolicy,
+    cmp: &Comparison<'_>,
+    threads: Threads,
+) -> Result<OutputMetrics, VerdictError> {
+    let spec = cmp.spec;
+    let dtype = spec.dtype;
+    let judge = policy.judge();
+    policy
+        .validate_for(dtype)
+        .map_err(|source| VerdictError::Policy {
+            output: spec.name.clone(),
+            source,
+        })?;
+    let (oracle, baseline) = checked_sides(policy, cmp)?;
+    let uses_oracle = judge.against_oracle() && oracle.is_some();
+    let mut label = policy.label(dtype);
+    if uses_oracle {
+        label.push_str(" vs oracle");
     }
-
+    if let Some(reason) = form_fault(cmp.actual, spec) {
+        return Ok(failed(label, reason));
+    }
+    let golden = match oracle {
+        Some(o) if uses_oracle => o,
+        _ => cmp.expected,
+    };
+    let heat = HeatGeometry::for_axes(&spec.shape, &spec.axes);
+    let small_value = judge.small_value(dtype);
+    // A baseline pass first where the policy compares against one.
+    let base = match (baseline, oracle) {
+        (Some(b), Some(o)) if judge.needs().baseline => {
+            Some(run_baseline_pass(b, o, small_value, threads))
+        }
+        _ => None,
+    };
+    let cfg = PassConfig {
+        rule: judge.rule(dtype, base.as_ref()),
+        poison: cmp.poison,
+        small_value,
+        heat: heat.as_ref(),
+        worst: true,
+    };
+    let st = run_pass(cmp.actual, cmp.expected, golden, &cfg, threads);
+    if let Some(b) = &base
+        && b.non_comparable > 0
+        && st.non_comparable == 0
+        && st.unwritten == 0
+    {
+        return Err(VerdictError::BaselineNotFinite {
+            output: spec.name.clone(),
+            count: b.non_comparable,
+        });
+    }
+    let mut verdict = Verdict {
+        reasons: common_reasons(&st, judge.exact()),
+        extra: Vec::new(),
+    };
+    judge.verdict(dtype, &st, base.as_ref(), &mut verdict);
     let mut m = fill_metrics(st, &spec.shape, &spec.axes, true, heat);
     m.policy = label;
-    m.extra.extend(extra);
-    m.passed = reasons.is_empty();
-    m.reason = reasons.join("; ");
+    m.extra.extend(verdict.extra);
+    m.passed = verdict.reasons.is_empty();
+    m.reason = verdict.reasons.join("; ");
     Ok(m)
 }

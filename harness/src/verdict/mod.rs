@@ -1,6 +1,6 @@
 //! Numerics verdicts: how one output tensor of a target is judged against the reference.
 //!
-//! A suite names a [`CheckPolicy`] per output; the runner builds a [`Comparison`] (the
+//! A suite names a [`CheckPolicy`] per output (one judge per policy, in [`policies`]); the runner builds a [`Comparison`] (the
 //! target's tensor, the expected tensor, optionally the oracle and a same-precision baseline,
 //! the output's spec and the poison patterns) and calls [`evaluate`], which fills the
 //! [`crate::results::OutputMetrics`] every verdict records. Policies, formulas and sources:
@@ -14,6 +14,7 @@ mod index;
 mod kernel;
 pub mod lane;
 mod metrics;
+pub mod policies;
 mod policy;
 mod worst;
 
@@ -22,5 +23,7 @@ pub use evaluate::{evaluate, VerdictError};
 pub use heatmap::HEATMAP_MAX_SIDE;
 pub use index::format_index;
 pub use metrics::{CANN_EPS, CHUNK, FLASHINFER_EPS};
-pub use policy::{CannDtype, CannLevel, CannRatioLimits, CheckPolicy, Needs, PolicyError};
+pub use policy::{
+    CannDtype, CannLevel, CannRatioLimits, CheckError, CheckPolicy, Needs, PolicyError,
+};
 pub use worst::WORST_COUNT;

@@ -1,4 +1,6 @@
-//! Check policies: how an output tensor is judged, as written in a suite's TOML.
+//! Check policies: how an output tensor is judged, as written in a suite's TOML, and what the
+//! CANN policies share (dtypes, thresholds, levels). Each policy's judge is in
+//! [`super::policies`].
 //!
 //! A policy is a table tagged by `policy`; unknown keys are errors:
 //!
@@ -14,8 +16,11 @@
 //!
 //! Formulas and sources are in docs/verdicts.md.
 
+use super::policies::{self, Judge};
 use conform_reference::ops::ElemType;
 use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// A policy's parameters are out of range, or the policy cannot judge the output's dtype.
@@ -161,67 +166,6 @@ pub(crate) fn pow2(e: i32) -> f64 {
     f64::from_bits(((1023 + e) as u64) << 52)
 }
 
-fn default_allclose_tol() -> f64 {
-    1e-2
-}
-fn default_matched_ratio() -> f64 {
-    1.0
-}
-fn default_max_ratio() -> f64 {
-    2.0
-}
-fn default_mean_ratio() -> f64 {
-    1.5
-}
-
-/// How one output tensor is judged.
-///
-/// Which tensors of a [`super::Comparison`] each policy needs:
-/// - `bitwise`, `ulp`, `allclose`: `expected` (the reference's output in the output dtype).
-/// - `cann_single`, `cann_mixed`: `expected`; the errors are taken against `oracle` when one is
-///   given (the high-precision golden of the standard), else against `expected`.
-/// - `cann_double`, `error_ratio`: `expected`, `oracle` and `baseline` (all required).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
-pub enum CheckPolicy {
-    /// Every element's bits equal. NaN matches NaN by class (any NaN encoding) unless
-    /// `nan_bits = true` pins the encoding.
-    Bitwise {
-        #[serde(default)]
-        nan_bits: bool,
-    },
-    /// ULP distance in the output dtype at most `max` for every element.
-    Ulp { max: u64 },
-    /// flashinfer-bench: an element fails only if |a-e| > atol AND |a-e|/(|e|+1e-8) > rtol;
-    /// the case passes if the matched fraction is at least `min_matched_ratio`.
-    Allclose {
-        #[serde(default = "default_allclose_tol")]
-        atol: f64,
-        #[serde(default = "default_allclose_tol")]
-        rtol: f64,
-        #[serde(default = "default_matched_ratio")]
-        min_matched_ratio: f64,
-    },
-    /// CANN single benchmark: MERE < T and MARE < 10 T, T by dtype.
-    CannSingle {},
-    /// CANN mixed tolerance: element passes if |a-g| <= T + T|g|; >= 99% pass and the largest
-    /// absolute error is at most 0.1 (f16/bf16) or 0.01 (f32).
-    CannMixed {},
-    /// CANN double benchmark: NPU error / baseline error ratios within the level's limits,
-    /// small values counted separately.
-    CannDouble { level: CannLevel },
-    /// FlashAttention rule: max and mean |a - oracle| at most `max_ratio` and `mean_ratio` times
-    /// those of a same-precision baseline recipe, plus `atol`.
-    ErrorRatio {
-        #[serde(default = "default_max_ratio")]
-        max_ratio: f64,
-        #[serde(default = "default_mean_ratio")]
-        mean_ratio: f64,
-        #[serde(default)]
-        atol: f64,
-    },
-}
-
 /// Which tensors besides `actual` and `expected` a policy needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Needs {
@@ -229,209 +173,229 @@ pub struct Needs {
     pub baseline: bool,
 }
 
+/// A check policy's TOML table could not be read: no tag, an unknown policy, parameters of
+/// the wrong name or type, or parameters out of range.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CheckError {
+    #[error("no `policy` key (a check is a table such as {{ policy = \"bitwise\" }})")]
+    MissingTag,
+    #[error("`policy` must be a string naming a check policy, not {0}")]
+    TagNotString(String),
+    #[error("unknown check policy `{name}` (known: {known})")]
+    UnknownPolicy { name: String, known: String },
+    #[error("check policy `{policy}`: {message}")]
+    Params {
+        policy: &'static str,
+        message: String,
+    },
+    #[error(transparent)]
+    Invalid(#[from] PolicyError),
+}
+
+/// How one output tensor is judged: a check policy's judge with its validated parameters.
+///
+/// Read from a suite's TOML table with [`CheckPolicy::from_table`], or built from a judge
+/// (`CheckPolicy::from(Ulp { max: 1 })`, the judges are in [`super::policies`]). Which
+/// tensors of a [`super::Comparison`] each policy needs is [`CheckPolicy::needs`]; the
+/// policies, formulas and sources are in docs/verdicts.md.
+#[derive(Clone)]
+pub struct CheckPolicy(Arc<dyn Judge>);
+
 impl CheckPolicy {
+    pub(crate) fn new<J: Judge + 'static>(judge: J) -> CheckPolicy {
+        CheckPolicy(Arc::new(judge))
+    }
+
+    /// Reads a check table (`{ policy = "ulp", max = 1 }`): the tag names the policy, the
+    /// other keys are its parameters (unknown keys are errors naming them), and the
+    /// parameters' ranges are checked.
+    pub fn from_table(table: &toml::Table) -> Result<CheckPolicy, CheckError> {
+        let mut params = table.clone();
+        let name = match params.remove("policy") {
+            None => return Err(CheckError::MissingTag),
+            Some(toml::Value::String(s)) => s,
+            Some(other) => return Err(CheckError::TagNotString(other.to_string())),
+        };
+        let entry = policies::find(&name).ok_or_else(|| CheckError::UnknownPolicy {
+            name: name.clone(),
+            known: CheckPolicy::known().join(", "),
+        })?;
+        let policy = (entry.parse)(params).map_err(|e| CheckError::Params {
+            policy: entry.name,
+            message: e.message().trim().to_string(),
+        })?;
+        policy.validate()?;
+        Ok(policy)
+    }
+
+    /// The tags of every registered policy.
+    pub fn known() -> Vec<&'static str> {
+        policies::REGISTRY.iter().map(|e| e.name).collect()
+    }
+
+    pub(crate) fn judge(&self) -> &dyn Judge {
+        &*self.0
+    }
+
     /// The policy's tag as written in TOML.
     pub fn name(&self) -> &'static str {
-        match self {
-            CheckPolicy::Bitwise { .. } => "bitwise",
-            CheckPolicy::Ulp { .. } => "ulp",
-            CheckPolicy::Allclose { .. } => "allclose",
-            CheckPolicy::CannSingle {} => "cann_single",
-            CheckPolicy::CannMixed {} => "cann_mixed",
-            CheckPolicy::CannDouble { .. } => "cann_double",
-            CheckPolicy::ErrorRatio { .. } => "error_ratio",
-        }
+        self.0.name()
     }
 
     /// Which optional tensors this policy requires.
     pub fn needs(&self) -> Needs {
-        match self {
-            CheckPolicy::CannDouble { .. } | CheckPolicy::ErrorRatio { .. } => Needs {
-                oracle: true,
-                baseline: true,
-            },
-            _ => Needs {
-                oracle: false,
-                baseline: false,
-            },
-        }
+        self.0.needs()
     }
 
-    /// Checks the parameters' ranges (call when a suite is loaded).
+    /// Whether the policy judges the bits or ULPs of the case's own recipe (`bitwise`,
+    /// `ulp`): a target that runs another recipe cannot be judged by it.
+    pub fn is_exact(&self) -> bool {
+        self.0.exact()
+    }
+
+    /// Checks the parameters' ranges.
     pub fn validate(&self) -> Result<(), PolicyError> {
-        let bad = |param, value, message| {
-            Err(PolicyError::InvalidParam {
-                policy: self.name(),
-                param,
-                value,
-                message,
-            })
-        };
-        match *self {
-            CheckPolicy::Allclose {
-                atol,
-                rtol,
-                min_matched_ratio,
-            } => {
-                if !(atol >= 0.0 && atol.is_finite()) {
-                    return bad("atol", atol, "must be finite and >= 0");
-                }
-                if !(rtol >= 0.0 && rtol.is_finite()) {
-                    return bad("rtol", rtol, "must be finite and >= 0");
-                }
-                if !(0.0..=1.0).contains(&min_matched_ratio) {
-                    return bad("min_matched_ratio", min_matched_ratio, "must be in [0, 1]");
-                }
-            }
-            CheckPolicy::ErrorRatio {
-                max_ratio,
-                mean_ratio,
-                atol,
-            } => {
-                if !(max_ratio > 0.0 && max_ratio.is_finite()) {
-                    return bad("max_ratio", max_ratio, "must be finite and > 0");
-                }
-                if !(mean_ratio > 0.0 && mean_ratio.is_finite()) {
-                    return bad("mean_ratio", mean_ratio, "must be finite and > 0");
-                }
-                if !(atol >= 0.0 && atol.is_finite()) {
-                    return bad("atol", atol, "must be finite and >= 0");
-                }
-            }
-            CheckPolicy::Bitwise { .. }
-            | CheckPolicy::Ulp { .. }
-            | CheckPolicy::CannSingle {}
-            | CheckPolicy::CannMixed {}
-            | CheckPolicy::CannDouble { .. } => {}
-        }
-        Ok(())
+        self.0.validate()
     }
 
-    /// Checks that the policy can judge an output of `dtype` (call when a suite is loaded).
+    /// Checks the parameters and that the policy can judge an output of `dtype`.
     pub fn validate_for(&self, dtype: ElemType) -> Result<(), PolicyError> {
-        self.validate()?;
-        let unsupported = || PolicyError::UnsupportedDtype {
-            policy: self.name(),
-            dtype: dtype.name(),
-        };
-        match self {
-            CheckPolicy::CannSingle {} | CheckPolicy::CannMixed {} => {
-                CannDtype::of(dtype).ok_or_else(unsupported)?;
-            }
-            CheckPolicy::CannDouble { .. } => {
-                CannDtype::of(dtype)
-                    .and_then(CannDtype::small_value)
-                    .ok_or_else(unsupported)?;
-            }
-            CheckPolicy::Allclose { .. } | CheckPolicy::ErrorRatio { .. } => {
-                if !dtype.is_float() {
-                    return Err(PolicyError::UnsupportedDtype {
-                        policy: self.name(),
-                        dtype: dtype.name(),
-                    });
-                }
-            }
-            CheckPolicy::Bitwise { .. } | CheckPolicy::Ulp { .. } => {}
-        }
-        Ok(())
+        self.0.validate()?;
+        self.0.supports(dtype)
     }
 
     /// A short description for reports, e.g. `ulp(max=2)`, `cann_single(bf16)`.
     pub fn label(&self, dtype: ElemType) -> String {
-        let dt = CannDtype::of(dtype)
-            .map(CannDtype::name)
-            .unwrap_or_else(|| dtype.name());
-        match self {
-            CheckPolicy::Bitwise { nan_bits: false } => "bitwise".to_string(),
-            CheckPolicy::Bitwise { nan_bits: true } => "bitwise(nan_bits)".to_string(),
-            CheckPolicy::Ulp { max } => format!("ulp(max={max})"),
-            CheckPolicy::Allclose {
-                atol,
-                rtol,
-                min_matched_ratio,
-            } => {
-                format!("allclose(atol={atol}, rtol={rtol}, min_matched_ratio={min_matched_ratio})")
-            }
-            CheckPolicy::CannSingle {} => format!("cann_single({dt})"),
-            CheckPolicy::CannMixed {} => format!("cann_mixed({dt})"),
-            CheckPolicy::CannDouble { level } => format!("cann_double({}, {dt})", level.name()),
-            CheckPolicy::ErrorRatio {
-                max_ratio,
-                mean_ratio,
-                atol,
-            } => {
-                format!("error_ratio(max_ratio={max_ratio}, mean_ratio={mean_ratio}, atol={atol})")
-            }
-        }
+        self.0.label(dtype)
+    }
+
+    /// When an output passes, in one sentence (`conform explain`).
+    pub fn describe(&self) -> String {
+        self.0.describe()
+    }
+}
+
+impl fmt::Debug for CheckPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq for CheckPolicy {
+    fn eq(&self, other: &CheckPolicy) -> bool {
+        self.0.dyn_eq(other.0.as_any())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::policies::{
+        Allclose, Bitwise, CannDouble, CannMixed, CannSingle, ErrorRatio, Ulp,
+    };
 
-    #[derive(Deserialize)]
-    struct Holder {
-        check: CheckPolicy,
-    }
-
-    fn parse(s: &str) -> Result<CheckPolicy, toml::de::Error> {
-        toml::from_str::<Holder>(s).map(|h| h.check)
+    fn parse(s: &str) -> Result<CheckPolicy, CheckError> {
+        let t: toml::Table = toml::from_str(s).unwrap();
+        CheckPolicy::from_table(t["check"].as_table().unwrap())
     }
 
     #[test]
     fn every_policy_parses_from_toml() {
-        assert_eq!(
-            parse(r#"check = { policy = "bitwise" }"#).unwrap(),
-            CheckPolicy::Bitwise { nan_bits: false }
-        );
-        assert_eq!(
-            parse(r#"check = { policy = "bitwise", nan_bits = true }"#).unwrap(),
-            CheckPolicy::Bitwise { nan_bits: true }
-        );
-        assert_eq!(
+        let cases: Vec<(&str, CheckPolicy)> = vec![
+            (
+                r#"check = { policy = "bitwise" }"#,
+                Bitwise { nan_bits: false }.into(),
+            ),
+            (
+                r#"check = { policy = "bitwise", nan_bits = true }"#,
+                Bitwise { nan_bits: true }.into(),
+            ),
+            (
+                r#"check = { policy = "ulp", max = 2 }"#,
+                Ulp { max: 2 }.into(),
+            ),
+            (
+                r#"check = { policy = "allclose" }"#,
+                Allclose {
+                    atol: 1e-2,
+                    rtol: 1e-2,
+                    min_matched_ratio: 1.0,
+                }
+                .into(),
+            ),
+            (
+                r#"check = { policy = "allclose", atol = 1e-3, rtol = 1e-5, min_matched_ratio = 0.95 }"#,
+                Allclose {
+                    atol: 1e-3,
+                    rtol: 1e-5,
+                    min_matched_ratio: 0.95,
+                }
+                .into(),
+            ),
+            (
+                r#"check = { policy = "cann_single" }"#,
+                CannSingle {}.into(),
+            ),
+            (r#"check = { policy = "cann_mixed" }"#, CannMixed {}.into()),
+            (
+                r#"check = { policy = "cann_double", level = "L2" }"#,
+                CannDouble {
+                    level: CannLevel::L2,
+                }
+                .into(),
+            ),
+            (
+                r#"check = { policy = "error_ratio" }"#,
+                ErrorRatio {
+                    max_ratio: 2.0,
+                    mean_ratio: 1.5,
+                    atol: 0.0,
+                }
+                .into(),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse(text).unwrap(), want, "{text}");
+        }
+        assert_ne!(
             parse(r#"check = { policy = "ulp", max = 2 }"#).unwrap(),
-            CheckPolicy::Ulp { max: 2 }
+            CheckPolicy::from(Ulp { max: 3 })
         );
+        assert_ne!(
+            CheckPolicy::from(CannSingle {}),
+            CheckPolicy::from(CannMixed {})
+        );
+    }
+
+    #[test]
+    fn every_registered_policy_is_named_by_its_judge() {
+        let known = CheckPolicy::known();
+        for name in [
+            "bitwise",
+            "ulp",
+            "allclose",
+            "cann_single",
+            "cann_mixed",
+            "cann_double",
+            "error_ratio",
+        ] {
+            assert!(known.contains(&name), "{name} not in {known:?}");
+        }
+        let distinct: std::collections::BTreeSet<_> = known.iter().collect();
         assert_eq!(
-            parse(r#"check = { policy = "allclose" }"#).unwrap(),
-            CheckPolicy::Allclose {
-                atol: 1e-2,
-                rtol: 1e-2,
-                min_matched_ratio: 1.0
+            distinct.len(),
+            known.len(),
+            "a tag registered twice: {known:?}"
+        );
+        for e in policies::REGISTRY {
+            let mut t = toml::Table::new();
+            t.insert("policy".into(), toml::Value::String(e.name.into()));
+            // Policies with a required parameter name it; the others parse bare.
+            match CheckPolicy::from_table(&t) {
+                Ok(p) => assert_eq!(p.name(), e.name),
+                Err(err) => assert!(err.to_string().contains("missing field"), "{err}"),
             }
-        );
-        assert_eq!(
-            parse(r#"check = { policy = "allclose", atol = 1e-3, rtol = 1e-5, min_matched_ratio = 0.95 }"#)
-                .unwrap(),
-            CheckPolicy::Allclose {
-                atol: 1e-3,
-                rtol: 1e-5,
-                min_matched_ratio: 0.95
-            }
-        );
-        assert_eq!(
-            parse(r#"check = { policy = "cann_single" }"#).unwrap(),
-            CheckPolicy::CannSingle {}
-        );
-        assert_eq!(
-            parse(r#"check = { policy = "cann_mixed" }"#).unwrap(),
-            CheckPolicy::CannMixed {}
-        );
-        assert_eq!(
-            parse(r#"check = { policy = "cann_double", level = "L2" }"#).unwrap(),
-            CheckPolicy::CannDouble {
-                level: CannLevel::L2
-            }
-        );
-        assert_eq!(
-            parse(r#"check = { policy = "error_ratio" }"#).unwrap(),
-            CheckPolicy::ErrorRatio {
-                max_ratio: 2.0,
-                mean_ratio: 1.5,
-                atol: 0.0
-            }
-        );
+        }
     }
 
     #[test]
@@ -444,37 +408,50 @@ mod tests {
         assert!(e.to_string().contains("nanbits"), "{e}");
         let e = parse(r#"check = { policy = "almost_equal" }"#).unwrap_err();
         assert!(e.to_string().contains("almost_equal"), "{e}");
+        assert!(e.to_string().contains("cann_double"), "{e}");
         let e = parse(r#"check = { policy = "cann_double", level = "L3" }"#).unwrap_err();
         assert!(e.to_string().contains("L3"), "{e}");
-        assert!(parse(r#"check = { policy = "ulp" }"#).is_err());
-        assert!(parse(r#"check = { max = 1 }"#).is_err());
+        let e = parse(r#"check = { policy = "ulp" }"#).unwrap_err();
+        assert!(e.to_string().contains("`max`"), "{e}");
+        assert_eq!(
+            parse(r#"check = { max = 1 }"#).unwrap_err(),
+            CheckError::MissingTag
+        );
+        let e = parse(r#"check = { policy = "allclose", atol = -1.0 }"#).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CheckError::Invalid(PolicyError::InvalidParam { param: "atol", .. })
+            ),
+            "{e}"
+        );
     }
 
     #[test]
     fn out_of_range_parameters_are_rejected_by_name() {
-        let p = CheckPolicy::Allclose {
+        let p = CheckPolicy::from(Allclose {
             atol: -1.0,
             rtol: 0.0,
             min_matched_ratio: 1.0,
-        };
+        });
         assert!(matches!(
             p.validate(),
             Err(PolicyError::InvalidParam { param: "atol", .. })
         ));
-        let p = CheckPolicy::Allclose {
+        let p = CheckPolicy::from(Allclose {
             atol: 0.0,
             rtol: f64::NAN,
             min_matched_ratio: 1.0,
-        };
+        });
         assert!(matches!(
             p.validate(),
             Err(PolicyError::InvalidParam { param: "rtol", .. })
         ));
-        let p = CheckPolicy::Allclose {
+        let p = CheckPolicy::from(Allclose {
             atol: 0.0,
             rtol: 0.0,
             min_matched_ratio: 1.5,
-        };
+        });
         assert!(matches!(
             p.validate(),
             Err(PolicyError::InvalidParam {
@@ -482,11 +459,11 @@ mod tests {
                 ..
             })
         ));
-        let p = CheckPolicy::ErrorRatio {
+        let p = CheckPolicy::from(ErrorRatio {
             max_ratio: 0.0,
             mean_ratio: 1.5,
             atol: 0.0,
-        };
+        });
         assert!(matches!(
             p.validate(),
             Err(PolicyError::InvalidParam {
@@ -499,11 +476,11 @@ mod tests {
     #[test]
     fn cann_policies_reject_dtypes_without_thresholds() {
         for p in [
-            CheckPolicy::CannSingle {},
-            CheckPolicy::CannMixed {},
-            CheckPolicy::CannDouble {
+            CheckPolicy::from(CannSingle {}),
+            CheckPolicy::from(CannMixed {}),
+            CheckPolicy::from(CannDouble {
                 level: CannLevel::L0,
-            },
+            }),
         ] {
             assert!(p.validate_for(ElemType::Bf16).is_ok());
             assert!(p.validate_for(ElemType::F32).is_ok());
@@ -513,11 +490,23 @@ mod tests {
             ));
             assert!(p.validate_for(ElemType::F64).is_err());
         }
-        assert!(CheckPolicy::Bitwise { nan_bits: false }
+        assert!(CheckPolicy::from(Bitwise { nan_bits: false })
             .validate_for(ElemType::U8)
             .is_ok());
     }
 
+    #[test]
+    fn only_bitwise_and_ulp_are_exact() {
+        assert!(CheckPolicy::from(Bitwise { nan_bits: true }).is_exact());
+        assert!(CheckPolicy::from(Ulp { max: 1 }).is_exact());
+        assert!(!CheckPolicy::from(CannMixed {}).is_exact());
+        assert!(!CheckPolicy::from(Allclose {
+            atol: 0.0,
+            rtol: 0.0,
+            min_matched_ratio: 1.0
+        })
+        .is_exact());
+    }
     #[test]
     fn cann_thresholds_match_the_standard() {
         assert_eq!(CannDtype::F16.threshold(), 1.0 / 1024.0);

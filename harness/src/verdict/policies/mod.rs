@@ -1,0 +1,216 @@
+//! The check policies: one [`Judge`] per policy, one file each, and the registry that maps a
+//! suite's `policy = "..."` tag to its judge.
+//!
+//! A judge owns everything about its policy: its parameters (deserialised from the check's
+//! TOML table, unknown keys refused), their ranges and the dtypes it can judge, whether it is
+//! exact, the per-element rule the comparison kernel applies, the verdict it draws from the
+//! pass's figures, and its label and description. `evaluate` knows no policy by name.
+//!
+//! Adding a policy: a new file here with a struct that derives `Deserialize` (with
+//! `deny_unknown_fields`) and implements [`Policy`] and [`Judge`], and one line in the
+//! `registry!` list below (docs/verdicts.md, "Adding a check policy").
+
+use super::metrics::{sat, ElementRule, PassStats};
+use super::policy::{CannDtype, CheckPolicy, Needs, PolicyError};
+use conform_reference::ops::ElemType;
+use serde::de::DeserializeOwned;
+use std::any::Any;
+use std::fmt::Debug;
+
+/// How one check policy judges an output. Object-safe: a [`CheckPolicy`] holds one.
+pub(crate) trait Judge: Named + DynEq + Debug + Send + Sync {
+    /// Checks the parameters' ranges (when a suite is loaded, and again before judging).
+    fn validate(&self) -> Result<(), PolicyError> {
+        Ok(())
+    }
+    /// Checks that the policy can judge an output of `dtype`.
+    fn supports(&self, _dtype: ElemType) -> Result<(), PolicyError> {
+        Ok(())
+    }
+    /// Exact: the policy judges the bits (or ULPs) of the case's own recipe, so a target that
+    /// runs another recipe cannot be judged by it, and NaN is compared by class rather than
+    /// failing as a numeric policy's NaN does.
+    fn exact(&self) -> bool {
+        false
+    }
+    /// Which tensors besides `actual` and `expected` the policy needs.
+    fn needs(&self) -> Needs {
+        Needs {
+            oracle: false,
+            baseline: false,
+        }
+    }
+    /// Whether errors are measured against the oracle when the comparison has one.
+    fn against_oracle(&self) -> bool {
+        false
+    }
+    /// The small-value split (|g| below .0 is small; a small value errs above .1), for both
+    /// the baseline pass and the main pass.
+    fn small_value(&self, _dtype: ElemType) -> Option<(f64, f64)> {
+        None
+    }
+    /// A short label for reports, e.g. `ulp(max=2)`, `cann_single(bf16)`.
+    fn label(&self, dtype: ElemType) -> String;
+    /// One sentence for `conform explain`: when an output passes.
+    fn describe(&self) -> String;
+    /// The per-element failure rule of the main pass (`base`: the baseline pass, when
+    /// [`Judge::needs`] asks for a baseline).
+    fn rule(&self, dtype: ElemType, base: Option<&PassStats>) -> ElementRule;
+    /// The policy's own rule over the pass's figures: adds a reason for each failed rule and
+    /// the policy's figures to `extra`.
+    fn verdict(&self, dtype: ElemType, st: &PassStats, base: Option<&PassStats>, out: &mut Verdict);
+}
+
+/// A judge as the registry knows it: the tag it is written with in TOML.
+pub(crate) trait Policy: Judge + DeserializeOwned + 'static {
+    const NAME: &'static str;
+}
+
+/// The policy's tag (from [`Policy::NAME`]).
+pub(crate) trait Named {
+    fn name(&self) -> &'static str;
+}
+
+impl<P: Policy> Named for P {
+    fn name(&self) -> &'static str {
+        P::NAME
+    }
+}
+
+/// Equality across judges of possibly different types (for [`CheckPolicy`]'s `PartialEq`).
+pub(crate) trait DynEq {
+    fn as_any(&self) -> &dyn Any;
+    fn dyn_eq(&self, other: &dyn Any) -> bool;
+}
+
+impl<T: PartialEq + 'static> DynEq for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn dyn_eq(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<T>() == Some(self)
+    }
+}
+
+/// What a judge's [`Judge::verdict`] adds: failed rules and the policy's own figures.
+#[derive(Debug, Default)]
+pub(crate) struct Verdict {
+    pub reasons: Vec<String>,
+    pub extra: Vec<(String, f64)>,
+}
+
+impl Verdict {
+    pub fn fail(&mut self, reason: String) {
+        self.reasons.push(reason);
+    }
+    pub fn put(&mut self, key: &str, value: f64) {
+        self.extra.push((key.to_string(), value));
+    }
+}
+
+/// `n / b` for reports: 0 when n = 0; f64::MAX when only b = 0.
+pub(crate) fn ratio(n: f64, b: f64) -> f64 {
+    if n == 0.0 {
+        0.0
+    } else if b == 0.0 {
+        f64::MAX
+    } else {
+        sat(n / b)
+    }
+}
+
+/// `Err(InvalidParam)` for `param` of policy `P` unless `ok`.
+pub(crate) fn require<P: Policy>(
+    ok: bool,
+    param: &'static str,
+    value: f64,
+    message: &'static str,
+) -> Result<(), PolicyError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(PolicyError::InvalidParam {
+            policy: P::NAME,
+            param,
+            value,
+            message,
+        })
+    }
+}
+
+/// One registered policy: its tag and how its parameters are read.
+pub(crate) struct Entry {
+    pub name: &'static str,
+    pub parse: fn(toml::Table) -> Result<CheckPolicy, toml::de::Error>,
+}
+
+fn parse_as<P: Policy>(params: toml::Table) -> Result<CheckPolicy, toml::de::Error> {
+    params.try_into::<P>().map(CheckPolicy::new)
+}
+
+const fn entry<P: Policy>() -> Entry {
+    Entry {
+        name: P::NAME,
+        parse: parse_as::<P>,
+    }
+}
+
+/// Declares each policy's module, re-exports its judge, builds [`REGISTRY`] and lets a judge
+/// become a [`CheckPolicy`] (`CheckPolicy::from(Ulp { max: 1 })`).
+macro_rules! registry {
+    ($($module:ident :: $judge:ident),+ $(,)?) => {
+        $(
+            mod $module;
+            pub use $module::$judge;
+            impl From<$judge> for CheckPolicy {
+                fn from(judge: $judge) -> CheckPolicy {
+                    CheckPolicy::new(judge)
+                }
+            }
+        )+
+        /// Every check policy, in the order `conform` lists them.
+        pub(crate) static REGISTRY: &[Entry] = &[$(entry::<$judge>()),+];
+    };
+}
+
+registry! {
+    bitwise::Bitwise,
+    ulp::Ulp,
+    allclose::Allclose,
+    cann_single::CannSingle,
+    cann_mixed::CannMixed,
+    cann_double::CannDouble,
+    error_ratio::ErrorRatio,
+}
+
+/// The registered policy named `name`.
+pub(crate) fn find(name: &str) -> Option<&'static Entry> {
+    REGISTRY.iter().find(|e| e.name == name)
+}
+
+/// `Err(UnsupportedDtype)` for policy `P` unless `dtype` is a float type.
+pub(crate) fn float_only<P: Policy>(dtype: ElemType) -> Result<(), PolicyError> {
+    if dtype.is_float() {
+        Ok(())
+    } else {
+        Err(PolicyError::UnsupportedDtype {
+            policy: P::NAME,
+            dtype: dtype.name(),
+        })
+    }
+}
+
+/// The CANN dtype of `dtype`, or `Err(UnsupportedDtype)` for policy `P`.
+pub(crate) fn cann_dtype<P: Policy>(dtype: ElemType) -> Result<CannDtype, PolicyError> {
+    CannDtype::of(dtype).ok_or(PolicyError::UnsupportedDtype {
+        policy: P::NAME,
+        dtype: dtype.name(),
+    })
+}
+
+/// The dtype as a CANN label names it (`bf16`), else the element type's own name.
+pub(crate) fn dtype_label(dtype: ElemType) -> &'static str {
+    CannDtype::of(dtype)
+        .map(CannDtype::name)
+        .unwrap_or_else(|| dtype.name())
+}
