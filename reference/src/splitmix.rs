@@ -50,7 +50,12 @@ impl SplitMix64 {
 
     /// Uniform in [0, n) (modulo reduction: the bias is below 2^-40 for the sizes tests use).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
+        self.below_u64(n as u64) as usize
+    }
+
+    /// [`SplitMix64::below`] for 64-bit bounds.
+    pub fn below_u64(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
     }
 }
 

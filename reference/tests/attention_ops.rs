@@ -5,14 +5,8 @@ use conform_reference::ops::{self, ElemType, GenContext, Tensor, ValueDist};
 use conform_reference::parallel::Threads;
 
 fn bits_source(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed;
-    move || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+    let mut g = conform_reference::splitmix::SplitMix64::new(seed);
+    move || g.next_u64()
 }
 
 fn max_abs_diff(a: &Tensor, e: &Tensor) -> f64 {
@@ -43,6 +37,8 @@ fn fa_prefill_describes_generates_and_runs_oracle_and_recipes() {
         "softmax_lse_flag": true, "actual_seq_lengths_kv": [40, 31]
     });
     let d = fa.describe(&params).unwrap();
+    // The roofline's compute ceiling is that of the operands' type, as the op says.
+    assert_eq!(d.cost.compute, ElemType::Bf16);
     assert_eq!(d.inputs[0].shape, vec![2, 24, 4, 32]);
     assert_eq!(d.inputs[1].shape, vec![2, 40, 2, 32]);
     assert_eq!(d.outputs[0].axes, vec!["b", "s", "n", "d"]);

@@ -13,13 +13,14 @@ use conform_reference::ops::TensorMap;
 /// How many input sets a worker case runs on by default.
 pub const DEFAULT_INPUT_SETS: u32 = 2;
 
-/// How many input sets a case runs on for `target`: 1 for the in-process reference (it is
-/// the expectation), [`DEFAULT_INPUT_SETS`] for every other target.
-pub fn input_sets(target: &dyn crate::Target) -> u32 {
-    if target.name() == crate::REFERENCE_TARGET {
+/// How many input sets a case runs on for the target named `target`: 1 for the in-process
+/// reference (it is the expectation); for every other target the configured count, never
+/// fewer than [`DEFAULT_INPUT_SETS`] (the double run is not optional).
+pub fn input_sets(target: &str, configured: u32) -> u32 {
+    if target == crate::REFERENCE_TARGET {
         1
     } else {
-        DEFAULT_INPUT_SETS
+        configured.max(DEFAULT_INPUT_SETS)
     }
 }
 
@@ -59,24 +60,20 @@ pub fn identical_outputs(
 mod tests {
     use super::*;
     use crate::reference_target::ReferenceTarget;
-    use crate::worker::{ResolvedConfig, WorkerTarget};
+    use crate::Target;
     use conform_reference::ops::Tensor;
     use conform_reference::parallel::Threads;
 
     #[test]
     fn workers_run_twice_and_identical_outputs_are_named() {
-        assert_eq!(input_sets(&ReferenceTarget::new(Threads::ONE)), 1);
-        let cfg = ResolvedConfig {
-            description: String::new(),
-            command: "true".into(),
-            args: vec![],
-            env: Default::default(),
-            working_dir: std::env::temp_dir(),
-            device_group: "cpu".into(),
-            timeouts: Default::default(),
-            limits: Default::default(),
-        };
-        assert_eq!(input_sets(&WorkerTarget::new("w", cfg)), 2);
+        let reference = ReferenceTarget::new(Threads::ONE);
+        assert_eq!(input_sets(reference.name(), 5), 1);
+        assert_eq!(
+            input_sets("w", 0),
+            2,
+            "a worker never runs fewer than two sets"
+        );
+        assert_eq!(input_sets("w", 3), 3);
 
         let mut a_in = TensorMap::new();
         a_in.insert("x".into(), Tensor::from_f32(vec![1], &[1.0]));

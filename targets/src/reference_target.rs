@@ -181,6 +181,7 @@ mod tests {
                 cost: OpCost {
                     flops: n as f64,
                     bytes: 8.0 * n as f64,
+                    compute: ElemType::F32,
                 },
             })
         }

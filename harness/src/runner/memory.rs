@@ -114,6 +114,7 @@ mod tests {
             cost: OpCost {
                 flops: 0.0,
                 bytes: 0.0,
+                compute: ElemType::Bf16,
             },
         };
         let e = estimate(&desc, true);

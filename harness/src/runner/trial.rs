@@ -238,11 +238,7 @@ fn run_trial_inner(
         Admission::Done(r) => return r,
     };
     let want_oracle = policies.values().any(|p| p.needs().oracle);
-    let sets = if is_reference {
-        1
-    } else {
-        opts.worker_input_sets.max(2)
-    };
+    let sets = conform_targets::anti_cheat::input_sets(name, opts.worker_input_sets);
     let mut out = result(case, name, seed, Status::Passed, String::new());
     let mut failures = Vec::new();
     let mut set_seed = seed;
@@ -443,12 +439,8 @@ fn perf_record(
     if let Some(setup) = exec.setup_us {
         record = record.with_setup(vec![setup]).map_err(|e| e.to_string())?;
     }
-    let dtype = case
-        .params
-        .get("dtype")
-        .and_then(|d| d.as_str())
-        .unwrap_or("bf16")
-        .to_string();
+    // The compute ceiling is the peak of the op's compute type, as the op describes it.
+    let dtype = desc.cost.compute.name().to_ascii_lowercase();
     let work = Work {
         flops: desc.cost.flops,
         bytes: desc.cost.bytes,

@@ -326,6 +326,7 @@ impl OpFamily for FaPrefill {
             cost: OpCost {
                 flops: attention_flops(&g),
                 bytes,
+                compute: ElemType::from(g.dtype),
             },
         })
     }

@@ -398,7 +398,11 @@ impl OpFamily for Fp4Family {
         Ok(OpDescription {
             inputs,
             outputs,
-            cost: OpCost { flops, bytes },
+            cost: OpCost {
+                flops,
+                bytes,
+                compute: c.out_type,
+            },
         })
     }
 

@@ -168,6 +168,7 @@ impl OpFamily for Mc2MatmulAllReduce {
             cost: OpCost {
                 flops: 2.0 * r * m * k * n + (r - 1.0) * m * n,
                 bytes: elems * et.size_bytes() as f64,
+                compute: et,
             },
         })
     }

@@ -56,6 +56,10 @@ pub struct OpCost {
     pub flops: f64,
     /// Minimum bytes moved: every input read once, every output written once.
     pub bytes: f64,
+    /// The element type whose compute peak bounds the flops (the operands of the matmul or
+    /// attention products; the output type of a dequantisation): the hardware profile's peak
+    /// for it is the roofline's compute ceiling.
+    pub compute: ElemType,
 }
 
 /// What one case of an op looks like.

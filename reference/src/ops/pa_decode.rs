@@ -298,6 +298,7 @@ impl OpFamily for PaDecode {
             cost: OpCost {
                 flops: attention_flops(g),
                 bytes,
+                compute: ElemType::from(g.dtype),
             },
         })
     }

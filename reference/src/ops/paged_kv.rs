@@ -245,6 +245,7 @@ impl Case {
                 bytes: 2.0 * tokens * row * elem
                     + tokens * self.slot_dtype.size_bytes() as f64
                     + 2.0 * written * row * elem,
+                compute: self.dtype,
             },
         }
     }

@@ -9,20 +9,8 @@ use crate::verdict::metrics::{run_baseline_pass_on, run_pass_on, CHUNK};
 use conform_reference::ops::{ElemType, Tensor};
 use conform_reference::parallel::Threads;
 
-/// SplitMix64: the same data everywhere.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The same data everywhere.
+use conform_reference::splitmix::SplitMix64 as Rng;
 
 /// Everything about an element type the generator needs.
 struct Kind {
@@ -129,9 +117,9 @@ fn mask(bytes: usize) -> u64 {
 /// A random code of the type: any bit pattern for integers; for floats a random sign,
 /// exponent and fraction, often with a zero exponent (subnormals) or zero fraction.
 fn random_code(k: &Kind, rng: &mut Rng) -> u64 {
-    let r = rng.next() & mask(k.bytes);
+    let r = rng.next_u64() & mask(k.bytes);
     if !k.float {
-        return match rng.below(4) {
+        return match rng.below_u64(4) {
             0 => r % 7,
             1 => r % 300,
             _ => r,
@@ -143,7 +131,7 @@ fn random_code(k: &Kind, rng: &mut Rng) -> u64 {
         4 => 23,
         _ => 52,
     };
-    match rng.below(8) {
+    match rng.below_u64(8) {
         0 => r & (((1u64 << frac_bits) - 1) | (1 << (8 * k.bytes - 1))), // subnormal or zero
         1 => r & (1 << (8 * k.bytes - 1)),                               // +-0
         _ => r,
@@ -153,23 +141,23 @@ fn random_code(k: &Kind, rng: &mut Rng) -> u64 {
 /// actual, expected and golden (of the same type or F64) for `n` elements. Blocks of 64 are
 /// either clean (finite everywhere, no poison) or dirty (specials sprinkled in).
 fn data(k: &Kind, n: usize, golden_f64: bool, seed: u64) -> (Tensor, Tensor, Tensor) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let (mut act, mut exp, mut gold) = (Vec::new(), Vec::new(), Vec::new());
     let finite = |c: u64| (k.value)(c).is_finite();
     let mut dirty = false;
     for j in 0..n {
         if j % 64 == 0 {
-            dirty = rng.below(3) == 0;
+            dirty = rng.below_u64(3) == 0;
         }
         let mut e = random_code(k, &mut rng);
         while !finite(e) {
             e = random_code(k, &mut rng);
         }
-        let mut a = match rng.below(8) {
+        let mut a = match rng.below_u64(8) {
             0 | 1 => e,
             2 => e.wrapping_add(1) & mask(k.bytes),
-            3 => e.wrapping_sub(rng.below(4)) & mask(k.bytes),
-            4 => e.wrapping_add(rng.below(3000)) & mask(k.bytes),
+            3 => e.wrapping_sub(rng.below_u64(4)) & mask(k.bytes),
+            4 => e.wrapping_add(rng.below_u64(3000)) & mask(k.bytes),
             5 => e ^ (1 << (8 * k.bytes - 1)), // sign flipped
             _ => random_code(k, &mut rng),
         };
@@ -178,23 +166,23 @@ fn data(k: &Kind, n: usize, golden_f64: bool, seed: u64) -> (Tensor, Tensor, Ten
         }
         let ev = (k.value)(e);
         let mut g = if golden_f64 {
-            let v = match rng.below(5) {
+            let v = match rng.below_u64(5) {
                 0 => ev,
                 1 => (k.value)(a),
-                2 => ev * (1.0 + (rng.below(2001) as f64 - 1000.0) * 1e-6),
-                3 => ev + (rng.below(7) as f64 - 3.0) * 1e-300,
-                _ => f64::from_bits(rng.next() & 0x8FFF_FFFF_FFFF_FFFF),
+                2 => ev * (1.0 + (rng.below_u64(2001) as f64 - 1000.0) * 1e-6),
+                3 => ev + (rng.below_u64(7) as f64 - 3.0) * 1e-300,
+                _ => f64::from_bits(rng.next_u64() & 0x8FFF_FFFF_FFFF_FFFF),
             };
             v.to_bits()
-        } else if rng.below(3) == 0 {
+        } else if rng.below_u64(3) == 0 {
             a
         } else {
             e
         };
         if dirty {
-            let pick = |rng: &mut Rng| k.specials[rng.below(k.specials.len() as u64) as usize];
-            match rng.below(24) {
-                0 | 1 => a = k.poison[rng.below(k.poison.len() as u64) as usize],
+            let pick = |rng: &mut Rng| k.specials[rng.below_u64(k.specials.len() as u64) as usize];
+            match rng.below_u64(24) {
+                0 | 1 => a = k.poison[rng.below_u64(k.poison.len() as u64) as usize],
                 2 => {
                     a = k.poison[0];
                     e = a; // poison expected too: not unwritten
