@@ -492,3 +492,162 @@ fn ask(input: &mut impl BufRead, out: &mut impl Write) -> Result<Answer, ReviewE
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::golden::manifest::MANIFEST_FORMAT;
+    use crate::suite::Tier;
+
+    fn entry(id: &str, digest: &str) -> ManifestEntry {
+        ManifestEntry {
+            id: id.into(),
+            tier: Tier::Full,
+            file: None,
+            definition: "def".into(),
+            tensors: [("out.y".to_string(), digest.to_string())].into(),
+        }
+    }
+
+    fn manifest(digest: &str) -> Manifest {
+        Manifest {
+            format: MANIFEST_FORMAT,
+            cases: ["s/x1", "s/x2", "s/x3"]
+                .iter()
+                .map(|id| entry(id, digest))
+                .collect(),
+        }
+    }
+
+    /// A store of three full-tier (digest-only) cases, each with a staged change.
+    fn staged_store() -> (tempfile::TempDir, Review) {
+        let dir = tempfile::tempdir().unwrap();
+        let golden = dir.path().to_path_buf();
+        let mut review = Review {
+            golden: golden.clone(),
+            current: manifest("old"),
+            staged: manifest("new"),
+            pending: Vec::new(),
+            moved: Vec::new(),
+            removed: Vec::new(),
+        };
+        review.write_current().unwrap();
+        review.write_staged().unwrap();
+        review.pending = review.compute_pending();
+        (dir, review)
+    }
+
+    fn on_disk(golden: &Path, staged: bool) -> Option<Manifest> {
+        let mut p = manifest_path(golden);
+        if staged {
+            p = new_path(&p);
+        }
+        p.exists().then(|| Manifest::read(&p, false).unwrap())
+    }
+
+    fn digest(m: &Manifest, id: &str) -> String {
+        m.get(id).unwrap().tensors["out.y"].clone()
+    }
+
+    fn run(review: &mut Review, script: &str) -> (Tally, String) {
+        let mut out = Vec::new();
+        let tally = review
+            .interactive(&mut std::io::Cursor::new(script.as_bytes()), &mut out)
+            .unwrap();
+        (tally, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn accept_reject_and_skip_each_act_on_their_case_only() {
+        let (dir, mut review) = staged_store();
+        assert_eq!(review.pending().len(), 3);
+        let (tally, out) = run(&mut review, "a\nr\ns\n");
+        assert_eq!(tally.accepted, ["s/x1"]);
+        assert_eq!(tally.rejected, ["s/x2"]);
+        assert_eq!(tally.skipped, ["s/x3"]);
+        assert!(
+            out.contains("[1/3] changed    s/x1: out.y: new or changed digest"),
+            "{out}"
+        );
+        assert!(out.contains("[3/3]"), "{out}");
+        let current = on_disk(dir.path(), false).unwrap();
+        let staged = on_disk(dir.path(), true).unwrap();
+        assert_eq!(digest(&current, "s/x1"), "new");
+        assert_eq!(digest(&current, "s/x2"), "old");
+        assert_eq!(digest(&staged, "s/x2"), "old");
+        assert_eq!(digest(&current, "s/x3"), "old");
+        assert_eq!(digest(&staged, "s/x3"), "new");
+        let pending: Vec<&str> = review.pending().iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(pending, ["s/x3"]);
+    }
+
+    #[test]
+    fn capital_a_accepts_every_remaining_case_and_ends_the_staging() {
+        let (dir, mut review) = staged_store();
+        let (tally, out) = run(&mut review, "s\nA\n");
+        assert_eq!(tally.skipped, ["s/x1"]);
+        assert_eq!(tally.accepted, ["s/x2", "s/x3"]);
+        assert!(!out.contains("[3/3]"), "A asks no more: {out}");
+        assert_eq!(review.pending().len(), 1);
+        let current = on_disk(dir.path(), false).unwrap();
+        assert_eq!(digest(&current, "s/x3"), "new");
+        // Accepting the last one removes the staged manifest.
+        let (tally, _) = run(&mut review, "a\n");
+        assert_eq!(tally.accepted, ["s/x1"]);
+        assert!(on_disk(dir.path(), true).is_none());
+    }
+
+    #[test]
+    fn capital_r_rejects_every_remaining_case() {
+        let (dir, mut review) = staged_store();
+        let (tally, _) = run(&mut review, "R\n");
+        assert_eq!(tally.rejected.len(), 3);
+        assert!(review.pending().is_empty());
+        assert!(on_disk(dir.path(), true).is_none());
+        assert_eq!(on_disk(dir.path(), false).unwrap(), manifest("old"));
+    }
+
+    #[test]
+    fn q_and_the_end_of_input_leave_the_rest_pending_and_unknown_keys_ask_again() {
+        let (dir, mut review) = staged_store();
+        let (tally, out) = run(&mut review, "x\nq\n");
+        assert_eq!(tally, Tally::default());
+        assert!(out.contains("`x` is not an answer"), "{out}");
+        assert_eq!(review.pending().len(), 3);
+        assert_eq!(on_disk(dir.path(), true).unwrap(), manifest("new"));
+        let (tally, _) = run(&mut review, "a\n");
+        assert_eq!(tally.accepted, ["s/x1"]);
+        assert_eq!(review.pending().len(), 2);
+    }
+
+    #[test]
+    fn patterns_must_each_match_and_not_overlap() {
+        let (_dir, mut review) = staged_store();
+        let e = review
+            .decide_by_patterns(&["s/nope".into()], &[])
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("`s/nope` matches no pending case"),
+            "{e}"
+        );
+        let e = review
+            .decide_by_patterns(&["x[12]".into()], &["s/x2".into()])
+            .unwrap_err();
+        assert!(
+            matches!(e, ReviewError::Both { ref id } if id == "s/x2"),
+            "{e}"
+        );
+        assert_eq!(review.pending().len(), 3, "nothing decided");
+        let t = review
+            .decide_by_patterns(&["x1$".into()], &["s/x2".into()])
+            .unwrap();
+        assert_eq!(
+            (t.accepted, t.rejected, t.skipped),
+            (
+                vec!["s/x1".to_string()],
+                vec!["s/x2".to_string()],
+                vec!["s/x3".to_string()]
+            )
+        );
+    }
+}
