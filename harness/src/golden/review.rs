@@ -650,4 +650,108 @@ mod tests {
             )
         );
     }
+
+    /// One quick-tier case `s/q` with data `old` in the store and `new` staged.
+    fn quick_store() -> (tempfile::TempDir, Review, [u16; 2]) {
+        use conform_reference::ops::{ElemType, Tensor};
+        let dir = tempfile::tempdir().unwrap();
+        let golden = dir.path().to_path_buf();
+        let (old, new) = ([0x3F80u16, 0x4000], [0x3F80u16, 0x4040]);
+        let mk = |bits: &[u16], file: &str| {
+            let t = Tensor::from_bits16(ElemType::Bf16, vec![2], bits);
+            let e = ManifestEntry {
+                id: "s/q".into(),
+                tier: Tier::Quick,
+                file: Some("s/q.safetensors".into()),
+                definition: "def".into(),
+                tensors: [(
+                    "out.y".to_string(),
+                    super::super::manifest::tensor_digest(&t),
+                )]
+                .into(),
+            };
+            let path = golden.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let map = [("out.y".to_string(), t)].into();
+            tensor_file::write(&path, &map, &Default::default()).unwrap();
+            e
+        };
+        let current = Manifest {
+            format: MANIFEST_FORMAT,
+            cases: vec![mk(&old, "s/q.safetensors")],
+        };
+        let staged = Manifest {
+            format: MANIFEST_FORMAT,
+            cases: vec![mk(&new, "s/q.safetensors.new")],
+        };
+        let review = Review {
+            golden,
+            current,
+            staged,
+            pending: Vec::new(),
+            moved: Vec::new(),
+            removed: Vec::new(),
+        };
+        review.write_current().unwrap();
+        review.write_staged().unwrap();
+        (dir, review, new)
+    }
+
+    #[test]
+    fn an_accept_interrupted_after_moving_the_data_is_completed_on_the_next_open() {
+        let (dir, mut review, _) = quick_store();
+        review.pending = review.compute_pending();
+        assert!(
+            matches!(&review.pending[0].change, BlessChange::Changed(w) if w[0].starts_with("out.y: max")),
+            "{:?}",
+            review.pending
+        );
+        // The crash: the data file was renamed, MANIFEST.toml not rewritten yet.
+        let file = dir.path().join("s/q.safetensors");
+        std::fs::rename(new_path(&file), &file).unwrap();
+        review.recover().unwrap();
+        review.pending = review.compute_pending();
+        assert!(review.pending.is_empty(), "{:?}", review.pending);
+        let current = on_disk(dir.path(), false).unwrap();
+        assert_eq!(current.get("s/q"), review.staged.get("s/q"));
+        assert!(read_checked(dir.path(), current.get("s/q").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_reject_interrupted_before_deleting_the_staged_file_is_completed_on_the_next_open() {
+        let (dir, mut review, _) = quick_store();
+        let file = dir.path().join("s/q.safetensors");
+        let kept = std::fs::read(new_path(&file)).unwrap();
+        review.pending = review.compute_pending();
+        review.decide("s/q", Decision::Reject).unwrap();
+        assert!(!new_path(&file).exists());
+        // The crash: the staged entry was restored but the staged file is still there.
+        std::fs::write(new_path(&file), kept).unwrap();
+        review.recover().unwrap();
+        assert!(
+            !new_path(&file).exists(),
+            "the leftover staged file is removed"
+        );
+        assert!(review.compute_pending().is_empty());
+        assert!(read_checked(dir.path(), review.current.get("s/q").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn accepting_a_quick_case_moves_its_checked_data_and_refuses_altered_staged_data() {
+        let (dir, mut review, _) = quick_store();
+        let file = dir.path().join("s/q.safetensors");
+        let staged_bytes = std::fs::read(new_path(&file)).unwrap();
+        // Altered staged bytes do not match the staged digests: nothing moves.
+        let mut bad = staged_bytes.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        std::fs::write(new_path(&file), &bad).unwrap();
+        review.pending = review.compute_pending();
+        assert!(review.decide("s/q", Decision::Accept).is_err());
+        assert!(new_path(&file).exists());
+        assert_eq!(on_disk(dir.path(), false).unwrap(), review.current);
+        std::fs::write(new_path(&file), &staged_bytes).unwrap();
+        review.decide("s/q", Decision::Accept).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), staged_bytes);
+        assert!(on_disk(dir.path(), true).is_none(), "nothing left pending");
+    }
 }
