@@ -1,8 +1,9 @@
-//! `conform golden verify | bless | accept`.
+//! `conform golden verify | bless | accept | review`.
 
 use super::list::SelectArgs;
 use super::paths::Paths;
 use crate::exit_code;
+use crate::golden::review::{Review, ReviewError};
 use crate::golden::{bless, verify};
 use crate::messages;
 use crate::suite::select::load_all;
@@ -34,6 +35,21 @@ pub enum GoldenCommand {
     /// Move staged `.new` files into the golden store (refused when a staged entry no longer
     /// matches its case in the suites).
     Accept,
+    /// Decide the staged changes case by case: accept (a), reject (r) or skip (s) each, on a
+    /// terminal; or with --accept / --reject for scripts; or --list them. Refused when CI is
+    /// set, and when a staged entry no longer matches its case in the suites.
+    Review {
+        /// Accept the pending cases with this id, or whose ids this regex matches (repeatable)
+        #[arg(long, value_name = "ID_OR_REGEX")]
+        accept: Vec<String>,
+        /// Reject (delete the staged files of) the pending cases with this id, or whose ids
+        /// this regex matches (repeatable)
+        #[arg(long, value_name = "ID_OR_REGEX")]
+        reject: Vec<String>,
+        /// List the pending cases, one a line, with what changed; decide nothing
+        #[arg(long, conflicts_with_all = ["accept", "reject"])]
+        list: bool,
+    },
 }
 
 pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
@@ -72,6 +88,11 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
                 Ok(exit_code::SUCCESS)
             }
         },
+        GoldenCommand::Review {
+            accept,
+            reject,
+            list,
+        } => Ok(review(paths, &accept, &reject, list)),
     }
 }
 
@@ -121,4 +142,69 @@ fn with_cases(
 fn accept(paths: &Paths) -> anyhow::Result<Option<bless::Accepted>> {
     let cases = load_all(&paths.suites).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(bless::accept(&paths.golden, &cases)?)
+}
+
+/// `golden review`: the exit code, every message printed.
+fn review(paths: &Paths, accept: &[String], reject: &[String], list: bool) -> i32 {
+    match review_inner(paths, accept, reject, list) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            exit_code::USAGE
+        }
+    }
+}
+
+fn review_inner(
+    paths: &Paths,
+    accept: &[String],
+    reject: &[String],
+    list: bool,
+) -> Result<i32, ReviewError> {
+    use std::io::IsTerminal;
+    if std::env::var_os("CI").is_some() {
+        return Err(ReviewError::OnCi);
+    }
+    let cases = match load_all(&paths.suites) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}", messages::error_line(&e));
+            return Ok(exit_code::USAGE);
+        }
+    };
+    let Some(mut review) = Review::open(&paths.golden, &cases)? else {
+        println!("{}", messages::golden_review::nothing_to_review());
+        return Ok(exit_code::SUCCESS);
+    };
+    if review.pending().is_empty() {
+        println!("{}", messages::golden_review::nothing_to_review());
+        return Ok(exit_code::SUCCESS);
+    }
+    if list {
+        println!(
+            "{}",
+            messages::golden_review::pending_list(review.pending())
+        );
+        return Ok(exit_code::SUCCESS);
+    }
+    let tally = if !accept.is_empty() || !reject.is_empty() {
+        review.decide_by_patterns(accept, reject)?
+    } else if std::io::stdin().is_terminal() {
+        review.interactive(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())?
+    } else {
+        println!(
+            "{}",
+            messages::golden_review::pending_list(review.pending())
+        );
+        eprintln!(
+            "{}",
+            messages::error_line(&messages::golden_review::needs_terminal_or_flags())
+        );
+        return Ok(exit_code::USAGE);
+    };
+    println!(
+        "{}",
+        messages::golden_review::summary(&tally, review.pending().len())
+    );
+    Ok(exit_code::SUCCESS)
 }

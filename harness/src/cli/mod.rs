@@ -34,7 +34,7 @@ pub enum Command {
     List(list::ListArgs),
     /// Show everything about one case: parameters, shapes, recipe, checks, golden file.
     Explain(explain::ExplainArgs),
-    /// Verify, bless or accept the golden store.
+    /// Verify, bless, accept or review (case by case) the golden store.
     #[command(subcommand)]
     Golden(golden::GoldenCommand),
     /// Run suites against targets (no arguments: the main job — every quick case on the

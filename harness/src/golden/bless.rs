@@ -2,8 +2,8 @@
 //!
 //! Bless recomputes the selected cases and writes what changed NEXT TO the old data
 //! (`<file>.safetensors.new`, `MANIFEST.toml.new`), printing a review; it refuses to run when
-//! `CI` is set. Accept moves the `.new` files into place (data files first, each by an atomic
-//! rename, the manifest last), removing files of cases that no longer exist.
+//! `CI` is set. Accept moves the `.new` files into place case by case (`super::review`), removing
+//! files of cases that no longer exist.
 
 use super::compute::{
     definition_digest, generate_inputs, golden_metadata, golden_tensors, reference_outputs,
@@ -11,8 +11,9 @@ use super::compute::{
 use super::diff::describe_change;
 use super::error::GoldenError;
 use super::manifest::{tensor_digest, Manifest, ManifestEntry, MANIFEST_FORMAT};
-use super::verify::{golden_files, manifest_path};
+use super::verify::manifest_path;
 use crate::suite::{Case, Tier};
+use conform_reference::ops::TensorMap;
 use conform_reference::parallel::Threads;
 use conform_targets::tensor_file;
 use std::collections::BTreeSet;
@@ -44,7 +45,7 @@ impl BlessReview {
     }
 }
 
-fn new_path(p: &Path) -> PathBuf {
+pub(crate) fn new_path(p: &Path) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(".new");
     PathBuf::from(s)
@@ -101,25 +102,7 @@ pub fn bless(
             None => BlessChange::New,
             Some(prev) if prev == &entry => BlessChange::Unchanged,
             Some(prev) => {
-                let stored = prev
-                    .file
-                    .as_ref()
-                    .and_then(|f| tensor_file::read(&golden.join(f)).ok());
-                let mut what = Vec::new();
-                if prev.definition != entry.definition {
-                    what.push("definition changed".to_string());
-                }
-                for (name, t) in &tensors {
-                    if prev.tensors.get(name) != entry.tensors.get(name) {
-                        let detail = stored
-                            .as_ref()
-                            .and_then(|s| s.tensors.get(name))
-                            .map(|o| describe_change(o, t))
-                            .unwrap_or_else(|| "new or changed digest".into());
-                        what.push(format!("{name}: {detail}"));
-                    }
-                }
-                BlessChange::Changed(what)
+                BlessChange::Changed(change_details(golden, prev, &entry, Some(&tensors)))
             }
         };
         if (change != BlessChange::Unchanged
@@ -151,6 +134,38 @@ pub fn bless(
     Ok(review)
 }
 
+/// What changed between the stored entry `prev` and the new `entry` of one case: the
+/// definition, and each tensor whose digest changed with the size of the change (when both
+/// versions' tensors are at hand: the stored file under `golden`, and `fresh`). Bless prints
+/// it; `golden review` shows it again for a staged case (`fresh` read from its `.new` file).
+pub fn change_details(
+    golden: &Path,
+    prev: &ManifestEntry,
+    entry: &ManifestEntry,
+    fresh: Option<&TensorMap>,
+) -> Vec<String> {
+    let stored = prev
+        .file
+        .as_ref()
+        .and_then(|f| tensor_file::read(&golden.join(f)).ok());
+    let mut what = Vec::new();
+    if prev.definition != entry.definition {
+        what.push("definition changed".to_string());
+    }
+    for name in entry.tensors.keys() {
+        if prev.tensors.get(name) != entry.tensors.get(name) {
+            let old = stored.as_ref().and_then(|s| s.tensors.get(name));
+            let new = fresh.and_then(|f| f.get(name));
+            let detail = match (old, new) {
+                (Some(o), Some(t)) => describe_change(o, t),
+                _ => "new or changed digest".into(),
+            };
+            what.push(format!("{name}: {detail}"));
+        }
+    }
+    what
+}
+
 /// What accept did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Accepted {
@@ -160,88 +175,20 @@ pub struct Accepted {
     pub removed: Vec<PathBuf>,
 }
 
-/// Moves staged `.new` files into place; `Ok(None)` when nothing is staged. Every staged
-/// entry must still describe its case in `cases` (the suites now): a bless followed by a
-/// change to the suite would otherwise put data into the store that no case produces.
+/// Moves every staged change into place (see [`super::review`]: one case at a time, the same
+/// steps `conform golden review` takes when a case is accepted); `Ok(None)` when nothing is
+/// staged. Every staged change must still describe its case in `cases` (the suites now): a
+/// bless followed by a change to the suite would otherwise put data into the store that no
+/// case produces.
 pub fn accept(golden: &Path, cases: &[Case]) -> Result<Option<Accepted>, GoldenError> {
-    let manifest = manifest_path(golden);
-    let staged_manifest = new_path(&manifest);
-    if !staged_manifest.exists() {
+    let Some(review) = super::review::Review::open(golden, cases)? else {
         return Ok(None);
-    }
-    let new = Manifest::read(&staged_manifest, false)?;
-    let stale: Vec<String> = new
-        .cases
-        .iter()
-        .filter(|e| {
-            !cases
-                .iter()
-                .any(|c| c.id == e.id && c.tier == e.tier && definition_digest(c) == e.definition)
-        })
-        .map(|e| e.id.clone())
-        .collect();
-    if !stale.is_empty() {
-        return Err(GoldenError::StagedStale { ids: stale });
-    }
-    let listed: BTreeSet<PathBuf> = new
-        .cases
-        .iter()
-        .filter_map(|e| e.file.as_ref().map(|f| golden.join(f)))
-        .collect();
-    // Every staged data file must belong to the staged manifest; otherwise accept nothing.
-    let staged = staged_files(golden)?;
-    for s in &staged {
-        let target = s.with_extension("");
-        if !listed.contains(&target) {
-            return Err(GoldenError::Manifest {
-                path: staged_manifest.clone(),
-                message: format!(
-                    "staged file {} is not listed in it; run `conform golden bless` again",
-                    s.display()
-                ),
-            });
-        }
-    }
-    for path in &listed {
-        if !path.exists() && !new_path(path).exists() {
-            return Err(GoldenError::Manifest {
-                path: staged_manifest.clone(),
-                message: format!(
-                    "lists {} but neither it nor a staged .new exists",
-                    path.display()
-                ),
-            });
-        }
-    }
-    let mut moved = Vec::new();
-    for s in staged {
-        let target = s.with_extension("");
-        std::fs::rename(&s, &target).map_err(|source| GoldenError::Io {
-            path: s.clone(),
-            source,
-        })?;
-        moved.push(target);
-    }
-    let mut removed = Vec::new();
-    for f in golden_files(golden)? {
-        if !listed.contains(&f) {
-            std::fs::remove_file(&f).map_err(|source| GoldenError::Io {
-                path: f.clone(),
-                source,
-            })?;
-            removed.push(f);
-        }
-    }
-    std::fs::rename(&staged_manifest, &manifest).map_err(|source| GoldenError::Io {
-        path: staged_manifest.clone(),
-        source,
-    })?;
-    moved.push(manifest);
-    prune_empty_dirs(golden);
+    };
+    let (moved, removed) = review.accept_all()?;
     Ok(Some(Accepted { moved, removed }))
 }
 
-fn staged_files(golden: &Path) -> Result<Vec<PathBuf>, GoldenError> {
+pub(crate) fn staged_files(golden: &Path) -> Result<Vec<PathBuf>, GoldenError> {
     let mut out = Vec::new();
     let mut stack = vec![golden.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -262,7 +209,7 @@ fn staged_files(golden: &Path) -> Result<Vec<PathBuf>, GoldenError> {
     Ok(out)
 }
 
-fn prune_empty_dirs(dir: &Path) {
+pub(crate) fn prune_empty_dirs(dir: &Path) {
     if let Ok(rd) = std::fs::read_dir(dir) {
         for e in rd.flatten() {
             let p = e.path();

@@ -7,6 +7,7 @@ pub mod diff;
 pub mod discriminate;
 pub mod error;
 pub mod manifest;
+pub mod review;
 pub mod store;
 pub mod verify;
 

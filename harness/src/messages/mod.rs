@@ -1,6 +1,7 @@
 //! Every user-facing message of the `conform` CLI, in one place (per command in submodules).
 
 pub mod adequacy;
+pub mod golden_review;
 pub mod keep;
 pub mod mc2;
 pub mod perf;
@@ -309,12 +310,11 @@ pub mod golden {
         let mut unchanged = 0;
         for (id, c) in &r.changes {
             match c {
-                BlessChange::New => s.push_str(&format!("new        {id}\n")),
-                BlessChange::Removed => s.push_str(&format!("removed    {id}\n")),
-                BlessChange::Changed(what) => {
-                    s.push_str(&format!("changed    {id}: {}\n", what.join("; ")))
-                }
                 BlessChange::Unchanged => unchanged += 1,
+                c => {
+                    s.push_str(&change_line(id, c));
+                    s.push('\n');
+                }
             }
         }
         s.push_str(&format!(
@@ -325,11 +325,25 @@ pub mod golden {
             s.push_str("nothing staged: the golden store is up to date");
         } else {
             s.push_str(&format!(
-                "staged {} file(s) as .new next to the golden data; review them, then run `conform golden accept`",
+                "staged {} file(s) as .new next to the golden data; review them, then run `conform golden review` (case by case) or `conform golden accept` (all)",
                 r.written.len()
             ));
         }
         s
+    }
+
+    /// One case of a bless review (and of `golden review`): `new`, `changed` with what
+    /// changed, `removed`; `Unchanged` is a data file staged again for an unchanged entry.
+    pub fn change_line(id: &str, c: &crate::golden::bless::BlessChange) -> String {
+        use crate::golden::bless::BlessChange;
+        match c {
+            BlessChange::New => format!("new        {id}"),
+            BlessChange::Removed => format!("removed    {id}"),
+            BlessChange::Changed(what) => format!("changed    {id}: {}", what.join("; ")),
+            BlessChange::Unchanged => {
+                format!("restaged   {id}: its data file was missing from the store")
+            }
+        }
     }
 
     pub fn verify_progress(i: usize, n: usize, id: &str) -> String {
