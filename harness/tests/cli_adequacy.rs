@@ -3,39 +3,21 @@
 //! makes adequacy name that fault and exit 1.
 
 use conform_reference::faults::{self, Requirement};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
+
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{repo, text};
+
+/// `conform` with no root or required targets inherited from the caller's environment.
+fn conform(root: &Path, args: &[&str]) -> Output {
+    cli::conform_without(root, args, &["CONFORM_ROOT", "CONFORM_REQUIRE_TARGETS"])
+}
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;
 use copy_dir::copy_dir;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn conform(root: &Path, args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .current_dir(root)
-        .env_remove("CI")
-        .env_remove("CONFORM_ROOT")
-        .env_remove("CONFORM_REQUIRE_TARGETS")
-        .output()
-        .expect("conform runs");
-    assert!(!text(&o).contains("panicked at"), "{}", text(&o));
-    o
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn quick_tier_kills_every_required_fault_on_fresh_seed_sets() {

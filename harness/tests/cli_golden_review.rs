@@ -3,34 +3,11 @@
 //! exits 2 instead of waiting for an answer; refused under CI and for stale staged data.
 //! (The interactive loop itself is unit-tested on scripted input in `golden::review`.)
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{conform, repo, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn conform(root: &Path, args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .env_remove("CI")
-        .stdin(Stdio::null())
-        .output()
-        .expect("conform runs");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("panicked at"), "{err}");
-    o
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use std::process::Command;
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;

@@ -2,34 +2,10 @@
 //! line and key; a damaged golden file names its case; golden data changes only through
 //! bless (never under CI) and accept; documented exit codes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn conform(root: &Path, args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .env_remove("CI")
-        .output()
-        .expect("conform runs");
-    // No CLI run in the tests may panic, whatever its exit code.
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("panicked at"), "{err}");
-    o
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{conform, repo, text};
+use std::process::Command;
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;

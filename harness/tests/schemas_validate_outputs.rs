@@ -3,29 +3,20 @@
 //! the committed schema files are the ones the metadata types generate, checked in
 //! `metadata/tests/schemas_up_to_date.rs`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo;
 
 fn conform(args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(repo())
-        .args(args)
-        .env_remove("CI")
-        .env_remove("CONFORM_ROOT")
-        .env_remove("CONFORM_REQUIRE_TARGETS")
-        .output()
-        .expect("conform runs");
+    let o = cli::conform_without(&repo(), args, &["CONFORM_ROOT", "CONFORM_REQUIRE_TARGETS"]);
     assert_eq!(
         o.status.code(),
         Some(0),
-        "conform {args:?}:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+        "conform {args:?}:\n{}",
+        cli::text(&o)
     );
     o
 }
