@@ -7,7 +7,7 @@ use crate::results::{CaseResult, OutputMetrics, Status};
 use crate::seed::second_run_seed;
 use crate::suite::Case;
 use crate::verdict::{evaluate, CheckPolicy, Comparison};
-use conform_reference::ops::{self, ElemType, OpDescription};
+use conform_reference::ops::{self, OpDescription};
 use conform_targets::target::{Availability, ExecRequest, Execution, Target, TimingRequest};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,20 +47,6 @@ pub fn policies_for(
             )),
         })
         .collect()
-}
-
-/// The poison bit patterns of a dtype (what an unwritten element holds).
-pub fn poison_bits(dtype: ElemType) -> Vec<u64> {
-    use conform_targets::poison;
-    match dtype {
-        ElemType::Bf16 => vec![poison::BF16 as u64],
-        ElemType::F16 => vec![poison::F16 as u64],
-        ElemType::F32 => vec![poison::F32 as u64],
-        ElemType::F64 => vec![poison::F64],
-        ElemType::U8 => vec![poison::U8 as u64],
-        ElemType::I32 => vec![poison::I32 as u64],
-        ElemType::I64 => vec![poison::I64],
-    }
 }
 
 fn result(case: &Case, target: &str, seed: u64, status: Status, message: String) -> CaseResult {
@@ -402,7 +388,7 @@ pub(crate) fn judge(
             );
             continue;
         };
-        let poison = poison_bits(spec.dtype);
+        let poison = [conform_targets::poison::pattern_bits(spec.dtype)];
         let mut cmp = Comparison::new(spec, actual, expected).with_poison(&poison);
         let oracle_t = exp.oracle.as_ref().and_then(|o| o.get(&spec.name));
         if let Some(o) = oracle_t {
