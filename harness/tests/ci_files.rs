@@ -474,3 +474,70 @@ fn contribution_guide_gives_the_one_command() {
     assert!(text.contains("fresh seeds"));
     assert!(text.contains("conform report --input"));
 }
+
+/// The regexes of `.config/nextest.toml`'s overrides into the `device` test group, per profile.
+fn nextest_device_regexes() -> Vec<(String, regex::Regex)> {
+    let path = repo().join(".config/nextest.toml");
+    let config: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut found = Vec::new();
+    for (profile, body) in config["profile"].as_table().unwrap() {
+        let overrides = body.get("overrides").and_then(|o| o.as_array());
+        for o in overrides.into_iter().flatten() {
+            if o.get("test-group").and_then(|g| g.as_str()) != Some("device") {
+                continue;
+            }
+            let filter = o["filter"].as_str().unwrap();
+            let re = filter
+                .split_once("test(/")
+                .and_then(|(_, rest)| rest.split_once("/)"))
+                .map(|(re, _)| re)
+                .unwrap_or_else(|| panic!("{profile}: `{filter}` has no test(/regex/)"));
+            assert!(
+                filter.contains("binary(conformance)"),
+                "{profile}: {filter}"
+            );
+            found.push((profile.clone(), regex::Regex::new(re).unwrap()));
+        }
+    }
+    found
+}
+
+/// Every shipped worker's trials land in nextest's one-at-a-time `device` group exactly when
+/// its `device_group` is not `cpu`, through the trial kind the conformance target gives them
+/// (no list of worker names to keep by hand).
+#[test]
+fn nextest_serialises_exactly_the_device_groups_trials() {
+    use conform_harness::runner::device::trial_kind;
+    let regexes = nextest_device_regexes();
+    let profiles: Vec<&str> = regexes.iter().map(|(p, _)| p.as_str()).collect();
+    assert!(
+        profiles.contains(&"default") && profiles.contains(&"ci"),
+        "{profiles:?}"
+    );
+    let mut device_targets = 0;
+    for entry in std::fs::read_dir(repo().join("targets")).unwrap() {
+        let toml_path = entry.unwrap().path().join("target.toml");
+        if !toml_path.is_file() {
+            continue;
+        }
+        let target = toml_path.parent().unwrap().file_name().unwrap();
+        let config = conform_targets::worker::WorkerConfig::load(&toml_path).unwrap();
+        let bare = format!("{}::fa_prefill.case", target.to_str().unwrap());
+        let kind = trial_kind(&config.device_group);
+        device_targets += usize::from(kind.is_some());
+        // The name nextest sees: libtest prints `[kind] ` before it.
+        let listed = kind.map_or(bare.clone(), |k| format!("[{k}] {bare}"));
+        for (profile, re) in &regexes {
+            assert_eq!(
+                re.is_match(&listed),
+                config.device_group != "cpu",
+                "{profile}: `{listed}` (device_group `{}`)",
+                config.device_group
+            );
+        }
+    }
+    assert!(
+        device_targets >= 2,
+        "torch and torch_npu are device targets"
+    );
+}

@@ -2,7 +2,7 @@
 //! and listed in DIR/index.json, equal to what the harness regenerates; a DIR that cannot be
 //! used is refused before any case runs (exit 2, naming it), never with a panic.
 
-use conform_harness::golden::compute::{generate_inputs, reference_outputs};
+use conform_harness::case_data::{generate_inputs, reference_outputs};
 use conform_harness::suite::select::load_all;
 use conform_reference::parallel::Threads;
 use conform_targets::tensor_file;

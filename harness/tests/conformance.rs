@@ -1,5 +1,7 @@
 //! `cargo test` / `cargo nextest run` integration: one trial per (target, quick-tier case),
-//! named `<target>::<case id>`.
+//! named `<target>::<case id>`; a trial of a target on a device (a `device_group` other than
+//! `cpu`) has the kind `device:<group>`, which libtest prints first:
+//! `[device:npu] torch_npu::<case id>`.
 //!
 //! - The reference target runs every quick case and is verified bitwise against the golden
 //!   store; worker targets run every case their capabilities cover.
@@ -11,11 +13,15 @@
 //!   `--include-ignored` still runs them (each then reports itself ignored, with the reason).
 //! - Under nextest every trial runs in its own process with `--exact NAME`: then only that one
 //!   trial is built (no worker is started for the others).
+//! - Trials of one device group never overlap: here each holds its group's lock while it runs;
+//!   under nextest `.config/nextest.toml` runs every `[device:` trial in a one-at-a-time test
+//!   group (`conform_harness::runner::device`).
 //! - `CONFORM_TIER=full` (or `all`) selects the full tier instead.
 
 use conform_harness::cli::paths::Paths;
 use conform_harness::cli::targets;
 use conform_harness::results::Status;
+use conform_harness::runner::device::{self, DeviceLocks};
 use conform_harness::runner::skip_reason;
 use conform_harness::runner::{run_trial, RunOptions};
 use conform_harness::suite::select::load_all;
@@ -57,8 +63,15 @@ fn main() -> std::process::ExitCode {
         })
         .collect();
     let target_names = targets::known(&paths);
-    // The --exact fast path: only the trial nextest asked for.
-    let wanted = |name: &str| !args.exact || args.filter.as_deref().is_none_or(|f| f == name);
+    // The --exact fast path: only the trial nextest asked for (named with its kind, if any).
+    let wanted = |name: &str| {
+        !args.exact
+            || args
+                .filter
+                .as_deref()
+                .is_none_or(|f| device::without_kind(f) == name)
+    };
+    let device_locks = DeviceLocks::default();
     let mut opened: BTreeMap<String, Arc<Mutex<Box<dyn Target>>>> = BTreeMap::new();
     let opts = Arc::new(RunOptions {
         golden: Some(golden),
@@ -89,16 +102,22 @@ fn main() -> std::process::ExitCode {
                     }
                 },
             };
-            let skip = {
+            let (skip, group) = {
                 let mut t = handle.lock().unwrap_or_else(|e| e.into_inner());
-                skip_reason(case, t.as_mut(), &opts)
+                let group = t.device_group().to_string();
+                (skip_reason(case, t.as_mut(), &opts), group)
             };
+            let device_lock = device_locks.for_group(&group);
             if let Some(reason) = &skip {
                 *ignored.entry((target.clone(), reason.clone())).or_default() += 1;
             }
             let case = case.clone();
             let opts = opts.clone();
             let trial = Trial::ignorable_test(name, move || {
+                // The device first, then the target: every trial takes them in this order.
+                let _device = device_lock
+                    .as_ref()
+                    .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
                 let mut t = handle.lock().unwrap_or_else(|e| e.into_inner());
                 let r = run_trial(&case, t.as_mut(), case.seed, &opts);
                 match r.status {
@@ -112,6 +131,10 @@ fn main() -> std::process::ExitCode {
                     ))),
                 }
             });
+            let trial = match device::trial_kind(&group) {
+                Some(kind) => trial.with_kind(kind),
+                None => trial,
+            };
             trials.push(trial.with_ignored_flag(skip.is_some()));
         }
     }

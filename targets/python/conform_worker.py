@@ -41,7 +41,8 @@ except Exception as _e:  # pragma: no cover - exercised by workers in a bare int
 else:
     _NUMPY_ERROR = None
 
-# The poison pattern per safetensors dtype (bits); the same as targets/src/poison.rs.
+# The poison pattern per safetensors dtype (bits). A copy of targets/src/poison.rs (the one
+# home); `cargo test -p conform-targets` fails when the two differ (python_helper_poison_table_matches).
 POISON = {
     "BF16": 0x7FA5,
     "F16": 0x7DA5,

@@ -19,8 +19,10 @@
 //! spare encodings, so an element equal to the pattern there is only evidence: a verdict must
 //! combine it with a mismatch against the expected value.
 //!
-//! The same constants are in `targets/python/conform_worker.py` (`POISON`); a test checks
-//! that they agree.
+//! This module is the one home of the patterns. The Python worker helper needs them too and
+//! keeps a copy (`targets/python/conform_worker.py`, `POISON`, keyed by safetensors dtype
+//! name); the test `python_helper_poison_table_matches` reads that table and fails when it
+//! differs from [`pattern_bits`] for any dtype, or names a dtype this module does not.
 
 use conform_reference::ops::{ElemType, Tensor, TensorError};
 
@@ -32,17 +34,23 @@ pub const U8: u8 = 0xA5;
 pub const I32: u32 = 0xA5A5_A5A5;
 pub const I64: u64 = 0xA5A5_A5A5_A5A5_A5A5;
 
+/// The pattern of `dtype` as an integer (in the low `dtype.size_bytes()` bytes): the one
+/// per-dtype mapping, used by the output fill here and by the verdicts' unwritten check.
+pub fn pattern_bits(dtype: ElemType) -> u64 {
+    match dtype {
+        ElemType::Bf16 => u64::from(BF16),
+        ElemType::F16 => u64::from(F16),
+        ElemType::F32 => u64::from(F32),
+        ElemType::F64 => F64,
+        ElemType::U8 => u64::from(U8),
+        ElemType::I32 => u64::from(I32),
+        ElemType::I64 => I64,
+    }
+}
+
 /// The little-endian bytes of one poisoned element of `dtype`.
 pub fn pattern_bytes(dtype: ElemType) -> Vec<u8> {
-    match dtype {
-        ElemType::Bf16 => BF16.to_le_bytes().to_vec(),
-        ElemType::F16 => F16.to_le_bytes().to_vec(),
-        ElemType::F32 => F32.to_le_bytes().to_vec(),
-        ElemType::F64 => F64.to_le_bytes().to_vec(),
-        ElemType::U8 => vec![U8],
-        ElemType::I32 => I32.to_le_bytes().to_vec(),
-        ElemType::I64 => I64.to_le_bytes().to_vec(),
-    }
+    pattern_bits(dtype).to_le_bytes()[..dtype.size_bytes()].to_vec()
 }
 
 /// Whether an element equal to the pattern proves it was not written (true for float dtypes,
@@ -152,5 +160,62 @@ mod tests {
     fn overflowing_shape_is_an_error() {
         assert!(poisoned(ElemType::F32, vec![usize::MAX, 2]).is_err());
         assert!(poisoned(ElemType::F64, vec![usize::MAX / 4]).is_err());
+    }
+
+    /// The `POISON` table of the Python worker helper, as (safetensors dtype name, bits in hex).
+    fn python_poison_table() -> Vec<(String, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/python/conform_worker.py");
+        let text = std::fs::read_to_string(path).unwrap();
+        let body = text
+            .split_once("\nPOISON = {\n")
+            .and_then(|(_, rest)| rest.split_once("\n}"))
+            .map(|(body, _)| body)
+            .expect("conform_worker.py defines `POISON = {` ... `}` at top level");
+        body.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| {
+                let (key, value) = l
+                    .trim_end_matches(',')
+                    .split_once(':')
+                    .unwrap_or_else(|| panic!("POISON entry `{l}` is not `\"NAME\": 0x...`"));
+                let hex = value.trim().trim_start_matches("0x").replace('_', "");
+                let bits = u64::from_str_radix(&hex, 16)
+                    .unwrap_or_else(|e| panic!("POISON entry `{l}`: {e}"));
+                (
+                    key.trim().trim_matches('"').to_string(),
+                    format!("{bits:#x}"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn python_helper_poison_table_matches() {
+        let python = python_poison_table();
+        let rust: Vec<(String, String)> = ALL
+            .iter()
+            .map(|&dt| (dt.name().to_string(), format!("{:#x}", pattern_bits(dt))))
+            .collect();
+        let mut sorted_python = python.clone();
+        sorted_python.sort();
+        let mut sorted_rust = rust;
+        sorted_rust.sort();
+        assert_eq!(
+            sorted_python, sorted_rust,
+            "targets/python/conform_worker.py POISON must equal targets/src/poison.rs"
+        );
+    }
+
+    #[test]
+    fn pattern_bytes_are_the_bits_little_endian() {
+        for dt in ALL {
+            let bytes = pattern_bytes(dt);
+            assert_eq!(bytes.len(), dt.size_bytes(), "{dt:?}");
+            let mut wide = [0u8; 8];
+            wide[..bytes.len()].copy_from_slice(&bytes);
+            assert_eq!(u64::from_le_bytes(wide), pattern_bits(dt), "{dt:?}");
+        }
+        assert_eq!(pattern_bytes(ElemType::Bf16), vec![0xA5, 0x7F]);
     }
 }

@@ -186,6 +186,9 @@ impl TargetError {
     }
 }
 
+/// The device group of targets that run on the host CPU: their trials may overlap.
+pub const CPU_DEVICE_GROUP: &str = "cpu";
+
 /// An implementation under test.
 ///
 /// Calls are sequential (`&mut self`); a target may start a process lazily on the first call
@@ -193,10 +196,13 @@ impl TargetError {
 pub trait Target: Send {
     /// The target's name (`reference`, `ml_dtypes`, `torch_npu`, ...).
     fn name(&self) -> &str;
-    /// The device this target uses (`cpu`, `cuda`, `npu`, ...): the harness never runs two
-    /// targets of one device group at the same time (timings would interfere).
+    /// The device this target uses (`cpu`, `cuda`, `npu`, ...). Trials of targets in one
+    /// group other than [`CPU_DEVICE_GROUP`] never overlap where the harness runs trials
+    /// concurrently (the conformance test target: a lock per group in one process, the nextest
+    /// `device` test group across processes; see `harness/src/runner/device.rs`), so timings
+    /// and device memory do not interfere. `conform run` runs one trial at a time anyway.
     fn device_group(&self) -> &str {
-        "cpu"
+        CPU_DEVICE_GROUP
     }
     /// Whether it can run here (a worker answers this by a handshake with a short timeout).
     fn availability(&mut self) -> Availability;

@@ -2,7 +2,7 @@
 
 use super::paths::Paths;
 use crate::exit_code;
-use crate::golden::compute::definition_digest;
+use crate::golden::format::definition_digest;
 use crate::messages;
 use crate::suite::select::load_all;
 use clap::Args;
@@ -42,7 +42,7 @@ pub fn run(paths: &Paths, args: ExplainArgs) -> anyhow::Result<i32> {
     // really holds (small enough cases only: nothing large is generated just to describe it).
     let need = crate::runner::memory::estimate(&desc, false);
     if need.inputs <= EXPLAIN_INPUT_LIMIT {
-        match crate::golden::compute::generate_inputs(case, case.seed) {
+        match crate::case_data::generate_inputs(case, case.seed) {
             Ok(inputs) => println!("{}", messages::explain_inputs(&inputs)),
             Err(e) => eprintln!("{}", messages::error_line(&e)),
         }

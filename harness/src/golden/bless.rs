@@ -5,13 +5,12 @@
 //! `CI` is set. Accept moves the `.new` files into place case by case (`super::review`), removing
 //! files of cases that no longer exist.
 
-use super::compute::{
-    definition_digest, generate_inputs, golden_metadata, golden_tensors, reference_outputs,
-};
 use super::diff::describe_change;
 use super::error::GoldenError;
+use super::format::{definition_digest, golden_metadata, golden_tensors};
 use super::manifest::{tensor_digest, Manifest, ManifestEntry, MANIFEST_FORMAT};
 use super::verify::manifest_path;
+use crate::case_data::{generate_inputs, reference_outputs};
 use crate::suite::{Case, Tier};
 use conform_reference::ops::TensorMap;
 use conform_reference::parallel::Threads;

@@ -17,6 +17,9 @@ pub enum GoldenError {
     File(#[from] conform_targets::tensor_file::TensorFileError),
     #[error("case `{id}`: {message}")]
     Compute { id: String, message: String },
+    /// The case's inputs or reference outputs could not be computed.
+    #[error(transparent)]
+    CaseData(#[from] crate::case_data::CaseDataError),
     /// A golden file whose bytes disagree with MANIFEST.toml: the store was altered.
     #[error("{path}: golden store corruption: {problem} (the file changed after `conform golden accept`; restore it from version control, or bless and review)")]
     Corrupt { path: PathBuf, problem: String },

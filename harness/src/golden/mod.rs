@@ -2,10 +2,9 @@
 //! as safetensors files, and BLAKE3 digests of every case's tensors in `MANIFEST.toml`.
 
 pub mod bless;
-pub mod compute;
 pub mod diff;
-pub mod discriminate;
 pub mod error;
+pub mod format;
 pub mod manifest;
 pub mod review;
 pub mod store;

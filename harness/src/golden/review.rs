@@ -13,8 +13,8 @@
 //! staged manifest is removed.
 
 use super::bless::{change_details, new_path, prune_empty_dirs, staged_files, BlessChange};
-use super::compute::definition_digest;
 use super::error::GoldenError;
+use super::format::definition_digest;
 use super::manifest::{Manifest, ManifestEntry};
 use super::store::read_checked;
 use super::verify::{golden_files, manifest_path};

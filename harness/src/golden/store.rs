@@ -3,8 +3,8 @@
 //! as it is read. A file whose bytes disagree with the manifest is *store corruption*, named by
 //! file and tensor — never mistaken for drift of the reference.
 
-use super::compute::definition_digest;
 use super::error::GoldenError;
+use super::format::definition_digest;
 use super::manifest::{tensor_digest, Manifest, ManifestEntry};
 use crate::suite::Case;
 use conform_reference::ops::TensorMap;

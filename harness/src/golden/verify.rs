@@ -5,10 +5,11 @@
 //! differs from the blessed one is drift: exit code 1, naming the case and the size of the
 //! change. This is what proves the reference gives the same bits on a new machine.
 
-use super::compute::{definition_digest, generate_inputs, golden_tensors, reference_outputs};
 use super::diff::describe_change;
 use super::error::GoldenError;
+use super::format::{definition_digest, golden_tensors};
 use super::manifest::{tensor_digest, Manifest};
+use crate::case_data::{generate_inputs, reference_outputs};
 use crate::suite::{Case, Tier};
 use conform_reference::parallel::Threads;
 use std::collections::BTreeSet;

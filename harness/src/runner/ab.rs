@@ -87,7 +87,7 @@ pub fn ab_compare(
         if done.status != Status::Passed {
             continue;
         }
-        let prepared = crate::golden::compute::generate_inputs(case, done.seed)
+        let prepared = crate::case_data::generate_inputs(case, done.seed)
             .map_err(|e| e.to_string())
             .and_then(|inputs| {
                 conform_reference::ops::find(&case.op)

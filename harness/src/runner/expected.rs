@@ -2,7 +2,8 @@
 //! reference's outputs with the case's recipe (from the golden file when it holds exactly this
 //! input set), and the oracle when a policy needs it.
 
-use crate::golden::compute::{generate_inputs, reference_outputs, split_golden};
+use crate::case_data::{generate_inputs, reference_outputs};
+use crate::golden::format::split_golden;
 use crate::golden::{GoldenError, GoldenStore};
 use crate::suite::{Case, Tier};
 use conform_reference::ops::{TensorMap, ORACLE};

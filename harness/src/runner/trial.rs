@@ -7,7 +7,7 @@ use crate::results::{CaseResult, OutputMetrics, Status};
 use crate::seed::second_run_seed;
 use crate::suite::Case;
 use crate::verdict::{evaluate, CheckPolicy, Comparison};
-use conform_reference::ops::{self, ElemType, OpDescription};
+use conform_reference::ops::{self, OpDescription};
 use conform_targets::target::{Availability, ExecRequest, Execution, Target, TimingRequest};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,20 +47,6 @@ pub fn policies_for(
             )),
         })
         .collect()
-}
-
-/// The poison bit patterns of a dtype (what an unwritten element holds).
-pub fn poison_bits(dtype: ElemType) -> Vec<u64> {
-    use conform_targets::poison;
-    match dtype {
-        ElemType::Bf16 => vec![poison::BF16 as u64],
-        ElemType::F16 => vec![poison::F16 as u64],
-        ElemType::F32 => vec![poison::F32 as u64],
-        ElemType::F64 => vec![poison::F64],
-        ElemType::U8 => vec![poison::U8 as u64],
-        ElemType::I32 => vec![poison::I32 as u64],
-        ElemType::I64 => vec![poison::I64],
-    }
 }
 
 fn result(case: &Case, target: &str, seed: u64, status: Status, message: String) -> CaseResult {
@@ -228,7 +214,6 @@ fn run_trial_inner(
     name: &str,
     kept: &mut Vec<super::keep::KeptSet>,
 ) -> CaseResult {
-    let is_reference = name == REFERENCE_TARGET;
     let (desc, policies, recipe) = match admit(case, target, seed, opts, name) {
         Admission::Run {
             desc,
@@ -237,143 +222,238 @@ fn run_trial_inner(
         } => (desc, policies, recipe),
         Admission::Done(r) => return r,
     };
-    let want_oracle = policies.values().any(|p| p.needs().oracle);
+    let mut run = TrialRun {
+        case,
+        name,
+        opts,
+        want_oracle: policies.values().any(|p| p.needs().oracle),
+        desc,
+        policies,
+        recipe,
+        out: result(case, name, seed, Status::Passed, String::new()),
+        failures: Vec::new(),
+        first_run: None,
+    };
     let sets = conform_targets::anti_cheat::input_sets(name, opts.worker_input_sets);
-    let mut out = result(case, name, seed, Status::Passed, String::new());
-    let mut failures = Vec::new();
     let mut set_seed = seed;
-    let mut first_run: Option<(ExecRequest, Execution)> = None;
     for set in 0..sets {
         if set > 0 {
             set_seed = second_run_seed(set_seed);
         }
-        let golden = if is_reference && set == 0 {
-            opts.golden.as_deref()
+        if let Err((status, message)) = run.input_set(target, set, set_seed, kept) {
+            run.out.status = status;
+            run.out.message = message;
+            return run.out;
+        }
+        if !run.failures.is_empty() {
+            break;
+        }
+    }
+    let mut out = run.out;
+    if !run.failures.is_empty() {
+        out.status = Status::Failed;
+        out.message = run.failures.join("; ");
+    }
+    out
+}
+
+/// An admitted trial while its input sets run: what it runs with, the result so far, the
+/// failures found so far and the first set's request and execution (for the anti-cheat check).
+struct TrialRun<'a> {
+    case: &'a Case,
+    name: &'a str,
+    opts: &'a RunOptions,
+    desc: OpDescription,
+    policies: BTreeMap<String, CheckPolicy>,
+    recipe: Option<String>,
+    want_oracle: bool,
+    out: CaseResult,
+    failures: Vec<String>,
+    first_run: Option<(ExecRequest, Execution)>,
+}
+
+/// What ends a trial early: its status and message.
+type Ended = (Status, String);
+
+impl TrialRun<'_> {
+    /// One input set: its expectation, the target's execution, then the checks (golden drift,
+    /// the verdicts, the anti-cheat comparison with the first set). Failures are collected;
+    /// an error ends the trial.
+    fn input_set(
+        &mut self,
+        target: &mut dyn Target,
+        set: u32,
+        set_seed: u64,
+        kept: &mut Vec<super::keep::KeptSet>,
+    ) -> Result<(), Ended> {
+        let exp = self
+            .expectation(set, set_seed)
+            .map_err(|e| (Status::Error, e.to_string()))?;
+        let request = self.request(set, &exp);
+        let exec = self.execute(target, &request, &exp, set, set_seed, kept)?;
+        self.record_notes_and_perf(set, &exec);
+        if exp.from_golden {
+            self.check_golden_drift(&exp, &exec);
+        }
+        let metrics = judge(&self.desc, &self.policies, &exp, &exec, self.opts)
+            .map_err(|e| (Status::Error, e))?;
+        self.record_metrics(set, set_seed, metrics);
+        self.check_against_first_run(request, exec);
+        Ok(())
+    }
+
+    /// The expectation of an input set: the golden file's for the reference's first set, else
+    /// the shared cache's when there is one, else computed here.
+    fn expectation(
+        &self,
+        set: u32,
+        set_seed: u64,
+    ) -> Result<Arc<Expectation>, crate::golden::GoldenError> {
+        let golden = if self.name == REFERENCE_TARGET && set == 0 {
+            self.opts.golden.as_deref()
         } else {
             None
         };
-        let computed = match (&opts.expectations, golden) {
-            (Some(cache), None) => cache.get(case, set_seed, want_oracle, opts.threads),
-            _ => expectation(case, set_seed, golden, want_oracle, opts.threads).map(Arc::new),
-        };
-        let exp = match computed {
-            Ok(e) => e,
-            Err(e) => {
-                out.status = Status::Error;
-                out.message = e.to_string();
-                return out;
+        match (&self.opts.expectations, golden) {
+            (Some(cache), None) => {
+                cache.get(self.case, set_seed, self.want_oracle, self.opts.threads)
             }
-        };
+            _ => expectation(
+                self.case,
+                set_seed,
+                golden,
+                self.want_oracle,
+                self.opts.threads,
+            )
+            .map(Arc::new),
+        }
+    }
+
+    /// The request for an input set (timed on the first set when the run measures).
+    fn request(&self, set: u32, exp: &Expectation) -> ExecRequest {
+        let (case, opts) = (self.case, self.opts);
         let timing = (opts.perf && set == 0).then(|| TimingRequest {
             warmup: opts.warmup.unwrap_or(case.perf.warmup),
             iterations: opts.iterations.unwrap_or(case.perf.iterations),
         });
-        let request = ExecRequest {
+        ExecRequest {
             case_id: case.id.clone(),
             input_set: set,
             op: case.op.clone(),
             params: case.params.clone(),
-            recipe: recipe.clone(),
+            recipe: self.recipe.clone(),
             inputs: exp.inputs.clone(),
-            expected_outputs: desc.outputs.clone(),
+            expected_outputs: self.desc.outputs.clone(),
             timing,
-        };
-        let executed = target.execute(&request);
-        if let Some(keep) = &opts.keep_outputs {
+        }
+    }
+
+    /// Runs the request on the target, keeps the set's files when asked, and turns a target
+    /// error into the trial's end (naming the input set after the first).
+    fn execute(
+        &self,
+        target: &mut dyn Target,
+        request: &ExecRequest,
+        exp: &Expectation,
+        set: u32,
+        set_seed: u64,
+        kept: &mut Vec<super::keep::KeptSet>,
+    ) -> Result<Execution, Ended> {
+        let executed = target.execute(request);
+        if let Some(keep) = &self.opts.keep_outputs {
             kept.push(keep.write_set(&super::keep::SetRecord {
-                case,
-                target: name,
+                case: self.case,
+                target: self.name,
                 set,
-                requested_recipe: recipe.as_deref(),
-                expectation: &exp,
+                requested_recipe: self.recipe.as_deref(),
+                expectation: exp,
                 outputs: executed.as_ref().ok().map(|x| &x.outputs),
             }));
         }
-        let exec = match executed {
-            Ok(x) => x,
-            Err(e) => {
-                out.status = e.status();
-                out.message = if set > 0 {
-                    format!("input set {set} (seed {set_seed}): {e}")
-                } else {
-                    e.to_string()
-                };
-                return out;
-            }
-        };
+        executed.map_err(|e| {
+            let message = if set > 0 {
+                format!("input set {set} (seed {set_seed}): {e}")
+            } else {
+                e.to_string()
+            };
+            (e.status(), message)
+        })
+    }
+
+    /// The worker's stderr tail and notes, and on the first set of a measuring run the perf
+    /// record and its budget outcome.
+    fn record_notes_and_perf(&mut self, set: u32, exec: &Execution) {
         if !exec.stderr_tail.trim().is_empty() {
-            out.notes.push(exec.stderr_tail.clone());
+            self.out.notes.push(exec.stderr_tail.clone());
         }
-        out.notes.extend(exec.notes.iter().cloned());
-        if set == 0 && opts.perf {
-            match perf_record(case, name, &desc, &exec, opts) {
-                Ok((record, budget)) => {
-                    out.perf = serde_json::to_value(&record).ok();
-                    if let Some(b) = budget {
-                        if !b.passed {
-                            failures.push(b.message);
-                        } else {
-                            out.notes.push(b.message);
-                        }
-                    }
-                }
-                Err(e) => failures.push(format!("timing: {e}")),
-            }
+        self.out.notes.extend(exec.notes.iter().cloned());
+        if set != 0 || !self.opts.perf {
+            return;
         }
-        if exp.from_golden {
-            for (k, golden_t) in &exp.expected {
-                match exec.outputs.get(k) {
-                    Some(t) if t == golden_t => {}
-                    Some(t) => failures.push(format!(
-                        "`{k}` differs from golden data (drift: {})",
-                        describe_change(golden_t, t)
-                    )),
-                    None => failures.push(format!("`{k}` missing")),
+        match perf_record(self.case, self.name, &self.desc, exec, self.opts) {
+            Ok((record, budget)) => {
+                self.out.perf = serde_json::to_value(&record).ok();
+                match budget {
+                    Some(b) if !b.passed => self.failures.push(b.message),
+                    Some(b) => self.out.notes.push(b.message),
+                    None => {}
                 }
             }
+            Err(e) => self.failures.push(format!("timing: {e}")),
         }
-        let judged = judge(&desc, &policies, &exp, &exec, opts);
-        match judged {
-            Ok(metrics) => {
-                for (k, m) in &metrics {
-                    if !m.passed {
-                        let which = if set > 0 {
-                            format!(" (input set {set}, seed {set_seed})")
-                        } else {
-                            String::new()
-                        };
-                        failures.push(format!("`{k}`{which}: {}", m.reason));
-                    }
-                }
-                if set == 0 || metrics.values().any(|m| !m.passed) {
-                    out.metrics = metrics;
-                }
-            }
-            Err(e) => {
-                out.status = Status::Error;
-                out.message = e;
-                return out;
+    }
+
+    /// The reference against its golden data: every output bit-identical.
+    fn check_golden_drift(&mut self, exp: &Expectation, exec: &Execution) {
+        for (k, golden_t) in &exp.expected {
+            match exec.outputs.get(k) {
+                Some(t) if t == golden_t => {}
+                Some(t) => self.failures.push(format!(
+                    "`{k}` differs from golden data (drift: {})",
+                    describe_change(golden_t, t)
+                )),
+                None => self.failures.push(format!("`{k}` missing")),
             }
         }
-        if let Some(first) = &first_run {
+    }
+
+    /// The verdicts of an input set: each failed output is a failure; the first set's metrics
+    /// (or a later set's, when one of its outputs failed) go on the result.
+    fn record_metrics(
+        &mut self,
+        set: u32,
+        set_seed: u64,
+        metrics: BTreeMap<String, OutputMetrics>,
+    ) {
+        for (k, m) in &metrics {
+            if !m.passed {
+                let which = if set > 0 {
+                    format!(" (input set {set}, seed {set_seed})")
+                } else {
+                    String::new()
+                };
+                self.failures.push(format!("`{k}`{which}: {}", m.reason));
+            }
+        }
+        if set == 0 || metrics.values().any(|m| !m.passed) {
+            self.out.metrics = metrics;
+        }
+    }
+
+    /// Keeps the first set's request and execution; a later set whose outputs are identical to
+    /// the first's (on different inputs) fails.
+    fn check_against_first_run(&mut self, request: ExecRequest, exec: Execution) {
+        if let Some(first) = &self.first_run {
             if let Some(msg) = conform_targets::anti_cheat::identical_outputs(
                 (&first.0, &first.1),
                 (&request, &exec),
             ) {
-                failures.push(msg);
+                self.failures.push(msg);
             }
         } else {
-            first_run = Some((request, exec));
-        }
-        if !failures.is_empty() {
-            break;
+            self.first_run = Some((request, exec));
         }
     }
-    if !failures.is_empty() {
-        out.status = Status::Failed;
-        out.message = failures.join("; ");
-    }
-    out
 }
 
 pub(crate) fn judge(
@@ -402,7 +482,7 @@ pub(crate) fn judge(
             );
             continue;
         };
-        let poison = poison_bits(spec.dtype);
+        let poison = [conform_targets::poison::pattern_bits(spec.dtype)];
         let mut cmp = Comparison::new(spec, actual, expected).with_poison(&poison);
         let oracle_t = exp.oracle.as_ref().and_then(|o| o.get(&spec.name));
         if let Some(o) = oracle_t {

@@ -46,7 +46,7 @@ pub struct Case {
     pub seed: u64,
     pub description: String,
     /// Faults the case's inputs must make visible to its checks (searched for by the input
-    /// generator; see [`crate::golden::discriminate`]).
+    /// generator; see [`crate::case_data::discriminate`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub discriminates: Vec<String>,
     /// The suite file the case came from.

@@ -5,7 +5,7 @@
 //! command = "${CONFORM_PYTHON}"          # placeholders: see below
 //! args = ["${TARGET_DIR}/worker.py"]
 //! working_dir = "."                      # relative to the target's directory
-//! device_group = "cpu"                   # targets sharing a group never run concurrently
+//! device_group = "cpu"                   # trials of one non-cpu group never overlap
 //! [env]
 //! PYTHONPATH = "${REPO}/targets/python"
 //! [timeouts]
@@ -88,8 +88,8 @@ pub struct WorkerConfig {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub working_dir: Option<String>,
-    /// Which device the worker uses (`cpu`, `cuda:0`, `npu`); the harness never runs two
-    /// workers of one group at the same time.
+    /// Which device the worker uses (`cpu`, `cuda:0`, `npu`); see
+    /// [`crate::target::Target::device_group`] for what the harness does with it.
     #[serde(default = "default_group")]
     pub device_group: String,
     #[serde(default)]
@@ -99,7 +99,7 @@ pub struct WorkerConfig {
 }
 
 fn default_group() -> String {
-    "cpu".to_string()
+    crate::target::CPU_DEVICE_GROUP.to_string()
 }
 
 /// A `target.toml` that cannot be used; names the file and, where known, the field.

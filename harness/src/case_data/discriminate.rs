@@ -7,7 +7,7 @@
 //! only where a value lands exactly on a tie; the search finds an input set that has such a
 //! tie where it shows, instead of hoping the seed does.
 
-use super::error::GoldenError;
+use super::CaseDataError;
 use crate::runner::expected::Expectation;
 use crate::runner::trial::{judge, policies};
 use crate::suite::Case;
@@ -28,15 +28,15 @@ pub fn attempt_seed(seed: u64, attempt: u32) -> u64 {
     u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
-fn err(case: &Case, message: String) -> GoldenError {
-    GoldenError::Compute {
+fn err(case: &Case, message: String) -> CaseDataError {
+    CaseDataError::Compute {
         id: case.id.clone(),
         message,
     }
 }
 
 /// The faults of `case.discriminates` that `inputs` do not make fail the case's checks.
-pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, GoldenError> {
+pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseDataError> {
     let family = ops::find(&case.op).map_err(|e| err(case, e.to_string()))?;
     let desc = family
         .describe(&case.params)
@@ -101,8 +101,8 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, GoldenEr
 pub fn search(
     case: &Case,
     seed: u64,
-    generate: impl Fn(u64) -> Result<TensorMap, GoldenError>,
-) -> Result<TensorMap, GoldenError> {
+    generate: impl Fn(u64) -> Result<TensorMap, CaseDataError>,
+) -> Result<TensorMap, CaseDataError> {
     let mut left = Vec::new();
     for attempt in 0..MAX_ATTEMPTS {
         let s = if attempt == 0 {

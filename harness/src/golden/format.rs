@@ -1,51 +1,13 @@
-//! Computing a case's golden tensors with the reference: deterministic inputs from
-//! (case id, seed), outputs with the case's recipe.
+//! The golden file format: the tensor layout of a golden file (`in.<name>`, `out.<name>`),
+//! its metadata, and the definition digest that says which case definition it was blessed
+//! for. The tensors themselves come from [`crate::case_data`].
 
-use super::error::GoldenError;
-use crate::seed;
 use crate::suite::Case;
-use conform_reference::ops::{self, GenContext, TensorMap};
-use conform_reference::parallel::Threads;
+use conform_reference::ops::TensorMap;
 use conform_targets::tensor_file::Metadata;
 
 /// The format version of golden files' metadata.
 pub const GOLDEN_FILE_FORMAT: &str = "1";
-
-/// A case's inputs for a given seed.
-///
-/// A case that lists faults in `discriminates` gets the first input set of the seed's search
-/// that makes each of them fail its checks ([`super::discriminate`]).
-pub fn generate_inputs(case: &Case, seed: u64) -> Result<TensorMap, GoldenError> {
-    if case.discriminates.is_empty() {
-        generate_from_stream(case, seed)
-    } else {
-        super::discriminate::search(case, seed, |s| generate_from_stream(case, s))
-    }
-}
-
-/// The inputs the op's generator draws from the stream of (case id, `seed`).
-fn generate_from_stream(case: &Case, seed: u64) -> Result<TensorMap, GoldenError> {
-    let family = ops::find(&case.op).map_err(|e| compute_err(case, e))?;
-    let mut rng = seed::input_stream(&case.id, seed);
-    let mut words = seed::words(&mut rng);
-    let mut ctx = GenContext::new(&mut words, case.inputs.clone());
-    family
-        .generate(&case.params, &mut ctx)
-        .map_err(|e| compute_err(case, e))
-}
-
-/// The reference's outputs for `inputs` with `recipe`.
-pub fn reference_outputs(
-    case: &Case,
-    recipe: &str,
-    inputs: &TensorMap,
-    threads: Threads,
-) -> Result<TensorMap, GoldenError> {
-    let family = ops::find(&case.op).map_err(|e| compute_err(case, e))?;
-    family
-        .run(&case.params, recipe, inputs, threads)
-        .map_err(|e| compute_err(case, e))
-}
 
 /// Inputs as `in.<name>` and outputs as `out.<name>`, the layout of a golden file.
 pub fn golden_tensors(inputs: &TensorMap, outputs: &TensorMap) -> TensorMap {
@@ -109,11 +71,4 @@ pub fn golden_metadata(case: &Case) -> Metadata {
     m.insert("definition".into(), definition_digest(case));
     m.insert("reference_version".into(), env!("CARGO_PKG_VERSION").into());
     m
-}
-
-fn compute_err(case: &Case, e: impl std::fmt::Display) -> GoldenError {
-    GoldenError::Compute {
-        id: case.id.clone(),
-        message: e.to_string(),
-    }
 }
