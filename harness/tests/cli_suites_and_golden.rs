@@ -1,11 +1,21 @@
 //! The `conform` binary's contract for suites and the golden store: errors name the file,
 //! line and key; a damaged golden file names its case; golden data changes only through
 //! bless (never under CI) and accept; documented exit codes.
+//!
+//! Deterministic outputs are compared as snapshots (support/snap.rs: `[ROOT]` for the project
+//! root, `[MS]` for durations; `SNAPSHOTS=overwrite` rewrites them after an intended change).
 
 #[path = "support/cli.rs"]
 mod cli;
 use cli::{conform, repo, text};
-use std::process::Command;
+
+#[path = "support/snap.rs"]
+mod snap;
+use snap::{conform_snap, conform_snap_with};
+
+use conform_metadata::exit_code;
+use snapbox::{str, IntoData};
+use std::path::PathBuf;
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;
@@ -20,6 +30,11 @@ fn project_with_paged_kv_suite(suite: &str) -> tempfile::TempDir {
     dir
 }
 
+/// The canonical path of a scratch project, as conform prints it (the snapshots redact it).
+fn root_of(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().canonicalize().unwrap()
+}
+
 /// A scratch project holding a copy of the repository's suites and golden store.
 fn scratch_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -32,37 +47,39 @@ fn scratch_project() -> tempfile::TempDir {
 fn a_typo_in_a_suite_key_exits_2_naming_file_line_and_key() {
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n\n[defaults]\nrecipe = \"reference\"\nchek = { policy = \"bitwise\" }\n";
     let dir = project_with_paged_kv_suite(suite);
-    let o = conform(dir.path(), &["list"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let t = text(&o);
-    assert!(t.contains("paged_kv.toml:7:1"), "{t}");
-    assert!(t.contains("chek"), "{t}");
+    conform_snap(&root_of(&dir), &["list"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/suites/paged_kv.toml:7:1: unknown field `chek`, expected one of `name`, `op`, `params`, `recipe`, `tier`, `inputs`, `check`, `checks`, `checks_without_recipe`, `perf`, `budget`, `seed`, `axes`, `only`, `exclude`, `description`, `discriminates`
+
+"#]]);
 }
 
 #[test]
 fn a_case_timed_with_zero_iterations_is_a_suite_error_naming_file_and_case() {
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nperf = { iterations = 0 }\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokens = 3 }\n";
     let dir = project_with_paged_kv_suite(suite);
-    let o = conform(dir.path(), &["list"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let t = text(&o);
-    assert!(
-        t.contains("paged_kv.toml") && t.contains("perf.iterations = 0") && t.contains("/x"),
-        "{t}"
-    );
+    conform_snap(&root_of(&dir), &["list"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/suites/paged_kv.toml: case `paged_kv/x`: `perf.iterations = 0`: a timed case needs at least 1 iteration
+
+"#]]);
 }
 
 #[test]
 fn an_unknown_op_parameter_is_located_in_the_file() {
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokns = 3 }\n";
     let dir = project_with_paged_kv_suite(suite);
-    let o = conform(dir.path(), &["list"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let t = text(&o);
-    assert!(
-        t.contains("paged_kv.toml:10:") && t.contains("num_tokns"),
-        "{t}"
-    );
+    conform_snap(&root_of(&dir), &["list"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/suites/paged_kv.toml:10:43: case `paged_kv/x`: unknown parameter `num_tokns`: op `paged_kv`: parameter `params`: unknown field `num_tokns`, expected one of `dtype`, `layout`, `num_blocks`, `block_size`, `num_key_value_heads`, `head_dim`, `num_tokens`, `padding`, `slot_mapping_dtype`
+
+"#]]);
 }
 
 #[test]
@@ -71,19 +88,28 @@ fn a_bad_check_is_a_suite_error_at_load_naming_file_case_output_and_field() {
     // with a misspelt parameter stops them all with one error naming where it is written.
     let suite = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\ntier = \"full\"\nchecks = { key_cache_out = { policy = \"ulp\", mx = 1 } }\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16,\n  num_key_value_heads = 1, head_dim = 16, num_tokens = 3 }\n";
     let dir = project_with_paged_kv_suite(suite);
-    for args in [&["list"][..], &["explain", "paged_kv/x"], &["run"]] {
-        let o = conform(dir.path(), args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        let t = text(&o);
-        assert!(
-            t.contains("paged_kv.toml")
-                && t.contains("paged_kv/x")
-                && t.contains("`checks.key_cache_out`")
-                && t.contains("mx"),
-            "{args:?}: {t}"
-        );
-        assert_eq!(t.matches("mx").count(), 1, "{args:?}: reported once: {t}");
-    }
+    let root = root_of(&dir);
+    conform_snap(&root, &["list"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/suites/paged_kv.toml: case `paged_kv/x`: check of output `key_cache_out` (`checks.key_cache_out`): check policy `ulp`: unknown field `mx`, expected `max`
+
+"#]]);
+    conform_snap(&root, &["explain", "paged_kv/x"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/suites/paged_kv.toml: case `paged_kv/x`: check of output `key_cache_out` (`checks.key_cache_out`): check policy `ulp`: unknown field `mx`, expected `max`
+
+"#]]);
+    conform_snap(&root, &["run"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/suites/paged_kv.toml: case `paged_kv/x`: check of output `key_cache_out` (`checks.key_cache_out`): check policy `ulp`: unknown field `mx`, expected `max`
+
+"#]]);
 }
 
 #[test]
@@ -95,8 +121,9 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     let n = bytes.len();
     bytes[n - 3] ^= 0x01; // in the last tensor's data: `out.out`
     std::fs::write(&file, bytes).unwrap();
-    let o = conform(
-        dir.path(),
+    let root = root_of(&dir);
+    conform_snap(
+        &root,
         &[
             "golden",
             "verify",
@@ -105,20 +132,55 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
             "--tier",
             "quick",
         ],
-    );
-    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains(id), "{}", text(&o));
+    )
+    .code(exit_code::USAGE)
+    .stdout_eq(str![[r#"
+ERROR  mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes: [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
+golden verify: 11 cases checked, 0 drifted, 1 store errors
+
+"#]])
+    .stderr_eq(str![[r#"
+[1/11] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
+[2/11] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
+[3/11] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
+[4/11] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
+[5/11] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
+[6/11] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
+[7/11] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
+[8/11] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
+[9/11] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
+[10/11] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
+[11/11] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
+
+"#]]);
     // The main job also catches it, as corruption of the store (naming file and tensor),
     // never as drift of the reference.
-    let o = conform(dir.path(), &["run", "--suite", "mc2_matmul_allreduce"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let t = text(&o);
-    assert!(
-        t.contains(id) && t.contains("golden store corruption"),
-        "{t}"
-    );
-    assert!(t.contains("out.out"), "{t}");
-    assert!(!t.contains("drift"), "{t}");
+    conform_snap(&root, &["run", "--suite", "mc2_matmul_allreduce"])
+        .code(exit_code::FAILURE)
+        .stdout_eq(str![[r#"
+suite                    target          passed  failed skipped   error timeout crashed
+mc2_matmul_allreduce     reference           10       0       0       1       0       0
+total                                        10       0       0       1       0       0
+
+ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
+  [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
+  replay: conform run --filter '^mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes$' --seed 0 --target reference
+
+"#]])
+        .stderr_eq(str![[r#"
+PASSED   mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3 [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row [reference] ([MS] ms)
+ERROR    mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference] ([MS] ms) — [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
+PASSED   mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order [reference] ([MS] ms)
+
+"#]].unordered());
 }
 
 #[test]
@@ -126,21 +188,33 @@ fn the_main_job_refuses_a_missing_or_malformed_manifest_before_running() {
     let dir = scratch_project();
     let manifest = dir.path().join("golden/MANIFEST.toml");
     let good = std::fs::read_to_string(&manifest).unwrap();
-    for (what, content) in [
-        ("garbage", Some("this is = not [ a manifest")),
-        ("unknown format", Some("format = 99\n")),
-        ("missing", None),
-    ] {
-        match content {
-            Some(c) => std::fs::write(&manifest, c).unwrap(),
-            None => std::fs::remove_file(&manifest).unwrap(),
-        }
-        let o = conform(dir.path(), &["run", "--suite", "paged_kv"]);
-        assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
-        let t = text(&o);
-        assert!(t.contains("MANIFEST.toml"), "{what}: {t}");
-        assert!(!t.contains("PASSED"), "{what}: a case ran: {t}");
-    }
+    let root = root_of(&dir);
+    let run = || conform_snap(&root, &["run", "--suite", "paged_kv"]);
+    // No case runs: the snapshots hold no PASSED line.
+    std::fs::write(&manifest, "this is = not [ a manifest").unwrap();
+    run()
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/golden/MANIFEST.toml: malformed manifest: TOML parse error at line 1, column 6   | 1 | this is = not [ a manifest   |      ^ key with no value, expected `=` 
+
+"#]]);
+    std::fs::write(&manifest, "format = 99\n").unwrap();
+    run()
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/golden/MANIFEST.toml: malformed manifest: format 99 is not the supported 1
+
+"#]]);
+    std::fs::remove_file(&manifest).unwrap();
+    run()
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: [ROOT]/golden/MANIFEST.toml: No such file or directory (os error 2)
+
+"#]]);
     // A wrong digest for one tensor is corruption of that case, named.
     let id = "paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token";
     let start = good.find(&format!("id = \"{id}\"")).unwrap();
@@ -154,13 +228,29 @@ fn the_main_job_refuses_a_missing_or_malformed_manifest_before_running() {
     };
     damaged.replace_range(value_at..value_at + 1, flipped);
     std::fs::write(&manifest, damaged).unwrap();
-    let o = conform(dir.path(), &["run", "--suite", "paged_kv"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let t = text(&o);
-    assert!(
-        t.contains(id) && t.contains("golden store corruption"),
-        "{t}"
-    );
+    run()
+        .code(exit_code::FAILURE)
+        .stdout_eq(str![[r#"
+suite                    target          passed  failed skipped   error timeout crashed
+paged_kv                 reference            7       0       0       1       0       0
+total                                         7       0       0       1       0       0
+
+ERROR paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference]
+  [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: golden store corruption: tensor(s) out.key_cache_out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
+  replay: conform run --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference
+
+"#]])
+        .stderr_eq(str![[r#"
+ERROR    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference] ([MS] ms) — [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: golden store corruption: tensor(s) out.key_cache_out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
+PASSED   paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t4-pad4/all-padding [reference] ([MS] ms)
+PASSED   paged_kv/bf16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+PASSED   paged_kv/bf16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+PASSED   paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+PASSED   paged_kv/f16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+PASSED   paged_kv/f16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+PASSED   paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+
+"#]].unordered());
 }
 
 #[test]
@@ -177,13 +267,13 @@ fn accept_refuses_staged_data_of_a_case_that_changed_after_bless() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // The suite change is reverted before accept: the staged data is stale.
     std::fs::write(&suite, &original).unwrap();
-    let o = conform(dir.path(), &["golden", "accept"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let t = text(&o);
-    assert!(
-        t.contains("refusing to accept") && t.contains("single-token"),
-        "{t}"
-    );
+    conform_snap(&root_of(&dir), &["golden", "accept"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![])
+        .stderr_eq(str![[r#"
+error: refusing to accept: the staged golden data no longer matches the suites for paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token (the case changed or disappeared after `conform golden bless`); run `conform golden bless` again and review
+
+"#]]);
     // Nothing moved: the store still verifies.
     let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -196,13 +286,27 @@ fn a_truncated_golden_file_is_a_store_error_naming_it() {
     let file = dir.path().join("golden").join(format!("{id}.safetensors"));
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
-    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("single-token.safetensors"),
-        "{}",
-        text(&o)
-    );
+    conform_snap(&root_of(&dir), &["golden", "verify", "--suite", "paged_kv"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![[r#"
+ERROR  paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token: [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: incomplete metadata, file not fully covered
+golden verify: 11 cases checked, 0 drifted, 1 store errors
+
+"#]])
+        .stderr_eq(str![[r#"
+[1/11] paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token
+[2/11] paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t4-pad4/all-padding
+[3/11] paged_kv/bf16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5
+[4/11] paged_kv/bf16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5
+[5/11] paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t37-pad5
+[6/11] paged_kv/f16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5
+[7/11] paged_kv/f16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5
+[8/11] paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5
+[9/11] paged_kv/bf16/BnBsH/blocks512-bs128-hkv8-d128-t4096-pad64
+[10/11] paged_kv/bf16/BnNBsD/blocks512-bs128-hkv8-d128-t4096-pad64
+[11/11] paged_kv/bf16/vllm/blocks512-bs128-hkv8-d128-t4096-pad64
+
+"#]]);
 }
 
 #[test]
@@ -218,14 +322,15 @@ fn bless_stages_changes_for_review_and_accept_moves_them_in() {
     std::fs::write(&suite, s).unwrap();
     let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
     assert_eq!(o.status.code(), Some(1), "definition drift: {}", text(&o));
-    let o = conform(dir.path(), &["golden", "bless", "--suite", "paged_kv"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let t = text(&o);
-    assert!(
-        t.contains("changed    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token"),
-        "{t}"
-    );
-    assert!(t.contains("1 to review"), "{t}");
+    conform_snap(&root_of(&dir), &["golden", "bless", "--suite", "paged_kv"])
+        .code(exit_code::SUCCESS)
+        .stdout_eq(str![[r#"
+changed    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token: definition changed; in.key: max 2142472936 ulp; in.key_cache_in: NaN where a number was (or the reverse); in.slot_mapping: 1 bytes differ; in.value: max 2139329201 ulp; in.value_cache_in: NaN where a number was (or the reverse); out.key_cache_out: NaN where a number was (or the reverse); out.value_cache_out: NaN where a number was (or the reverse)
+10 unchanged, 1 to review
+staged 2 file(s) as .new next to the golden data; review them, then run `conform golden review` (case by case) or `conform golden accept` (all)
+
+"#]])
+        .stderr_eq(str![]);
     let staged = dir.path().join(
         "golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors.new",
     );
@@ -248,15 +353,17 @@ fn bless_stages_changes_for_review_and_accept_moves_them_in() {
 #[test]
 fn bless_refuses_to_run_under_ci() {
     let dir = scratch_project();
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(dir.path())
-        .args(["golden", "bless", "--suite", "paged_kv"])
-        .env("CI", "true")
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("refusing to bless"), "{}", text(&o));
+    conform_snap_with(
+        &root_of(&dir),
+        &["golden", "bless", "--suite", "paged_kv"],
+        &[("CI", "true")],
+    )
+    .code(exit_code::USAGE)
+    .stdout_eq(str![])
+    .stderr_eq(str![[r#"
+error: refusing to bless golden data with CI set: golden files change only through a reviewed `conform golden bless` + `conform golden accept` on a developer machine
+
+"#]]);
     assert!(!dir.path().join("golden/MANIFEST.toml.new").exists());
 }
 
@@ -268,9 +375,26 @@ fn an_unlisted_golden_file_is_a_store_error() {
         b"not a tensor file",
     )
     .unwrap();
-    let o = conform(dir.path(), &["golden", "verify", "--suite", "w4a16_matmul"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("stray.safetensors"), "{}", text(&o));
+    conform_snap(
+        &root_of(&dir),
+        &["golden", "verify", "--suite", "w4a16_matmul"],
+    )
+    .code(exit_code::USAGE)
+    .stdout_eq(str![[r#"
+ERROR  [ROOT]/golden/stray.safetensors: unlisted file in the golden store (not in MANIFEST.toml)
+golden verify: 7 cases checked, 0 drifted, 1 store errors
+
+"#]])
+    .stderr_eq(str![[r#"
+[1/7] w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp
+[2/7] w4a16_matmul/nvfp4/m1-n5-k16/single-token-one-group
+[3/7] w4a16_matmul/nvfp4/m2-n4-k768/f16-out
+[4/7] w4a16_matmul/nvfp4/m4-n16-k768/qwen3-moe-expert
+[5/7] w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert
+[6/7] w4a16_matmul/nvfp4/m64-n2048-k7168/deepseek-v3-expert-gate
+[7/7] w4a16_matmul/nvfp4/m32-n4096-k14336/llama3-8b-down
+
+"#]]);
 }
 
 #[test]
@@ -375,11 +499,24 @@ fn regex_escape(s: &str) -> String {
 #[test]
 fn golden_verify_checks_every_tier_by_default_as_its_help_says_and_shows_progress() {
     let root = repo();
-    let help = conform(&root, &["golden", "verify", "--help"]);
-    assert_eq!(help.status.code(), Some(0), "{}", text(&help));
-    let h = String::from_utf8_lossy(&help.stdout);
-    assert!(h.contains("Checks every tier unless --tier"), "{h}");
-    assert!(h.contains("all for the golden commands"), "{h}");
+    // The help says it: "Checks every tier unless --tier", "all for the golden commands".
+    conform_snap(&root.canonicalize().unwrap(), &["golden", "verify", "--help"])
+        .code(exit_code::SUCCESS)
+        .stdout_eq(str![[r#"
+Recompute golden tensors with the reference and compare digests (exit 1 on drift, 2 on a damaged store). Checks every tier unless --tier says otherwise
+
+Usage: conform golden verify [OPTIONS]
+
+Options:
+      --root <ROOT>        The project root holding suites/, golden/ and targets/ (default: the nearest ancestor of the current directory that has suites/ and golden/) [env: CONFORM_ROOT=]
+      --suite <SUITES>     Only these suites (repeatable), e.g. `--suite fa_prefill`
+      --filter <FILTER>    Only cases whose id matches this regular expression
+      --tier <TIER>        Tier to select: quick, full, or all (default: quick for list and run; all for the golden commands, whose store holds every tier) [possible values: quick, full, all]
+      --threads <THREADS>  Threads for the reference, at least 1 (default: every core; results never depend on it)
+  -h, --help               Print help
+
+"#]])
+        .stderr_eq(str![""]);
 
     // The cases of every tier, as `list --tier all` names them.
     let list = conform(&root, &["list", "--suite", "paged_kv", "--tier", "all"]);

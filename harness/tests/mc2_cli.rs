@@ -56,7 +56,7 @@ fn seed_example_json_plan_is_512_then_four_896_communication_bound() {
     // matmul (175.66 us), so the all-reduces run back to back from the end of matmul 1:
     // 100.375 + 175.65625 + 4 * CostComm(14 MiB).
     let expected = 100.375 + 175.65625 + 4.0 * (13.58491263 * 14.0 + 61.508333);
-    assert!((predicted - expected).abs() < 1e-9, "{predicted}");
+    approx::assert_abs_diff_eq!(predicted, expected, epsilon = 1e-9);
     assert_eq!(v["measured_fused_us"], 1262.0);
     assert_eq!(v["timeline"].as_array().unwrap().len(), 5);
 }

@@ -91,7 +91,11 @@ fn figures_are_identical_for_1_2_3_and_7_threads() {
             ),
             (one.mismatches, one.unwritten, one.non_finite, one.max_ulp)
         );
-        assert!((back.max_rel_err - one.max_rel_err).abs() <= 1e-15 * one.max_rel_err);
+        approx::assert_abs_diff_eq!(
+            back.max_rel_err,
+            one.max_rel_err,
+            epsilon = 1e-15 * one.max_rel_err
+        );
         for (w, v) in back.worst.iter().zip(&one.worst) {
             assert_eq!(w.index, v.index);
             assert_eq!(w.actual.is_nan(), v.actual.is_nan());

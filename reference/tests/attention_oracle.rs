@@ -101,13 +101,12 @@ fn check_against_textbook(cfg: &AttentionConfig, seed: u64) {
         &allowed,
     );
     for (a, e) in o.out.iter().zip(&t_out) {
-        assert!((a - e).abs() <= 1e-12 * (1.0 + e.abs()), "out {a} vs {e}");
+        approx::assert_abs_diff_eq!(a, e, epsilon = 1e-12 * (1.0 + e.abs()));
     }
     for (a, e) in o.lse.iter().zip(&t_lse) {
-        assert!(
-            a == e || (a - e).abs() <= 1e-12 * (1.0 + e.abs()),
-            "lse {a} vs {e}"
-        );
+        // Equal (infinities included) or within the tolerance: relative_eq! with no relative
+        // part.
+        approx::assert_relative_eq!(a, e, epsilon = 1e-12 * (1.0 + e.abs()), max_relative = 0.0);
     }
 }
 

@@ -85,8 +85,14 @@ fn check_recipe_against_oracle(name: &str, cfg: &AttentionConfig, seed: u64) {
     }
     let lse = r.lse.unwrap();
     for (&a, &e) in lse.iter().zip(&o.lse) {
+        // Equal (infinities included) or within the tolerance.
         assert!(
-            (a as f64 == e) || (a as f64 - e).abs() <= 1e-3 * (1.0 + e.abs()),
+            approx::relative_eq!(
+                a as f64,
+                e,
+                epsilon = 1e-3 * (1.0 + e.abs()),
+                max_relative = 0.0
+            ),
             "{name}: lse {a} vs {e}"
         );
     }
@@ -185,7 +191,7 @@ proptest! {
             prop_assert!(near(y as f64, e), "{} vs oracle {}", y, e);
         }
         for (&x, &y) in a.lse.unwrap().iter().zip(&b.lse.unwrap()) {
-            prop_assert!((x - y).abs() <= 1e-5 * (1.0 + x.abs()), "lse {} vs {}", x, y);
+            prop_assert!(approx::abs_diff_eq!(x, y, epsilon = 1e-5 * (1.0 + x.abs())), "lse {} vs {}", x, y);
         }
     }
 }

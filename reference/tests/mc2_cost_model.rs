@@ -12,7 +12,7 @@ fn seed_communication_model_evaluates_both_segments() {
     let q = |x: f64| -0.9698202 * x * x + 27.0622573 * x + 14.769;
     let l = |x: f64| 13.58491263 * x + 61.508333;
     assert_eq!(comm.model.eval(6.0), q(6.0));
-    assert!((comm.model.eval(6.0) - 142.229).abs() < 1e-3);
+    approx::assert_abs_diff_eq!(comm.model.eval(6.0), 142.229, epsilon = 1e-3);
     assert_eq!(comm.model.eval(7.999), q(7.999));
     assert_eq!(comm.model.eval(8.0), l(8.0));
     assert_eq!(comm.model.eval(64.0), l(64.0));
@@ -58,7 +58,7 @@ fn inverse_is_the_smallest_x_reaching_the_time() {
     // Linear matmul: rows for a time.
     let mm = seed_matmul();
     let rows = mm.rows_for_time(803.0, 3072, 8192, 2).unwrap();
-    assert!((rows - 4096.0).abs() < 1e-9);
+    approx::assert_abs_diff_eq!(rows, 4096.0, epsilon = 1e-9);
 }
 
 #[test]

@@ -18,7 +18,8 @@ fn noiseless_linear_and_quadratic_are_recovered_exactly() {
     else {
         panic!("linear fit returned another kind")
     };
-    assert!((slope - 13.5).abs() < 1e-10 && (intercept - 61.5).abs() < 1e-9);
+    approx::assert_abs_diff_eq!(slope, 13.5, epsilon = 1e-10);
+    approx::assert_abs_diff_eq!(intercept, 61.5, epsilon = 1e-9);
     let pts: Vec<(f64, f64)> = (0..16)
         .map(|i| {
             let x = 0.5 * i as f64;
@@ -29,8 +30,11 @@ fn noiseless_linear_and_quadratic_are_recovered_exactly() {
     let Polynomial::Quadratic { a, b, c } = r.segments[0] else {
         panic!("quadratic fit returned another kind")
     };
-    assert!((a + 0.97).abs() < 1e-10 && (b - 27.06).abs() < 1e-9 && (c - 14.77).abs() < 1e-9);
-    assert!(r.sse < 1e-15 && (r.r_squared - 1.0).abs() < 1e-12 && r.rmse < 1e-8);
+    approx::assert_abs_diff_eq!(a, -0.97, epsilon = 1e-10);
+    approx::assert_abs_diff_eq!(b, 27.06, epsilon = 1e-9);
+    approx::assert_abs_diff_eq!(c, 14.77, epsilon = 1e-9);
+    assert!(r.sse < 1e-15 && r.rmse < 1e-8);
+    approx::assert_abs_diff_eq!(r.r_squared, 1.0, epsilon = 1e-12);
 }
 
 #[test]
@@ -69,18 +73,18 @@ fn piecewise_fit_finds_a_known_breakpoint_and_coefficients_under_noise() {
     let Polynomial::Linear { slope, intercept } = r.segments[1] else {
         panic!("right segment is not linear")
     };
-    assert!((a + 0.9698202).abs() < 0.05, "a = {a}");
-    assert!((b - 27.0622573).abs() < 0.4, "b = {b}");
-    assert!((c - 14.769).abs() < 0.6, "c = {c}");
-    assert!((slope - 5.0).abs() < 0.02, "slope = {slope}");
-    assert!((intercept - 130.0).abs() < 0.5, "intercept = {intercept}");
+    approx::assert_abs_diff_eq!(a, -0.9698202, epsilon = 0.05);
+    approx::assert_abs_diff_eq!(b, 27.0622573, epsilon = 0.4);
+    approx::assert_abs_diff_eq!(c, 14.769, epsilon = 0.6);
+    approx::assert_abs_diff_eq!(slope, 5.0, epsilon = 0.02);
+    approx::assert_abs_diff_eq!(intercept, 130.0, epsilon = 0.5);
     // Uniform noise of half-width 0.5 has sigma 0.289: the RMSE must be about that.
     assert!(r.rmse > 0.2 && r.rmse < 0.38, "rmse = {}", r.rmse);
     assert!(r.r_squared > 0.9999, "R^2 = {}", r.r_squared);
     assert_eq!(r.points, 128);
     // The fitted model is monotone and usable by the planner.
     let model = r.cost_model("fitted communication").unwrap();
-    assert!((model.eval(6.0) - truth.eval(6.0)).abs() < 0.5);
+    approx::assert_abs_diff_eq!(model.eval(6.0), truth.eval(6.0), epsilon = 0.5);
 }
 
 #[test]

@@ -40,8 +40,8 @@ fn seed_worked_example_plans_512_then_four_896_communication_bound() {
     assert_eq!(plan.initial_short_tile, 384);
     // CostComm(6 MiB) = 142.23 us ("143"), x 1.15 = 163.56 us ("164").
     let comm6 = -0.9698202 * 36.0 + 27.0622573 * 6.0 + 14.769;
-    assert!((plan.long_tile_budget_us - comm6 * 1.15).abs() < 1e-9);
-    assert!((plan.long_tile_budget_us - 163.56).abs() < 0.01);
+    approx::assert_abs_diff_eq!(plan.long_tile_budget_us, comm6 * 1.15, epsilon = 1e-9);
+    approx::assert_abs_diff_eq!(plan.long_tile_budget_us, 163.56, epsilon = 0.01);
     assert_eq!(plan.initial_long_tile, 768);
     assert_eq!(plan.long_count, 4);
     assert_eq!(plan.long_tile, 896);
@@ -55,7 +55,11 @@ fn seed_example_without_measured_times_is_still_communication_bound() {
     let mut inputs = seed_inputs(&mm, &cm);
     inputs.unsplit = None;
     let plan = plan_split(&inputs, &PlannerConfig::default()).unwrap();
-    assert!((plan.unsplit.comm_us - (13.58491263 * 64.0 + 61.508333)).abs() < 1e-9);
+    approx::assert_abs_diff_eq!(
+        plan.unsplit.comm_us,
+        13.58491263 * 64.0 + 61.508333,
+        epsilon = 1e-9
+    );
     assert_eq!(plan.bound, Bound::Communication);
     assert_eq!(plan.tiles, vec![512, 896, 896, 896, 896]);
 }
@@ -159,10 +163,10 @@ fn compute_bound_puts_the_short_tile_last() {
     assert_eq!(*last, plan.short_tile);
     // m1 = CostComm^-1(CostMM(384) / 1.15) = rows whose all-reduce takes 261.8 us.
     let budget = 4.0 * 803.0 / 4096.0 * 384.0 / 1.15;
-    assert!((plan.long_tile_budget_us - budget).abs() < 1e-9);
+    approx::assert_abs_diff_eq!(plan.long_tile_budget_us, budget, epsilon = 1e-9);
     let x = (budget - 61.508333) / 13.58491263; // MiB, on the linear segment
     let rows = x * 1_048_576.0 / (8192.0 * 2.0);
-    assert!((plan.long_tile_unaligned - rows).abs() < 1e-6);
+    approx::assert_abs_diff_eq!(plan.long_tile_unaligned, rows, epsilon = 1e-6);
     assert_eq!(plan.initial_long_tile, (rows as u64) / 128 * 128);
 }
 

@@ -46,7 +46,7 @@ fn seed_example_serial_time_is_1874_us_and_prediction_is_near_the_measured_1262_
     assert!(mm0 + c0 < mm0 + mm1);
     assert_eq!(tl.tiles[1].comm_start_us, mm0 + mm1);
     let expected = mm0 + mm1 + 4.0 * c1;
-    assert!((tl.makespan_us - expected).abs() < 1e-9);
+    approx::assert_abs_diff_eq!(tl.makespan_us, expected, epsilon = 1e-9);
     let measured = 1262.0;
     println!(
         "seed example: serial {} us, predicted fused {:.1} us, measured fused {measured} us, \
@@ -57,8 +57,8 @@ fn seed_example_serial_time_is_1874_us_and_prediction_is_near_the_measured_1262_
         100.0 * (1874.0 - measured) / 1874.0
     );
     // The model predicts the measurement to within 2% (1282.8 vs 1262 us).
-    assert!((tl.makespan_us - measured).abs() / measured < 0.02);
-    assert!((tl.gain_us - (1874.0 - tl.makespan_us)).abs() < 1e-9);
+    approx::assert_abs_diff_eq!(tl.makespan_us, measured, epsilon = 0.02 * measured);
+    approx::assert_abs_diff_eq!(tl.gain_us, 1874.0 - tl.makespan_us, epsilon = 1e-9);
     // Tile spans: the matmul stream is contiguous, all-reduce i starts after matmul i.
     for (i, s) in tl.tiles.iter().enumerate() {
         assert!(s.comm_start_us >= s.matmul_end_us);
@@ -101,7 +101,11 @@ fn inflation_applies_only_to_split_operators() {
     assert!(inflated.makespan_us > plain.makespan_us);
     let m1 = mm.time_us(2048.0, 3072, 8192, 2) * 1.1;
     let c1 = cm.time_us(2048.0, 3072, 8192, 2) * 1.15;
-    assert!((inflated.makespan_us - (m1 + 2.0 * c1).max(2.0 * m1 + c1)).abs() < 1e-9);
+    approx::assert_abs_diff_eq!(
+        inflated.makespan_us,
+        (m1 + 2.0 * c1).max(2.0 * m1 + c1),
+        epsilon = 1e-9
+    );
 }
 
 #[test]

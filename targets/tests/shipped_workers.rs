@@ -180,12 +180,12 @@ fn numpy_and_onnxruntime_agree_on_attention_and_skip_what_they_cannot_do() {
         o.outputs["attention_out"].to_f64_vec(),
     );
     for (p, q) in x.iter().zip(&y) {
-        assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+        approx::assert_abs_diff_eq!(p, q, epsilon = 1e-5);
     }
     // The first query row attends only to key 0 (bottom-right causal, S = L): out = v[0].
     let v0: Vec<f64> = r.inputs["value"].to_f64_vec()[..d].to_vec();
     for (p, q) in x[..d].iter().zip(&v0) {
-        assert!((p - q).abs() < 1e-6);
+        approx::assert_abs_diff_eq!(p, q, epsilon = 1e-6);
     }
     let bf16 = json!({"dtype": "bf16"});
     let skip = targets[ort_i].supports("fa_prefill", &bf16).unwrap_err();

@@ -237,7 +237,7 @@ mod tests {
                 .map(|t| (t, q_direct(&x, t)))
                 .fold((0, f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
             assert_eq!(t, want.0, "min_segment {m}");
-            assert!((q - want.1).abs() < 1e-9 * want.1.abs().max(1.0));
+            approx::assert_abs_diff_eq!(q, want.1, epsilon = 1e-9 * want.1.abs().max(1.0));
         }
     }
 
@@ -249,7 +249,7 @@ mod tests {
         let cps = e_divisive(&x, "s", &ChangePointConfig::default());
         let at: Vec<usize> = cps.iter().map(|c| c.index).collect();
         assert_eq!(at, vec![30, 60], "{cps:?}");
-        assert!((cps[0].ratio() - 1.1).abs() < 0.01);
+        approx::assert_abs_diff_eq!(cps[0].ratio(), 1.1, epsilon = 0.01);
         assert!(cps.iter().all(|c| c.p_value <= 0.01));
     }
 

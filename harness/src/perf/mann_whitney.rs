@@ -172,14 +172,14 @@ mod tests {
         let r = mann_whitney(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], Alternative::Greater).unwrap();
         assert_eq!(r.u, 9.0);
         assert_eq!(r.method, PValueMethod::Exact);
-        assert!((r.p_value - 1.0 / 20.0).abs() < 1e-15);
+        approx::assert_abs_diff_eq!(r.p_value, 1.0 / 20.0, epsilon = 1e-15);
         let r = mann_whitney(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], Alternative::Less).unwrap();
-        assert!((r.p_value - 1.0).abs() < 1e-15);
+        approx::assert_abs_diff_eq!(r.p_value, 1.0, epsilon = 1e-15);
         // baseline {1, 3, 5}, candidate {2, 4, 6}: U = 1 + 2 + 3 = 6;
         // [6 choose 3]_q = 1,1,2,3,3,3,3,2,1,1 -> P(U >= 6) = (3+2+1+1)/20
         let r = mann_whitney(&[1.0, 3.0, 5.0], &[2.0, 4.0, 6.0], Alternative::Greater).unwrap();
         assert_eq!(r.u, 6.0);
-        assert!((r.p_value - 7.0 / 20.0).abs() < 1e-15);
+        approx::assert_abs_diff_eq!(r.p_value, 7.0 / 20.0, epsilon = 1e-15);
         assert!(mann_whitney(&[], &[1.0], Alternative::Greater).is_none());
     }
 
@@ -193,8 +193,8 @@ mod tests {
         // var = 9/12 * (7 - (27 - 3) / 30) = 0.75 * 6.2 = 4.65; z = (8 - 4.5 - 0.5) / sqrt(4.65)
         let z = 3.0 / 4.65f64.sqrt();
         let expected = 0.5 * libm::erfc(z / 2f64.sqrt());
-        assert!((r.p_value - expected).abs() < 1e-15);
-        assert!((expected - 0.0820).abs() < 1e-3, "{expected}");
+        approx::assert_abs_diff_eq!(r.p_value, expected, epsilon = 1e-15);
+        approx::assert_abs_diff_eq!(expected, 0.0820, epsilon = 1e-3);
         // all equal: no evidence
         let r = mann_whitney(&[5.0; 4], &[5.0; 4], Alternative::Greater).unwrap();
         assert_eq!(r.p_value, 1.0);
@@ -202,9 +202,17 @@ mod tests {
 
     #[test]
     fn normal_tail_matches_tabulated_values() {
-        assert!((upper_normal_tail(0.0) - 0.5).abs() < 1e-16);
-        assert!((upper_normal_tail(1.959_963_984_540_054) - 0.025).abs() < 1e-12);
-        assert!((upper_normal_tail(2.326_347_874_040_841) - 0.01).abs() < 1e-12);
+        approx::assert_abs_diff_eq!(upper_normal_tail(0.0), 0.5, epsilon = 1e-16);
+        approx::assert_abs_diff_eq!(
+            upper_normal_tail(1.959_963_984_540_054),
+            0.025,
+            epsilon = 1e-12
+        );
+        approx::assert_abs_diff_eq!(
+            upper_normal_tail(2.326_347_874_040_841),
+            0.01,
+            epsilon = 1e-12
+        );
     }
 
     #[test]
@@ -216,8 +224,8 @@ mod tests {
         let r = mann_whitney(&b, &c, Alternative::Greater).unwrap();
         assert_eq!(r.method, PValueMethod::Exact);
         assert_eq!(r.u, 309.0);
-        assert!((r.p_value - 0.001_321_315_295_779_676_1).abs() < 1e-15);
+        approx::assert_abs_diff_eq!(r.p_value, 0.001_321_315_295_779_676_1, epsilon = 1e-15);
         let approx = normal_p(20, 20, r.u, 0.0, Alternative::Greater);
-        assert!((approx - 0.001_668_089_652_378_202_4).abs() < 1e-15);
+        approx::assert_abs_diff_eq!(approx, 0.001_668_089_652_378_202_4, epsilon = 1e-15);
     }
 }

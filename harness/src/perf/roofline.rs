@@ -94,10 +94,10 @@ method = "test"
         )
         .unwrap();
         assert_eq!(r.bound, Bound::Compute);
-        assert!((r.floor_us - 20.0).abs() < 1e-12);
-        assert!((r.fraction_of_peak - 0.5).abs() < 1e-12);
-        assert!((r.achieved_tflops - 50.0).abs() < 1e-9);
-        assert!((r.achieved_gbps - 25.0).abs() < 1e-9);
+        approx::assert_abs_diff_eq!(r.floor_us, 20.0, epsilon = 1e-12);
+        approx::assert_abs_diff_eq!(r.fraction_of_peak, 0.5, epsilon = 1e-12);
+        approx::assert_abs_diff_eq!(r.achieved_tflops, 50.0, epsilon = 1e-9);
+        approx::assert_abs_diff_eq!(r.achieved_gbps, 25.0, epsilon = 1e-9);
         assert!(!r.implausible);
     }
 
@@ -115,7 +115,7 @@ method = "test"
         )
         .unwrap();
         assert_eq!(r.bound, Bound::Memory);
-        assert!((r.floor_us - 100.0).abs() < 1e-9);
+        approx::assert_abs_diff_eq!(r.floor_us, 100.0, epsilon = 1e-9);
         assert!(r.implausible);
         assert!(r.fraction_of_peak > 1.0);
     }

@@ -122,13 +122,13 @@ mod tests {
 
     #[test]
     fn quantiles_match_published_tables() {
-        assert!((normal_quantile(0.975) - 1.959_963_985).abs() < 1e-8);
-        assert!((normal_quantile(0.01) + 2.326_347_874).abs() < 1e-8);
+        approx::assert_abs_diff_eq!(normal_quantile(0.975), 1.959_963_985, epsilon = 1e-8);
+        approx::assert_abs_diff_eq!(normal_quantile(0.01), -2.326_347_874, epsilon = 1e-8);
         // t quantiles (numerical integration of the density): t_{0.99, 30} = 2.457262,
         // t_{0.99, 58} = 2.392377, t_{0.975, 10} = 2.228139.
-        assert!((student_t_quantile(0.99, 30.0) - 2.457_262).abs() < 2e-5);
-        assert!((student_t_quantile(0.99, 58.0) - 2.392_377).abs() < 2e-5);
-        assert!((student_t_quantile(0.975, 10.0) - 2.228_139).abs() < 2e-4);
+        approx::assert_abs_diff_eq!(student_t_quantile(0.99, 30.0), 2.457_262, epsilon = 2e-5);
+        approx::assert_abs_diff_eq!(student_t_quantile(0.99, 58.0), 2.392_377, epsilon = 2e-5);
+        approx::assert_abs_diff_eq!(student_t_quantile(0.975, 10.0), 2.228_139, epsilon = 2e-4);
     }
 
     #[test]

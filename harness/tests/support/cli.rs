@@ -14,6 +14,12 @@ pub fn repo() -> PathBuf {
 /// `conform --root ROOT ARGS...` with `CI` and the variables in `unset` removed from its
 /// environment; panics (failing the test) when the run panicked.
 pub fn conform_without(root: &Path, args: &[&str], unset: &[&str]) -> Output {
+    output(command(root, args, unset))
+}
+
+/// The command `conform --root ROOT ARGS...` run in ROOT, with stdin closed and `CI` and the
+/// variables in `unset` removed from its environment.
+pub fn command(root: &Path, args: &[&str], unset: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
     cmd.arg("--root")
         .arg(root)
@@ -24,6 +30,11 @@ pub fn conform_without(root: &Path, args: &[&str], unset: &[&str]) -> Output {
     for var in unset {
         cmd.env_remove(var);
     }
+    cmd
+}
+
+/// Runs `cmd` to completion; panics (failing the test) when the run panicked.
+pub fn output(mut cmd: Command) -> Output {
     let o = cmd.output().expect("conform runs");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("panicked at"), "{err}");

@@ -426,9 +426,12 @@ fn all_figures(st: &PassStats) -> String {
 
 /// Sums that differ only in the order of additions of non-negative terms.
 fn sums_agree(got: &PassStats, want: &PassStats) -> bool {
-    sums(got).iter().zip(sums(want)).all(|(&g, w)| {
-        g == w || (g.is_finite() && w.is_finite() && (g - w).abs() <= 1e-12 * w.abs())
-    })
+    // Equal, or both finite and within 1e-12 * |want| (relative_eq! with no relative part:
+    // unequal infinities and NaNs never agree).
+    sums(got)
+        .iter()
+        .zip(sums(want))
+        .all(|(&g, w)| approx::relative_eq!(g, w, epsilon = 1e-12 * w.abs(), max_relative = 0.0))
 }
 
 fn rules() -> Vec<ElementRule> {
