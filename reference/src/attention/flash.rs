@@ -144,33 +144,21 @@ pub(crate) fn head_task<'a>(
     b: usize,
     h: usize,
 ) -> Result<HeadTask<'a>, AttentionError> {
-    let kvh = g.kv_head(h);
-    let size = |tensor: &str| AttentionError::param(tensor, "row outside the tensor");
+    let kv_offset = g.kv_offset(b, 0, g.kv_head(h));
+    let rows = |tensor: &str, data: &'a [f32], offset: usize, stride: usize, len: usize| {
+        Rows::new(data, offset, stride, len, g.head_dim)
+            .ok_or_else(|| AttentionError::param(tensor, "row outside the tensor"))
+    };
     Ok(HeadTask {
-        q: Rows::new(
+        q: rows(
+            "query",
             inputs.query,
             g.q_offset(b, 0, h),
             g.q_stride(),
             g.lq[b],
-            g.head_dim,
-        )
-        .ok_or_else(|| size("query"))?,
-        k: Rows::new(
-            inputs.key,
-            g.kv_offset(b, 0, kvh),
-            g.kv_stride(),
-            g.lk[b],
-            g.head_dim,
-        )
-        .ok_or_else(|| size("key"))?,
-        v: Rows::new(
-            inputs.value,
-            g.kv_offset(b, 0, kvh),
-            g.kv_stride(),
-            g.lk[b],
-            g.head_dim,
-        )
-        .ok_or_else(|| size("value"))?,
+        )?,
+        k: rows("key", inputs.key, kv_offset, g.kv_stride(), g.lk[b])?,
+        v: rows("value", inputs.value, kv_offset, g.kv_stride(), g.lk[b])?,
         mask: BatchMask::new(g, b, inputs.atten_mask),
         scale: g.scale,
     })
@@ -191,17 +179,7 @@ pub fn attention(
         inputs.atten_mask.map(|m| m.len()),
     )?;
     let chunk = task_rows(recipe);
-    let mut tasks = Vec::new();
-    for b in 0..g.batch {
-        for h in 0..g.heads {
-            let mut r0 = 0;
-            while r0 < g.lq[b] {
-                let r1 = (r0 + chunk).min(g.lq[b]);
-                tasks.push((b, h, r0, r1));
-                r0 = r1;
-            }
-        }
-    }
+    let tasks = g.row_tasks(chunk);
     // Build every head task first so that a bad geometry is an error, not a panic.
     let mut heads = Vec::with_capacity(g.batch * g.heads);
     for b in 0..g.batch {

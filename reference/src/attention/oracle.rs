@@ -536,17 +536,7 @@ pub fn oracle(
         }
         (k, v)
     });
-    let mut tasks = Vec::new();
-    for b in 0..g.batch {
-        for h in 0..g.heads {
-            let mut r0 = 0;
-            while r0 < g.lq[b] {
-                let r1 = (r0 + ORACLE_ROWS).min(g.lq[b]);
-                tasks.push((b, h, r0, r1));
-                r0 = r1;
-            }
-        }
-    }
+    let tasks = g.row_tasks(ORACLE_ROWS);
     let scale = g.scale as f64;
     let results = map_tasks(tasks.len(), threads, |t| {
         let (b, h, r0, r1) = tasks[t];
