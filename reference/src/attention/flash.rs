@@ -24,6 +24,18 @@ pub struct AttentionInputs<'a> {
     pub atten_mask: Option<&'a [u8]>,
 }
 
+impl AttentionInputs<'_> {
+    /// Checks the buffers' sizes against `g` ([`Geometry::check_inputs`]).
+    pub(crate) fn check_sizes(&self, g: &Geometry) -> Result<(), AttentionError> {
+        g.check_inputs(
+            self.query.len(),
+            self.key.len(),
+            self.value.len(),
+            self.atten_mask.map(|m| m.len()),
+        )
+    }
+}
+
 /// Recipe outputs: `attention_out` values (already rounded to the output dtype, so exactly
 /// representable in it) in the output layout, and the f32 softmax LSE when asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -172,12 +184,7 @@ pub fn attention(
     threads: Threads,
 ) -> Result<AttentionOutput, AttentionError> {
     recipe.validate()?;
-    g.check_inputs(
-        inputs.query.len(),
-        inputs.key.len(),
-        inputs.value.len(),
-        inputs.atten_mask.map(|m| m.len()),
-    )?;
+    inputs.check_sizes(g)?;
     let chunk = task_rows(recipe);
     let tasks = g.row_tasks(chunk);
     // Build every head task first so that a bad geometry is an error, not a panic.

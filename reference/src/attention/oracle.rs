@@ -517,12 +517,7 @@ pub fn oracle(
     inputs: &AttentionInputs,
     threads: Threads,
 ) -> Result<OracleOutput, AttentionError> {
-    g.check_inputs(
-        inputs.query.len(),
-        inputs.key.len(),
-        inputs.value.len(),
-        inputs.atten_mask.map(|m| m.len()),
-    )?;
+    inputs.check_sizes(g)?;
     let dim = g.head_dim;
     // Dense f64 K and V per (b, kv head), converted exactly once.
     let kv_dense: Vec<(Vec<f64>, Vec<f64>)> = map_tasks(g.batch * g.kv_heads, threads, |t| {

@@ -415,18 +415,8 @@ impl Geometry {
         let (kv_heads, group) = validate_heads(c)?;
         let scale = derive_scale(c)?;
         let sparse = derive_sparse(c)?;
-        let extents = derive_extents(c, c.input_layout.is_varlen())?;
-        check_sizes(c, &extents)?;
-        let Extents {
-            lq,
-            q_start,
-            lk,
-            kv_start,
-            q_seq,
-            kv_seq,
-            q_tokens,
-            kv_tokens,
-        } = extents;
+        let e = derive_extents(c, c.input_layout.is_varlen())?;
+        check_sizes(c, &e)?;
         Ok(Geometry {
             dtype: c.dtype,
             layout: c.input_layout,
@@ -439,14 +429,14 @@ impl Geometry {
             sparse,
             atten_mask: c.atten_mask,
             softmax_lse_flag: c.softmax_lse_flag,
-            q_seq,
-            kv_seq,
-            lq,
-            lk,
-            q_start,
-            kv_start,
-            q_tokens,
-            kv_tokens,
+            q_seq: e.q_seq,
+            kv_seq: e.kv_seq,
+            lq: e.lq,
+            lk: e.lk,
+            q_start: e.q_start,
+            kv_start: e.kv_start,
+            q_tokens: e.q_tokens,
+            kv_tokens: e.kv_tokens,
         })
     }
 
@@ -579,10 +569,7 @@ impl Geometry {
 
     /// Distance between query rows i and i + 1 of one (b, h).
     pub fn q_stride(&self) -> usize {
-        match self.layout {
-            InputLayout::Bnsd | InputLayout::BnsdBsnd => self.head_dim,
-            _ => self.heads * self.head_dim,
-        }
+        self.row_stride(self.heads)
     }
 
     /// Offset of key/value row (b, j, kv head).
@@ -601,9 +588,15 @@ impl Geometry {
 
     /// Distance between key rows j and j + 1 of one (b, kv head).
     pub fn kv_stride(&self) -> usize {
+        self.row_stride(self.kv_heads)
+    }
+
+    /// Distance between consecutive sequence rows of one (b, head) of a tensor with `heads`
+    /// heads in the input layout.
+    fn row_stride(&self, heads: usize) -> usize {
         match self.layout {
             InputLayout::Bnsd | InputLayout::BnsdBsnd => self.head_dim,
-            _ => self.kv_heads * self.head_dim,
+            _ => heads * self.head_dim,
         }
     }
 
