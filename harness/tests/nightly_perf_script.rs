@@ -33,19 +33,44 @@ mod slowable_worker;
 mod copy_dir;
 use copy_dir::copy_dir;
 
-fn seven_nights_steady_slow_recovered() {
-    let repo = repo();
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    for sub in ["suites", "golden", "ci/hardware"] {
-        copy_dir(&repo.join(sub), &root.join(sub));
+/// The simulated project: a git repository with the suites, the golden store, the hardware
+/// profiles and the slowable worker, whose speed factor the file `speed` sets.
+struct Project {
+    repo: PathBuf,
+    /// Holds the project, the speed file, the history and each night's output.
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    speed: PathBuf,
+    history: PathBuf,
+}
+
+impl Project {
+    fn new() -> Project {
+        let repo = repo();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        for sub in ["suites", "golden", "ci/hardware"] {
+            copy_dir(&repo.join(sub), &root.join(sub));
+        }
+        let speed = dir.path().join("speed");
+        slowable_worker::write_worker(&repo, &root.join("targets/slowable"), "slowable", &speed);
+        let history = dir.path().join("history");
+        let project = Project {
+            repo,
+            dir,
+            root,
+            speed,
+            history,
+        };
+        project.git(&["init", "-q"]);
+        project
     }
-    let speed = dir.path().join("speed");
-    slowable_worker::write_worker(&repo, &root.join("targets/slowable"), "slowable", &speed);
-    let git = |args: &[&str]| {
+
+    /// Runs git in the project; returns its trimmed stdout.
+    fn git(&self, args: &[&str]) -> String {
         let o = Command::new("git")
             .arg("-C")
-            .arg(&root)
+            .arg(&self.root)
             .args(args)
             .env("GIT_AUTHOR_NAME", "nightly")
             .env("GIT_AUTHOR_EMAIL", "nightly@example.invalid")
@@ -55,15 +80,16 @@ fn seven_nights_steady_slow_recovered() {
             .unwrap();
         assert!(o.status.success(), "git {args:?}: {o:?}");
         String::from_utf8_lossy(&o.stdout).trim().to_string()
-    };
-    git(&["init", "-q"]);
-    let history = dir.path().join("history");
-    let night = |n: u32, factor: f64| {
-        git(&["commit", "-q", "--allow-empty", "-m", &format!("night {n}")]);
-        std::fs::write(&speed, factor.to_string()).unwrap();
-        let out = dir.path().join(format!("night{n}"));
+    }
+
+    /// Night `n`: one commit, then the nightly script with the worker `factor` times slower.
+    /// Returns the script's exit code, its output and the night's output folder.
+    fn night(&self, n: u32, factor: f64) -> (Option<i32>, String, PathBuf) {
+        self.git(&["commit", "-q", "--allow-empty", "-m", &format!("night {n}")]);
+        std::fs::write(&self.speed, factor.to_string()).unwrap();
+        let out = self.dir.path().join(format!("night{n}"));
         let o = Command::new("bash")
-            .arg(repo.join("ci/nightly-perf.sh"))
+            .arg(self.repo.join("ci/nightly-perf.sh"))
             .args([
                 "--target",
                 "slowable",
@@ -79,11 +105,11 @@ fn seven_nights_steady_slow_recovered() {
                 "mxfp4/bf16/n4-k7168/low_first",
             ])
             .arg("--history")
-            .arg(&history)
+            .arg(&self.history)
             .arg("--out")
             .arg(&out)
             .env("CONFORM", env!("CARGO_BIN_EXE_conform"))
-            .env("CONFORM_ROOT", &root)
+            .env("CONFORM_ROOT", &self.root)
             .env_remove("CI")
             .output()
             .unwrap();
@@ -95,19 +121,54 @@ fn seven_nights_steady_slow_recovered() {
         // Nights are told apart by their UTC stamp (one second resolution).
         std::thread::sleep(std::time::Duration::from_millis(1100));
         (o.status.code(), text, out)
-    };
-    let (code, text, out) = night(1, 1.0);
+    }
+
+    /// Runs `conform perf history <command> --db <store> <args>`; returns its stdout.
+    fn history(&self, command: &str, args: &[&str]) -> String {
+        let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+            .args(["perf", "history", command, "--db"])
+            .arg(self.history.join("perf-history.sqlite"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+}
+
+fn seven_nights_steady_slow_recovered() {
+    let p = Project::new();
+    first_and_steady_nights(&p);
+    let night5 = p.git(&["rev-parse", "HEAD"]);
+    let (code, text, out) = p.night(6, 1.2);
+    let night6 = p.git(&["rev-parse", "HEAD"]);
+    slow_night_is_a_regression(code, &text, &out, &night5, &night6);
+    let (code, text, _) = p.night(7, 1.0);
+    assert_eq!(code, Some(0), "night 7, back to normal: {text}");
+    history_keeps_every_night_and_flags_night_6(&p, &night5, &night6);
+}
+
+/// Night 1 records on an empty history ("first night", report written); nights 2-5 are steady.
+fn first_and_steady_nights(p: &Project) {
+    let (code, text, out) = p.night(1, 1.0);
     assert_eq!(code, Some(0), "night 1: {text}");
     assert!(text.contains("first night"), "night 1: {text}");
     assert!(out.join("report/index.html").exists(), "night 1: {text}");
     for n in 2..=5 {
-        let (code, text, _) = night(n, 1.0);
+        let (code, text, _) = p.night(n, 1.0);
         assert_eq!(code, Some(0), "night {n}, steady: {text}");
         assert!(!text.contains("first night"), "night {n}: {text}");
     }
-    let night5 = git(&["rev-parse", "HEAD"]);
-    let (code, text, out) = night(6, 1.2);
-    let night6 = git(&["rev-parse", "HEAD"]);
+}
+
+/// Night 6, 20% slower: exit 1, REGRESSION named by its commit range, in the comparison and
+/// the report, whose trend is drawn from the history store.
+fn slow_night_is_a_regression(
+    code: Option<i32>,
+    text: &str,
+    out: &Path,
+    night5: &str,
+    night6: &str,
+) {
     assert_eq!(code, Some(1), "night 6, 20% slower: {text}");
     assert!(text.contains("REGRESSION"), "night 6: {text}");
     // The change is named by its commit range: the newest reference night's and tonight's.
@@ -132,10 +193,12 @@ fn seven_nights_steady_slow_recovered() {
         report.contains(&night6[..8]) && report.contains(&night5[..8]),
         "the trend's nights are not the history's commits"
     );
-    let (code, text, _) = night(7, 1.0);
-    assert_eq!(code, Some(0), "night 7, back to normal: {text}");
-    // Every night is kept, as JSON and in the store.
-    let kept = std::fs::read_dir(&history)
+}
+
+/// Every night is kept, as JSON and in the store; `history show` flags night 6 alone, with
+/// its commit range.
+fn history_keeps_every_night_and_flags_night_6(p: &Project, night5: &str, night6: &str) {
+    let kept = std::fs::read_dir(&p.history)
         .unwrap()
         .filter(|e| {
             let name = e.as_ref().unwrap().file_name();
@@ -144,24 +207,16 @@ fn seven_nights_steady_slow_recovered() {
         })
         .count();
     assert_eq!(kept, 7);
-    let list = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(["perf", "history", "list", "--db"])
-        .arg(history.join("perf-history.sqlite"))
-        .output()
-        .unwrap();
-    let list = String::from_utf8_lossy(&list.stdout);
+    let list = p.history("list", &[]);
     // `history show` on the test's store names night 6's slowdown with its commit range.
-    let show = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(["perf", "history", "show", "--db"])
-        .arg(history.join("perf-history.sqlite"))
-        .args([
+    let show = p.history(
+        "show",
+        &[
             "fp4_dequant/mxfp4/bf16/n4-k7168/low_first",
             "--target",
             "slowable",
-        ])
-        .output()
-        .unwrap();
-    let show = String::from_utf8_lossy(&show.stdout);
+        ],
+    );
     let flagged: Vec<&str> = show
         .lines()
         .filter(|l| l.trim_start().starts_with("REGRESSION"))

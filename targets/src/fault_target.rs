@@ -7,9 +7,8 @@
 //! which its fault changes nothing is skipped ("not applicable"), not passed.
 
 use crate::poison;
-use crate::target::{
-    Availability, Capabilities, ExecRequest, Execution, OpCapability, Target, TargetError,
-};
+use crate::reference_target::{family_capability, reference_versions};
+use crate::target::{Availability, Capabilities, ExecRequest, Execution, Target, TargetError};
 use conform_reference::faults::{self, Fault, FaultRun, TargetBehaviour};
 use conform_reference::ops::{self, TensorMap, ORACLE};
 use conform_reference::parallel::Threads;
@@ -89,14 +88,9 @@ impl Target for FaultTarget {
     }
 
     fn availability(&mut self) -> Availability {
-        let mut versions = BTreeMap::new();
-        versions.insert(
-            "conform-reference".to_string(),
-            env!("CARGO_PKG_VERSION").to_string(),
-        );
         Availability::Available {
             description: format!("the reference with fault `{}`", self.fault.name),
-            versions,
+            versions: reference_versions(),
         }
     }
 
@@ -104,18 +98,7 @@ impl Target for FaultTarget {
         let ops = ops::registry()
             .into_iter()
             .filter(|f| self.fault.applies_to(f.name()))
-            .map(|f| {
-                let mut recipes: Vec<String> = f.recipes().iter().map(|r| r.to_string()).collect();
-                recipes.push(ORACLE.to_string());
-                (
-                    f.name().to_string(),
-                    OpCapability {
-                        recipes,
-                        notes: self.fault.description.to_string(),
-                        ..Default::default()
-                    },
-                )
-            })
+            .map(|f| family_capability(f, self.fault.description.to_string()))
             .collect();
         Capabilities { ops }
     }

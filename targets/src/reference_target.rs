@@ -53,24 +53,43 @@ fn input_bytes(inputs: &TensorMap) -> usize {
 /// are the golden data (never a worker directory's name).
 pub const REFERENCE_TARGET: &str = "reference";
 
+/// The versions an in-process reference target reports: the conform-reference crate's.
+pub(crate) fn reference_versions() -> BTreeMap<String, String> {
+    let mut versions = BTreeMap::new();
+    versions.insert(
+        "conform-reference".to_string(),
+        env!("CARGO_PKG_VERSION").to_string(),
+    );
+    versions
+}
+
+/// What an in-process reference offers of family `f`: its recipes and the oracle, with `notes`.
+pub(crate) fn family_capability(f: &dyn OpFamily, notes: String) -> (String, OpCapability) {
+    let mut recipes: Vec<String> = f.recipes().iter().map(|r| r.to_string()).collect();
+    recipes.push(ORACLE.to_string());
+    (
+        f.name().to_string(),
+        OpCapability {
+            recipes,
+            notes,
+            ..Default::default()
+        },
+    )
+}
+
 impl Target for ReferenceTarget {
     fn name(&self) -> &str {
         REFERENCE_TARGET
     }
 
     fn availability(&mut self) -> Availability {
-        let mut versions = BTreeMap::new();
-        versions.insert(
-            "conform-reference".to_string(),
-            env!("CARGO_PKG_VERSION").to_string(),
-        );
         Availability::Available {
             description: format!(
                 "in-process CPU reference, {} thread(s), {} op families",
                 self.threads.0,
                 self.families.len()
             ),
-            versions,
+            versions: reference_versions(),
         }
     }
 
@@ -78,17 +97,7 @@ impl Target for ReferenceTarget {
         let ops = self
             .families
             .iter()
-            .map(|f| {
-                let mut recipes: Vec<String> = f.recipes().iter().map(|r| r.to_string()).collect();
-                recipes.push(ORACLE.to_string());
-                (
-                    f.name().to_string(),
-                    OpCapability {
-                        recipes,
-                        ..Default::default()
-                    },
-                )
-            })
+            .map(|f| family_capability(*f, String::new()))
             .collect();
         Capabilities { ops }
     }

@@ -18,6 +18,9 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| s / n as f64)
 }
 
+/// One fault's outcomes, by suite, each a list by seed set.
+type BySuite<'a> = BTreeMap<&'a str, Vec<SetOutcome>>;
+
 /// Builds the report from the outcomes (`outcomes[fault][suite][set]`).
 pub(super) fn summarise(
     faults: &[&'static Fault],
@@ -33,70 +36,112 @@ pub(super) fn summarise(
     let mut summaries = Vec::new();
     for fault in faults {
         let by_suite = outcomes.get(fault.name).unwrap_or(&empty);
-        let (mut applicable_sets, mut killed_sets) = (0, 0);
-        let mut survived_sets = Vec::new();
-        let mut killed_by: Vec<String> = Vec::new();
-        for set in &sets {
-            let i = set.index as usize;
-            let here: Vec<&SetOutcome> = by_suite.values().filter_map(|v| v.get(i)).collect();
-            if here.iter().all(|o| **o == SetOutcome::NotApplicable) {
-                continue;
-            }
-            applicable_sets += 1;
-            let killers: Vec<&String> = here
-                .iter()
-                .filter_map(|o| match o {
-                    SetOutcome::Killed { case, .. } => Some(case),
-                    _ => None,
-                })
-                .collect();
-            if killers.is_empty() {
-                survived_sets.push(set.index);
-            } else {
-                killed_sets += 1;
-            }
-            for k in killers {
-                if !killed_by.contains(k) {
-                    killed_by.push(k.clone());
-                }
-            }
+        summaries.push(fault_summary(fault, by_suite, &sets, ops, opts));
+        matrix.extend(fault_cells(fault, by_suite, suites));
+    }
+    let suite_scores = suite_scores(suites, &matrix);
+    let required_survivors = summaries
+        .iter()
+        .filter(|f| !f.passes)
+        .map(|f| f.name.clone())
+        .collect();
+    AdequacyReport {
+        errors: set_errors(&matrix),
+        format: FORMAT.to_string(),
+        seed_sets: sets,
+        score: mean(summaries.iter().filter_map(|f| f.kill_rate)),
+        faults: summaries,
+        matrix,
+        suites: suite_scores,
+        required_survivors,
+        duration_s,
+    }
+}
+
+/// A fault's row of the summary: over the seed sets where some suite applies it, how many
+/// sets killed it, by which cases, which survived, and whether it passes its gate.
+fn fault_summary(
+    fault: &Fault,
+    by_suite: &BySuite,
+    sets: &[SeedSet],
+    ops: &[&str],
+    opts: &AdequacyOptions,
+) -> FaultSummary {
+    let (mut applicable_sets, mut killed_sets) = (0, 0);
+    let mut survived_sets = Vec::new();
+    let mut killed_by: Vec<String> = Vec::new();
+    for set in sets {
+        let i = set.index as usize;
+        let here: Vec<&SetOutcome> = by_suite.values().filter_map(|v| v.get(i)).collect();
+        if here.iter().all(|o| **o == SetOutcome::NotApplicable) {
+            continue;
         }
-        let gated = super::gated(fault.requirement, opts);
-        // A gated fault defined for an op of the selection that no case exercises is a gap.
-        let never_applies = applicable_sets == 0 && ops.iter().any(|op| fault.applies_to(op));
-        let passes = !gated || (killed_sets == applicable_sets && !never_applies);
-        summaries.push(FaultSummary {
-            name: fault.name.to_string(),
-            family: fault.family.to_string(),
-            requirement: fault.requirement.name().to_string(),
-            description: fault.description.to_string(),
-            applicable_sets,
-            killed_sets,
-            kill_rate: rate(killed_sets, applicable_sets),
-            killed_by,
-            survived_sets,
-            gated,
-            passes,
-        });
-        for suite in suites {
-            let v = by_suite.get(suite).cloned().unwrap_or_default();
-            let applicable = v
-                .iter()
-                .filter(|o| **o != SetOutcome::NotApplicable)
-                .count();
-            let killed = v
-                .iter()
-                .filter(|o| matches!(o, SetOutcome::Killed { .. }))
-                .count();
-            matrix.push(Cell {
-                fault: fault.name.to_string(),
-                suite: suite.to_string(),
-                kill_rate: rate(killed, applicable),
-                outcomes: v,
-            });
+        applicable_sets += 1;
+        let killers: Vec<&String> = here
+            .iter()
+            .filter_map(|o| match o {
+                SetOutcome::Killed { case, .. } => Some(case),
+                _ => None,
+            })
+            .collect();
+        if killers.is_empty() {
+            survived_sets.push(set.index);
+        } else {
+            killed_sets += 1;
+        }
+        for k in killers {
+            if !killed_by.contains(k) {
+                killed_by.push(k.clone());
+            }
         }
     }
-    let suite_scores = suites
+    let gated = super::gated(fault.requirement, opts);
+    // A gated fault defined for an op of the selection that no case exercises is a gap.
+    let never_applies = applicable_sets == 0 && ops.iter().any(|op| fault.applies_to(op));
+    let passes = !gated || (killed_sets == applicable_sets && !never_applies);
+    FaultSummary {
+        name: fault.name.to_string(),
+        family: fault.family.to_string(),
+        requirement: fault.requirement.name().to_string(),
+        description: fault.description.to_string(),
+        applicable_sets,
+        killed_sets,
+        kill_rate: rate(killed_sets, applicable_sets),
+        killed_by,
+        survived_sets,
+        gated,
+        passes,
+    }
+}
+
+/// A fault's cells of the matrix, one per suite, in the suites' order.
+fn fault_cells<'a>(
+    fault: &'a Fault,
+    by_suite: &'a BySuite,
+    suites: &'a [&str],
+) -> impl Iterator<Item = Cell> + 'a {
+    suites.iter().map(move |suite| {
+        let v = by_suite.get(suite).cloned().unwrap_or_default();
+        let applicable = v
+            .iter()
+            .filter(|o| **o != SetOutcome::NotApplicable)
+            .count();
+        let killed = v
+            .iter()
+            .filter(|o| matches!(o, SetOutcome::Killed { .. }))
+            .count();
+        Cell {
+            fault: fault.name.to_string(),
+            suite: suite.to_string(),
+            kill_rate: rate(killed, applicable),
+            outcomes: v,
+        }
+    })
+}
+
+/// Each suite's score: the mean kill rate over the faults it applies.
+fn suite_scores(suites: &[&str], matrix: &[Cell]) -> Vec<SuiteScore> {
+    suites
         .iter()
         .map(|s| {
             let cells: Vec<&Cell> = matrix
@@ -110,14 +155,13 @@ pub(super) fn summarise(
                 score: mean(cells.iter().filter_map(|c| c.kill_rate)),
             }
         })
-        .collect();
-    let required_survivors = summaries
-        .iter()
-        .filter(|f| !f.passes)
-        .map(|f| f.name.clone())
-        .collect();
+        .collect()
+}
+
+/// The distinct errors of the matrix's seed sets, in the order first met.
+fn set_errors(matrix: &[Cell]) -> Vec<String> {
     let mut errors: Vec<String> = Vec::new();
-    for cell in &matrix {
+    for cell in matrix {
         for o in &cell.outcomes {
             if let SetOutcome::Error {
                 case,
@@ -132,15 +176,5 @@ pub(super) fn summarise(
             }
         }
     }
-    AdequacyReport {
-        errors,
-        format: FORMAT.to_string(),
-        seed_sets: sets,
-        score: mean(summaries.iter().filter_map(|f| f.kill_rate)),
-        faults: summaries,
-        matrix,
-        suites: suite_scores,
-        required_survivors,
-        duration_s,
-    }
+    errors
 }

@@ -6,7 +6,6 @@ use crate::adequacy::{self, AdequacyOptions};
 use crate::exit_code;
 use crate::messages::{self, adequacy as msg};
 use crate::runner::RunOptions;
-use crate::suite::select::load_all;
 use clap::Args;
 use conform_reference::faults::{self, Requirement};
 use conform_reference::parallel::Threads;
@@ -75,23 +74,11 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
         eprintln!("{}", messages::error_line(&e));
         return Ok(exit_code::USAGE);
     }
-    let cases = match load_all(&paths.suites) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
+    let selected = match args.select.load_selected(paths)? {
+        Ok(cases) => cases,
+        Err(code) => return Ok(code),
     };
-    let sel = args.select.selection()?;
-    let unknown = sel.unknown_suites(&cases);
-    if !unknown.is_empty() {
-        eprintln!(
-            "{}",
-            messages::error_line(&messages::unknown_suites(&unknown))
-        );
-        return Ok(exit_code::USAGE);
-    }
-    let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
+    let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
         eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok(exit_code::NOTHING_JUDGED);

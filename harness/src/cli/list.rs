@@ -4,7 +4,7 @@ use super::paths::Paths;
 use crate::exit_code;
 use crate::messages;
 use crate::suite::select::{load_all, Selection};
-use crate::suite::Tier;
+use crate::suite::{Case, Tier};
 use clap::Args;
 
 /// Which cases a command acts on.
@@ -23,6 +23,29 @@ pub struct SelectArgs {
 }
 
 impl SelectArgs {
+    /// The cases a command acts on: every suite loaded (and so validated), then those this
+    /// selection matches. `Err` holds the exit code once the reason is printed: a suite that
+    /// does not load, or a `--suite` that names no suite (both usage errors).
+    pub fn load_selected(&self, paths: &Paths) -> anyhow::Result<Result<Vec<Case>, i32>> {
+        let cases = match load_all(&paths.suites) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{}", messages::error_line(&e));
+                return Ok(Err(exit_code::USAGE));
+            }
+        };
+        let sel = self.selection()?;
+        let unknown = sel.unknown_suites(&cases);
+        if !unknown.is_empty() {
+            eprintln!(
+                "{}",
+                messages::error_line(&messages::unknown_suites(&unknown))
+            );
+            return Ok(Err(exit_code::USAGE));
+        }
+        Ok(Ok(cases.into_iter().filter(|c| sel.matches(c)).collect()))
+    }
+
     pub fn selection(&self) -> anyhow::Result<Selection> {
         let filter = match &self.filter {
             Some(f) => Some(regex::Regex::new(f).map_err(|e| anyhow::anyhow!("--filter: {e}"))?),
@@ -52,23 +75,11 @@ pub struct ListArgs {
 }
 
 pub fn run(paths: &Paths, args: ListArgs) -> anyhow::Result<i32> {
-    let cases = match load_all(&paths.suites) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
+    let selected = match args.select.load_selected(paths)? {
+        Ok(cases) => cases,
+        Err(code) => return Ok(code),
     };
-    let sel = args.select.selection()?;
-    let unknown = sel.unknown_suites(&cases);
-    if !unknown.is_empty() {
-        eprintln!(
-            "{}",
-            messages::error_line(&messages::unknown_suites(&unknown))
-        );
-        return Ok(exit_code::USAGE);
-    }
-    let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
+    let chosen: Vec<_> = selected.iter().collect();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&chosen)?);
     } else {

@@ -8,7 +8,6 @@ use crate::exit_code;
 use crate::messages;
 use crate::results::{RunResults, Status};
 use crate::runner::{self, junit, RunOptions, REFERENCE_TARGET};
-use crate::suite::select::load_all;
 use clap::Args;
 use conform_reference::parallel::Threads;
 use std::path::PathBuf;
@@ -105,23 +104,11 @@ pub fn execute_on(
     args: &RunArgs,
     given: Option<Vec<Box<dyn conform_targets::Target>>>,
 ) -> anyhow::Result<(Option<RunResults>, i32)> {
-    let cases = match load_all(&paths.suites) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
-            return Ok((None, exit_code::USAGE));
-        }
+    let selected = match args.select.load_selected(paths)? {
+        Ok(cases) => cases,
+        Err(code) => return Ok((None, code)),
     };
-    let sel = args.select.selection()?;
-    let unknown = sel.unknown_suites(&cases);
-    if !unknown.is_empty() {
-        eprintln!(
-            "{}",
-            messages::error_line(&messages::unknown_suites(&unknown))
-        );
-        return Ok((None, exit_code::USAGE));
-    }
-    let chosen: Vec<_> = cases.iter().filter(|c| sel.matches(c)).collect();
+    let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
         eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok((None, exit_code::NOTHING_JUDGED));

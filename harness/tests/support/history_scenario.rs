@@ -57,6 +57,17 @@ pub fn write_night(dir: &Path, k: usize, step: usize, fa_after: f64) -> std::pat
 /// The whole workflow against the history at `db` (a file in `d`, or a PostgreSQL URL), run in
 /// the directory `d`.
 pub fn ingest_list_show_export_and_gate(d: &Path, db: &str) {
+    ingest_23_nights_once(d, db);
+    list_shows_both_series(d, db);
+    show_finds_the_step_with_its_commits(d, db);
+    export_writes_one_csv_row_per_sample(d, db);
+    gate_judges_against_the_newest_segment(d, db);
+    gate_flags_a_slower_night_and_skips_changed_params(d, db);
+}
+
+/// Writes nights 1 to 24 (a +12% step at night 13) and ingests 1 to 23; the same file again
+/// adds nothing.
+fn ingest_23_nights_once(d: &Path, db: &str) {
     let files: Vec<String> = (1..=24)
         .map(|k| {
             write_night(d, k, 13, 112.0)
@@ -86,7 +97,9 @@ pub fn ingest_list_show_export_and_gate(d: &Path, db: &str) {
         "{}",
         text(&o)
     );
+}
 
+fn list_shows_both_series(d: &Path, db: &str) {
     let o = conform(&["perf", "history", "list", "--db", db], d);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
@@ -99,8 +112,10 @@ pub fn ingest_list_show_export_and_gate(d: &Path, db: &str) {
             .any(|l| l.starts_with("fa/x") && l.contains(" 23 ") && l.contains(" 690 ")),
         "{t}"
     );
+}
 
-    // The step at night 13 is found, with the commits on either side.
+/// The step at night 13 is found, with the commits on either side.
+fn show_finds_the_step_with_its_commits(d: &Path, db: &str) {
     let o = conform(&["perf", "history", "show", "--db", db, "fa/x"], d);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
@@ -119,8 +134,10 @@ pub fn ingest_list_show_export_and_gate(d: &Path, db: &str) {
         "{}",
         text(&o)
     );
+}
 
-    // CSV: a header and one row per sample, with the run's metadata.
+/// CSV: a header and one row per sample, with the run's metadata.
+fn export_writes_one_csv_row_per_sample(d: &Path, db: &str) {
     let o = conform(
         &[
             "perf", "history", "export", "--db", db, "--csv", "all.csv", "--case", "^fa/",
@@ -137,8 +154,10 @@ pub fn ingest_list_show_export_and_gate(d: &Path, db: &str) {
         "{}",
         lines[1]
     );
+}
 
-    // Night 24 is at the new level: judged against the newest segment, not the old baseline.
+/// Night 24 is at the new level: judged against the newest segment, not the old baseline.
+fn gate_judges_against_the_newest_segment(d: &Path, db: &str) {
     let o = conform(
         &[
             "perf",
@@ -160,8 +179,11 @@ pub fn ingest_list_show_export_and_gate(d: &Path, db: &str) {
         serde_json::from_str(&std::fs::read_to_string(d.join("g.json")).unwrap()).unwrap();
     assert_eq!(g["references"][0]["reference_runs"], 10);
     assert_eq!(g["references"][0]["changes"].as_array().unwrap().len(), 1);
+}
 
-    // A night 25% slower than the newest segment is a regression, named by its commits.
+/// A night 25% slower than the newest segment is a regression, named by its commits; changed
+/// op parameters have no history, so nothing is judged.
+fn gate_flags_a_slower_night_and_skips_changed_params(d: &Path, db: &str) {
     let slow = serde_json::json!({
         "environment": {"commit": "f".repeat(40), "date": "2026-10-30T02:00:00Z"},
         "cases": [{"id": "fa/x", "target": "t", "hardware": "hw", "params_digest": "aaaa",

@@ -24,6 +24,18 @@ pub struct AttentionInputs<'a> {
     pub atten_mask: Option<&'a [u8]>,
 }
 
+impl AttentionInputs<'_> {
+    /// Checks the buffers' sizes against `g` ([`Geometry::check_inputs`]).
+    pub(crate) fn check_sizes(&self, g: &Geometry) -> Result<(), AttentionError> {
+        g.check_inputs(
+            self.query.len(),
+            self.key.len(),
+            self.value.len(),
+            self.atten_mask.map(|m| m.len()),
+        )
+    }
+}
+
 /// Recipe outputs: `attention_out` values (already rounded to the output dtype, so exactly
 /// representable in it) in the output layout, and the f32 softmax LSE when asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -144,33 +156,21 @@ pub(crate) fn head_task<'a>(
     b: usize,
     h: usize,
 ) -> Result<HeadTask<'a>, AttentionError> {
-    let kvh = g.kv_head(h);
-    let size = |tensor: &str| AttentionError::param(tensor, "row outside the tensor");
+    let kv_offset = g.kv_offset(b, 0, g.kv_head(h));
+    let rows = |tensor: &str, data: &'a [f32], offset: usize, stride: usize, len: usize| {
+        Rows::new(data, offset, stride, len, g.head_dim)
+            .ok_or_else(|| AttentionError::param(tensor, "row outside the tensor"))
+    };
     Ok(HeadTask {
-        q: Rows::new(
+        q: rows(
+            "query",
             inputs.query,
             g.q_offset(b, 0, h),
             g.q_stride(),
             g.lq[b],
-            g.head_dim,
-        )
-        .ok_or_else(|| size("query"))?,
-        k: Rows::new(
-            inputs.key,
-            g.kv_offset(b, 0, kvh),
-            g.kv_stride(),
-            g.lk[b],
-            g.head_dim,
-        )
-        .ok_or_else(|| size("key"))?,
-        v: Rows::new(
-            inputs.value,
-            g.kv_offset(b, 0, kvh),
-            g.kv_stride(),
-            g.lk[b],
-            g.head_dim,
-        )
-        .ok_or_else(|| size("value"))?,
+        )?,
+        k: rows("key", inputs.key, kv_offset, g.kv_stride(), g.lk[b])?,
+        v: rows("value", inputs.value, kv_offset, g.kv_stride(), g.lk[b])?,
         mask: BatchMask::new(g, b, inputs.atten_mask),
         scale: g.scale,
     })
@@ -184,24 +184,9 @@ pub fn attention(
     threads: Threads,
 ) -> Result<AttentionOutput, AttentionError> {
     recipe.validate()?;
-    g.check_inputs(
-        inputs.query.len(),
-        inputs.key.len(),
-        inputs.value.len(),
-        inputs.atten_mask.map(|m| m.len()),
-    )?;
+    inputs.check_sizes(g)?;
     let chunk = task_rows(recipe);
-    let mut tasks = Vec::new();
-    for b in 0..g.batch {
-        for h in 0..g.heads {
-            let mut r0 = 0;
-            while r0 < g.lq[b] {
-                let r1 = (r0 + chunk).min(g.lq[b]);
-                tasks.push((b, h, r0, r1));
-                r0 = r1;
-            }
-        }
-    }
+    let tasks = g.row_tasks(chunk);
     // Build every head task first so that a bad geometry is an error, not a panic.
     let mut heads = Vec::with_capacity(g.batch * g.heads);
     for b in 0..g.batch {

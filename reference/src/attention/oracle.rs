@@ -517,12 +517,7 @@ pub fn oracle(
     inputs: &AttentionInputs,
     threads: Threads,
 ) -> Result<OracleOutput, AttentionError> {
-    g.check_inputs(
-        inputs.query.len(),
-        inputs.key.len(),
-        inputs.value.len(),
-        inputs.atten_mask.map(|m| m.len()),
-    )?;
+    inputs.check_sizes(g)?;
     let dim = g.head_dim;
     // Dense f64 K and V per (b, kv head), converted exactly once.
     let kv_dense: Vec<(Vec<f64>, Vec<f64>)> = map_tasks(g.batch * g.kv_heads, threads, |t| {
@@ -536,17 +531,7 @@ pub fn oracle(
         }
         (k, v)
     });
-    let mut tasks = Vec::new();
-    for b in 0..g.batch {
-        for h in 0..g.heads {
-            let mut r0 = 0;
-            while r0 < g.lq[b] {
-                let r1 = (r0 + ORACLE_ROWS).min(g.lq[b]);
-                tasks.push((b, h, r0, r1));
-                r0 = r1;
-            }
-        }
-    }
+    let tasks = g.row_tasks(ORACLE_ROWS);
     let scale = g.scale as f64;
     let results = map_tasks(tasks.len(), threads, |t| {
         let (b, h, r0, r1) = tasks[t];

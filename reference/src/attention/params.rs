@@ -231,137 +231,192 @@ fn lengths(
     Ok((lens, starts))
 }
 
+/// The per-batch lengths and starts of the query and KV rows, with the padded lengths and
+/// token totals they imply.
+struct Extents {
+    lq: Vec<usize>,
+    q_start: Vec<usize>,
+    lk: Vec<usize>,
+    kv_start: Vec<usize>,
+    q_seq: usize,
+    kv_seq: usize,
+    q_tokens: usize,
+    kv_tokens: usize,
+}
+
+/// Checks batch, head counts and head_dim; returns the KV head count and the group size.
+fn validate_heads(c: &AttentionConfig) -> Result<(usize, usize), AttentionError> {
+    if c.batch == 0 {
+        return Err(AttentionError::param("batch", "must be positive"));
+    }
+    if c.num_heads == 0 || c.num_heads > MAX_HEADS {
+        return Err(AttentionError::param(
+            "num_heads",
+            format!("{} is outside 1..={MAX_HEADS}", c.num_heads),
+        ));
+    }
+    let kv_heads = if c.num_key_value_heads == 0 {
+        c.num_heads
+    } else {
+        c.num_key_value_heads
+    };
+    if !c.num_heads.is_multiple_of(kv_heads) {
+        return Err(AttentionError::param(
+            "num_key_value_heads",
+            format!("num_heads {} is not a multiple of {kv_heads}", c.num_heads),
+        ));
+    }
+    let group = c.num_heads / kv_heads;
+    if group > MAX_GQA_RATIO {
+        return Err(AttentionError::param(
+            "num_key_value_heads",
+            format!("num_heads / num_key_value_heads = {group} exceeds {MAX_GQA_RATIO}"),
+        ));
+    }
+    if c.head_dim == 0 || c.head_dim > MAX_HEAD_DIM {
+        return Err(AttentionError::param(
+            "head_dim",
+            format!("{} is outside 1..={MAX_HEAD_DIM}", c.head_dim),
+        ));
+    }
+    Ok((kv_heads, group))
+}
+
+/// The scale as the kernels receive it: the given one or 1/sqrt(head_dim), rounded to f32 (RNE).
+fn derive_scale(c: &AttentionConfig) -> Result<f32, AttentionError> {
+    let scale64 = match c.scale {
+        Some(s) if !s.is_finite() => {
+            return Err(AttentionError::param("scale", format!("{s} is not finite")))
+        }
+        Some(s) => s,
+        None => 1.0 / math::sqrt_f64(c.head_dim as f64),
+    };
+    let scale = f64_to_f32(scale64, Rounding::RNE);
+    if !scale.is_finite() {
+        return Err(AttentionError::param("scale", "overflows f32"));
+    }
+    Ok(scale)
+}
+
+/// The structured mask that `sparse_mode` names.
+fn derive_sparse(c: &AttentionConfig) -> Result<SparseMode, AttentionError> {
+    match c.sparse_mode {
+        0 => Ok(SparseMode::None),
+        2 => Ok(SparseMode::TopLeftCausal),
+        3 => Ok(SparseMode::BottomRightCausal),
+        4 => Ok(SparseMode::Band {
+            pre_tokens: c.pre_tokens,
+            next_tokens: c.next_tokens,
+        }),
+        m => Err(AttentionError::param(
+            "sparse_mode",
+            format!("{m} is not supported (0, 2, 3 or 4)"),
+        )),
+    }
+}
+
+/// The query and KV sequence capacities: none for varlen (TND), else the positive padded
+/// lengths. Also rejects an explicit mask with TND.
+fn capacities(
+    c: &AttentionConfig,
+    varlen: bool,
+) -> Result<(Option<usize>, Option<usize>), AttentionError> {
+    if varlen && c.atten_mask {
+        return Err(AttentionError::param(
+            "atten_mask",
+            "an explicit mask is not supported with input_layout TND",
+        ));
+    }
+    if varlen {
+        return Ok((None, None));
+    }
+    if c.q_seq == 0 {
+        return Err(AttentionError::param("q_seq", "must be positive"));
+    }
+    if c.kv_seq == 0 {
+        return Err(AttentionError::param("kv_seq", "must be positive"));
+    }
+    Ok((Some(c.q_seq), Some(c.kv_seq)))
+}
+
+/// The per-batch lengths and starts, the padded lengths and the token totals.
+fn derive_extents(c: &AttentionConfig, varlen: bool) -> Result<Extents, AttentionError> {
+    let (qcap, kvcap) = capacities(c, varlen)?;
+    let (lq, q_start) = lengths(
+        "actual_seq_lengths",
+        &c.actual_seq_lengths,
+        c.batch,
+        varlen,
+        qcap,
+    )?;
+    let (lk, kv_start) = lengths(
+        "actual_seq_lengths_kv",
+        &c.actual_seq_lengths_kv,
+        c.batch,
+        varlen,
+        kvcap,
+    )?;
+    let (q_seq, kv_seq, q_tokens, kv_tokens) = if varlen {
+        let qt = q_start[c.batch - 1] + lq[c.batch - 1];
+        let kt = kv_start[c.batch - 1] + lk[c.batch - 1];
+        if qt == 0 {
+            return Err(AttentionError::param(
+                "actual_seq_lengths",
+                "the total token count is zero",
+            ));
+        }
+        if kt == 0 {
+            return Err(AttentionError::param(
+                "actual_seq_lengths_kv",
+                "the total token count is zero",
+            ));
+        }
+        (
+            lq.iter().copied().max().unwrap_or(0),
+            lk.iter().copied().max().unwrap_or(0),
+            qt,
+            kt,
+        )
+    } else {
+        (c.q_seq, c.kv_seq, c.batch * c.q_seq, c.batch * c.kv_seq)
+    };
+    Ok(Extents {
+        lq,
+        q_start,
+        lk,
+        kv_start,
+        q_seq,
+        kv_seq,
+        q_tokens,
+        kv_tokens,
+    })
+}
+
+/// Every tensor size (and the mask's, when given) must fit usize arithmetic.
+fn check_sizes(c: &AttentionConfig, e: &Extents) -> Result<(), AttentionError> {
+    for (name, tokens) in [("q_seq", e.q_tokens), ("kv_seq", e.kv_tokens)] {
+        tokens
+            .checked_mul(c.num_heads)
+            .and_then(|x| x.checked_mul(c.head_dim))
+            .and_then(|x| x.checked_mul(8))
+            .ok_or_else(|| AttentionError::param(name, "tensor size overflows"))?;
+    }
+    if c.atten_mask {
+        c.batch
+            .checked_mul(e.q_seq)
+            .and_then(|x| x.checked_mul(e.kv_seq))
+            .ok_or_else(|| AttentionError::param("atten_mask", "mask size overflows"))?;
+    }
+    Ok(())
+}
+
 impl Geometry {
     fn new(c: &AttentionConfig) -> Result<Geometry, AttentionError> {
-        if c.batch == 0 {
-            return Err(AttentionError::param("batch", "must be positive"));
-        }
-        if c.num_heads == 0 || c.num_heads > MAX_HEADS {
-            return Err(AttentionError::param(
-                "num_heads",
-                format!("{} is outside 1..={MAX_HEADS}", c.num_heads),
-            ));
-        }
-        let kv_heads = if c.num_key_value_heads == 0 {
-            c.num_heads
-        } else {
-            c.num_key_value_heads
-        };
-        if !c.num_heads.is_multiple_of(kv_heads) {
-            return Err(AttentionError::param(
-                "num_key_value_heads",
-                format!("num_heads {} is not a multiple of {kv_heads}", c.num_heads),
-            ));
-        }
-        let group = c.num_heads / kv_heads;
-        if group > MAX_GQA_RATIO {
-            return Err(AttentionError::param(
-                "num_key_value_heads",
-                format!("num_heads / num_key_value_heads = {group} exceeds {MAX_GQA_RATIO}"),
-            ));
-        }
-        if c.head_dim == 0 || c.head_dim > MAX_HEAD_DIM {
-            return Err(AttentionError::param(
-                "head_dim",
-                format!("{} is outside 1..={MAX_HEAD_DIM}", c.head_dim),
-            ));
-        }
-        let scale64 = match c.scale {
-            Some(s) if !s.is_finite() => {
-                return Err(AttentionError::param("scale", format!("{s} is not finite")))
-            }
-            Some(s) => s,
-            None => 1.0 / math::sqrt_f64(c.head_dim as f64),
-        };
-        let scale = f64_to_f32(scale64, Rounding::RNE);
-        if !scale.is_finite() {
-            return Err(AttentionError::param("scale", "overflows f32"));
-        }
-        let sparse = match c.sparse_mode {
-            0 => SparseMode::None,
-            2 => SparseMode::TopLeftCausal,
-            3 => SparseMode::BottomRightCausal,
-            4 => SparseMode::Band {
-                pre_tokens: c.pre_tokens,
-                next_tokens: c.next_tokens,
-            },
-            m => {
-                return Err(AttentionError::param(
-                    "sparse_mode",
-                    format!("{m} is not supported (0, 2, 3 or 4)"),
-                ))
-            }
-        };
-        let varlen = c.input_layout.is_varlen();
-        if varlen && c.atten_mask {
-            return Err(AttentionError::param(
-                "atten_mask",
-                "an explicit mask is not supported with input_layout TND",
-            ));
-        }
-        let (qcap, kvcap) = if varlen {
-            (None, None)
-        } else {
-            if c.q_seq == 0 {
-                return Err(AttentionError::param("q_seq", "must be positive"));
-            }
-            if c.kv_seq == 0 {
-                return Err(AttentionError::param("kv_seq", "must be positive"));
-            }
-            (Some(c.q_seq), Some(c.kv_seq))
-        };
-        let (lq, q_start) = lengths(
-            "actual_seq_lengths",
-            &c.actual_seq_lengths,
-            c.batch,
-            varlen,
-            qcap,
-        )?;
-        let (lk, kv_start) = lengths(
-            "actual_seq_lengths_kv",
-            &c.actual_seq_lengths_kv,
-            c.batch,
-            varlen,
-            kvcap,
-        )?;
-        let (q_seq, kv_seq, q_tokens, kv_tokens) = if varlen {
-            let qt = q_start[c.batch - 1] + lq[c.batch - 1];
-            let kt = kv_start[c.batch - 1] + lk[c.batch - 1];
-            if qt == 0 {
-                return Err(AttentionError::param(
-                    "actual_seq_lengths",
-                    "the total token count is zero",
-                ));
-            }
-            if kt == 0 {
-                return Err(AttentionError::param(
-                    "actual_seq_lengths_kv",
-                    "the total token count is zero",
-                ));
-            }
-            (
-                lq.iter().copied().max().unwrap_or(0),
-                lk.iter().copied().max().unwrap_or(0),
-                qt,
-                kt,
-            )
-        } else {
-            (c.q_seq, c.kv_seq, c.batch * c.q_seq, c.batch * c.kv_seq)
-        };
-        // Every tensor size must fit usize arithmetic.
-        for (name, tokens) in [("q_seq", q_tokens), ("kv_seq", kv_tokens)] {
-            tokens
-                .checked_mul(c.num_heads)
-                .and_then(|x| x.checked_mul(c.head_dim))
-                .and_then(|x| x.checked_mul(8))
-                .ok_or_else(|| AttentionError::param(name, "tensor size overflows"))?;
-        }
-        if c.atten_mask {
-            c.batch
-                .checked_mul(q_seq)
-                .and_then(|x| x.checked_mul(kv_seq))
-                .ok_or_else(|| AttentionError::param("atten_mask", "mask size overflows"))?;
-        }
+        let (kv_heads, group) = validate_heads(c)?;
+        let scale = derive_scale(c)?;
+        let sparse = derive_sparse(c)?;
+        let e = derive_extents(c, c.input_layout.is_varlen())?;
+        check_sizes(c, &e)?;
         Ok(Geometry {
             dtype: c.dtype,
             layout: c.input_layout,
@@ -374,15 +429,32 @@ impl Geometry {
             sparse,
             atten_mask: c.atten_mask,
             softmax_lse_flag: c.softmax_lse_flag,
-            q_seq,
-            kv_seq,
-            lq,
-            lk,
-            q_start,
-            kv_start,
-            q_tokens,
-            kv_tokens,
+            q_seq: e.q_seq,
+            kv_seq: e.kv_seq,
+            lq: e.lq,
+            lk: e.lk,
+            q_start: e.q_start,
+            kv_start: e.kv_start,
+            q_tokens: e.q_tokens,
+            kv_tokens: e.kv_tokens,
         })
+    }
+
+    /// The units of work of a whole pass: for each batch and query head, the query rows in
+    /// chunks of at most `rows`, as `(b, h, r0, r1)`, in that order.
+    pub(crate) fn row_tasks(&self, rows: usize) -> Vec<(usize, usize, usize, usize)> {
+        let mut tasks = Vec::new();
+        for b in 0..self.batch {
+            for h in 0..self.heads {
+                let mut r0 = 0;
+                while r0 < self.lq[b] {
+                    let r1 = (r0 + rows).min(self.lq[b]);
+                    tasks.push((b, h, r0, r1));
+                    r0 = r1;
+                }
+            }
+        }
+        tasks
     }
 
     /// The KV head that query head `h` reads (`h / (Hq / Hkv)`).
@@ -497,10 +569,7 @@ impl Geometry {
 
     /// Distance between query rows i and i + 1 of one (b, h).
     pub fn q_stride(&self) -> usize {
-        match self.layout {
-            InputLayout::Bnsd | InputLayout::BnsdBsnd => self.head_dim,
-            _ => self.heads * self.head_dim,
-        }
+        self.row_stride(self.heads)
     }
 
     /// Offset of key/value row (b, j, kv head).
@@ -519,9 +588,15 @@ impl Geometry {
 
     /// Distance between key rows j and j + 1 of one (b, kv head).
     pub fn kv_stride(&self) -> usize {
+        self.row_stride(self.kv_heads)
+    }
+
+    /// Distance between consecutive sequence rows of one (b, head) of a tensor with `heads`
+    /// heads in the input layout.
+    fn row_stride(&self, heads: usize) -> usize {
         match self.layout {
             InputLayout::Bnsd | InputLayout::BnsdBsnd => self.head_dim,
-            _ => self.kv_heads * self.head_dim,
+            _ => heads * self.head_dim,
         }
     }
 

@@ -178,17 +178,8 @@ pub fn unpack(
 ) -> Result<Vec<u8>, DequantError> {
     let table = check_count(layout, count)?;
     super::error::expect_len("packed", packed_len(count), packed.len())?;
-    let tile = table.len();
     Ok((0..count)
-        .map(|i| {
-            let slot = (i / tile) * tile + table[i % tile] as usize;
-            let byte = packed[slot / 2];
-            if layout.slot_is_high(slot) {
-                byte >> 4
-            } else {
-                byte & 0xF
-            }
-        })
+        .map(|i| code_at(packed, i, &table, layout))
         .collect())
 }
 

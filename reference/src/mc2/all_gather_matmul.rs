@@ -12,9 +12,7 @@
 //! so that one numerics value drives all MC2 ops.
 
 use super::error::Mc2Error;
-use super::problem::{
-    check_dims, check_ranks, check_tensor, transpose, Mc2Numerics, Mc2Shape, RankOperands,
-};
+use super::problem::{check_operands, transpose, Mc2Numerics, Mc2Shape, RankOperands};
 use crate::dot::dot_f32;
 use crate::parallel::{fill_chunks, Threads};
 
@@ -43,18 +41,9 @@ pub fn all_gather_matmul(
     numerics: &Mc2Numerics,
     threads: Threads,
 ) -> Result<AllGatherMatmulOutput, Mc2Error> {
-    numerics.check()?;
-    check_ranks(inputs.ranks.len())?;
-    check_dims(inputs.shape)?;
+    check_operands(numerics, inputs.ranks, inputs.shape, inputs.bias)?;
     let Mc2Shape { m, k, n } = inputs.shape;
     let dt = numerics.dtype;
-    for (r, op) in inputs.ranks.iter().enumerate() {
-        check_tensor(&format!("x1[rank {r}]"), op.x1, m, k, dt)?;
-        check_tensor(&format!("x2[rank {r}]"), op.x2, k, n, dt)?;
-    }
-    if let Some(b) = inputs.bias {
-        check_tensor("bias", b, 1, n, dt)?;
-    }
     let gathered: Vec<f32> = inputs
         .ranks
         .iter()

@@ -29,7 +29,7 @@
 
 use super::error::Mc2Error;
 use super::problem::{
-    check_dims, check_ranks, check_tensor, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape,
+    check_operands, check_tensor, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape,
     RankOperands,
 };
 use super::reduction::{reduce_in_dtype, ring_chunk_of};
@@ -73,18 +73,9 @@ pub(crate) fn prepare<'a>(
     numerics: &Mc2Numerics,
     threads: Threads,
 ) -> Result<Prepared<'a>, Mc2Error> {
-    numerics.check()?;
-    check_ranks(inputs.ranks.len())?;
+    check_operands(numerics, inputs.ranks, inputs.shape, inputs.bias)?;
     let Mc2Shape { m, k, n } = inputs.shape;
-    check_dims(inputs.shape)?;
     let dt = numerics.dtype;
-    for (r, op) in inputs.ranks.iter().enumerate() {
-        check_tensor(&format!("x1[rank {r}]"), op.x1, m, k, dt)?;
-        check_tensor(&format!("x2[rank {r}]"), op.x2, k, n, dt)?;
-    }
-    if let Some(b) = inputs.bias {
-        check_tensor("bias", b, 1, n, dt)?;
-    }
     if let Some(x3) = inputs.x3 {
         check_tensor("x3", x3, m, n, dt)?;
     }

@@ -195,6 +195,30 @@ pub(crate) fn check_tensor(
     Ok(())
 }
 
+/// The checks every MC2 op makes first, in this order: the numerics, the rank count, the
+/// dimensions, then each rank's `x1 [M, K]` and `x2 [K, N]` and the optional `bias [1, N]`
+/// (length, and every value on the dtype grid).
+pub(crate) fn check_operands(
+    numerics: &Mc2Numerics,
+    ranks: &[RankOperands<'_>],
+    shape: Mc2Shape,
+    bias: Option<&[f32]>,
+) -> Result<(), Mc2Error> {
+    numerics.check()?;
+    check_ranks(ranks.len())?;
+    check_dims(shape)?;
+    let Mc2Shape { m, k, n } = shape;
+    let dt = numerics.dtype;
+    for (r, op) in ranks.iter().enumerate() {
+        check_tensor(&format!("x1[rank {r}]"), op.x1, m, k, dt)?;
+        check_tensor(&format!("x2[rank {r}]"), op.x2, k, n, dt)?;
+    }
+    if let Some(b) = bias {
+        check_tensor("bias", b, 1, n, dt)?;
+    }
+    Ok(())
+}
+
 /// `x2 [K, N]` transposed to `[N, K]` so that each output element is one contiguous dot.
 pub(crate) fn transpose(x2: &[f32], k: usize, n: usize) -> Vec<f32> {
     let mut t = vec![0.0f32; k * n];

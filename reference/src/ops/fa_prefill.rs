@@ -301,6 +301,44 @@ impl FaPrefill {
     }
 }
 
+/// The query, key and value as f32 and the mask's bytes (when the geometry has one), read
+/// from the inputs.
+struct Loaded<'a> {
+    query: Vec<f32>,
+    key: Vec<f32>,
+    value: Vec<f32>,
+    mask: Option<&'a [u8]>,
+}
+
+impl<'a> Loaded<'a> {
+    fn read(g: &Geometry, inputs: &'a TensorMap) -> Result<Loaded<'a>, OpError> {
+        let specs = FaPrefill::inputs(g);
+        let query = f32_values(OP, "query", input(OP, inputs, &specs[0])?)?;
+        let key = f32_values(OP, "key", input(OP, inputs, &specs[1])?)?;
+        let value = f32_values(OP, "value", input(OP, inputs, &specs[2])?)?;
+        let mask = if g.atten_mask {
+            Some(input(OP, inputs, &specs[3])?.data.as_slice())
+        } else {
+            None
+        };
+        Ok(Loaded {
+            query,
+            key,
+            value,
+            mask,
+        })
+    }
+
+    fn attention_inputs(&self) -> AttentionInputs<'_> {
+        AttentionInputs {
+            query: &self.query,
+            key: &self.key,
+            value: &self.value,
+            atten_mask: self.mask,
+        }
+    }
+}
+
 impl OpFamily for FaPrefill {
     fn name(&self) -> &'static str {
         OP
@@ -385,21 +423,8 @@ impl OpFamily for FaPrefill {
     ) -> Result<TensorMap, OpError> {
         let p: FaPrefillParams = parse_params(OP, params)?;
         let g = p.geometry()?;
-        let specs = Self::inputs(&g);
-        let q = f32_values(OP, "query", input(OP, inputs, &specs[0])?)?;
-        let k = f32_values(OP, "key", input(OP, inputs, &specs[1])?)?;
-        let v = f32_values(OP, "value", input(OP, inputs, &specs[2])?)?;
-        let mask = if g.atten_mask {
-            Some(input(OP, inputs, &specs[3])?.data.as_slice())
-        } else {
-            None
-        };
-        let ins = AttentionInputs {
-            query: &q,
-            key: &k,
-            value: &v,
-            atten_mask: mask,
-        };
+        let loaded = Loaded::read(&g, inputs)?;
+        let ins = loaded.attention_inputs();
         if recipe == ORACLE {
             let o = oracle(&g, &ins, threads).map_err(|e| op_error(OP, e))?;
             return Ok(oracle_outputs(&g, &o.out, &o.lse));
@@ -429,21 +454,8 @@ impl OpFamily for FaPrefill {
         if !f(&mut r) {
             return Ok(None);
         }
-        let specs = Self::inputs(&g);
-        let q = f32_values(OP, "query", input(OP, inputs, &specs[0])?)?;
-        let k = f32_values(OP, "key", input(OP, inputs, &specs[1])?)?;
-        let v = f32_values(OP, "value", input(OP, inputs, &specs[2])?)?;
-        let mask = if g.atten_mask {
-            Some(input(OP, inputs, &specs[3])?.data.as_slice())
-        } else {
-            None
-        };
-        let ins = AttentionInputs {
-            query: &q,
-            key: &k,
-            value: &v,
-            atten_mask: mask,
-        };
+        let loaded = Loaded::read(&g, inputs)?;
+        let ins = loaded.attention_inputs();
         let o = attention(&g, &r, &ins, threads).map_err(|e| op_error(OP, e))?;
         Ok(Some(recipe_outputs(&g, &o.out, o.lse.as_deref())))
     }
