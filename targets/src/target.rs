@@ -12,8 +12,9 @@
 //! (keyed on shape or case id) fails the second run. [`ExecRequest::input_set`] numbers the
 //! runs for reports; the case id is the same for both. See PROTOCOL.md, "Anti-cheat".
 
+use conform_metadata::capabilities::DTYPE_PARAM;
 use conform_metadata::Status;
-use conform_reference::ops::{TensorMap, TensorSpec};
+use conform_reference::ops::{ElemType, TensorMap, TensorSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -63,6 +64,38 @@ impl fmt::Display for Availability {
 pub use conform_metadata::capabilities::{
     Capabilities, OpCapability, ParamLimit, SkipReason, TimingRequest,
 };
+
+/// Whether a case of `op` with `params` is within `caps`; the error is the skip reason. The
+/// steps, in order: the op (implemented, runnable here), its dtype, its layouts, its limits.
+pub fn supports(
+    caps: &Capabilities,
+    op: &str,
+    params: &serde_json::Value,
+) -> Result<(), SkipReason> {
+    let cap = caps.op(op)?;
+    supports_dtype(cap, op, params)?;
+    cap.supports_layouts_and_limits(op, params)
+}
+
+/// The dtype step, on typed values: the case's `dtype` and the declared names are parsed where
+/// they meet, by the one dtype parser ([`ElemType`]'s `FromStr`), and compared as types. A case
+/// dtype that does not parse is outside; a declared name that does not parse matches no case
+/// and is listed, as declared, in the skip reason (like any other declared value).
+fn supports_dtype(
+    cap: &OpCapability,
+    op: &str,
+    params: &serde_json::Value,
+) -> Result<(), SkipReason> {
+    let Some(d) = params.get(DTYPE_PARAM).filter(|_| !cap.dtypes.is_empty()) else {
+        return Ok(());
+    };
+    let wanted = d.as_str().and_then(|s| s.parse::<ElemType>().ok());
+    let mut declared = cap.dtypes.iter().filter_map(|x| x.parse::<ElemType>().ok());
+    match wanted {
+        Some(w) if declared.any(|x| x == w) => Ok(()),
+        _ => Err(cap.unsupported_dtype(op, d)),
+    }
+}
 
 /// One execution of one case on one input set.
 #[derive(Clone, Debug, PartialEq)]
@@ -205,7 +238,7 @@ pub trait Target: Send {
     /// Whether a case is within the capabilities; the error is the skip reason.
     fn supports(&mut self, op: &str, params: &serde_json::Value) -> Result<(), SkipReason> {
         match self.availability() {
-            Availability::Available { .. } => self.capabilities().supports(op, params),
+            Availability::Available { .. } => supports(&self.capabilities(), op, params),
             Availability::Unavailable { reason } => {
                 Err(SkipReason(format!("target unavailable: {reason}")))
             }
@@ -263,9 +296,7 @@ mod tests {
         let mut c = caps();
         c.ops.get_mut("fa_prefill").unwrap().unavailable =
             Some("torch_npu 2.1.0 has no float4_e2m1fn_x2".to_string());
-        let r = c
-            .supports("fa_prefill", &json!({"dtype": "f16"}))
-            .unwrap_err();
+        let r = supports(&c, "fa_prefill", &json!({"dtype": "f16"})).unwrap_err();
         assert_eq!(
             r.0,
             "op `fa_prefill` cannot run on this target here: torch_npu 2.1.0 has no float4_e2m1fn_x2"
@@ -280,35 +311,55 @@ mod tests {
     fn supports_checks_op_dtype_layout_and_limits() {
         let c = caps();
         let ok = json!({"dtype": "F16", "input_layout": "BSND", "head_dim": 128, "sparse_mode": 3});
-        assert_eq!(c.supports("fa_prefill", &ok), Ok(()));
-        let r = c.supports("pa_decode", &ok).unwrap_err();
+        assert_eq!(supports(&c, "fa_prefill", &ok), Ok(()));
+        let r = supports(&c, "pa_decode", &ok).unwrap_err();
         assert!(
             r.0.contains("pa_decode") && r.0.contains("fa_prefill"),
             "{r}"
         );
-        let r = c
-            .supports("fa_prefill", &json!({"dtype": "bf16"}))
-            .unwrap_err();
+        let r = supports(&c, "fa_prefill", &json!({"dtype": "bf16"})).unwrap_err();
         assert!(r.0.contains("bf16") && r.0.contains("f16, f32"), "{r}");
-        let r = c
-            .supports("fa_prefill", &json!({"input_layout": "TND"}))
-            .unwrap_err();
+        let r = supports(&c, "fa_prefill", &json!({"input_layout": "TND"})).unwrap_err();
         assert!(r.0.contains("TND"), "{r}");
-        let r = c
-            .supports("fa_prefill", &json!({"head_dim": 8}))
-            .unwrap_err();
+        let r = supports(&c, "fa_prefill", &json!({"head_dim": 8})).unwrap_err();
         assert!(r.0.contains("head_dim") && r.0.contains("minimum"), "{r}");
-        let r = c
-            .supports("fa_prefill", &json!({"sparse_mode": 4}))
-            .unwrap_err();
+        let r = supports(&c, "fa_prefill", &json!({"sparse_mode": 4})).unwrap_err();
         assert!(
             r.0.contains("sparse_mode") && r.0.contains("0, 2, 3"),
             "{r}"
         );
-        let r = c
-            .supports("fa_prefill", &json!({"actual_seq_lengths": [10, 5000]}))
-            .unwrap_err();
+        let r = supports(&c, "fa_prefill", &json!({"actual_seq_lengths": [10, 5000]})).unwrap_err();
         assert!(r.0.contains("5000"), "{r}");
+    }
+
+    #[test]
+    fn dtypes_match_as_types_whatever_the_spelling() {
+        let mut c = caps();
+        let declared = &mut c.ops.get_mut("fa_prefill").unwrap().dtypes;
+        *declared = vec!["BF16".into(), "half".into(), "fp8".into()];
+        for d in ["bf16", "bfloat16", "BF16", "f16", "float16", "FP16"] {
+            assert_eq!(
+                supports(&c, "fa_prefill", &json!({"dtype": d})),
+                Ok(()),
+                "{d}"
+            );
+        }
+        // A declared name the parser does not know matches no case, not even its own spelling,
+        // and is listed as declared.
+        for d in [json!("fp8"), json!("f32"), json!("float"), json!(16)] {
+            let r = supports(&c, "fa_prefill", &json!({ "dtype": d })).unwrap_err();
+            let shown = d.as_str().map_or_else(|| d.to_string(), str::to_string);
+            assert_eq!(
+                r.0,
+                format!(
+                    "dtype {shown} is not supported for `fa_prefill` (supported: BF16, half, fp8)"
+                )
+            );
+        }
+        // No declared dtypes, or no dtype parameter: any.
+        c.ops.get_mut("fa_prefill").unwrap().dtypes.clear();
+        assert_eq!(supports(&c, "fa_prefill", &json!({"dtype": "fp8"})), Ok(()));
+        assert_eq!(supports(&caps(), "fa_prefill", &json!({})), Ok(()));
     }
 
     #[test]
