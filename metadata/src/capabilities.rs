@@ -32,9 +32,7 @@ pub struct ParamLimit {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpCapability {
-    /// Accepted values of the `dtype` parameter; empty means any. Dtype names as the one
-    /// parser of `conform-reference` reads them (`bf16`, `BF16`, `bfloat16`, ...): a case is
-    /// within when its `dtype` parses to the same type as one of these.
+    /// Accepted values of the `dtype` parameter; empty means any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dtypes: Vec<String>,
     /// Accepted values of the `input_layout` (attention) or `layout` (KV cache) parameter;
@@ -139,7 +137,8 @@ impl Capabilities {
 
 impl OpCapability {
     /// Why a case of `op` whose `dtype` parameter is `dtype` is outside [`Self::dtypes`]; the
-    /// declared names are listed as the target declared them.
+    /// declared names are listed as the target declared them. (Whether it is outside is decided
+    /// on typed dtypes by `conform-targets`: `bf16`, `BF16` and `bfloat16` are one dtype.)
     pub fn unsupported_dtype(&self, op: &str, dtype: &serde_json::Value) -> SkipReason {
         SkipReason(format!(
             "dtype {} is not supported for `{op}` (supported: {})",
