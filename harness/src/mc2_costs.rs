@@ -204,7 +204,7 @@ fn positive_finite(
 fn validate(spec: CostFileSpec, path: &Path) -> Result<Mc2Costs, Mc2CostsError> {
     let shape = match &spec.shape {
         Some(s) => {
-            let dtype = DType::parse(&s.dtype).ok_or_else(|| {
+            let dtype = s.dtype.parse::<DType>().map_err(|_| {
                 Mc2CostsError::field(
                     path,
                     "shape.dtype",

@@ -1,5 +1,6 @@
 //! What a target declares it can do (the `capabilities` of a worker's handshake, the
-//! reference's own list) and the rule that decides whether a case is within it.
+//! reference's own list) and the steps of the rule that decides whether a case is within it
+//! (`conform-targets` composes them, adding the dtype step on typed values).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -109,9 +110,12 @@ fn check_limit(name: &str, limit: &ParamLimit, v: &serde_json::Value) -> Result<
 }
 
 impl Capabilities {
-    /// Whether a case of `op` with `params` is within these capabilities; the error says why
-    /// not (the case is then `skipped` with that reason).
-    pub fn supports(&self, op: &str, params: &serde_json::Value) -> Result<(), SkipReason> {
+    /// The capability for `op`, if this target implements it and can run it here; the error
+    /// says why not (the case is then `skipped` with that reason). The first step of the rule
+    /// that decides whether a case is within the capabilities; `conform-targets` composes the
+    /// steps, with the dtype step between this and [`OpCapability::supports_layouts_and_limits`]
+    /// (it compares typed dtypes, which this crate does not know).
+    pub fn op(&self, op: &str) -> Result<&OpCapability, SkipReason> {
         let cap = self.ops.get(op).ok_or_else(|| {
             SkipReason(format!(
                 "op `{op}` is not implemented by this target (it implements: {})",
@@ -127,31 +131,43 @@ impl Capabilities {
                 "op `{op}` cannot run on this target here: {why}"
             )));
         }
-        if !cap.dtypes.is_empty()
-            && let Some(d) = params.get(DTYPE_PARAM)
-        {
-            let d = value_text(d);
-            if !cap.dtypes.iter().any(|x| x.eq_ignore_ascii_case(&d)) {
-                return Err(SkipReason(format!(
-                    "dtype {d} is not supported for `{op}` (supported: {})",
-                    cap.dtypes.join(", ")
-                )));
-            }
-        }
-        if !cap.layouts.is_empty() {
+        Ok(cap)
+    }
+}
+
+impl OpCapability {
+    /// Why a case of `op` whose `dtype` parameter is `dtype` is outside [`Self::dtypes`]; the
+    /// declared names are listed as the target declared them. (Whether it is outside is decided
+    /// on typed dtypes by `conform-targets`: `bf16`, `BF16` and `bfloat16` are one dtype.)
+    pub fn unsupported_dtype(&self, op: &str, dtype: &serde_json::Value) -> SkipReason {
+        SkipReason(format!(
+            "dtype {} is not supported for `{op}` (supported: {})",
+            value_text(dtype),
+            self.dtypes.join(", ")
+        ))
+    }
+
+    /// Whether a case of `op` with `params` is within [`Self::layouts`] and [`Self::limits`];
+    /// the error says why not.
+    pub fn supports_layouts_and_limits(
+        &self,
+        op: &str,
+        params: &serde_json::Value,
+    ) -> Result<(), SkipReason> {
+        if !self.layouts.is_empty() {
             for key in LAYOUT_PARAMS {
                 if let Some(l) = params.get(key) {
                     let l = value_text(l);
-                    if !cap.layouts.contains(&l) {
+                    if !self.layouts.contains(&l) {
                         return Err(SkipReason(format!(
                             "{key} {l} is not supported for `{op}` (supported: {})",
-                            cap.layouts.join(", ")
+                            self.layouts.join(", ")
                         )));
                     }
                 }
             }
         }
-        for (name, limit) in &cap.limits {
+        for (name, limit) in &self.limits {
             if let Some(v) = params.get(name) {
                 check_limit(name, limit, v)?;
             }

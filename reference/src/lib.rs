@@ -17,6 +17,7 @@ pub mod attention;
 pub mod cpu;
 pub mod dequant;
 pub mod dot;
+pub mod dtype;
 pub mod faults;
 pub mod formats;
 pub mod gemm;

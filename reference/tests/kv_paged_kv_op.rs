@@ -169,7 +169,7 @@ fn generated_slot_mapping_has_the_requested_padding_and_distinct_slots() {
         p["slot_mapping_dtype"] = json!(dtype);
         let inputs = generate(&p, seed, ValueDist::default());
         let t = &inputs["slot_mapping"];
-        assert_eq!(t.dtype, ElemType::parse(dtype).unwrap());
+        assert_eq!(t.dtype, dtype.parse::<ElemType>().unwrap());
         let slots = t.to_i64_vec().unwrap();
         assert_eq!(slots.len(), 40);
         assert_eq!(slots.iter().filter(|&&s| s == -1).count(), 5);

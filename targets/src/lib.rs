@@ -20,7 +20,7 @@ pub mod worker;
 pub use fault_target::FaultTarget;
 pub use reference_target::{ReferenceTarget, REFERENCE_TARGET};
 pub use target::{
-    Availability, Capabilities, ExecRequest, Execution, ExitReason, OpCapability, ParamLimit,
-    SkipReason, Target, TargetError, TimingRequest,
+    Availability, Capabilities, DeclaredDtypes, ExecRequest, Execution, ExitReason, OpCapability,
+    ParamLimit, SkipReason, Target, TargetError, TimingRequest,
 };
 pub use worker::WorkerTarget;

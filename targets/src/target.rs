@@ -12,8 +12,9 @@
 //! (keyed on shape or case id) fails the second run. [`ExecRequest::input_set`] numbers the
 //! runs for reports; the case id is the same for both. See PROTOCOL.md, "Anti-cheat".
 
+use conform_metadata::capabilities::DTYPE_PARAM;
 use conform_metadata::Status;
-use conform_reference::ops::{TensorMap, TensorSpec};
+use conform_reference::ops::{ElemType, TensorMap, TensorSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -63,6 +64,55 @@ impl fmt::Display for Availability {
 pub use conform_metadata::capabilities::{
     Capabilities, OpCapability, ParamLimit, SkipReason, TimingRequest,
 };
+
+/// Each op's declared dtype names, parsed once by the one dtype parser ([`ElemType`]'s
+/// `FromStr`) where the capabilities enter (a worker's handshake). A name the parser does not
+/// know is left out: it matches no case.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeclaredDtypes(BTreeMap<String, Vec<ElemType>>);
+
+impl DeclaredDtypes {
+    /// Parses the declared `dtypes` of every op in `caps`.
+    pub fn of(caps: &Capabilities) -> DeclaredDtypes {
+        DeclaredDtypes(
+            caps.ops
+                .iter()
+                .map(|(op, cap)| {
+                    let parsed = cap.dtypes.iter().filter_map(|d| d.parse().ok()).collect();
+                    (op.clone(), parsed)
+                })
+                .collect(),
+        )
+    }
+
+    /// The parsed dtypes declared for `op` (empty when none parse or the op is not declared).
+    pub fn of_op(&self, op: &str) -> &[ElemType] {
+        self.0.get(op).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Whether a case of `op` with `params` is within `caps`, whose dtypes `declared` holds parsed;
+/// the error is the skip reason. The steps, in order: the op (implemented, runnable here), its
+/// dtype, its layouts, its limits. The dtype step compares types: the case's `dtype` is parsed
+/// by the one parser, and one that does not parse is outside. The skip reason lists the
+/// declared names as the target wrote them, known to the parser or not.
+pub fn supports(
+    caps: &Capabilities,
+    declared: &DeclaredDtypes,
+    op: &str,
+    params: &serde_json::Value,
+) -> Result<(), SkipReason> {
+    let cap = caps.op(op)?;
+    if !cap.dtypes.is_empty()
+        && let Some(d) = params.get(DTYPE_PARAM)
+    {
+        let wanted = d.as_str().and_then(|s| s.parse::<ElemType>().ok());
+        if !wanted.is_some_and(|w| declared.of_op(op).contains(&w)) {
+            return Err(cap.unsupported_dtype(op, d));
+        }
+    }
+    cap.supports_layouts_and_limits(op, params)
+}
 
 /// One execution of one case on one input set.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,10 +258,18 @@ pub trait Target: Send {
     fn availability(&mut self) -> Availability;
     /// What it can do (empty when unavailable).
     fn capabilities(&mut self) -> Capabilities;
+    /// The declared dtypes of [`Target::capabilities`], parsed. A target whose capabilities
+    /// are fixed when it starts keeps them parsed from then on.
+    fn declared_dtypes(&mut self) -> DeclaredDtypes {
+        DeclaredDtypes::of(&self.capabilities())
+    }
     /// Whether a case is within the capabilities; the error is the skip reason.
     fn supports(&mut self, op: &str, params: &serde_json::Value) -> Result<(), SkipReason> {
         match self.availability() {
-            Availability::Available { .. } => self.capabilities().supports(op, params),
+            Availability::Available { .. } => {
+                let declared = self.declared_dtypes();
+                supports(&self.capabilities(), &declared, op, params)
+            }
             Availability::Unavailable { reason } => {
                 Err(SkipReason(format!("target unavailable: {reason}")))
             }
@@ -226,6 +284,11 @@ pub trait Target: Send {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The rule, with the declared dtypes parsed from `c` itself.
+    fn check(c: &Capabilities, op: &str, params: &serde_json::Value) -> Result<(), SkipReason> {
+        supports(c, &DeclaredDtypes::of(c), op, params)
+    }
 
     fn caps() -> Capabilities {
         let mut limits = BTreeMap::new();
@@ -269,9 +332,7 @@ mod tests {
         let mut c = caps();
         c.ops.get_mut("fa_prefill").unwrap().unavailable =
             Some("torch_npu 2.1.0 has no float4_e2m1fn_x2".to_string());
-        let r = c
-            .supports("fa_prefill", &json!({"dtype": "f16"}))
-            .unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"dtype": "f16"})).unwrap_err();
         assert_eq!(
             r.0,
             "op `fa_prefill` cannot run on this target here: torch_npu 2.1.0 has no float4_e2m1fn_x2"
@@ -286,35 +347,57 @@ mod tests {
     fn supports_checks_op_dtype_layout_and_limits() {
         let c = caps();
         let ok = json!({"dtype": "F16", "input_layout": "BSND", "head_dim": 128, "sparse_mode": 3});
-        assert_eq!(c.supports("fa_prefill", &ok), Ok(()));
-        let r = c.supports("pa_decode", &ok).unwrap_err();
+        assert_eq!(check(&c, "fa_prefill", &ok), Ok(()));
+        let r = check(&c, "pa_decode", &ok).unwrap_err();
         assert!(
             r.0.contains("pa_decode") && r.0.contains("fa_prefill"),
             "{r}"
         );
-        let r = c
-            .supports("fa_prefill", &json!({"dtype": "bf16"}))
-            .unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"dtype": "bf16"})).unwrap_err();
         assert!(r.0.contains("bf16") && r.0.contains("f16, f32"), "{r}");
-        let r = c
-            .supports("fa_prefill", &json!({"input_layout": "TND"}))
-            .unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"input_layout": "TND"})).unwrap_err();
         assert!(r.0.contains("TND"), "{r}");
-        let r = c
-            .supports("fa_prefill", &json!({"head_dim": 8}))
-            .unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"head_dim": 8})).unwrap_err();
         assert!(r.0.contains("head_dim") && r.0.contains("minimum"), "{r}");
-        let r = c
-            .supports("fa_prefill", &json!({"sparse_mode": 4}))
-            .unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"sparse_mode": 4})).unwrap_err();
         assert!(
             r.0.contains("sparse_mode") && r.0.contains("0, 2, 3"),
             "{r}"
         );
-        let r = c
-            .supports("fa_prefill", &json!({"actual_seq_lengths": [10, 5000]}))
-            .unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"actual_seq_lengths": [10, 5000]})).unwrap_err();
         assert!(r.0.contains("5000"), "{r}");
+    }
+
+    #[test]
+    fn dtypes_match_as_types_whatever_the_spelling() {
+        let mut c = caps();
+        let declared = &mut c.ops.get_mut("fa_prefill").unwrap().dtypes;
+        *declared = vec!["BF16".into(), "half".into(), "fp8".into()];
+        for d in ["bf16", "bfloat16", "BF16", "f16", "float16", "FP16"] {
+            assert_eq!(check(&c, "fa_prefill", &json!({"dtype": d})), Ok(()), "{d}");
+        }
+        // A declared name the parser does not know matches no case, not even its own spelling,
+        // and is listed as declared.
+        for d in [json!("fp8"), json!("f32"), json!("float"), json!(16)] {
+            let r = check(&c, "fa_prefill", &json!({ "dtype": d })).unwrap_err();
+            let shown = d.as_str().map_or_else(|| d.to_string(), str::to_string);
+            assert_eq!(
+                r.0,
+                format!(
+                    "dtype {shown} is not supported for `fa_prefill` (supported: BF16, half, fp8)"
+                )
+            );
+        }
+        let declared = DeclaredDtypes::of(&c);
+        assert_eq!(
+            declared.of_op("fa_prefill"),
+            [ElemType::Bf16, ElemType::F16]
+        );
+        assert_eq!(declared.of_op("pa_decode"), []);
+        // No declared dtypes, or no dtype parameter: any.
+        c.ops.get_mut("fa_prefill").unwrap().dtypes.clear();
+        assert_eq!(check(&c, "fa_prefill", &json!({"dtype": "fp8"})), Ok(()));
+        assert_eq!(check(&caps(), "fa_prefill", &json!({})), Ok(()));
     }
 
     #[test]

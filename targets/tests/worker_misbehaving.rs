@@ -165,8 +165,14 @@ fn good_worker_round_trip() {
         other => panic!("{other}"),
     }
     assert!(w.supports("double", &json!({"dtype": "f32"})).is_ok());
+    // The handshake's dtype names were parsed once: any spelling of f32 is f32.
+    assert_eq!(w.declared_dtypes().of_op("double"), [ElemType::F32]);
+    assert!(w.supports("double", &json!({"dtype": "FLOAT32"})).is_ok());
     let skip = w.supports("double", &json!({"dtype": "bf16"})).unwrap_err();
-    assert!(skip.0.contains("bf16"), "{skip}");
+    assert_eq!(
+        skip.0,
+        "dtype bf16 is not supported for `double` (supported: f32)"
+    );
     assert!(w.supports("fa_prefill", &json!({})).is_err());
     let e = w.execute(&request("c1", &[1.0, -2.5, 3.0])).unwrap();
     assert_eq!(y(&e), vec![2.0, -5.0, 6.0]);

@@ -94,8 +94,8 @@ pub fn run(args: &Mc2Args, out: &mut dyn Write) -> Result<(), Mc2CliError> {
 
 /// `conform mc2 plan`: the plan and its timeline as a JSON value (the `--json` output).
 pub fn plan_json(args: &PlanArgs) -> Result<(serde_json::Value, String), Mc2CliError> {
-    let dtype = match DType::parse(&args.dtype) {
-        Some(d @ (DType::F16 | DType::Bf16)) => d,
+    let dtype = match args.dtype.parse::<DType>() {
+        Ok(d @ (DType::F16 | DType::Bf16)) => d,
         _ => return Err(Mc2CliError::Usage(msg::unknown_dtype(&args.dtype))),
     };
     for (name, v) in [("m", args.m), ("k", args.k), ("n", args.n)] {

@@ -520,7 +520,7 @@ fn perf_record(
         record = record.with_setup(vec![setup]).map_err(|e| e.to_string())?;
     }
     // The compute ceiling is the peak of the op's compute type, as the op describes it.
-    let dtype = desc.cost.compute.name().to_ascii_lowercase();
+    let dtype = desc.cost.compute.suite_name();
     let work = Work {
         flops: desc.cost.flops,
         bytes: desc.cost.bytes,
@@ -528,9 +528,9 @@ fn perf_record(
     let profile = opts
         .hardware
         .as_ref()
-        .filter(|p| p.peak_flops(&dtype).is_ok());
+        .filter(|p| p.peak_flops(dtype).is_ok());
     record = record
-        .with_work(work, profile.map(|p| (p, dtype.as_str())))
+        .with_work(work, profile.map(|p| (p, dtype)))
         .map_err(|e| e.to_string())?;
     if let (Some(hw), None) = (&opts.hardware, profile) {
         record = record.on_hardware(hw.id.clone());

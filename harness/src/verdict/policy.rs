@@ -17,6 +17,7 @@
 //! Formulas and sources are in docs/verdicts.md.
 
 use super::policies::{self, Judge};
+use conform_reference::formats::DType;
 use conform_reference::ops::ElemType;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -89,7 +90,19 @@ impl CannLevel {
     }
 }
 
-/// The dtypes the CANN precision standard gives thresholds for.
+impl From<DType> for CannDtype {
+    fn from(d: DType) -> CannDtype {
+        match d {
+            DType::F16 => CannDtype::F16,
+            DType::Bf16 => CannDtype::Bf16,
+            DType::F32 => CannDtype::F32,
+        }
+    }
+}
+
+/// The dtypes the CANN precision standard gives thresholds for: a precision category, not a
+/// storage type (HiF32 and the FP8 types are compute types no tensor here is stored as). The
+/// categories of stored tensors are built from the typed [`DType`] (see [`CannDtype::of`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CannDtype {
     F16,
@@ -104,21 +117,18 @@ pub enum CannDtype {
 }
 
 impl CannDtype {
-    /// The CANN dtype of an output element type, if the standard covers it.
+    /// The CANN dtype of an output element type, if the standard covers it: the standard
+    /// covers every [`DType`] (and types no tensor is stored as).
     pub fn of(dtype: ElemType) -> Option<CannDtype> {
-        match dtype {
-            ElemType::F16 => Some(CannDtype::F16),
-            ElemType::Bf16 => Some(CannDtype::Bf16),
-            ElemType::F32 => Some(CannDtype::F32),
-            ElemType::F64 | ElemType::U8 | ElemType::I32 | ElemType::I64 => None,
-        }
+        DType::try_from(dtype).ok().map(CannDtype::from)
     }
 
+    /// The category's name: a [`DType`]'s suite name, or the standard's own.
     pub fn name(self) -> &'static str {
         match self {
-            CannDtype::F16 => "f16",
-            CannDtype::Bf16 => "bf16",
-            CannDtype::F32 => "f32",
+            CannDtype::F16 => DType::F16.name(),
+            CannDtype::Bf16 => DType::Bf16.name(),
+            CannDtype::F32 => DType::F32.name(),
             CannDtype::Hif32 => "hif32",
             CannDtype::E4m3 => "e4m3",
             CannDtype::E5m2 => "e5m2",
@@ -506,6 +516,19 @@ mod tests {
             min_matched_ratio: 1.0
         })
         .is_exact());
+    }
+    #[test]
+    fn cann_dtypes_of_stored_types_come_from_the_typed_dtype() {
+        assert_eq!(CannDtype::of(ElemType::F16), Some(CannDtype::F16));
+        assert_eq!(CannDtype::of(ElemType::Bf16), Some(CannDtype::Bf16));
+        assert_eq!(CannDtype::of(ElemType::F32), Some(CannDtype::F32));
+        for e in [ElemType::F64, ElemType::U8, ElemType::I32, ElemType::I64] {
+            assert_eq!(CannDtype::of(e), None, "{e:?}");
+        }
+        for d in [DType::F32, DType::F16, DType::Bf16] {
+            assert_eq!(CannDtype::from(d).name(), d.name());
+        }
+        assert_eq!(CannDtype::Hif32.name(), "hif32");
     }
     #[test]
     fn cann_thresholds_match_the_standard() {

@@ -18,7 +18,8 @@ pub enum Fp4Element {
     E1m2,
 }
 
-/// The 16-bit output type of the dequantised weights.
+/// The 16-bit output type of the dequantised weights: the 16-bit subset of
+/// [`DType`](crate::formats::DType). Names, parsing and conversions are in [`crate::dtype`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HalfType {

@@ -21,7 +21,8 @@ pub use format::{
 };
 pub use rounding::{Exact, NanPolicy, OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy};
 
-/// The element types that reference kernels read and write.
+/// The element types that reference kernels read and write: the float subset of
+/// [`ElemType`](crate::ops::ElemType). Names, parsing and conversions are in [`crate::dtype`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DType {
@@ -31,25 +32,6 @@ pub enum DType {
 }
 
 impl DType {
-    /// The suite/safetensors-style name (`f32`, `f16`, `bf16`).
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::Bf16 => "bf16",
-        }
-    }
-
-    /// Parses `f32`, `f16`/`float16`/`half`, `bf16`/`bfloat16`.
-    pub fn parse(s: &str) -> Option<DType> {
-        Some(match s.to_ascii_lowercase().as_str() {
-            "f32" | "float32" | "fp32" => DType::F32,
-            "f16" | "float16" | "fp16" | "half" => DType::F16,
-            "bf16" | "bfloat16" => DType::Bf16,
-            _ => return None,
-        })
-    }
-
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {

@@ -157,13 +157,10 @@ impl Fp4Family {
             (_, Some(_)) => return Err(self.invalid("m", "only w4a16_matmul takes `m`")),
             (_, None) => 0,
         };
-        let (out_type, half) = match p.dtype.as_str() {
-            "bf16" => (ElemType::Bf16, HalfType::Bf16),
-            "f16" => (ElemType::F16, HalfType::F16),
-            other => {
-                return Err(self.invalid("dtype", format!("`{other}`: the output is bf16 or f16")))
-            }
-        };
+        let half: HalfType = p.dtype.parse().map_err(|_| {
+            self.invalid("dtype", format!("`{}`: the output is bf16 or f16", p.dtype))
+        })?;
+        let out_type = ElemType::from(half);
         let layout = match p.packing.as_str() {
             "low_first" => PackingLayout::LOW_FIRST,
             "high_first" => PackingLayout::HIGH_FIRST,

@@ -64,8 +64,8 @@ fn invalid(param: &str, message: impl Into<String>) -> OpError {
 impl Params {
     fn parse(v: &serde_json::Value) -> Result<(Params, DType, ElemType), OpError> {
         let p: Params = parse_params(NAME, v)?;
-        let dtype = match DType::parse(&p.dtype) {
-            Some(d @ (DType::F16 | DType::Bf16)) => d,
+        let dtype = match p.dtype.parse::<DType>() {
+            Ok(d @ (DType::F16 | DType::Bf16)) => d,
             _ => {
                 return Err(invalid(
                     "dtype",

@@ -6,7 +6,8 @@ use crate::parallel::{map_elements, Threads};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-/// Element types, named as safetensors names them.
+/// Element types, named as safetensors names them: every type a tensor can be stored as. Their
+/// names, the parser and the conversions to the float subsets are in [`crate::dtype`].
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -32,49 +33,12 @@ impl ElemType {
         }
     }
 
-    /// The safetensors dtype name (`F32`, `BF16`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            ElemType::F64 => "F64",
-            ElemType::F32 => "F32",
-            ElemType::F16 => "F16",
-            ElemType::Bf16 => "BF16",
-            ElemType::U8 => "U8",
-            ElemType::I32 => "I32",
-            ElemType::I64 => "I64",
-        }
-    }
-
-    /// Parses a safetensors dtype name or a suite dtype name (`bf16`, `f16`, `f32`).
-    pub fn parse(s: &str) -> Option<ElemType> {
-        Some(match s.to_ascii_uppercase().as_str() {
-            "F64" | "FLOAT64" => ElemType::F64,
-            "F32" | "FLOAT32" => ElemType::F32,
-            "F16" | "FLOAT16" => ElemType::F16,
-            "BF16" | "BFLOAT16" => ElemType::Bf16,
-            "U8" | "UINT8" => ElemType::U8,
-            "I32" | "INT32" => ElemType::I32,
-            "I64" | "INT64" => ElemType::I64,
-            _ => return None,
-        })
-    }
-
     /// Whether this is a floating-point type.
     pub fn is_float(self) -> bool {
         matches!(
             self,
             ElemType::F64 | ElemType::F32 | ElemType::F16 | ElemType::Bf16
         )
-    }
-}
-
-impl From<crate::formats::DType> for ElemType {
-    fn from(d: crate::formats::DType) -> Self {
-        match d {
-            crate::formats::DType::F32 => ElemType::F32,
-            crate::formats::DType::F16 => ElemType::F16,
-            crate::formats::DType::Bf16 => ElemType::Bf16,
-        }
     }
 }
 

@@ -12,7 +12,8 @@ use super::process::{Received, WorkerProcess};
 use super::protocol::{HarnessMessage, ResultStatus, WorkerInfo, WorkerMessage, PROTOCOL_VERSION};
 use crate::poison;
 use crate::target::{
-    Availability, Capabilities, ExecRequest, Execution, ExitReason, Target, TargetError,
+    Availability, Capabilities, DeclaredDtypes, ExecRequest, Execution, ExitReason, Target,
+    TargetError,
 };
 use crate::tensor_file::{self, Metadata};
 use conform_reference::ops::TensorMap;
@@ -27,6 +28,8 @@ pub struct Handshake {
     pub libraries: BTreeMap<String, String>,
     pub device: String,
     pub capabilities: Capabilities,
+    /// The capabilities' dtype names, parsed once when the handshake arrives.
+    pub dtypes: DeclaredDtypes,
 }
 
 /// How long a worker gets to exit after `shutdown`.
@@ -199,6 +202,7 @@ impl WorkerTarget {
                     worker,
                     libraries,
                     device,
+                    dtypes: DeclaredDtypes::of(&capabilities),
                     capabilities,
                 });
                 self.process = Some(p);
@@ -343,6 +347,16 @@ impl Target for WorkerTarget {
         self.handshake
             .as_ref()
             .map(|h| h.capabilities.clone())
+            .unwrap_or_default()
+    }
+
+    fn declared_dtypes(&mut self) -> DeclaredDtypes {
+        if !self.availability().is_available() {
+            return DeclaredDtypes::default();
+        }
+        self.handshake
+            .as_ref()
+            .map(|h| h.dtypes.clone())
             .unwrap_or_default()
     }
 
