@@ -180,7 +180,7 @@ fn cann_double_compares_error_ratios_against_the_baseline_by_level() {
     let a = bf16_bits(&[8], &bits);
     let m = judge(&a, CannLevel::L0);
     let r = m.extra["ratio_mare"];
-    assert!((r - 6.8125).abs() < 1e-9, "{r}");
+    approx::assert_abs_diff_eq!(r, 6.8125, epsilon = 1e-9);
     assert!(!m.passed);
     assert!(
         m.reason.contains("MERE ratio") && !m.reason.contains("MARE ratio"),

@@ -251,8 +251,8 @@ mod tests {
         let v = g.values(200_000, &SpecialValues::default());
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64;
-        assert!((mean - 1.0).abs() < 0.02, "mean {mean}");
-        assert!((var.sqrt() - 2.0).abs() < 0.02, "std {}", var.sqrt());
+        approx::assert_abs_diff_eq!(mean, 1.0, epsilon = 0.02);
+        approx::assert_abs_diff_eq!(var.sqrt(), 2.0, epsilon = 0.02);
         g.dist = ValueDist::Uniform {
             low: -3.0,
             high: 5.0,
