@@ -223,15 +223,7 @@ impl FromStr for HalfType {
 mod tests {
     use super::*;
 
-    const ALL: [ElemType; 7] = [
-        ElemType::F64,
-        ElemType::F32,
-        ElemType::F16,
-        ElemType::Bf16,
-        ElemType::U8,
-        ElemType::I32,
-        ElemType::I64,
-    ];
+    const ALL: [ElemType; 7] = ElemType::ALL;
 
     #[test]
     fn the_table_lists_every_elem_type_once_in_declaration_order() {

@@ -105,15 +105,7 @@ mod tests {
     use super::*;
     use conform_reference::formats::{bf16, f16};
 
-    const ALL: [ElemType; 7] = [
-        ElemType::F64,
-        ElemType::F32,
-        ElemType::F16,
-        ElemType::Bf16,
-        ElemType::U8,
-        ElemType::I32,
-        ElemType::I64,
-    ];
+    const ALL: [ElemType; 7] = ElemType::ALL;
 
     #[test]
     fn float_patterns_are_signalling_nans() {

@@ -23,6 +23,17 @@ pub enum ElemType {
 }
 
 impl ElemType {
+    /// Every element type, in declaration order (for exhaustive tests and tables).
+    pub const ALL: [ElemType; 7] = [
+        ElemType::F64,
+        ElemType::F32,
+        ElemType::F16,
+        ElemType::Bf16,
+        ElemType::U8,
+        ElemType::I32,
+        ElemType::I64,
+    ];
+
     /// Bytes per element.
     pub fn size_bytes(self) -> usize {
         match self {
