@@ -7,8 +7,9 @@
 //! pass's figures, and its label and description. `evaluate` knows no policy by name.
 //!
 //! Adding a policy: a new file here with a struct that derives `Deserialize` (with
-//! `deny_unknown_fields`) and implements [`Policy`] and [`Judge`], and one line in the
-//! `registry!` list below (docs/verdicts.md, "Adding a check policy").
+//! `deny_unknown_fields`) and implements [`Policy`] and [`Judge`] (docs/verdicts.md, "Adding a
+//! check policy"). Nothing else lists it: the build script (`harness/build.rs`) turns every
+//! file of this folder into a line of the `registry!` invocation, in file-name order.
 
 use super::metrics::{sat, ElementRule, PassStats};
 use super::policy::{CannDtype, CheckPolicy, Needs, PolicyError};
@@ -158,8 +159,9 @@ const fn entry<P: Policy>() -> Entry {
 /// Declares each policy's module, re-exports its judge, builds [`REGISTRY`] and lets a judge
 /// become a [`CheckPolicy`] (`CheckPolicy::from(Ulp { max: 1 })`).
 macro_rules! registry {
-    ($($module:ident :: $judge:ident),+ $(,)?) => {
+    ($(#[path = $path:literal] $module:ident :: $judge:ident),+ $(,)?) => {
         $(
+            #[path = $path]
             mod $module;
             pub use $module::$judge;
             impl From<$judge> for CheckPolicy {
@@ -168,20 +170,14 @@ macro_rules! registry {
                 }
             }
         )+
-        /// Every check policy, in the order `conform` lists them.
+        /// Every check policy, in the order `conform` lists them (their files' names).
         pub(crate) static REGISTRY: &[Entry] = &[$(entry::<$judge>()),+];
     };
 }
 
-registry! {
-    bitwise::Bitwise,
-    ulp::Ulp,
-    allclose::Allclose,
-    cann_single::CannSingle,
-    cann_mixed::CannMixed,
-    cann_double::CannDouble,
-    error_ratio::ErrorRatio,
-}
+// `registry! { #[path = ".../allclose.rs"] allclose::Allclose, ... }`: one line per file of
+// this folder, written by harness/build.rs.
+include!(concat!(env!("OUT_DIR"), "/policy_registry.rs"));
 
 /// The registered policy named `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Entry> {
