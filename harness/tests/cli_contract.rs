@@ -136,6 +136,17 @@ error: unknown suite(s): no_such_suite (see `conform list`)
 }
 
 #[test]
+fn an_unknown_target_is_a_usage_error_listing_the_known_ones() {
+    conform(&root(), &["run", "--suite", "paged_kv", "--target", "no_such_target"])
+        .code(exit_code::USAGE)
+        .stdout_eq(str![""])
+        .stderr_eq(str![[r#"
+error: unknown target `no_such_target` (known: reference, example, ml_dtypes, numpy, onnxruntime, torch, torch_npu)
+
+"#]]);
+}
+
+#[test]
 fn an_unknown_case_is_a_usage_error() {
     conform(&root(), &["explain", "no/such/case"])
         .code(exit_code::USAGE)
