@@ -307,7 +307,7 @@ fn bad_shapes_give_typed_errors_naming_the_parameter() {
         Err(DequantError::SizeOverflow { param: "n * k" })
     );
     // A layout tile that does not divide k.
-    let q = Fp4DequantRecipe::ascend_qingcheng_fp4_dequant(); // tile 128
+    let q = Fp4DequantRecipe::ascend_qingcheng_fp4_dequant(); // tile 32
     assert!(matches!(
         nvfp4::dequantize(&[0; 8], &[0; 1], 1.0, 1, 16, &q, t),
         Err(DequantError::NotMultiple {
@@ -344,6 +344,14 @@ fn every_preset_name_resolves_and_validates() {
     assert_eq!((v.group_size, v.order), (16, ScaleOrder::CombinedScaleF32));
     let q = Fp4DequantRecipe::preset("ascend_qingcheng_fp4_dequant").unwrap();
     assert_eq!(q.rounding, Rounding::RNA);
+    // As the kernel source reads (docs/ascend.md): order B, bit-placed E4M3 scale (0x7F is
+    // 480), split halves of one 16-byte scale group.
+    assert_eq!(q.order, ScaleOrder::CombinedScaleF32);
+    assert_eq!(
+        q.scale_decode,
+        conform_reference::dequant::recipe::ScaleDecode::E4m3NanAsFinite
+    );
+    assert_eq!(q.layout, PackingLayout::split_halves(16));
     assert_eq!(Fp4DequantRecipe::preset("mx_ocp").unwrap().group_size, 32);
     let w = Fp4DequantRecipe::preset("ascend_qingcheng_w4a16").unwrap();
     assert_eq!(w.order, ScaleOrder::CombinedScaleBf16);

@@ -92,6 +92,8 @@ impl SoftmaxArith {
                 ScorePrecision::F32 => self.score(dot) + -10000.0,
                 ScorePrecision::F16 => r16(self.score(dot) + -10000.0),
             },
+            MaskFill::SelectMinus1e12 => -1.0e12,
+            MaskFill::SelectF16Lowest => -65504.0,
         }
     }
 
@@ -282,6 +284,8 @@ fn row_scores_interval(
             MaskFill::NegInf => part.fill(f32::NEG_INFINITY),
             MaskFill::NegFltMax => part.fill(-f32::MAX),
             MaskFill::AdditiveMinus10000 => part.iter_mut().for_each(|x| *x = arith.masked(*x)),
+            MaskFill::SelectMinus1e12 => part.fill(-1.0e12),
+            MaskFill::SelectF16Lowest => part.fill(-65504.0),
         }
     }
     match (arith.precision, arith.placement) {

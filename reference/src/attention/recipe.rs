@@ -140,6 +140,11 @@ pub enum MaskFill {
     NegFltMax,
     /// Ascend half masks: s + mask * -10000, in the score precision.
     AdditiveMinus10000,
+    /// -1e12 (f32), what the incre (decode) flash attention kernel selects for a bool mask.
+    SelectMinus1e12,
+    /// -65504 (f16 0xFBFF, the lowest f16), what the prompt kernel selects for a bool mask in
+    /// f16 high-performance mode.
+    SelectF16Lowest,
 }
 
 /// How split-KV partial results are combined.
@@ -249,13 +254,15 @@ impl Recipe {
     }
 
     /// Ascend incre (decode) flash attention: as [`Recipe::ascend_pfa_bf16`] with one query
-    /// row per tile, and the output cast CAST_RINT for bf16, CAST_ROUND for f16 (numerics.md
-    /// "Output cast: ... decode CAST_RINT for bf16, CAST_ROUND for f16"). Under PagedAttention
-    /// the KV tile is the cache block size.
+    /// row per tile, the output cast CAST_RINT for bf16, CAST_ROUND for f16, and masked scores
+    /// selected to -1e12 (the kernel's bool-mask value; sources in docs/ascend.md). Under
+    /// PagedAttention the KV tile is the cache block size (the kernel's own tile differs: see
+    /// the ledger row `fa.ascend_ifa_bf16.kv_tile`).
     pub fn ascend_ifa_bf16(dtype: DType) -> Recipe {
         Recipe {
             name: "ascend_ifa_bf16".into(),
             q_tile: 1,
+            mask_fill: MaskFill::SelectMinus1e12,
             output_rounding: if dtype == DType::F16 {
                 Rounding::RNA
             } else {
@@ -267,14 +274,16 @@ impl Recipe {
 
     /// Ascend prompt flash attention, f16 inputs, high-performance mode (inner_precise = 1):
     /// QK and the softmax in f16 (numerics.md "f16 high-performance mode computes QK and
-    /// softmax in f16"), half mask added as mask * -10000, P in f16 (CAST_ROUND), output
-    /// CAST_ROUND.
+    /// softmax in f16"), masked scores selected to the lowest f16 (-65504, what the kernel
+    /// does with the bool masks FIA takes), P in f16 (CAST_ROUND), output CAST_ROUND. The
+    /// kernel also holds O in f16 and divides in f16, which this preset does not model yet
+    /// (docs/ascend.md, rows marked "contradicted (not fixed)").
     pub fn ascend_pfa_f16_high_perf() -> Recipe {
         Recipe {
             name: "ascend_pfa_f16_high_perf".into(),
             score_precision: ScorePrecision::F16,
             p_dtype: DType::F16,
-            mask_fill: MaskFill::AdditiveMinus10000,
+            mask_fill: MaskFill::SelectF16Lowest,
             ..Recipe::ascend_pfa_bf16(DType::F16)
         }
     }

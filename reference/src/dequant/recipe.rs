@@ -145,12 +145,14 @@ pub const PRESET_NAMES: [&str; 4] = [
     "ascend_qingcheng_w4a16",
 ];
 
-/// The split-halves tile (bytes) used by the `ascend_qingcheng_fp4_dequant` preset.
-///
-/// ASSUMPTION, not verified against the kernel source: 64 bytes (128 BF16 outputs = 256 B, one
-/// Ascend vector repeat). The tile is a parameter of the layout: a kernel with another tile is
+/// The split-halves tile (bytes) used by the `ascend_qingcheng_fp4_dequant` preset: one
+/// scale group's worth of bytes. The kernel (`dequant_kernels/fp4_to_bf16_custom.cpp`,
+/// `Compute`) moves the high nibbles of `BLOCK_SIZE` consecutive bytes to the first
+/// `BLOCK_SIZE` outputs and their low nibbles to the next `BLOCK_SIZE`; its callers pass
+/// `BLOCK_SIZE = 16` (the NVFP4 group). An earlier guess of 64 bytes was wrong (ledger row
+/// `dq.ascend_qingcheng_fp4_dequant.layout`). A kernel with another tile is
 /// `PackingLayout::split_halves(B)` with its own `B`.
-pub const QINGCHENG_SPLIT_HALVES_BYTES: usize = 64;
+pub const QINGCHENG_SPLIT_HALVES_BYTES: usize = 16;
 
 impl Fp4DequantRecipe {
     /// OCP Microscaling v1.0 MXFP4 -> BF16: E2M1 elements, groups of 32 along K sharing one
@@ -190,23 +192,25 @@ impl Fp4DequantRecipe {
     }
 
     /// The open-source Ascend soft-FP4 dequant kernel (QingCheng ascend-kernel,
-    /// `dequant_kernels/fp4_to_bf16_custom.cpp`, the seed 002 talk): codes in the "split
-    /// halves" layout ([`QINGCHENG_SPLIT_HALVES_BYTES`] bytes per tile), value and scale built
-    /// by bit placement and multiplied in f32, and the final cast to BF16 with CAST_ROUND
-    /// (nearest, ties AWAY from zero), not ties-to-even. The scale order is modelled as A
-    /// (block scale, then the global scale); that order and the tile size are assumptions
-    /// not yet checked against the kernel source. FP4 subnormals are kept (IEEE behaviour of the vector unit);
-    /// a DAZ build is this recipe with `fp4_subnormals = FlushToZero`.
+    /// `dequant_kernels/fp4_to_bf16_custom.cpp`, the seed 002 talk), as its source reads:
+    /// codes in the "split halves" layout ([`QINGCHENG_SPLIT_HALVES_BYTES`] bytes per tile);
+    /// the E4M3 block scale built by bit placement, so the NaN codes 0x7F/0xFF read as ±480
+    /// ([`ScaleDecode::E4m3NanAsFinite`]); the global scale folded into the block scale first
+    /// in f32 (order B: the placed scale times `g * 2^120`, which is `f32(s * g)` while
+    /// `|g| < 2^8`); the value built by bit placement and multiplied by that scale in f32;
+    /// the final cast to BF16 with CAST_ROUND (nearest, ties AWAY from zero). FP4 subnormals
+    /// are kept (IEEE behaviour of the vector unit, an assumption); a DAZ build is this recipe
+    /// with `fp4_subnormals = FlushToZero`. Sources and status per field: docs/ascend.md.
     pub fn ascend_qingcheng_fp4_dequant() -> Fp4DequantRecipe {
         Fp4DequantRecipe {
             element: Fp4Element::E2m1,
             group_size: 16,
             layout: PackingLayout::split_halves(QINGCHENG_SPLIT_HALVES_BYTES),
-            order: ScaleOrder::BlockThenGlobalF32,
+            order: ScaleOrder::CombinedScaleF32,
             fp4_subnormals: SubnormalPolicy::Keep,
             output: HalfType::Bf16,
             rounding: Rounding::RNA,
-            scale_decode: ScaleDecode::Standard,
+            scale_decode: ScaleDecode::E4m3NanAsFinite,
             accumulation: W4a16Accumulation::F32,
         }
     }

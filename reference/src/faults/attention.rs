@@ -385,7 +385,10 @@ pub(super) static FAULTS: &[Fault] = &[
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
             r.mask_fill = match r.mask_fill {
                 MaskFill::NegFltMax => MaskFill::NegInf,
-                MaskFill::NegInf | MaskFill::AdditiveMinus10000 => MaskFill::NegFltMax,
+                MaskFill::NegInf
+                | MaskFill::AdditiveMinus10000
+                | MaskFill::SelectMinus1e12
+                | MaskFill::SelectF16Lowest => MaskFill::NegFltMax,
             };
             true
         })),
