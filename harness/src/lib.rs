@@ -7,6 +7,7 @@ pub mod cli;
 pub use conform_metadata::exit_code;
 pub mod golden;
 pub mod interrupt;
+pub mod ledger;
 pub mod mc2_costs;
 pub mod messages;
 pub mod perf;

@@ -92,6 +92,10 @@ pub struct CaseResult {
     pub id: String,
     pub suite: String,
     pub op: String,
+    /// The recipe the case names (what its golden data and recipe checks were computed with);
+    /// empty in results written before this field existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub recipe: String,
     pub target: String,
     pub status: Status,
     /// Human explanation: why it failed, was skipped, or errored. Empty when passed.

@@ -19,6 +19,7 @@ pub mod dequant;
 pub mod dot;
 pub mod dtype;
 pub mod faults;
+pub mod fidelity;
 pub mod formats;
 pub mod gemm;
 pub mod kv;

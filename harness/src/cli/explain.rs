@@ -38,6 +38,9 @@ pub fn run(paths: &Paths, args: ExplainArgs) -> anyhow::Result<i32> {
         "{}",
         messages::explain(case, &desc, &paths.golden, &definition_digest(case))
     );
+    if let Some(knobs) = messages::explain_knobs(case) {
+        println!("{knobs}");
+    }
     // What the case's own seed generates, so a reader sees which codes and values the case
     // really holds (small enough cases only: nothing large is generated just to describe it).
     let need = crate::runner::memory::estimate(&desc, false);

@@ -227,6 +227,48 @@ pub fn explain(
     s
 }
 
+/// The ledger's summary of a recipe's knobs: `9 knobs, 5 confirmed, 4 assumed`.
+pub fn knob_tally(knobs: &[crate::ledger::CaseKnob]) -> String {
+    let parts: Vec<String> = crate::ledger::tally(knobs)
+        .into_iter()
+        .map(|(st, n)| format!("{n} {}", st.map_or("without a ledger row", |s| s.name())))
+        .collect();
+    format!("{} knobs, {}", knobs.len(), parts.join(", "))
+}
+
+/// `conform explain`: for a case judged against a recipe that models a CANN kernel, the knobs
+/// its verdict rests on, each with its ledger status, and the weak ones (assumed, or
+/// contradicted and not fixed) named again on one line. None for every other recipe.
+pub fn explain_knobs(case: &crate::suite::Case) -> Option<String> {
+    use crate::ledger::{self, Status};
+    let knobs = ledger::case_knobs(&case.op, &case.recipe, ledger::case_dtype(&case.params))?;
+    let mut s = format!(
+        "knobs       recipe {} models a CANN kernel: {} ({}; `assumed` means no public source says it)\n",
+        case.recipe,
+        knob_tally(&knobs),
+        ledger::LEDGER_PATH
+    );
+    for k in &knobs {
+        s.push_str(&format!(
+            "knob        {} = {} [{}]\n",
+            k.knob.id,
+            k.knob.value,
+            k.status().map_or("no ledger row", Status::name)
+        ));
+    }
+    for st in [Status::Assumed, Status::ContradictedNotFixed] {
+        let weak: Vec<&str> = knobs
+            .iter()
+            .filter(|k| k.status() == Some(st))
+            .map(|k| k.knob.id.as_str())
+            .collect();
+        if !weak.is_empty() {
+            s.push_str(&format!("{:<11} {}\n", st.name(), weak.join(", ")));
+        }
+    }
+    Some(s.trim_end().to_string())
+}
+
 /// `conform explain`: what the case's seed generates, per input tensor. Integer tensors (FP4
 /// codes, E8M0 / E4M3 scales) list the distinct values present; float tensors their range and
 /// special values.

@@ -20,6 +20,28 @@ pub const HELP_ADEQUACY: &str =
     "Kill matrix JSON from `conform adequacy --json` (adds the fault adequacy section)";
 pub const HELP_OUT: &str = "Output directory; index.html is written there (created if missing)";
 
+/// The heading of the section on recipes that model CANN kernels.
+pub const H_ASCEND: &str = "What the Ascend verdicts rest on";
+
+pub fn ascend_explained(ledger: &str) -> String {
+    format!(
+        "These recipes model CANN kernels. Each knob of a recipe has a row in the fidelity \
+         ledger ({ledger}) with its public source, or the word assumed where no public source \
+         says it; a verdict against the recipe rests on every knob listed here."
+    )
+}
+
+/// The heading of a case card's knob table.
+pub const KNOBS: &str = "what the verdict rests on";
+
+/// The line above a case card's knob table.
+pub fn knobs_intro(recipe: &str, tally: &str, ledger: &str) -> String {
+    format!(
+        "Recipe {recipe} models a CANN kernel: {tally} ({ledger}). An assumed knob is one no \
+         public source says; a verdict against this recipe is only as good as its assumptions."
+    )
+}
+
 pub fn wrote_report(path: &Path) -> String {
     format!("report written to {}", path.display())
 }

@@ -37,6 +37,7 @@ pub fn card(c: &CaseResult, kind: Option<&str>, open: bool) -> Result<String, Re
         msg::REPLAY,
         escape(&replay::command(c))
     );
+    s.push_str(&knobs(c));
     for (name, m) in &c.metrics {
         s.push_str(&output(name, m)?);
     }
@@ -49,6 +50,46 @@ pub fn card(c: &CaseResult, kind: Option<&str>, open: bool) -> Result<String, Re
     }
     s.push_str("</div></details>\n");
     Ok(s)
+}
+
+/// For a case whose recipe models a CANN kernel: its knobs and their ledger status
+/// (docs/ascend.md), the weak ones (assumed, contradicted and not fixed) marked. Empty for other
+/// recipes and for results written without the recipe.
+fn knobs(c: &CaseResult) -> String {
+    use crate::ledger::{self, Status};
+    // The knob set and statuses do not depend on the dtype (only the values do, which the
+    // card does not show: `conform explain` does).
+    let Some(knobs) = ledger::case_knobs(&c.op, &c.recipe, conform_reference::formats::DType::Bf16)
+    else {
+        return String::new();
+    };
+    let mut s = format!(
+        "<h4>{}</h4><p class=\"knobs\">{}</p>\n<table class=\"knobs\"><tr><th class=\"text\">knob</th>\
+         <th class=\"text\">status</th><th class=\"text\">claim</th></tr>\n",
+        msg::KNOBS,
+        escape(&msg::knobs_intro(
+            &c.recipe,
+            &crate::messages::knob_tally(&knobs),
+            ledger::LEDGER_PATH
+        ))
+    );
+    for k in &knobs {
+        let status = k.status().map_or("no ledger row", Status::name);
+        let class = if k.status().is_none_or(Status::is_weak) {
+            "borderline"
+        } else {
+            "passed"
+        };
+        let _ = writeln!(
+            s,
+            "<tr><td class=\"text\"><code>{}</code></td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
+            escape(&k.knob.id),
+            badge(status, class),
+            escape(k.row.map_or("", |r| r.claim.as_str()))
+        );
+    }
+    s.push_str("</table>\n");
+    s
 }
 
 fn output(name: &str, m: &OutputMetrics) -> Result<String, ReportError> {

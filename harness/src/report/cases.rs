@@ -77,6 +77,69 @@ pub fn borderline(r: &RunResults) -> Result<String, ReportError> {
     Ok(s)
 }
 
+/// Whether any case of the run was judged against a recipe that models a CANN kernel.
+pub fn has_ascend_recipes(r: &RunResults) -> bool {
+    r.cases.iter().any(|c| {
+        conform_reference::fidelity::ascend_knobs(
+            &c.op,
+            &c.recipe,
+            conform_reference::formats::DType::Bf16,
+        )
+        .is_some()
+    })
+}
+
+/// For every (op, recipe) of the run whose recipe models a CANN kernel: how many cases, how
+/// many passed, the ledger's tally of the recipe's knobs and the weak ones by id, so that a
+/// passing verdict shows what it rests on too (failing cases repeat it on their card).
+pub fn ascend_assumptions(r: &RunResults) -> String {
+    use crate::ledger;
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
+    for c in &r.cases {
+        let e = groups.entry((&c.recipe, &c.op)).or_default();
+        e.0 += 1;
+        e.1 += usize::from(c.status == Status::Passed);
+    }
+    let mut rows = String::new();
+    for ((recipe, op), (n, passed)) in groups {
+        let Some(knobs) = ledger::case_knobs(op, recipe, conform_reference::formats::DType::Bf16)
+        else {
+            continue;
+        };
+        let weak: Vec<String> = knobs
+            .iter()
+            .filter(|k| k.status().is_none_or(ledger::Status::is_weak))
+            .map(|k| {
+                format!(
+                    "<code>{}</code> ({})",
+                    escape(&k.knob.id),
+                    k.status().map_or("no ledger row", ledger::Status::name)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            rows,
+            "<tr><td class=\"text\"><code>{}</code></td><td class=\"text\">{}</td><td>{n}</td><td>{passed}</td>\
+             <td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
+            escape(recipe),
+            escape(op),
+            escape(&crate::messages::knob_tally(&knobs)),
+            weak.join(", ")
+        );
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<section id=\"ascend\"><h2>{}</h2><p class=\"note\">{}</p>\n<table class=\"knobs\">\
+         <tr><th class=\"text\">recipe</th><th class=\"text\">op</th><th>cases</th><th>passed</th>\
+         <th class=\"text\">knobs</th><th class=\"text\">assumed or contradicted (not fixed)</th></tr>\n{rows}</table></section>\n",
+        msg::H_ASCEND,
+        escape(&msg::ascend_explained(ledger::LEDGER_PATH))
+    )
+}
+
 pub fn skipped(r: &RunResults) -> String {
     let cases: Vec<&CaseResult> = r
         .cases

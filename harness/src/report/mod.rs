@@ -85,6 +85,7 @@ pub fn render(inputs: &ReportInputs) -> Result<String, ReportError> {
     body.push_str(&cases::unfinished(r));
     body.push_str(&cases::failures(r)?);
     body.push_str(&cases::borderline(r)?);
+    body.push_str(&cases::ascend_assumptions(r));
     // Without a baseline comparison file, the run's own A/B comparison (`--against`) is shown.
     let ab = match (&inputs.baseline, &r.ab) {
         (None, Some(ab)) => Some(perf_input::comparisons(
@@ -119,6 +120,9 @@ fn nav(inputs: &ReportInputs, r: &RunResults) -> String {
     links.push(("failures", msg::H_FAILURES));
     if r.cases.iter().any(cases::is_borderline) {
         links.push(("borderline", msg::H_BORDERLINE));
+    }
+    if cases::has_ascend_recipes(r) {
+        links.push(("ascend", msg::H_ASCEND));
     }
     links.push(("perf", msg::H_PERF));
     if inputs.mc2.is_some() {
@@ -163,6 +167,7 @@ mod tests {
             id: id.into(),
             suite: "s".into(),
             op: "op".into(),
+            recipe: String::new(),
             target: "t".into(),
             status,
             message: String::new(),

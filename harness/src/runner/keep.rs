@@ -444,6 +444,7 @@ mod tests {
             id: case.id.clone(),
             suite: case.suite.clone(),
             op: case.op.clone(),
+            recipe: case.recipe.clone(),
             target: "w".into(),
             status: crate::results::Status::Crashed,
             message: String::new(),

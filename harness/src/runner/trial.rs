@@ -54,6 +54,7 @@ fn result(case: &Case, target: &str, seed: u64, status: Status, message: String)
         id: case.id.clone(),
         suite: case.suite.clone(),
         op: case.op.clone(),
+        recipe: case.recipe.clone(),
         target: target.to_string(),
         status,
         message,

@@ -25,5 +25,6 @@ pub use index::format_index;
 pub use metrics::{CANN_EPS, CHUNK, FLASHINFER_EPS};
 pub use policy::{
     CannDtype, CannLevel, CannRatioLimits, CheckError, CheckPolicy, Needs, PolicyError,
+    CANN_STANDARD_CLAIMS,
 };
 pub use worst::WORST_COUNT;

@@ -100,6 +100,41 @@ impl From<DType> for CannDtype {
     }
 }
 
+/// What conform takes from the CANN precision standards, as fidelity-ledger claims
+/// (docs/ascend.md): `(id, claim)`. The figures themselves live in [`CannDtype`] and
+/// [`CannLevel::limits`].
+pub const CANN_STANDARD_CLAIMS: [(&str, &str); 8] = [
+    (
+        "cann.single.threshold",
+        "T = 2^-10 f16, 2^-7 bf16, 2^-13 f32 (2^-11 HiF32, 2^-3 e4m3, 2^-2 e5m2)",
+    ),
+    (
+        "cann.single.rule",
+        "MERE < T and MARE < 10 T, relative errors over |golden| + 1e-7",
+    ),
+    ("cann.mixed.rule", "an element passes if |a - g| <= T + T |g|"),
+    (
+        "cann.mixed.pass_ratio",
+        "at least 99% of the elements pass",
+    ),
+    (
+        "cann.mixed.max_abs",
+        "largest absolute error at most 0.1 (f16, bf16, HiF32), 0.01 (f32), 1 (fp8)",
+    ),
+    (
+        "cann.double.limits",
+        "MARE / MERE / RMSE ratios to the baseline: L0 10 / 2 / 2, L1 5 / 1.5 / 1.5, L2 2 / 1.2 / 1.2",
+    ),
+    (
+        "cann.double.small_values",
+        "small below 2^-11 f16, 2^-8 bf16, 2^-14 f32; wrong above 2^-16, 2^-16, 2^-30",
+    ),
+    (
+        "cann.double.small_count",
+        "small-value error count at most 2 x max(baseline count, 1)",
+    ),
+];
+
 /// The dtypes the CANN precision standard gives thresholds for: a precision category, not a
 /// storage type (HiF32 and the FP8 types are compute types no tensor here is stored as). The
 /// categories of stored tensors are built from the typed [`DType`] (see [`CannDtype::of`]).
@@ -160,13 +195,16 @@ impl CannDtype {
 
     /// The double-benchmark small-value rule: (|g| below which a value is "small", error above
     /// which a small value counts as wrong). f16 (2^-11, 2^-16), bf16 (2^-8, 2^-16),
-    /// f32 (2^-14, 2^-30). None where the standard gives no figures.
+    /// f32 (2^-14, 2^-30), HiF32 (2^-12, 2^-28), e4m3 (2^-4, 2^-6), e5m2 (2^-3, 2^-5): the
+    /// commercial standard's table gives all six.
     pub fn small_value(self) -> Option<(f64, f64)> {
         match self {
             CannDtype::F16 => Some((pow2(-11), pow2(-16))),
             CannDtype::Bf16 => Some((pow2(-8), pow2(-16))),
             CannDtype::F32 => Some((pow2(-14), pow2(-30))),
-            CannDtype::Hif32 | CannDtype::E4m3 | CannDtype::E5m2 => None,
+            CannDtype::Hif32 => Some((pow2(-12), pow2(-28))),
+            CannDtype::E4m3 => Some((pow2(-4), pow2(-6))),
+            CannDtype::E5m2 => Some((pow2(-3), pow2(-5))),
         }
     }
 }
@@ -549,6 +587,16 @@ mod tests {
             CannDtype::F32.small_value(),
             Some((1.0 / 16384.0, 1.0 / 1073741824.0))
         );
+        // The commercial standard's table has figures for the compute-only types too.
+        assert_eq!(
+            CannDtype::Hif32.small_value(),
+            Some((1.0 / 4096.0, 1.0 / 268435456.0))
+        );
+        assert_eq!(
+            CannDtype::E4m3.small_value(),
+            Some((1.0 / 16.0, 1.0 / 64.0))
+        );
+        assert_eq!(CannDtype::E5m2.small_value(), Some((0.125, 1.0 / 32.0)));
         assert_eq!(
             CannLevel::L1.limits(),
             CannRatioLimits {

@@ -7,6 +7,7 @@
 //! S, O and every dot product) are f32 in every recipe, as in every kernel that document describes;
 //! the f64 ground truth is [`super::oracle`].
 
+use crate::fidelity::{rounding_name, Knob};
 use crate::formats::{DType, Rounding};
 
 /// Names of the presets [`Recipe::preset`] knows.
@@ -399,6 +400,75 @@ impl Recipe {
             combine: Combine::Lse,
         });
         self
+    }
+
+    /// Every field as a ledger knob `fa.<preset>.<field>` (docs/ascend.md), its value as the
+    /// ledger words it. The destructuring makes a new field a compile error until it is a knob.
+    pub fn knobs(&self) -> Vec<Knob> {
+        let Recipe {
+            name,
+            algorithm,
+            q_tile,
+            kv_tile,
+            block_order,
+            qk_order,
+            score_precision,
+            scale_placement,
+            exp,
+            exp_fma,
+            p_dtype,
+            p_rounding,
+            rowsum_of,
+            o_rescale,
+            normalize,
+            epsilon,
+            output_rounding,
+            lse,
+            empty_row,
+            mask_fill,
+            split,
+        } = self;
+        let k = |field: &str, value: String| Knob::new(format!("fa.{name}.{field}"), value);
+        vec![
+            k("algorithm", format!("{algorithm:?}")),
+            k("q_tile", q_tile.to_string()),
+            k("kv_tile", kv_tile.to_string()),
+            k("block_order", format!("{block_order:?}")),
+            k("qk_order", format!("{qk_order:?}")),
+            k("score_precision", format!("{score_precision:?}")),
+            k("scale_placement", format!("{scale_placement:?}")),
+            k("exp", format!("{exp:?}")),
+            k("exp_fma", exp_fma.to_string()),
+            k("p_dtype", p_dtype.name().to_string()),
+            k("p_rounding", rounding_name(p_rounding)),
+            k("rowsum_of", format!("{rowsum_of:?}")),
+            k("o_rescale", format!("{o_rescale:?}")),
+            k("normalize", format!("{normalize:?}")),
+            k("epsilon", epsilon.to_string()),
+            k("output_rounding", rounding_name(output_rounding)),
+            k("lse", format!("{lse:?}")),
+            k(
+                "empty_row",
+                match empty_row {
+                    EmptyRow::Zero { lse } => format!("output 0, lse {lse}"),
+                    EmptyRow::Arithmetic => "Arithmetic".to_string(),
+                },
+            ),
+            k("mask_fill", format!("{mask_fill:?}")),
+            k(
+                "split",
+                match split {
+                    None => "none".to_string(),
+                    Some(s) => format!(
+                        "{} keys, partials {} {}, {:?}",
+                        s.partition,
+                        s.partial_dtype.name(),
+                        rounding_name(&s.partial_rounding),
+                        s.combine
+                    ),
+                },
+            ),
+        ]
     }
 
     /// Checks the field combination.

@@ -5,7 +5,8 @@
 //! [`PRESET_NAMES`].
 
 use super::error::DequantError;
-use super::packing::PackingLayout;
+use super::packing::{PackingLayout, TilePermutation};
+use crate::fidelity::{rounding_name, Knob};
 use crate::formats::{Rounding, SubnormalPolicy};
 
 /// The 4-bit element format.
@@ -231,6 +232,40 @@ impl Fp4DequantRecipe {
             scale_decode: ScaleDecode::Standard,
             accumulation: W4a16Accumulation::F32,
         }
+    }
+
+    /// Every field as a ledger knob `dq.<preset>.<field>` (docs/ascend.md); `preset` is the
+    /// name the recipe was built from. The destructuring makes a new field a compile error
+    /// until it is a knob.
+    pub fn knobs(&self, preset: &str) -> Vec<Knob> {
+        let Fp4DequantRecipe {
+            element,
+            group_size,
+            layout,
+            order,
+            fp4_subnormals,
+            output,
+            rounding,
+            scale_decode,
+            accumulation,
+        } = self;
+        let k = |field: &str, value: String| Knob::new(format!("dq.{preset}.{field}"), value);
+        let layout = match (&layout.nibble_order, &layout.permutation) {
+            (n, TilePermutation::Identity) => format!("{n:?}"),
+            (_, TilePermutation::SplitHalves { bytes }) => format!("split halves, {bytes} bytes"),
+            (n, TilePermutation::Explicit(p)) => format!("{n:?}, permutation of {}", p.len()),
+        };
+        vec![
+            k("element", format!("{element:?}")),
+            k("group_size", group_size.to_string()),
+            k("layout", layout),
+            k("order", format!("{order:?}")),
+            k("fp4_subnormals", format!("{fp4_subnormals:?}")),
+            k("output", format!("{output:?}")),
+            k("rounding", rounding_name(rounding)),
+            k("scale_decode", format!("{scale_decode:?}")),
+            k("accumulation", format!("{accumulation:?}")),
+        ]
     }
 
     /// The preset called `name` (one of [`PRESET_NAMES`]), or `None`.

@@ -22,6 +22,18 @@
 
 use super::error::Mc2Error;
 
+/// The cost models' claims as fidelity-ledger rows (docs/ascend.md): `(id, claim)`.
+pub const COST_MODEL_CLAIMS: [(&str, &str); 2] = [
+    (
+        "mc2.cost.comm_fit",
+        "all-reduce time as the seed's two-segment fit in MiB (quadratic below 8 MiB, linear above)",
+    ),
+    (
+        "mc2.cost.matmul_linear",
+        "matmul time linear in the rows of M (the seed's 803 us per 4096 rows)",
+    ),
+];
+
 /// One segment's polynomial.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]

@@ -101,7 +101,58 @@ impl Default for PlannerConfig {
     }
 }
 
+/// The planner's rules as fidelity-ledger claims (docs/ascend.md): `(id, claim)`. Its constants
+/// are knobs of [`PlannerConfig::knobs`].
+pub const PLANNER_CLAIMS: [(&str, &str); 5] = [
+    (
+        "mc2.plan.bound_rule",
+        "compute-bound when the unsplit matmul takes at least as long as the all-reduce",
+    ),
+    (
+        "mc2.plan.short_tile_position",
+        "short tile first when communication-bound, last when compute-bound",
+    ),
+    (
+        "mc2.plan.no_split",
+        "one tile when M < 2 * m0, K = 0 or max_tiles < 2",
+    ),
+    (
+        "mc2.plan.long_tile",
+        "long tile from the inverse cost model of the contention-scaled short tile, aligned down",
+    ),
+    (
+        "mc2.plan.rebalance",
+        "long tiles re-balanced over M - m0, the remainder to the short tile",
+    ),
+];
+
 impl PlannerConfig {
+    /// The constants as ledger knobs `mc2.plan.<field>` (docs/ascend.md). The destructuring
+    /// makes a new field a compile error until it is a knob.
+    pub fn knobs(&self) -> Vec<crate::fidelity::Knob> {
+        let PlannerConfig {
+            alignment,
+            max_tiles,
+            contention,
+            a_threshold,
+            b_threshold,
+            c_min_rows,
+            short_tile_rule,
+        } = self;
+        let k = |field: &str, value: String| {
+            crate::fidelity::Knob::new(format!("mc2.plan.{field}"), value)
+        };
+        vec![
+            k("alignment", alignment.to_string()),
+            k("max_tiles", max_tiles.to_string()),
+            k("contention", contention.to_string()),
+            k("a_threshold", a_threshold.to_string()),
+            k("b_threshold", b_threshold.to_string()),
+            k("c_min_rows", c_min_rows.to_string()),
+            k("short_tile_rule", format!("{short_tile_rule:?}")),
+        ]
+    }
+
     fn validate(&self) -> Result<(), Mc2Error> {
         if self.alignment == 0 {
             return Err(invalid("alignment", self.alignment, "must be at least 1"));

@@ -102,6 +102,45 @@ impl Mc2Numerics {
         }
     }
 
+    /// The numerics as ledger knobs `mc2.<recipe>.<knob>` (docs/ascend.md); `recipe` is the
+    /// MC2 recipe name these numerics were built for. The destructuring makes a new field a
+    /// compile error until it is a knob (the dtype is the case's, not a recipe knob).
+    pub fn knobs(&self, recipe: &str) -> Vec<crate::fidelity::Knob> {
+        let Mc2Numerics {
+            dtype: _,
+            output_rounding,
+            accumulation,
+            epilogue,
+        } = self;
+        let k = |field: &str, value: String| {
+            crate::fidelity::Knob::new(format!("mc2.{recipe}.{field}"), value)
+        };
+        let rounding = crate::fidelity::rounding_name(output_rounding);
+        let (per_rank, dtype, order) = match accumulation {
+            Accumulation::Kernel(order) => (
+                format!("each rank's f32 result rounded to the dtype, {rounding}"),
+                "the output dtype (f16/bf16), IEEE nearest-even adds".to_string(),
+                order.name().to_string(),
+            ),
+            Accumulation::HighPrecisionGolden => (
+                "none: f32 partials".to_string(),
+                "f32".to_string(),
+                "rank order".to_string(),
+            ),
+        };
+        vec![
+            k("per_rank_rounding", per_rank),
+            k("reduction_dtype", dtype),
+            k("reduction_order", order),
+            k("output_rounding", rounding),
+            k("epilogue", format!("{epilogue:?}")),
+            k(
+                "epilogue_precision",
+                "bias then x3 added in f32, left to right, before the one rounding".to_string(),
+            ),
+        ]
+    }
+
     pub(crate) fn check(&self) -> Result<(), Mc2Error> {
         match self.dtype {
             DType::F16 | DType::Bf16 => Ok(()),

@@ -313,3 +313,9 @@ fn run_edited(
         )])))
     }
 }
+
+/// The numerics of MC2 recipe `recipe` for `dtype` (`None` for the oracle or an unknown name):
+/// what a case of this family is judged against, for the fidelity ledger's knobs.
+pub fn recipe_numerics(recipe: &str, dtype: DType) -> Option<Mc2Numerics> {
+    numerics(recipe, dtype)
+}

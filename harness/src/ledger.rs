@@ -1,0 +1,272 @@
+//! The fidelity ledger (`docs/ascend.md`), compiled into the binary: one row per claim conform
+//! makes about a CANN kernel, with its source and a status. `conform explain` and the HTML
+//! report read it to say, for a case judged against a recipe that models a CANN kernel, which
+//! of the knobs its verdict rests on are only assumed.
+//!
+//! The file is the one source of truth: `include_str!` takes it at build time, so the binary
+//! needs neither the repository's docs folder nor anything else at run time. The knobs come from
+//! the code ([`conform_reference::fidelity`] and [`CANN_STANDARD_CLAIMS`]); a test keeps every
+//! knob and every row in step.
+
+use crate::verdict::CANN_STANDARD_CLAIMS;
+use conform_reference::fidelity::{self, Knob};
+use conform_reference::formats::DType;
+use std::sync::OnceLock;
+
+/// The ledger's text, as committed.
+pub const LEDGER_TEXT: &str = include_str!("../../docs/ascend.md");
+
+/// Where the ledger lives in the repository (for messages).
+pub const LEDGER_PATH: &str = "docs/ascend.md";
+
+/// The header of a ledger table (other tables in the file are not ledger rows).
+const HEADER: &str = "| id | claim | source | status |";
+
+/// A row's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Status {
+    /// A public source (CANN documentation or kernel source) says what the knob says.
+    Confirmed,
+    /// A public source said otherwise; the code now follows the source.
+    ContradictedFixed,
+    /// A public source says otherwise and the code does not follow it yet.
+    ContradictedNotFixed,
+    /// No public source says it: the verdict rests on conform's assumption.
+    Assumed,
+}
+
+impl Status {
+    /// Every status, in the ledger's spelling order.
+    pub const ALL: [Status; 4] = [
+        Status::Confirmed,
+        Status::ContradictedFixed,
+        Status::ContradictedNotFixed,
+        Status::Assumed,
+    ];
+
+    /// The ledger's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Confirmed => "confirmed",
+            Status::ContradictedFixed => "contradicted (fixed)",
+            Status::ContradictedNotFixed => "contradicted (not fixed)",
+            Status::Assumed => "assumed",
+        }
+    }
+
+    /// Parses the ledger's spelling.
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.name() == s)
+    }
+
+    /// Whether a verdict resting on this knob rests on something no public source backs.
+    pub fn is_weak(self) -> bool {
+        matches!(self, Status::Assumed | Status::ContradictedNotFixed)
+    }
+}
+
+/// One ledger row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The knob's dotted id (without the backticks).
+    pub id: String,
+    pub claim: String,
+    pub source: String,
+    pub status: Status,
+    /// 1-based line in the file.
+    pub line: usize,
+}
+
+/// A malformed ledger.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    #[error("{LEDGER_PATH} line {line}: {message}")]
+    BadRow { line: usize, message: String },
+    #[error("{LEDGER_PATH} line {line}: `{id}` already has a row (line {first})")]
+    DuplicateId {
+        id: String,
+        line: usize,
+        first: usize,
+    },
+}
+
+/// The rows of every ledger table in `text` (tables headed [`HEADER`]).
+pub fn parse(text: &str) -> Result<Vec<Row>, LedgerError> {
+    let mut rows: Vec<Row> = Vec::new();
+    let mut in_table = false;
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let l = raw.trim();
+        if !l.starts_with('|') {
+            in_table = false;
+            continue;
+        }
+        if l == HEADER {
+            in_table = true;
+            continue;
+        }
+        if !in_table || l.starts_with("|--") || l.starts_with("| --") {
+            continue;
+        }
+        let bad = |message: String| LedgerError::BadRow { line, message };
+        let inner = l
+            .strip_prefix('|')
+            .and_then(|r| r.strip_suffix('|'))
+            .ok_or_else(|| bad("a row starts and ends with `|`".into()))?;
+        let cells: Vec<&str> = inner.split('|').map(str::trim).collect();
+        let [id, claim, source, status] = cells[..] else {
+            return Err(bad(format!(
+                "{} cells; a row has 4 (id, claim, source, status)",
+                cells.len()
+            )));
+        };
+        let id = id
+            .strip_prefix('`')
+            .and_then(|r| r.strip_suffix('`'))
+            .filter(|r| is_dotted_id(r))
+            .ok_or_else(|| bad(format!("id `{id}` is not a backticked dotted identifier")))?;
+        let status = Status::parse(status).ok_or_else(|| {
+            bad(format!(
+                "status `{status}` is none of {}",
+                Status::ALL.map(Status::name).join(", ")
+            ))
+        })?;
+        if claim.is_empty() || source.is_empty() {
+            return Err(bad("empty claim or source".into()));
+        }
+        if let Some(first) = rows.iter().find(|r| r.id == id) {
+            return Err(LedgerError::DuplicateId {
+                id: id.to_string(),
+                line,
+                first: first.line,
+            });
+        }
+        rows.push(Row {
+            id: id.to_string(),
+            claim: claim.to_string(),
+            source: source.to_string(),
+            status,
+            line,
+        });
+    }
+    Ok(rows)
+}
+
+fn is_dotted_id(s: &str) -> bool {
+    s.split('.').count() >= 2
+        && s.split('.').all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+}
+
+/// The compiled-in ledger, parsed once.
+pub fn ledger() -> Result<&'static [Row], &'static LedgerError> {
+    static LEDGER: OnceLock<Result<Vec<Row>, LedgerError>> = OnceLock::new();
+    LEDGER
+        .get_or_init(|| parse(LEDGER_TEXT))
+        .as_ref()
+        .map(Vec::as_slice)
+}
+
+/// Every knob id the code defines: the reference's (presets and fixed claims) and the CANN
+/// precision standards the verdict policies use.
+pub fn knob_ids() -> Vec<String> {
+    let mut ids = fidelity::knob_ids();
+    ids.extend(CANN_STANDARD_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids
+}
+
+/// One knob of a case, with its ledger row (None when the ledger has no row for it, which the
+/// ledger test forbids).
+#[derive(Clone, Debug)]
+pub struct CaseKnob {
+    pub knob: Knob,
+    pub row: Option<&'static Row>,
+}
+
+impl CaseKnob {
+    /// The row's status, or None when the knob has no row.
+    pub fn status(&self) -> Option<Status> {
+        self.row.map(|r| r.status)
+    }
+}
+
+/// The knobs a case of `op` judged against `recipe` rests on (values for `dtype`), each with
+/// its ledger row; `None` when the recipe does not model a CANN kernel.
+pub fn case_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<CaseKnob>> {
+    let knobs = fidelity::ascend_knobs(op, recipe, dtype)?;
+    let rows = ledger().unwrap_or(&[]);
+    Some(
+        knobs
+            .into_iter()
+            .map(|knob| CaseKnob {
+                row: rows.iter().find(|r| r.id == knob.id),
+                knob,
+            })
+            .collect(),
+    )
+}
+
+/// How many knobs have each status (`None`: no row), in [`Status::ALL`] order.
+pub fn tally(knobs: &[CaseKnob]) -> Vec<(Option<Status>, usize)> {
+    let mut out = Vec::new();
+    for st in Status::ALL.map(Some).into_iter().chain([None]) {
+        let n = knobs.iter().filter(|k| k.status() == st).count();
+        if n > 0 {
+            out.push((st, n));
+        }
+    }
+    out
+}
+
+/// The dtype a case's parameters name (`dtype`), or bf16 (the knob values of the dequant
+/// presets do not depend on it; attention and MC2 cases always name it).
+pub fn case_dtype(params: &serde_json::Value) -> DType {
+    params
+        .get("dtype")
+        .and_then(|v| v.as_str())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DType::Bf16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_parse_and_malformed_rows_name_their_line() {
+        let text = "# t\n\n| id | claim | source | status |\n|---|---|---|---|\n\
+                    | `a.b.c` | x | y | assumed |\n| `a.b.d` | x | y | contradicted (fixed) |\n";
+        let rows = parse(text).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].status, Status::ContradictedFixed);
+        assert_eq!(rows[0].line, 5);
+        let bad = text.replace("| assumed |", "| guessed |");
+        assert!(matches!(
+            parse(&bad),
+            Err(LedgerError::BadRow { line: 5, .. })
+        ));
+        let bad = text.replace("`a.b.d`", "`a.b.c`");
+        assert!(matches!(
+            parse(&bad),
+            Err(LedgerError::DuplicateId {
+                line: 6,
+                first: 5,
+                ..
+            })
+        ));
+        let bad = text.replace("`a.b.c`", "a.b.c");
+        assert!(parse(&bad).unwrap_err().to_string().contains("line 5"));
+        // Other tables are not ledger rows.
+        assert!(parse("| n | m |\n|---|---|\n| 1 | 2 |\n")
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn the_compiled_in_ledger_parses() {
+        assert!(!ledger().expect("docs/ascend.md parses").is_empty());
+    }
+}

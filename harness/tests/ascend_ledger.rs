@@ -1,0 +1,64 @@
+//! The fidelity ledger (docs/ascend.md) and the code stay in step: every knob of every Ascend
+//! preset (attention, FP4 dequant, W4A16, MC2) and every fixed claim (planner, cost model, paged
+//! KV cache, CANN cast, CANN precision standards) has exactly one row, every row names a knob
+//! the code defines, and every status is one the ledger knows.
+
+use conform_harness::ledger::{self, Status};
+use std::collections::BTreeSet;
+
+#[test]
+fn every_knob_has_a_row_and_every_row_a_knob() {
+    let rows = ledger::parse(ledger::LEDGER_TEXT).unwrap_or_else(|e| panic!("{e}"));
+    let knobs: BTreeSet<String> = ledger::knob_ids().into_iter().collect();
+    let ids: BTreeSet<String> = rows.iter().map(|r| r.id.clone()).collect();
+    let missing: Vec<&String> = knobs.difference(&ids).collect();
+    let unknown: Vec<String> = rows
+        .iter()
+        .filter(|r| !knobs.contains(&r.id))
+        .map(|r| format!("{} (line {})", r.id, r.line))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "knobs without a row in {}: {missing:?}",
+        ledger::LEDGER_PATH
+    );
+    assert!(
+        unknown.is_empty(),
+        "rows in {} naming no knob the code defines: {unknown:?}",
+        ledger::LEDGER_PATH
+    );
+    for r in &rows {
+        assert!(Status::ALL.contains(&r.status));
+        assert!(
+            r.status == Status::Assumed || !r.source.eq_ignore_ascii_case("none"),
+            "{}: a row that is not `assumed` needs a source",
+            r.id
+        );
+    }
+}
+
+#[test]
+fn the_binary_carries_the_committed_ledger() {
+    // include_str! takes the file at build time: the compiled-in text is the file's.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let on_disk = std::fs::read_to_string(dir.join(ledger::LEDGER_PATH)).unwrap();
+    assert_eq!(on_disk, ledger::LEDGER_TEXT);
+}
+
+#[test]
+fn a_case_on_an_ascend_recipe_lists_its_weak_knobs() {
+    let knobs = ledger::case_knobs(
+        "fa_prefill",
+        "ascend_pfa_bf16",
+        conform_reference::formats::DType::Bf16,
+    )
+    .expect("an Ascend preset has knobs");
+    assert!(knobs.iter().all(|k| k.row.is_some()));
+    assert!(knobs.iter().any(|k| k.status() == Some(Status::Assumed)));
+    assert!(ledger::case_knobs(
+        "fa_prefill",
+        "fa2_cuda",
+        conform_reference::formats::DType::Bf16
+    )
+    .is_none());
+}

@@ -1,0 +1,234 @@
+//! Knob identity for the fidelity ledger (`docs/ascend.md`).
+//!
+//! conform judges Ascend kernels against its own model of what the CANN kernel computes. Every
+//! part of that model is a *knob* here: a recipe field of an Ascend preset (attention, FP4
+//! dequant, W4A16, MC2), or a fixed claim the code makes outside any preset (the MC2 planner's
+//! constants, the paged KV cache layouts, what the CANN cast supports). Each knob has a stable
+//! dotted id, the id of its row in the ledger, where that claim's public source (or the word
+//! "assumed") is recorded. A harness test keeps the two in step: a knob without a row, or a row
+//! naming no knob, fails it.
+//!
+//! The ids of a preset's fields come from the preset's own `knobs` method (attention
+//! [`Recipe::knobs`], dequant [`Fp4DequantRecipe::knobs`], MC2 [`crate::mc2::Mc2Numerics::knobs`]), each of
+//! which destructures its struct, so a new field does not compile until it has a knob (and then
+//! the ledger test asks for its row).
+
+use crate::attention::Recipe;
+use crate::dequant::Fp4DequantRecipe;
+use crate::formats::{DType, Rounding, RoundingMode};
+
+/// One knob: its ledger id and the value the preset gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Knob {
+    pub id: String,
+    pub value: String,
+}
+
+impl Knob {
+    pub fn new(id: impl Into<String>, value: impl Into<String>) -> Knob {
+        Knob {
+            id: id.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// The attention presets that model a CANN kernel (ops-transformer prompt / incre flash
+/// attention, reached through FIA).
+pub const ASCEND_ATTENTION_PRESETS: [&str; 3] = [
+    "ascend_pfa_bf16",
+    "ascend_ifa_bf16",
+    "ascend_pfa_f16_high_perf",
+];
+
+/// The FP4 presets an Ascend kernel is judged against: the two QingCheng Ascend kernels, and
+/// the OCP MXFP4 recipe the torch_npu worker's `npu_dtype_cast` path is judged against.
+pub const ASCEND_DEQUANT_PRESETS: [&str; 3] = [
+    "mx_ocp",
+    "ascend_qingcheng_fp4_dequant",
+    "ascend_qingcheng_w4a16",
+];
+
+/// The MC2 MatmulAllReduce recipes (every one models the CANN kernel or CANN's own test
+/// golden).
+pub const MC2_RECIPES: [&str; 4] = [
+    "kernel_rank_order",
+    "kernel_ring",
+    "kernel_binary_tree",
+    "high_precision_golden",
+];
+
+/// Claims about the paged KV cache (the `paged_kv` op and the PagedAttention path), fixed in
+/// the code rather than a recipe field.
+pub const PAGED_KV_CLAIMS: [(&str, &str); 6] = [
+    (
+        "kv.layout.bnbsh",
+        "BnBsH cache: [num_blocks, block_size, kv_heads * head_dim]",
+    ),
+    (
+        "kv.layout.bnnbsd",
+        "BnNBsD cache: [num_blocks, kv_heads, block_size, head_dim]",
+    ),
+    (
+        "kv.block_size.range",
+        "PagedAttention block size accepted in 16..=512",
+    ),
+    (
+        "kv.slot_mapping.dtype",
+        "torch_npu reshape-and-cache takes an i32 slot mapping",
+    ),
+    (
+        "kv.slot_mapping.padding",
+        "a slot of -1 is a padding row: skipped, nothing written",
+    ),
+    (
+        "kv.cache.untouched",
+        "reshape-and-cache writes only the mapped slots, bit for bit",
+    ),
+];
+
+/// Claims about the CANN cast used for FP4 (`npu_dtype_cast` / aclnnCast), fixed in the code.
+pub const CAST_CLAIMS: [(&str, &str); 2] = [
+    (
+        "dq.cann_cast.fp4_exact",
+        "FP4 E2M1 -> BF16 by the cast is exact and applies no scale",
+    ),
+    (
+        "dq.cann_cast.devices",
+        "the FP4 cast is not available on Atlas A2",
+    ),
+];
+
+/// A rounding as the ledger names it.
+pub fn rounding_name(r: &Rounding) -> String {
+    let mode = match r.mode {
+        RoundingMode::NearestTiesToEven => "RNE (CAST_RINT)",
+        RoundingMode::NearestTiesAway => "RNA (CAST_ROUND)",
+        RoundingMode::TowardZero => "toward zero (CAST_TRUNC)",
+        RoundingMode::TowardPositive => "toward +inf (CAST_CEIL)",
+        RoundingMode::TowardNegative => "toward -inf (CAST_FLOOR)",
+        RoundingMode::ToOdd => "to odd",
+    };
+    if *r == Rounding::ieee(r.mode) {
+        mode.to_string()
+    } else {
+        format!(
+            "{mode}, {:?} / {:?} / {:?}",
+            r.subnormals, r.nan, r.overflow
+        )
+    }
+}
+
+/// The knobs a case of `op` judged against `recipe` (with element type `dtype`) rests on, when
+/// that recipe models a CANN kernel; `None` for every other recipe (and for the oracle).
+pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
+    match op {
+        "fa_prefill" | "pa_decode" if ASCEND_ATTENTION_PRESETS.contains(&recipe) => {
+            Recipe::preset(recipe, dtype).map(|r| r.knobs())
+        }
+        "mxfp4_dequant" | "nvfp4_dequant" | "w4a16_matmul"
+            if ASCEND_DEQUANT_PRESETS.contains(&recipe) =>
+        {
+            Fp4DequantRecipe::preset(recipe).map(|r| r.knobs(recipe))
+        }
+        "mc2_matmul_allreduce" => crate::ops::mc2_matmul_allreduce::recipe_numerics(recipe, dtype)
+            .map(|n| n.knobs(recipe)),
+        "paged_kv" if recipe == "reference" => Some(
+            PAGED_KV_CLAIMS
+                .iter()
+                .map(|(id, v)| Knob::new(*id, *v))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Every knob id the reference crate defines: every field of every Ascend preset (the values do
+/// not matter here, so bf16 stands for the dtype), plus the fixed claims of the paged KV cache,
+/// the CANN cast and the MC2 planner and cost model.
+pub fn knob_ids() -> Vec<String> {
+    let mut ids = Vec::new();
+    for p in ASCEND_ATTENTION_PRESETS {
+        if let Some(r) = Recipe::preset(p, DType::Bf16) {
+            ids.extend(r.knobs().into_iter().map(|k| k.id));
+        }
+    }
+    for p in ASCEND_DEQUANT_PRESETS {
+        if let Some(r) = Fp4DequantRecipe::preset(p) {
+            ids.extend(r.knobs(p).into_iter().map(|k| k.id));
+        }
+    }
+    for p in MC2_RECIPES {
+        if let Some(n) = crate::ops::mc2_matmul_allreduce::recipe_numerics(p, DType::Bf16) {
+            ids.extend(n.knobs(p).into_iter().map(|k| k.id));
+        }
+    }
+    ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(CAST_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(
+        crate::mc2::planner::PlannerConfig::default()
+            .knobs()
+            .into_iter()
+            .map(|k| k.id),
+    );
+    ids.extend(
+        crate::mc2::planner::PLANNER_CLAIMS
+            .iter()
+            .map(|(id, _)| id.to_string()),
+    );
+    ids.extend(
+        crate::mc2::cost_model::COST_MODEL_CLAIMS
+            .iter()
+            .map(|(id, _)| id.to_string()),
+    );
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_ascend_preset_exists_and_ids_are_unique() {
+        let ids = knob_ids();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len(), "duplicate knob ids");
+        for p in ASCEND_ATTENTION_PRESETS {
+            assert!(crate::attention::PRESETS.contains(&p), "{p}");
+        }
+        for p in ASCEND_DEQUANT_PRESETS {
+            assert!(crate::dequant::recipe::PRESET_NAMES.contains(&p), "{p}");
+        }
+        for id in &ids {
+            assert!(
+                id.split('.').count() >= 3
+                    && id
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._".contains(c)),
+                "{id} is not a dotted lower-case id"
+            );
+        }
+    }
+
+    #[test]
+    fn a_case_knob_list_is_its_presets() {
+        let k = ascend_knobs("pa_decode", "ascend_ifa_bf16", DType::Bf16).unwrap();
+        let out = k
+            .iter()
+            .find(|k| k.id == "fa.ascend_ifa_bf16.output_rounding")
+            .unwrap();
+        assert_eq!(out.value, "RNE (CAST_RINT)");
+        let k = ascend_knobs("pa_decode", "ascend_ifa_bf16", DType::F16).unwrap();
+        let out = k
+            .iter()
+            .find(|k| k.id == "fa.ascend_ifa_bf16.output_rounding")
+            .unwrap();
+        assert_eq!(out.value, "RNA (CAST_ROUND)");
+        assert!(ascend_knobs("pa_decode", "vllm_pa_v1", DType::Bf16).is_none());
+        assert!(ascend_knobs("nvfp4_dequant", "vllm_nvfp4", DType::Bf16).is_none());
+        assert!(ascend_knobs("mc2_matmul_allreduce", "kernel_ring", DType::F16).is_some());
+        assert!(ascend_knobs("mc2_matmul_allreduce", "oracle", DType::F16).is_none());
+    }
+}
