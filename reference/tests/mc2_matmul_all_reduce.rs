@@ -403,10 +403,18 @@ fn default_epilogue_is_canns_per_rank_formula_with_bias_and_x3_given_to_rank_zer
     // case's one bias and x3 are handed to rank 0 only. Model that literally, one rank at a
     // time (a single-rank call is `round(x1 @ x2 [+ bias + x3])`), sum in rank order in the
     // dtype, and compare with the default numerics bit for bit.
-    assert_eq!(EpiloguePlacement::default(), EpiloguePlacement::IntoRankZero);
+    assert_eq!(
+        EpiloguePlacement::default(),
+        EpiloguePlacement::IntoRankZero
+    );
     for dtype in [DType::F16, DType::Bf16] {
         for ranks in [2, 4, 8] {
-            let d = Data::random(ranks, Mc2Shape::new(9, 24, 11), dtype, 0xB1A5 + ranks as u64);
+            let d = Data::random(
+                ranks,
+                Mc2Shape::new(9, 24, 11),
+                dtype,
+                0xB1A5 + ranks as u64,
+            );
             let ops = d.ops();
             let nm = Mc2Numerics::kernel(dtype, ReductionOrder::RankOrder);
             assert_eq!(nm.epilogue, EpiloguePlacement::IntoRankZero);
@@ -434,8 +442,14 @@ fn default_epilogue_is_canns_per_rank_formula_with_bias_and_x3_given_to_rank_zer
                 .collect();
             assert_eq!(bits(&got), bits(&want), "{dtype:?} ranks {ranks}");
             // The two other placements are different kernels: on these inputs each differs.
-            for other in [EpiloguePlacement::AfterReduce, EpiloguePlacement::IntoEveryRank] {
-                let nm = Mc2Numerics { epilogue: other, ..nm };
+            for other in [
+                EpiloguePlacement::AfterReduce,
+                EpiloguePlacement::IntoEveryRank,
+            ] {
+                let nm = Mc2Numerics {
+                    epilogue: other,
+                    ..nm
+                };
                 let alt = matmul_all_reduce(&inputs(&d, &ops, true), &nm, Threads::ONE).unwrap();
                 assert_ne!(bits(&alt), bits(&want), "{other:?} {dtype:?} ranks {ranks}");
             }
