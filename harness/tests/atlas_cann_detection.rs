@@ -113,6 +113,14 @@ fn the_dry_run_pins_the_table_pair_for_the_detected_release() {
         out.contains("torch_npu==2.4.0.post2") && !out.contains("7.6.0.1.220"),
         "{out}"
     );
+    // On x86_64 the default index's torch is the CUDA build: the CPU wheel comes from
+    // PyTorch's CPU index, as the torch_npu installation guide says.
+    if cfg!(target_arch = "x86_64") {
+        assert!(
+            out.contains("torch==2.4.0+cpu --index-url https://download.pytorch.org/whl/cpu"),
+            "{out}"
+        );
+    }
     assert!(!tmp.path().join("v").exists());
 }
 
