@@ -395,3 +395,64 @@ fn bad_inputs_are_typed_errors_naming_the_problem() {
     assert!(matches!(t(&[2, 2], &[0, 2]), Mc2Error::BadSchedule { .. }));
     assert!(matches!(t(&[2, 2], &[0]), Mc2Error::BadSchedule { .. }));
 }
+
+#[test]
+fn default_epilogue_is_canns_per_rank_formula_with_bias_and_x3_given_to_rank_zero() {
+    // CANN documents output = allreduce(x1 @ x2 + bias + x3): each rank adds what it is given
+    // to its own product, rounds it to the output dtype, and the ranks' results are summed. A
+    // case's one bias and x3 are handed to rank 0 only. Model that literally, one rank at a
+    // time (a single-rank call is `round(x1 @ x2 [+ bias + x3])`), sum in rank order in the
+    // dtype, and compare with the default numerics bit for bit.
+    assert_eq!(
+        EpiloguePlacement::default(),
+        EpiloguePlacement::IntoRankZero
+    );
+    for dtype in [DType::F16, DType::Bf16] {
+        for ranks in [2, 4, 8] {
+            let d = Data::random(
+                ranks,
+                Mc2Shape::new(9, 24, 11),
+                dtype,
+                0xB1A5 + ranks as u64,
+            );
+            let ops = d.ops();
+            let nm = Mc2Numerics::kernel(dtype, ReductionOrder::RankOrder);
+            assert_eq!(nm.epilogue, EpiloguePlacement::IntoRankZero);
+            let got = matmul_all_reduce(&inputs(&d, &ops, true), &nm, Threads::ONE).unwrap();
+            let per_rank: Vec<Vec<f32>> = (0..ranks)
+                .map(|r| {
+                    let one = [ops[r]];
+                    let inp = MatmulAllReduceInputs {
+                        shape: d.shape,
+                        ranks: &one,
+                        bias: (r == 0).then_some(&d.bias[..]),
+                        x3: (r == 0).then_some(&d.x3[..]),
+                    };
+                    matmul_all_reduce(&inp, &nm, Threads::ONE).unwrap()
+                })
+                .collect();
+            let want: Vec<f32> = (0..got.len())
+                .map(|e| {
+                    let mut s = per_rank[0][e];
+                    for v in &per_rank[1..] {
+                        s = dtype.quantize_f32(s + v[e], Rounding::RNE);
+                    }
+                    s
+                })
+                .collect();
+            assert_eq!(bits(&got), bits(&want), "{dtype:?} ranks {ranks}");
+            // The two other placements are different kernels: on these inputs each differs.
+            for other in [
+                EpiloguePlacement::AfterReduce,
+                EpiloguePlacement::IntoEveryRank,
+            ] {
+                let nm = Mc2Numerics {
+                    epilogue: other,
+                    ..nm
+                };
+                let alt = matmul_all_reduce(&inputs(&d, &ops, true), &nm, Threads::ONE).unwrap();
+                assert_ne!(bits(&alt), bits(&want), "{other:?} {dtype:?} ranks {ranks}");
+            }
+        }
+    }
+}

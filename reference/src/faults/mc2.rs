@@ -108,12 +108,26 @@ pub(super) static FAULTS: &[Fault] = &[
         family: "mc2",
         ops: MC2,
         requirement: Requirement::Quick,
-        description: "bias and x3 are added on every rank before the reduce (summed ranks times) instead of once after it",
+        description: "bias and x3 are added on every rank before the reduce (summed ranks times) instead of on rank 0 only (a caller that passes the same bias to every rank)",
         edit: Edit::recipe(RecipeEdit::Mc2(|n| {
             if n.epilogue == EpiloguePlacement::IntoEveryRank {
                 return false;
             }
             n.epilogue = EpiloguePlacement::IntoEveryRank;
+            true
+        })),
+    },
+    Fault {
+        name: "mc2-epilogue-after-reduce",
+        family: "mc2",
+        ops: MC2,
+        requirement: Requirement::Quick,
+        description: "bias and x3 are added once after the reduce (and rounded again) instead of into rank 0's product before its rounding, as CANN's formula allreduce(x1 @ x2 + bias + x3) has it",
+        edit: Edit::recipe(RecipeEdit::Mc2(|n| {
+            if n.epilogue == EpiloguePlacement::AfterReduce {
+                return false;
+            }
+            n.epilogue = EpiloguePlacement::AfterReduce;
             true
         })),
     },

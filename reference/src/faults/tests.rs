@@ -178,6 +178,7 @@ fn fp4_kv_and_mc2_faults_change_the_outputs() {
         "mc2-partials-not-rounded",
         "mc2-reduce-order-changed",
         "mc2-epilogue-per-rank",
+        "mc2-epilogue-after-reduce",
     ] {
         changes(f, "mc2_matmul_allreduce", mc2.clone(), "kernel_ring");
     }

@@ -2,7 +2,9 @@
 //! torch_npu `npu_mm_all_reduce_base` / `aclnnMatmulAllReduce`.
 //!
 //! `out = allreduce_sum_r(x1_r @ x2_r)` with `bias [N]` and `x3 [M, N]` placed as
-//! [`EpiloguePlacement`] says. For every output element `(i, j)`:
+//! [`EpiloguePlacement`] says (by default on rank 0, before its rounding: CANN documents
+//! `allreduce(x1 @ x2 + bias + x3)`, each rank adding what it is given). For every output
+//! element `(i, j)`:
 //! 1. each rank's product `p_r = dot_f32(x1_r[i, :], x2_r[:, j])` (f32, the fixed 16-lane
 //!    order of [`crate::dot`]); with the epilogue on a rank, `p_r = (p_r + bias[j]) + x3[i, j]`
 //!    in f32;

@@ -53,19 +53,27 @@ pub enum Accumulation {
     HighPrecisionGolden,
 }
 
-/// Where `bias [N]` and `x3 [M, N]` enter. The public contracts disagree: the torch_npu docs
-/// write `allreduce(x1 @ x2 + bias + x3)` (literally every rank's copy would be summed), the
-/// issue and the op's usual reading add them once. All three are available.
+/// Where `bias [N]` and `x3 [M, N]` enter.
+///
+/// CANN documents the fused op as `output = allreduce(x1 @ x2 + bias + x3)` (the
+/// aclnnMatmulAllReduce and aclnnMatmulAllReduceV2 API pages): every rank adds the `bias` and
+/// `x3` it is given to its own product, before the reduction. A suite states one copy of each,
+/// so the caller passes them on rank 0 only, as vLLM's row-parallel linear layer passes its
+/// bias on tensor-parallel rank 0 only: that is [`EpiloguePlacement::IntoRankZero`], the
+/// default. The other two placements describe kernels (or callers) that do it another way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EpiloguePlacement {
     /// Once, after the reduction: `round((reduced + bias) + x3)`, f32 adds left to right,
-    /// one rounding to the output dtype (skipped when neither is present).
-    #[default]
+    /// one rounding to the output dtype (skipped when neither is present). Not what CANN
+    /// documents: a kernel that does this is judged against rank 0's placement and fails.
     AfterReduce,
-    /// Added in f32 to rank 0's product before its rounding: one copy enters the sum.
+    /// Added in f32 to rank 0's product before its rounding: one copy enters the sum (the
+    /// documented formula with bias and x3 passed to rank 0 only).
+    #[default]
     IntoRankZero,
-    /// Added in f32 to every rank's product before its rounding: `R` copies enter the sum.
+    /// Added in f32 to every rank's product before its rounding: `R` copies enter the sum (the
+    /// documented formula with the same bias and x3 passed to every rank).
     IntoEveryRank,
 }
 
@@ -82,23 +90,23 @@ pub struct Mc2Numerics {
 }
 
 impl Mc2Numerics {
-    /// Kernel numerics with RNE output rounding and the epilogue after the reduction.
+    /// Kernel numerics with RNE output rounding and the epilogue on rank 0.
     pub fn kernel(dtype: DType, order: ReductionOrder) -> Mc2Numerics {
         Mc2Numerics {
             dtype,
             output_rounding: Rounding::RNE,
             accumulation: Accumulation::Kernel(order),
-            epilogue: EpiloguePlacement::AfterReduce,
+            epilogue: EpiloguePlacement::IntoRankZero,
         }
     }
 
-    /// High-precision golden numerics with RNE output rounding, epilogue after the reduction.
+    /// High-precision golden numerics with RNE output rounding, the epilogue on rank 0.
     pub fn high_precision(dtype: DType) -> Mc2Numerics {
         Mc2Numerics {
             dtype,
             output_rounding: Rounding::RNE,
             accumulation: Accumulation::HighPrecisionGolden,
-            epilogue: EpiloguePlacement::AfterReduce,
+            epilogue: EpiloguePlacement::IntoRankZero,
         }
     }
 

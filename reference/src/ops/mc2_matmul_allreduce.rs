@@ -7,7 +7,9 @@
 //! row-split linear), `tiles` the kernel's M tiling (heights summing to M; default one tile).
 //!
 //! Inputs: `x1 [ranks, m, k]`, `x2 [ranks, k, n]`, optional `bias [n]`, `x3 [m, n]`, all in
-//! `dtype`. Output: `out [m, n]` in `dtype`.
+//! `dtype`. Output: `out [m, n]` in `dtype`. CANN's formula is `allreduce(x1 @ x2 + bias + x3)`
+//! per rank; the case's one `bias` and `x3` are rank 0's (the other ranks are given none), so
+//! they enter rank 0's product before its rounding ([`EpiloguePlacement::IntoRankZero`]).
 //!
 //! Recipes: `kernel_rank_order`, `kernel_ring`, `kernel_binary_tree` (each rank's tile rounded
 //! to the dtype, all-reduce summing in the dtype in that order; output rounding RNE) and
@@ -139,7 +141,7 @@ fn numerics(recipe: &str, dtype: DType) -> Option<Mc2Numerics> {
         dtype,
         output_rounding: Rounding::RNE,
         accumulation,
-        epilogue: EpiloguePlacement::AfterReduce,
+        epilogue: EpiloguePlacement::IntoRankZero,
     })
 }
 
