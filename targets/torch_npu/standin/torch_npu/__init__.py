@@ -136,22 +136,29 @@ def npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=None, antiquant_s
     if a.ndim not in (2, 3) or b.ndim != 2 or a.shape[-1] != b.shape[0]:
         fail(_MC2, "x1 (m, k) or (b, s, k) and x2 (k, n) expected, got %s and %s"
              % (a.shape, b.shape))
+    if bias is not None and bias.shape != (b.shape[1],):
+        fail(_MC2, "bias must be (n,), got %s" % (bias.shape,))
+    if x3 is not None and x3.shape != a.shape[:-1] + (b.shape[1],):
+        fail(_MC2, "x3 must have the output's shape, got %s" % (x3.shape,))
     y = (a.reshape(-1, a.shape[-1]) @ b).astype(np.float32)
-    if bias is not None:
-        if bias.shape != (b.shape[1],):
-            fail(_MC2, "bias must be (n,), got %s" % (bias.shape,))
-        y = (y + bias._f32()).astype(np.float32)
-    if x3 is not None:
-        if x3.shape != a.shape[:-1] + (b.shape[1],):
-            fail(_MC2, "x3 must have the output's shape, got %s" % (x3.shape,))
-        y = (y + x3._f32().reshape(y.shape)).astype(np.float32)
-    # This rank's result in the output dtype, then the all-reduce in that dtype.
+    # The page's formula: this rank's x1 @ x2 + bias + x3 (what it is passed), in f32 ...
+    y = _mc2_epilogue(y, bias, x3)
+    # ... rounded to the output dtype, then the all-reduce in that dtype.
     mine = _to(y, dt)
     parts = dist.exchange(mine._a, hcom)
     acc = torch.Tensor(parts[0], dt, "npu")
     for p in parts[1:]:
         acc = _to(acc._f32() + torch.Tensor(p, dt, "npu")._f32(), dt)
     return torch.Tensor(acc._a.reshape(a.shape[:-1] + (b.shape[1],)), dt, "npu")
+
+
+def _mc2_epilogue(y, bias, x3):
+    """y + bias + x3 in f32, left to right (the order of the page's formula; assumed)."""
+    if bias is not None:
+        y = (y + bias._f32().reshape(1, -1)).astype(np.float32)
+    if x3 is not None:
+        y = (y + x3._f32().reshape(y.shape)).astype(np.float32)
+    return y
 
 
 # --------------------------------------------------------------------------- FP4 cast
