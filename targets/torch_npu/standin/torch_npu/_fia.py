@@ -235,7 +235,7 @@ def fia(soc, q_t, k_t, v_t, *, atten_mask=None, actual_seq_lengths=None,
 
 def _check_tnd(dt, d, heads, kv_heads, sparse, atten_mask, paged, query_rope, key_rope,
                lens_q, lens_kv):
-    """The TND limits of the V4 page ("TND, TND_NTD, NTD_TND ... 综合限制"), Atlas A2/A3."""
+    """The combined TND / TND_NTD / NTD_TND limits of the V4 page, Atlas A2/A3."""
     if sparse == 0 and atten_mask is not None:
         fail(API, "TND: sparseMode 0 takes no atten_mask")
     if sparse not in (0, 3):
