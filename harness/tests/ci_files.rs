@@ -387,7 +387,11 @@ fn setup_torch_npu_checks_cann_against_the_compatibility_table_before_installing
     );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
-    assert!(out.contains("torch==2.6.0 torch_npu==2.6.0"), "{out}");
+    // torch (the CPU wheel from PyTorch's CPU index on x86_64), then torch_npu.
+    assert!(
+        out.contains("torch==2.6.0") && out.contains("torch_npu==2.6.0"),
+        "{out}"
+    );
     // A CANN release outside the table: exit 2 with the table's rows, nothing planned.
     let o = bash_with(&[s, "--dry-run"], cwd.path(), &[("CANN_VERSION", "7.0.0")]);
     let err = String::from_utf8_lossy(&o.stderr);

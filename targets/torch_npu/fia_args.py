@@ -9,6 +9,7 @@ num_key_value_heads, sparse_mode, inner_precise, block_size, softmax_lse_flag, .
 """
 
 import math
+import re
 
 import numpy as np
 
@@ -47,16 +48,23 @@ def compressed_causal_mask():
 def fia_kwargs(op, params, scale_keyword="scale"):
     """Keyword arguments for npu_fused_infer_attention_score, except the tensors (query,
     key, value, atten_mask, block_table), from a case's parameters. Returns (kwargs, mask_kind)
-    where mask_kind is None, "explicit" ([B,1,S,L] from the input) or "compressed"."""
+    where mask_kind is None, "explicit" ([B,1,S,L] from the input) or "compressed".
+
+    Combinations the aclnnFusedInferAttentionScoreV4 page rejects raise ArgError with the
+    documented reason (the worker reports them `unsupported`, a skip), never reach the kernel."""
     p = params
     layout = p.get("input_layout", "BSND")
     if layout not in LAYOUTS:
         raise ArgError("input_layout %s" % layout)
     heads = int(p["num_heads"])
     kv_heads = int(p.get("num_key_value_heads", 0) or 0) or heads
+    if heads > 256:
+        raise ArgError("num_heads %d: FIA takes at most 256 heads" % heads)
     if heads % kv_heads or heads // kv_heads > 64:
         raise ArgError("num_heads / num_key_value_heads must be an integer <= 64")
     d = int(p["head_dim"])
+    if d > 512:
+        raise ArgError("head_dim %d: FIA takes at most 512" % d)
     scale = p.get("scale")
     scale = float(scale) if scale is not None else 1.0 / math.sqrt(d)
     sparse = int(p.get("sparse_mode", 0))
@@ -74,8 +82,6 @@ def fia_kwargs(op, params, scale_keyword="scale"):
         "pre_tokens": int(p.get("pre_tokens") if p.get("pre_tokens") is not None else I32_MAX),
         "next_tokens": int(p.get("next_tokens") if p.get("next_tokens") is not None else I32_MAX),
         "softmax_lse_flag": bool(p.get("softmax_lse_flag", False)),
-        # 0 = high precision; the decode kernel accepts 0 or 1.
-        "inner_precise": 0,
     }
     if p.get("actual_seq_lengths") is not None:
         kw["actual_seq_lengths"] = [int(x) for x in p["actual_seq_lengths"]]
@@ -86,16 +92,24 @@ def fia_kwargs(op, params, scale_keyword="scale"):
         if not (0 < bs <= 512 and bs % 16 == 0):
             raise ArgError("block_size %d: must be a multiple of 16 in 16..512" % bs)
         cache_layout = p.get("cache_layout", "BnBsH")
-        if layout not in PA_QUERY_LAYOUTS.get(cache_layout, ()):
-            raise ArgError("cache_layout %s with input_layout %s" % (cache_layout, layout))
+        if cache_layout not in PA_QUERY_LAYOUTS:
+            raise ArgError("cache_layout %s" % cache_layout)
         if "actual_seq_lengths_kv" not in kw:
             raise ArgError("pa_decode needs actual_seq_lengths_kv")
+        if layout not in PA_QUERY_LAYOUTS[cache_layout]:
+            # With one query row, [B, 1, N, D] (BSND) or [B, 1, N*D] (BSH) holds the same
+            # bytes as [B, N, 1, D]: the query goes in as BNSD, the only query layout (with
+            # TND) the page allows with a (blocknum, KV_N, blocksize, D) cache.
+            if layout in ("BSND", "BSH") and cache_layout == "BnNBsD":
+                kw["input_layout"] = "BNSD"
+            else:
+                raise ArgError("cache_layout %s with input_layout %s" % (cache_layout, layout))
         kw["block_size"] = bs
     elif layout == "TND":
-        if "actual_seq_lengths" not in kw:
-            raise ArgError("TND needs cumulative actual_seq_lengths")
-        if len(kw["actual_seq_lengths"]) > 4096:
+        tnd_check(p, heads, kv_heads, d, sparse, explicit)
+        if len(kw.get("actual_seq_lengths", ())) > 4096:
             raise ArgError("TND takes at most 4096 sequences")
+    kw["inner_precise"] = inner_precise_for(op, p)
     if sparse in (2, 3, 4):
         mask_kind = "compressed"
     elif explicit:
@@ -103,6 +117,101 @@ def fia_kwargs(op, params, scale_keyword="scale"):
     else:
         mask_kind = None
     return kw, mask_kind
+
+
+def tnd_check(p, heads, kv_heads, d, sparse, explicit):
+    """The TND limits of aclnnFusedInferAttentionScoreV4 ("TND, TND_NTD, NTD_TND: combined
+    limits on query, key, value", Atlas A2/A3): actual lengths given (<= 4096 each); sparse
+    mode 0 without a mask or 3 with one; head_dim 512 only with query_rope/key_rope (MLA),
+    PagedAttention and one KV head; otherwise BF16 only and head_dim 128 or 192 (192 neither
+    with GQA nor with PagedAttention); with sparse mode 3 every batch's query length below its
+    KV length. Raises ArgError with the first rule the case breaks."""
+    if p.get("actual_seq_lengths") is None or p.get("actual_seq_lengths_kv") is None:
+        raise ArgError("TND needs cumulative actual_seq_lengths and actual_seq_lengths_kv")
+    if explicit or sparse not in (0, 3):
+        raise ArgError("TND takes sparse_mode 0 (no mask) or 3 (causal), not %s"
+                       % ("an explicit mask" if explicit else sparse))
+    if d == 512:
+        raise ArgError("TND with head_dim 512 needs query_rope/key_rope (MLA) and "
+                       "PagedAttention, which the suites do not state")
+    if d not in (128, 192):
+        raise ArgError("TND needs head_dim 128 or 192 (512 only with query_rope/key_rope), "
+                       "not %d" % d)
+    if d == 192 and heads != kv_heads:
+        raise ArgError("TND with head_dim 192 does not support GQA")
+    if p.get("dtype", "bf16") != "bf16":
+        raise ArgError("TND with head_dim %d takes BF16 only, not %s" % (d, p.get("dtype")))
+    if sparse == 3:
+        lq = _lengths(p["actual_seq_lengths"])
+        lk = _lengths(p["actual_seq_lengths_kv"])
+        if any(a >= b for a, b in zip(lq, lk)):
+            raise ArgError("TND with sparse_mode 3 needs each batch's query length below its "
+                           "KV length")
+
+
+def _lengths(cumulative):
+    ends = [int(x) for x in cumulative]
+    return [e - s for s, e in zip([0] + ends[:-1], ends)]
+
+
+def batch_lengths(p):
+    """(query length, KV length) per batch, as the kernel reads them."""
+    if p.get("input_layout", "BSND") == "TND":
+        return list(zip(_lengths(p["actual_seq_lengths"]), _lengths(p["actual_seq_lengths_kv"])))
+    b = int(p.get("batch", 1))
+    sq = int(p.get("q_seq", 1))
+    skv = int(p.get("kv_seq", 0) or 0)
+    lq = p.get("actual_seq_lengths") or [sq] * b
+    lk = p.get("actual_seq_lengths_kv") or [skv] * b
+    return [(min(int(a), sq), int(c)) for a, c in zip(lq, lk)]
+
+
+def may_have_empty_rows(p):
+    """Whether some query row the kernel computes can see no key: then its output needs the
+    row-invalid correction."""
+    if p.get("atten_mask"):
+        return True  # a user mask: the page advises the correction
+    sparse = int(p.get("sparse_mode", 0))
+    pre = int(p.get("pre_tokens") if p.get("pre_tokens") is not None else I32_MAX)
+    nxt = int(p.get("next_tokens") if p.get("next_tokens") is not None else I32_MAX)
+    for lq, lk in batch_lengths(p):
+        if lk == 0 and lq > 0:
+            return True
+        shift = lk - lq
+        for i in range(lq):
+            lo, hi = 0, lk - 1
+            if sparse == 2:
+                hi = min(hi, i)
+            elif sparse == 3:
+                hi = min(hi, i + shift)
+            elif sparse == 4:
+                lo = max(lo, i + shift - pre)
+                hi = min(hi, i + shift + nxt)
+            if lo > hi:
+                return True
+    return False
+
+
+def inner_precise_for(op, p):
+    """inner_precise by the aclnnFusedInferAttentionScoreV4 page: 0 = high precision without
+    the row-invalid correction, 2 = high precision with it. The decode path (one query row)
+    accepts only 0 and 1. In prefill, a row that sees no key (fully masked) is only right with
+    the correction (the page: with 0/1 "precision may be lost", configure 2 or 3), and a user
+    mask is advised to take it; otherwise 0 (the correction costs time)."""
+    if op == "pa_decode" or (p.get("input_layout") != "TND" and int(p.get("q_seq", 1)) == 1):
+        return 0
+    if may_have_empty_rows(p):
+        return 2  # row-invalid correction
+    return 0
+
+
+def padded_rows(p):
+    """Query rows the kernel is not documented to write: past actual_seq_lengths[b] in a
+    padded (non-TND) layout. [(batch, first padded row)]."""
+    if p.get("input_layout", "BSND") == "TND" or p.get("actual_seq_lengths") is None:
+        return []
+    sq = int(p.get("q_seq", 1))
+    return [(b, int(n)) for b, n in enumerate(p["actual_seq_lengths"]) if int(n) < sq]
 
 
 def explicit_mask(mask_b_s_l):
@@ -145,10 +254,50 @@ def mc2_shard(x1, x2, rank):
     return x1[rank], x2[rank]
 
 
-# Device models (torch.npu.get_device_name) without FP4 (E2M1) conversion in hardware, and
-# those without MC2 (fused matmul + all-reduce, npu_mm_all_reduce_base: Atlas A2/A3 only).
-NO_FP4_DEVICES = ("Ascend910A", "Ascend910B", "Ascend910_93", "Ascend310P")
-NO_MC2_DEVICES = ("Ascend910A", "Ascend310P")
+# Product families by SoC name as torch.npu.get_device_name returns it (the SocVersion list of
+# Ascend/pytorch, torch_npu/csrc/core/npu/NpuVariables.h). Names are matched whole: prefix
+# matching let first-generation parts through ("Ascend910B" is a first-generation Atlas
+# training part, "Ascend910B4" an Atlas A2 one; "Ascend910ProB" is first-generation too).
+FAMILIES = (
+    ("Atlas A2", re.compile(r"^Ascend910B[1-4](C|-1)?$")),
+    ("Atlas A3", re.compile(r"^Ascend910_93\d\d$")),
+    ("Ascend950", re.compile(r"^(Ascend950(PR|DT)?(_\w+)?|Ascend910_95\w*)$")),
+    ("Atlas training (first generation)", re.compile(r"^Ascend910(A|B|ProA|ProB|PremiumA)$")),
+    ("Atlas inference (310P)", re.compile(r"^Ascend310P\d$")),
+    ("Atlas 200I/500 A2 (310B)", re.compile(r"^Ascend310B\d$")),
+)
+# Where each kernel runs, from its page's product table:
+# - FIA (aclnnFusedInferAttentionScoreV4): Atlas A2, Atlas A3;
+# - MC2 (aclnnMatmulAllReduce / V2): Atlas A2 only (A3 marked unsupported);
+# - the FP4 cast (npu_dtype_cast from float4_e2m1fn_x2, torch_npu 26.0 / CANN 9.0 on): its
+#   op-plugin test runs on Ascend950 only;
+# - aclnnWeightQuantBatchMatmulV2 per-group: Atlas A2, A3 and Ascend950 (310P per-channel only);
+# - the cache writes (ATB ReshapeAndCache, aclnnScatterNdUpdate with BF16): Atlas A2, A3.
+PRODUCTS = {
+    "fia": ("Atlas A2", "Atlas A3"),
+    "mc2": ("Atlas A2",),
+    "fp4_cast": ("Ascend950",),
+    "weight_quant": ("Atlas A2", "Atlas A3", "Ascend950"),
+    "cache_write": ("Atlas A2", "Atlas A3"),
+}
+
+
+def product_family(device_name):
+    """The product family of a SoC name, or None when it is in no documented list."""
+    name = (device_name or "").strip()
+    for fam, rx in FAMILIES:
+        if rx.match(name):
+            return fam
+    return None
+
+
+def _device_reason(kernel, what, device_name):
+    fam = product_family(device_name)
+    if fam in PRODUCTS[kernel]:
+        return None
+    return "device %s (%s) does not run %s: documented for %s only" % (
+        device_name, fam or "not in any documented product list", what,
+        ", ".join(PRODUCTS[kernel]))
 
 
 def probe(torch_npu, device_name):
@@ -159,16 +308,125 @@ def probe(torch_npu, device_name):
     reasons = {}
     if not hasattr(torch_npu, "npu_fused_infer_attention_score"):
         why = "torch_npu %s has no npu_fused_infer_attention_score" % version
-        reasons["fa_prefill"] = why
-        reasons["pa_decode"] = why
+    else:
+        why = _device_reason("fia", "npu_fused_infer_attention_score", device_name)
+    if why:
+        reasons["fa_prefill"] = reasons["pa_decode"] = why
     if not (hasattr(torch_npu, "npu_dtype_cast") and hasattr(torch_npu, "float4_e2m1fn_x2")):
         reasons["mxfp4_dequant"] = ("torch_npu %s has no float4_e2m1fn_x2 dtype for npu_dtype_cast"
+                                    " (the FP4 cast exists from torch_npu 26.0 / CANN 9.0)"
                                     % version)
-    elif device_name.replace(" ", "").startswith(NO_FP4_DEVICES):
-        reasons["mxfp4_dequant"] = "device %s has no FP4 (E2M1) conversion" % device_name
+    else:
+        why = _device_reason("fp4_cast", "the FP4 (E2M1) npu_dtype_cast", device_name)
+        if why:
+            reasons["mxfp4_dequant"] = why
     if not hasattr(torch_npu, "npu_mm_all_reduce_base"):
         reasons["mc2_matmul_allreduce"] = "torch_npu %s has no npu_mm_all_reduce_base" % version
-    elif device_name.replace(" ", "").startswith(NO_MC2_DEVICES):
-        reasons["mc2_matmul_allreduce"] = ("device %s does not run MC2 (npu_mm_all_reduce_base "
-                                           "needs an Atlas A2/A3 device)" % device_name)
+    else:
+        why = _device_reason("mc2", "MC2 (npu_mm_all_reduce_base)", device_name)
+        if why:
+            reasons["mc2_matmul_allreduce"] = why
+    if not hasattr(torch_npu, "npu_weight_quant_batchmatmul"):
+        reasons["w4a16_matmul"] = "torch_npu %s has no npu_weight_quant_batchmatmul" % version
+    else:
+        why = _device_reason("weight_quant", "per-group npu_weight_quant_batchmatmul",
+                             device_name)
+        if why:
+            reasons["w4a16_matmul"] = why
+    if not (hasattr(torch_npu, "_npu_reshape_and_cache")
+            or hasattr(torch_npu, "npu_scatter_nd_update_")):
+        reasons["paged_kv"] = ("torch_npu %s has neither _npu_reshape_and_cache nor "
+                               "npu_scatter_nd_update_" % version)
+    else:
+        why = _device_reason("cache_write", "the BF16 cache writes", device_name)
+        if why:
+            reasons["paged_kv"] = why
     return reasons
+
+
+# --------------------------------------------------------------------------- W4A16
+
+def e2m1_as_int8(codes, packing="low_first"):
+    """FP4 E2M1 codes, two per byte ([n, k/2] U8), -> 2 x their value as INT8 [n, k]: exact
+    (the E2M1 values times 2 are the integers 0, 1, 2, 3, 4, 6, 8, 12 with a sign), so an INT8
+    weight with half the scale dequantises to exactly the FP4 weight."""
+    c = np.asarray(codes, dtype=np.uint8)
+    lo, hi = c & 15, c >> 4
+    first, second = (lo, hi) if packing == "low_first" else (hi, lo)
+    e = np.stack([first, second], -1).reshape(c.shape[:-1] + (-1,))
+    mag = np.array([0, 1, 2, 3, 4, 6, 8, 12], dtype=np.int8)[e & 7]
+    return np.where(e >= 8, -mag, mag).astype(np.int8)
+
+
+def e8m0_half_as_f32(scale):
+    """E8M0 scale bytes -> 2^(e - 127) / 2 in f32 (exact, including 2^-128 as a subnormal);
+    the NaN code 0xFF stays NaN."""
+    e = np.asarray(scale, dtype=np.uint8).astype(np.int32)
+    v = np.ldexp(np.float32(1.0), e - 128).astype(np.float32)
+    return np.where(e == 255, np.float32(np.nan), v).astype(np.float32)
+
+
+def w4a16_args(params, k):
+    """Checks a w4a16 case against aclnnWeightQuantBatchMatmulV2's per-group rules; returns the
+    group size. MXFP4 (E8M0 per 32) maps onto per-group INT8 with a BF16 scale; NVFP4 (E4M3
+    per 16 and a global scale) does not (group 16 is below the documented minimum of 32)."""
+    fmt = params.get("format", "mxfp4")
+    if fmt != "mxfp4":
+        raise ArgError("format %s: npu_weight_quant_batchmatmul's per-group mode needs "
+                       "antiquant_group_size a multiple of 32 in [32, k-1], and NVFP4 groups "
+                       "are 16 with an E4M3 scale" % fmt)
+    g = int(params.get("group_size", 32))
+    if g % 32 or not 32 <= g <= k - 1:
+        raise ArgError("antiquant_group_size %d: must be a multiple of 32 in [32, k-1] (k = %d)"
+                       % (g, k))
+    if params.get("element", "e2m1") != "e2m1":
+        raise ArgError("element %s: only E2M1 re-encodes exactly as INT8" % params["element"])
+    if params.get("dtype", "bf16") != "bf16":
+        raise ArgError("output dtype %s: the kernel's y has x's dtype (BF16)" % params["dtype"])
+    if not (1 <= k <= 65535):
+        raise ArgError("k %d outside [1, 65535]" % k)
+    return g
+
+
+# --------------------------------------------------------------------------- paged KV
+
+def cache_write_plan(layout, dtype, slots, n, d, bs, elem_bytes):
+    """How the worker writes a paged_kv case: ("reshape_and_cache", None) for BnBsH in
+    F16/BF16 (the vLLM-Ascend path, ATB ReshapeAndCache), else ("scatter_nd", (key_idx,
+    value_idx)) with the npu_scatter_nd_update_ index tensors for the layout. `slots` are the
+    valid (non-padding) slots only."""
+    slots = np.asarray(slots, dtype=np.int64)
+    blk, off = slots // bs, slots % bs
+    t = len(slots)
+    if layout == "BnBsH" and dtype in ("bf16", "f16"):
+        return "reshape_and_cache", None
+    if layout == "BnBsH":
+        idx = np.stack([blk, off], -1)  # input [blocks, bs, H], updates [t, H]
+        return "scatter_nd", (idx, idx)
+    heads = np.arange(n)
+    if layout == "BnNBsD":  # input [blocks, N, bs, D], updates [t, N, D]
+        idx = np.stack(np.broadcast_arrays(blk[:, None], heads[None, :], off[:, None]), -1)
+        return "scatter_nd", (idx, idx)
+    if layout == "vllm":
+        x = 16 // elem_bytes
+        # key [blocks, N, D/x, bs, x]: updates [t, N, D/x, x]
+        dx = np.arange(d // x)
+        kidx = np.stack(np.broadcast_arrays(blk[:, None, None], heads[None, :, None],
+                                            dx[None, None, :], off[:, None, None]), -1)
+        # value [blocks, N, D, bs]: updates [t, N, D]
+        dd = np.arange(d)
+        vidx = np.stack(np.broadcast_arrays(blk[:, None, None], heads[None, :, None],
+                                            dd[None, None, :], off[:, None, None]), -1)
+        return "scatter_nd", (kidx.reshape(t, n, d // x, 4), vidx.reshape(t, n, d, 4))
+    raise ArgError("layout %s" % layout)
+
+
+# --------------------------------------------------------------------------- MC2 timing
+
+def mc2_iteration_times(per_rank):
+    """Per-iteration device times of the ranks ([rank][iteration] microseconds) -> one time per
+    iteration: the slowest rank's (the collective ends when its last rank does)."""
+    if not per_rank or len({len(t) for t in per_rank}) != 1:
+        raise ArgError("the ranks timed different numbers of iterations: %s"
+                       % [len(t) for t in per_rank])
+    return [max(float(t[i]) for t in per_rank) for i in range(len(per_rank[0]))]

@@ -1,11 +1,15 @@
 """torch_npu worker (Ascend, Atlas runners): FA and PA through npu_fused_infer_attention_score,
 FP4 -> BF16 through npu_dtype_cast, MC2 MatmulAllReduce through npu_mm_all_reduce_base under
-torchrun with HCCL (this worker coordinates: one process per rank, see mc2_rank.py).
+torchrun with HCCL (this worker coordinates: one process per rank, see mc2_rank.py), MXFP4
+W4A16 through npu_weight_quant_batchmatmul (per-group), paged KV writes through
+_npu_reshape_and_cache / npu_scatter_nd_update_. Every argument mapping, constraint and device
+limit is traced to its source in docs/ascend.md ("The torch_npu worker").
 
 Argument building and layout handling are plain functions in fia_args.py (tested anywhere).
 Without torch_npu this worker answers the handshake with `unavailable: <import error>`.
 Timings use NPU events (device time) around each call after synchronisation.
 """
+import json
 import os
 import socket
 import subprocess
@@ -35,7 +39,6 @@ STANDIN = bool(getattr(torch_npu, "STANDIN", False))
 MODULE_NOTE = "torch_npu %s%s" % (
     getattr(torch_npu, "__version__", "?"),
     " (conform CPU stand-in on numpy: not a device run)" if STANDIN else "")
-TORCH_DT = {"F32": torch.float32, "F16": torch.float16}
 
 
 def to_device(arr, dtype):
@@ -78,7 +81,14 @@ def attention(case):
     except fa.ArgError as e:
         raise cw.Unsupported(str(e))
     dt = case.input_dtypes["query"]
-    q = to_device(case.inputs["query"], dt)
+    query = case.inputs["query"]
+    if kw["input_layout"] != case.params.get("input_layout", "BSND"):
+        # One query row: the case's BSND/BSH query is the same bytes as BNSD (fia_args).
+        b = query.shape[0]
+        query = np.ascontiguousarray(query).reshape(b, kw["num_heads"], 1, -1)
+        case.note("query passed as BNSD (one row: the same bytes as %s), the layout FIA "
+                  "takes with a BnNBsD cache" % case.params.get("input_layout", "BSND"))
+    q = to_device(query, dt)
     if case.op == "pa_decode":
         k = to_device(case.inputs["key_cache"], dt)
         v = to_device(case.inputs["value_cache"], dt)
@@ -92,15 +102,41 @@ def attention(case):
         kw["atten_mask"] = torch.from_numpy(fa.compressed_causal_mask()).to(DEVICE)
     elif mask_kind == "explicit":
         kw["atten_mask"] = torch.from_numpy(fa.explicit_mask(case.inputs["atten_mask"])).to(DEVICE)
+    if kw["inner_precise"] == 2:
+        case.note("inner_precise 2: a query row may see no key, so the row-invalid "
+                  "correction is on")
 
     def call():
         return torch_npu.npu_fused_infer_attention_score(q, k, v, **kw)
 
     case.note(MODULE_NOTE)
     out, lse = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
-    res = {"attention_out": to_host(out, dt)}
+    out = to_host(out, dt).reshape(case.output_shapes["attention_out"])
+    res = {"attention_out": out}
     if kw["softmax_lse_flag"]:
         res["softmax_lse"] = fa.lse_from_kernel(to_host(lse, "F32"), kw["input_layout"])
+    padded = fa.padded_rows(case.params)
+    if padded:
+        # The page does not say the kernel writes query rows past actual_seq_lengths (the
+        # output is allocated uninitialised): those bytes are not the kernel's result. They
+        # are set to the value conform states for padded rows (0, LSE +inf), and said so.
+        out = np.array(out)
+        layout = case.params.get("input_layout", "BSND")
+        zero = np.zeros((), out.dtype)
+        for b, first in padded:
+            if layout in ("BSND", "BSH", "BNSD_BSND"):
+                out[b, first:] = zero
+            else:  # BNSD
+                out[b, :, first:] = zero
+        res["attention_out"] = out
+        if "softmax_lse" in res:
+            lse = np.array(res["softmax_lse"])
+            for b, first in padded:
+                lse[b, :, first:] = np.inf
+            res["softmax_lse"] = lse
+        case.note("query rows past actual_seq_lengths (%s) are not documented as written: "
+                  "set by the worker to 0 (LSE +inf), not read from the kernel"
+                  % ", ".join("batch %d from row %d" % x for x in padded))
     return res
 
 
@@ -133,27 +169,121 @@ def mc2(case):
     p = case.params
     # The suites' parameter (x1 is [ranks, m, k]): one process per rank.
     world = int(p["ranks"])
+    have = torch.npu.device_count()
+    if have < world:
+        raise cw.Unsupported("MC2 on %d ranks needs %d NPUs (one per rank); this host has %d"
+                             % (world, world, have))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    out_path = case.outputs_path + ".mc2"
     try:
         cmd = fa.mc2_launch_command(sys.executable, os.path.join(HERE, "mc2_rank.py"), world,
-                                    case.inputs_path, case.outputs_path + ".mc2", port)
+                                    case.inputs_path, out_path, port)
     except fa.ArgError as e:
         raise cw.Unsupported(str(e))
-    env = dict(os.environ, CONFORM_TIMING=str(case.timing or ""))
+    env = dict(os.environ, CONFORM_TIMING=json.dumps(case.timing or {}))
     if STANDIN:  # the rank processes import the stand-in too
         env["PYTHONPATH"] = os.pathsep.join(
             [os.path.join(HERE, "standin")] + [x for x in [env.get("PYTHONPATH")] if x])
     r = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr)
     if r.returncode != 0:
         raise RuntimeError("torchrun exited with %d" % r.returncode)
-    tensors, dtypes, meta = cw.read_safetensors(case.outputs_path + ".mc2")
-    if meta.get("timings_us"):
-        case.timings_us = [float(x) for x in meta["timings_us"].split(",")]
+    tensors, dtypes, meta = cw.read_safetensors(out_path)
+    if case.timing:
+        # Each rank timed its own calls with NPU events after a barrier; an iteration takes
+        # as long as its slowest rank.
+        per_rank = []
+        for rank in range(world):
+            with open("%s.rank%d.json" % (out_path, rank)) as f:
+                per_rank.append(json.load(f)["timings_us"])
+        case.timings_us = fa.mc2_iteration_times(per_rank)
+        case.note("timings: per iteration, the largest over the %d ranks of the NPU-event time "
+                  "around the call (after a barrier); torchrun's launch is not timed" % world)
     case.note(MODULE_NOTE)
-    case.note("npu_mm_all_reduce_base on %d ranks (torchrun, HCCL)" % world)
+    case.note("npu_mm_all_reduce_base on %d ranks (torchrun, HCCL); bias and x3 passed on "
+              "rank 0 only" % world)
     return {fa.MC2_TENSORS["out"]: tensors[fa.MC2_TENSORS["out"]]}
+
+
+def w4a16(case):
+    """MXFP4 W4A16 through npu_weight_quant_batchmatmul, per-group: the E2M1 weights re-encoded
+    exactly as INT8 (2 x value) with a BF16 antiquant_scale of half the E8M0 scale."""
+    p = case.params
+    x = case.inputs["x"]
+    codes = case.inputs["weight"]
+    k = x.shape[1]
+    try:
+        g = fa.w4a16_args(p, k)
+    except fa.ArgError as e:
+        raise cw.Unsupported(str(e))
+    w = fa.e2m1_as_int8(codes, p.get("packing", "low_first"))  # [n, k]
+    scale = fa.e8m0_half_as_f32(case.inputs["scale"])  # [n, k / g]
+    xd = to_device(x, case.input_dtypes["x"])
+    wd = torch.from_numpy(np.ascontiguousarray(w.T)).to(DEVICE)  # (k, n)
+    sd = to_device(cw.from_f32(np.ascontiguousarray(scale.T), "BF16"), "BF16")  # (k/g, n)
+
+    def call():
+        return torch_npu.npu_weight_quant_batchmatmul(xd, wd, sd, antiquant_group_size=g)
+
+    case.note(MODULE_NOTE)
+    y = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
+    case.note("npu_weight_quant_batchmatmul per-group %d: E2M1 weights as INT8 (2 x value) and "
+              "antiquant_scale = E8M0 scale / 2 in BF16, both exact" % g)
+    return {"y": to_host(y, "BF16")}
+
+
+def paged_kv(case):
+    p = case.params
+    layout = p["layout"]
+    dt = p.get("dtype", "bf16")
+    bs = int(p["block_size"])
+    slots = np.asarray(case.inputs["slot_mapping"]).astype(np.int64)
+    valid = slots >= 0
+    if not valid.any():
+        raise cw.Unsupported("every slot is padding: the worker drops padding slots before the "
+                             "call (the cache-write pages do not document negative slots), so "
+                             "no kernel would run")
+    key = np.ascontiguousarray(case.inputs["key"][valid])
+    value = np.ascontiguousarray(case.inputs["value"][valid])
+    n, d = key.shape[1], key.shape[2]
+    storage = case.input_dtypes["key"]
+    try:
+        how, idx = fa.cache_write_plan(layout, dt, slots[valid], n, d, bs,
+                                       case.inputs["key_cache_in"].dtype.itemsize)
+    except fa.ArgError as e:
+        raise cw.Unsupported(str(e))
+    kc_in, vc_in = case.inputs["key_cache_in"], case.inputs["value_cache_in"]
+    if how == "reshape_and_cache" and not hasattr(torch_npu, "_npu_reshape_and_cache"):
+        how, idx = "scatter_nd", fa.cache_write_plan("BnBsH", "f32", slots[valid], n, d, bs, 4)[1]
+    if how == "reshape_and_cache":
+        # [blocks, bs, N*D] is [blocks, bs, N, D] in memory, the cache shape ATB takes.
+        kc = to_device(np.ascontiguousarray(kc_in).reshape(kc_in.shape[0], bs, n, d), storage)
+        vc = to_device(np.ascontiguousarray(vc_in).reshape(vc_in.shape[0], bs, n, d), storage)
+        kt, vt = to_device(key, storage), to_device(value, storage)
+        st = to_device(slots[valid].astype(np.int32), "I32")
+
+        def call():
+            torch_npu._npu_reshape_and_cache(kt, vt, kc, vc, st)
+        case.note("torch_npu._npu_reshape_and_cache (ATB ReshapeAndCache), padding slots dropped")
+    else:
+        kc, vc = to_device(np.ascontiguousarray(kc_in), storage), to_device(
+            np.ascontiguousarray(vc_in), storage)
+        kidx = to_device(np.ascontiguousarray(idx[0], dtype=np.int64), "I64")
+        vidx = to_device(np.ascontiguousarray(idx[1], dtype=np.int64), "I64")
+        kup = key.reshape(idx[0].shape[:-1] + kc_in.shape[idx[0].shape[-1]:])
+        vup = value.reshape(idx[1].shape[:-1] + vc_in.shape[idx[1].shape[-1]:])
+        kt, vt = to_device(kup, storage), to_device(vup, storage)
+
+        def call():
+            torch_npu.npu_scatter_nd_update_(kc, kidx, kt)
+            torch_npu.npu_scatter_nd_update_(vc, vidx, vt)
+        case.note("torch_npu.npu_scatter_nd_update_ per cache (%s), padding slots dropped"
+                  % layout)
+    case.note(MODULE_NOTE)
+    case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
+    return {"key_cache_out": to_host(kc, storage).reshape(kc_in.shape),
+            "value_cache_out": to_host(vc, storage).reshape(vc_in.shape)}
 
 
 if __name__ == "__main__":
@@ -184,16 +314,22 @@ if __name__ == "__main__":
         "mc2_matmul_allreduce": {"dtypes": ["f16", "bf16"],
                                  "limits": {"ranks": {"one_of": [1, 2, 4, 8]}},
                                  "recipes": ["npu_mm_all_reduce_base"]},
+        "w4a16_matmul": {"dtypes": ["bf16"], "recipes": ["npu_weight_quant_batchmatmul"],
+                         "limits": {"packing": {"one_of": ["low_first", "high_first"]},
+                                    "element": {"one_of": ["e2m1"]}}},
+        "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": ["BnBsH", "BnNBsD", "vllm"],
+                     "recipes": ["reference"]},
     }
     # What this build and device cannot run: those cases are skipped with the reason.
     for op, why in fa.probe(torch_npu, props).items():
         caps[op] = dict(caps[op], unavailable=why)
     cw.serve(
         name="torch_npu",
-        version="1",
+        version="2",
         ops={"fa_prefill": attention, "pa_decode": attention, "mxfp4_dequant": fp4_dequant,
-             "mc2_matmul_allreduce": mc2},
+             "mc2_matmul_allreduce": mc2, "w4a16_matmul": w4a16, "paged_kv": paged_kv},
         capabilities={"ops": caps},
         libraries=libs,
-        device=props if STANDIN else "Ascend %s" % props,
+        device=("%s (conform CPU stand-in simulating it: numpy, no NPU)" % props if STANDIN
+                else "Ascend %s" % props),
     )

@@ -59,7 +59,7 @@ class FiaArgsTest(unittest.TestCase):
         with self.assertRaises(fa.ArgError):
             fa.fia_kwargs("pa_decode", dict(p, block_size=100))
         with self.assertRaises(fa.ArgError):
-            fa.fia_kwargs("pa_decode", dict(p, cache_layout="BnNBsD"))  # BSND query
+            fa.fia_kwargs("pa_decode", dict(p, cache_layout="BnNBsD", input_layout="TND"))
         kw, _ = fa.fia_kwargs("pa_decode", dict(p, cache_layout="BnNBsD", input_layout="BNSD"))
         self.assertEqual(kw["input_layout"], "BNSD")
         with self.assertRaises(fa.ArgError):
@@ -67,7 +67,8 @@ class FiaArgsTest(unittest.TestCase):
 
     def test_tnd_and_ratio_limits(self):
         kw, _ = fa.fia_kwargs("fa_prefill", dict(BASE, input_layout="TND",
-                                                 actual_seq_lengths=[3, 7]))
+                                                 actual_seq_lengths=[3, 7],
+                                                 actual_seq_lengths_kv=[3, 7]))
         self.assertEqual(kw["actual_seq_lengths"], [3, 7])
         with self.assertRaises(fa.ArgError):
             fa.fia_kwargs("fa_prefill", dict(BASE, input_layout="TND"))
@@ -106,34 +107,141 @@ class _Module:
 
 
 FULL = ("npu_fused_infer_attention_score", "npu_dtype_cast", "float4_e2m1fn_x2",
-        "npu_mm_all_reduce_base")
+        "npu_mm_all_reduce_base", "npu_weight_quant_batchmatmul", "_npu_reshape_and_cache",
+        "npu_scatter_nd_update_")
+ALL_OPS = {"fa_prefill", "pa_decode", "mxfp4_dequant", "mc2_matmul_allreduce", "w4a16_matmul",
+           "paged_kv"}
 
 
 class ProbeTest(unittest.TestCase):
-    def test_everything_present_on_a_capable_device(self):
-        self.assertEqual(fa.probe(_Module("2.7.1", *FULL), "Ascend950PR"), {})
+    def test_atlas_a2_runs_everything_but_the_fp4_cast(self):
+        for name in ("Ascend910B1", "Ascend910B2C", "Ascend910B4", "Ascend910B4-1"):
+            r = fa.probe(_Module("2.7.1", *FULL), name)
+            self.assertEqual(set(r), {"mxfp4_dequant"}, name)
+            self.assertIn("Ascend950 only", r["mxfp4_dequant"])
 
-    def test_missing_fp4_dtype_names_the_version(self):
+    def test_atlas_a3_has_no_mc2(self):
+        r = fa.probe(_Module("2.7.1", *FULL), "Ascend910_9391")
+        self.assertEqual(set(r), {"mxfp4_dequant", "mc2_matmul_allreduce"})
+        self.assertIn("Atlas A2 only", r["mc2_matmul_allreduce"])
+
+    def test_ascend950_runs_the_fp4_cast_and_w4a16_only(self):
+        r = fa.probe(_Module("26.0.0", *FULL), "Ascend950PR")
+        self.assertEqual(set(r), {"fa_prefill", "pa_decode", "mc2_matmul_allreduce", "paged_kv"})
+
+    def test_first_generation_names_do_not_slip_through_a_prefix(self):
+        # "Ascend910B" is a first-generation part; only Ascend910B1..B4 are Atlas A2.
+        for name in ("Ascend910A", "Ascend910B", "Ascend910ProA", "Ascend910ProB",
+                     "Ascend910PremiumA", "Ascend310P3", "Ascend310B1", "SomethingNew"):
+            r = fa.probe(_Module("2.7.1", *FULL), name)
+            self.assertEqual(set(r), ALL_OPS, name)
+            self.assertIn(name, r["fa_prefill"])
+        self.assertIsNone(fa.product_family("Ascend910B"[:-1] + "B5"))
+        self.assertEqual(fa.product_family("Ascend910ProB"), "Atlas training (first generation)")
+
+    def test_missing_apis_name_the_version(self):
         m = _Module("2.1.0.post8", "npu_fused_infer_attention_score", "npu_dtype_cast",
                     "npu_mm_all_reduce_base")
-        r = fa.probe(m, "Ascend950PR")
-        self.assertEqual(set(r), {"mxfp4_dequant"})
+        r = fa.probe(m, "Ascend910B4")
+        self.assertEqual(set(r), {"mxfp4_dequant", "w4a16_matmul", "paged_kv"})
         self.assertIn("2.1.0.post8", r["mxfp4_dequant"])
-        self.assertIn("float4_e2m1fn_x2", r["mxfp4_dequant"])
-
-    def test_device_models_without_fp4_or_mc2(self):
-        r = fa.probe(_Module("2.7.1", *FULL), "Ascend910B4")
-        self.assertEqual(set(r), {"mxfp4_dequant"})
-        self.assertIn("Ascend910B4", r["mxfp4_dequant"])
-        r = fa.probe(_Module("2.7.1", *FULL), "Ascend310P3")
-        self.assertEqual(set(r), {"mxfp4_dequant", "mc2_matmul_allreduce"})
-        self.assertIn("Atlas A2/A3", r["mc2_matmul_allreduce"])
-
-    def test_an_old_build_without_fia_or_mc2(self):
+        self.assertIn("26.0", r["mxfp4_dequant"])
         r = fa.probe(_Module("1.11.0"), "Ascend910B4")
-        self.assertEqual(set(r), {"fa_prefill", "pa_decode", "mxfp4_dequant",
-                                  "mc2_matmul_allreduce"})
+        self.assertEqual(set(r), ALL_OPS)
         self.assertIn("npu_fused_infer_attention_score", r["fa_prefill"])
+
+
+class FiaRulesTest(unittest.TestCase):
+    """The documented rules fia_kwargs applies (aclnnFusedInferAttentionScoreV4)."""
+
+    def test_tnd_limits(self):
+        tnd = dict(BASE, input_layout="TND", batch=3, num_heads=4, num_key_value_heads=2,
+                   head_dim=64, sparse_mode=3, actual_seq_lengths=[5, 21, 30],
+                   actual_seq_lengths_kv=[5, 21, 30])
+        with self.assertRaisesRegex(fa.ArgError, "head_dim 128 or 192"):
+            fa.fia_kwargs("fa_prefill", tnd)
+        ok = dict(tnd, head_dim=128, actual_seq_lengths_kv=[8, 30, 40])
+        kw, mask = fa.fia_kwargs("fa_prefill", ok)
+        self.assertEqual((kw["input_layout"], mask), ("TND", "compressed"))
+        for bad, why in ((dict(ok, dtype="f16"), "BF16 only"),
+                         (dict(ok, sparse_mode=2), "sparse_mode 0"),
+                         (dict(ok, head_dim=192), "GQA"),
+                         (dict(ok, head_dim=512), "query_rope"),
+                         (dict(ok, actual_seq_lengths_kv=[5, 21, 30]), "below its KV length")):
+            with self.assertRaisesRegex(fa.ArgError, why):
+                fa.fia_kwargs("fa_prefill", bad)
+        fa.fia_kwargs("fa_prefill", dict(ok, head_dim=192, num_key_value_heads=4))
+
+    def test_inner_precise_rule(self):
+        ip = lambda **p: fa.fia_kwargs("fa_prefill", dict(BASE, **p))[0]["inner_precise"]
+        self.assertEqual(ip(), 0)
+        self.assertEqual(ip(sparse_mode=3), 0)
+        self.assertEqual(ip(atten_mask=True), 2)  # a user mask: the correction is advised
+        self.assertEqual(ip(sparse_mode=3, q_seq=40, kv_seq=32), 2)  # Sq > Skv: empty rows
+        self.assertEqual(ip(sparse_mode=4, pre_tokens=0, next_tokens=-1), 2)  # empty band
+        self.assertEqual(ip(sparse_mode=4, pre_tokens=8, next_tokens=0), 0)
+        self.assertEqual(ip(sparse_mode=3, actual_seq_lengths=[16, 9],
+                            actual_seq_lengths_kv=[32, 0]), 2)  # an empty KV
+        # The decode path accepts 0 and 1 only.
+        kw, _ = fa.fia_kwargs("pa_decode", dict(BASE, q_seq=1, block_size=16,
+                                                actual_seq_lengths_kv=[3, 0]))
+        self.assertEqual(kw["inner_precise"], 0)
+        self.assertEqual(ip(q_seq=1, kv_seq=1, atten_mask=True), 0)
+
+    def test_decode_query_goes_in_as_bnsd_with_a_bnnbsd_cache(self):
+        p = dict(BASE, q_seq=1, block_size=16, actual_seq_lengths_kv=[3, 9],
+                 cache_layout="BnNBsD")
+        kw, _ = fa.fia_kwargs("pa_decode", p)
+        self.assertEqual(kw["input_layout"], "BNSD")
+        kw, _ = fa.fia_kwargs("pa_decode", dict(p, cache_layout="BnBsH"))
+        self.assertEqual(kw["input_layout"], "BSND")
+
+    def test_padded_rows(self):
+        self.assertEqual(fa.padded_rows(dict(BASE, actual_seq_lengths=[16, 9])), [(1, 9)])
+        self.assertEqual(fa.padded_rows(BASE), [])
+        self.assertEqual(fa.padded_rows(dict(BASE, input_layout="TND",
+                                             actual_seq_lengths=[3, 7])), [])
+
+
+class W4a16AndCacheTest(unittest.TestCase):
+    def test_e2m1_reencodes_exactly_as_int8(self):
+        e2m1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
+        codes = np.arange(256, dtype=np.uint8).reshape(1, 256)
+        w = fa.e2m1_as_int8(codes)
+        self.assertEqual(w.dtype, np.int8)
+        want = np.array([[e2m1[c & 15], e2m1[c >> 4]] for c in range(256)]).reshape(1, 512)
+        np.testing.assert_array_equal(w.astype(np.float64) / 2, want)
+        hf = fa.e2m1_as_int8(codes, "high_first")
+        np.testing.assert_array_equal(hf.reshape(-1, 2)[:, ::-1], w.reshape(-1, 2))
+        s = fa.e8m0_half_as_f32(np.array([0, 1, 127, 254, 255], np.uint8))
+        self.assertEqual(list(s[:4]), [2.0 ** -128, 2.0 ** -127, 0.5, 2.0 ** 126])
+        self.assertTrue(np.isnan(s[4]))
+
+    def test_w4a16_rules(self):
+        self.assertEqual(fa.w4a16_args({"format": "mxfp4"}, 2048), 32)
+        for p, k, why in (({"format": "nvfp4"}, 768, "multiple of 32"),
+                          ({"format": "mxfp4"}, 32, r"\[32, k-1\]"),
+                          ({"format": "mxfp4", "dtype": "f16"}, 64, "x's dtype")):
+            with self.assertRaisesRegex(fa.ArgError, why):
+                fa.w4a16_args(p, k)
+
+    def test_cache_write_index_shapes(self):
+        slots = [0, 17, 33]
+        self.assertEqual(fa.cache_write_plan("BnBsH", "bf16", slots, 2, 64, 16, 2)[0],
+                         "reshape_and_cache")
+        how, (k, v) = fa.cache_write_plan("BnBsH", "f32", slots, 2, 64, 16, 4)
+        self.assertEqual((how, k.shape, k[1].tolist()), ("scatter_nd", (3, 2), [1, 1]))
+        _, (k, v) = fa.cache_write_plan("BnNBsD", "bf16", slots, 2, 64, 16, 2)
+        self.assertEqual(k.shape, (3, 2, 3))
+        self.assertEqual(k[2, 1].tolist(), [2, 1, 1])
+        _, (k, v) = fa.cache_write_plan("vllm", "bf16", slots, 2, 64, 16, 2)
+        self.assertEqual((k.shape, v.shape), ((3, 2, 8, 4), (3, 2, 64, 4)))
+        self.assertEqual(k[1, 1, 5].tolist(), [1, 1, 5, 1])
+
+    def test_mc2_iteration_time_is_the_slowest_rank(self):
+        self.assertEqual(fa.mc2_iteration_times([[1, 5], [3, 2]]), [3.0, 5.0])
+        with self.assertRaises(fa.ArgError):
+            fa.mc2_iteration_times([[1], [1, 2]])
 
 
 STANDIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "torch_npu", "standin")
@@ -169,3 +277,137 @@ class StandInTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StandInIndependenceTest(unittest.TestCase):
+    """The stand-in is built from the CANN / torch_npu documentation, not from conform: it
+    imports nothing of the project (only the standard library, numpy, ml_dtypes and its own
+    modules) and loads no project file by path."""
+
+    ALLOWED = {"numpy", "ml_dtypes", "torch", "torch_npu", "_guard"}
+
+    def test_imports_nothing_of_the_project(self):
+        import ast
+        stdlib = set(getattr(sys, "stdlib_module_names", ()))
+        self.assertTrue(stdlib, "needs Python 3.10+ for sys.stdlib_module_names")
+        files = []
+        for root, _, names in os.walk(STANDIN):
+            files += [os.path.join(root, n) for n in names if n.endswith(".py")]
+        self.assertGreaterEqual(len(files), 6)
+        for path in files:
+            with open(path) as f:
+                text = f.read()
+            tree = ast.parse(text, path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    mods = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    if node.level:  # relative: the stand-in's own package
+                        continue
+                    mods = [node.module]
+                else:
+                    continue
+                for m in mods:
+                    top = m.split(".")[0]
+                    self.assertTrue(top in stdlib or top in self.ALLOWED,
+                                    "%s imports %s" % (os.path.relpath(path, STANDIN), m))
+            for banned in ("spec_from_file_location", "conform_", "fia_args", "targets/"):
+                self.assertNotIn(banned, text, os.path.relpath(path, STANDIN))
+
+
+def _standin(code, **env):
+    """Runs `code` with the stand-in's torch / torch_npu; returns (rc, stdout, stderr)."""
+    import subprocess
+    import tempfile
+    e = dict(os.environ, PYTHONPATH=STANDIN, **env)
+    prelude = ("import numpy as np, torch, torch_npu\n"
+               "t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to('npu')\n")
+    with tempfile.TemporaryDirectory() as cwd:
+        r = subprocess.run([sys.executable, "-c", prelude + code], env=e, cwd=cwd,
+                           capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+class StandInSemanticsTest(unittest.TestCase):
+    """What the stand-in models, from the documentation (not from conform)."""
+
+    def test_fully_masked_rows_need_the_row_invalid_correction(self):
+        code = """
+rng = np.random.default_rng(1)
+q, k, v = (rng.standard_normal((1, 4, 1, 64)).astype(np.float16) for _ in range(3))
+k = rng.standard_normal((1, 4, 1, 64)).astype(np.float16)
+mask = np.zeros((1, 1, 4, 4), bool); mask[0, 0, 1] = True  # row 1 sees nothing
+for ip in (0, 2):
+    o, l = torch_npu.npu_fused_infer_attention_score(
+        t(q), t(k), t(v), num_heads=1, input_layout="BSND", atten_mask=t(mask),
+        inner_precise=ip, softmax_lse_flag=True)
+    o = o.cpu().numpy()
+    print(ip, float(np.abs(o[0, 1]).max()), float(l.cpu().numpy()[0, 0, 1, 0]))
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        lines = dict(line.split(" ", 1) for line in out.splitlines())
+        wrong, lse0 = (float(x) for x in lines["0"].split())
+        right, lse2 = (float(x) for x in lines["2"].split())
+        self.assertGreater(wrong, 0.0)  # without the correction: not the documented 0
+        self.assertEqual((right, lse2), (0.0, float("inf")))
+
+    def test_padded_query_rows_are_left_unwritten(self):
+        code = """
+q = np.ones((2, 4, 1, 64), np.float16)
+o, l = torch_npu.npu_fused_infer_attention_score(
+    t(q), t(q), t(q), num_heads=1, input_layout="BSND", actual_seq_lengths=[4, 2],
+    actual_seq_lengths_kv=[4, 2], softmax_lse_flag=True)
+o = o.cpu().numpy().astype(np.float32)
+print(bool(np.isnan(o[1, 2:]).all()), bool(np.isfinite(o[1, :2]).all()),
+      bool(np.isnan(l.cpu().numpy()[1, 0, 2:]).all()))
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), ["True", "True", "True"])
+
+    def test_documented_rejections_are_the_api_errors(self):
+        code = """
+q = np.ones((6, 4, 64), np.uint16)
+q = torch.from_numpy(q.view(np.int16)).view(torch.bfloat16).to('npu')
+try:
+    torch_npu.npu_fused_infer_attention_score(
+        q, q, q, num_heads=4, input_layout="TND", actual_seq_lengths=[2, 6],
+        actual_seq_lengths_kv=[2, 6], sparse_mode=0)
+except RuntimeError as e:
+    print(e)
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("aclnnFusedInferAttentionScoreV4", out)
+        self.assertIn("head dim 128 or 192", out)
+        rc, out, err = _standin("torch_npu.npu_fused_infer_attention_score("
+                                "t(np.ones((1, 2, 1, 64), np.float16)), "
+                                "t(np.ones((1, 2, 1, 64), np.float16)), "
+                                "t(np.ones((1, 2, 1, 64), np.float16)), num_heads=1, "
+                                "input_layout='BSND')", CONFORM_STANDIN_SOC="Ascend910ProB")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("361001", err)
+        self.assertIn("Ascend910ProB", err)
+
+    def test_mc2_adds_bias_on_the_rank_it_is_passed_to_before_rounding(self):
+        # One rank: output = round(x1 @ x2 + bias + x3), the page's formula.
+        code = """
+import torch.distributed as dist
+import os
+os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_PORT="1")
+dist.init_process_group(backend="hccl")
+hcom = dist.group.WORLD._get_backend(None).get_hccl_comm_name(0)
+x1 = np.full((1, 2), 1.0, np.float16); x2 = np.full((2, 1), 1024.0, np.float16)
+bias = np.array([0.75], np.float16); x3 = np.array([[0.5]], np.float16)
+o = torch_npu.npu_mm_all_reduce_base(t(x1), t(x2), hcom, bias=t(bias), x3=t(x3))
+print(float(o.cpu().numpy()[0, 0]))
+import shutil; shutil.rmtree(torch.distributed.rendezvous_dir(hcom))
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        # 2048 + 1.25 = 2049.25 rounds once to f16 (spacing 2 there): 2050.
+        self.assertEqual(float(out), 2050.0)
+        rc, out, err = _standin(code, CONFORM_STANDIN_SOC="Ascend910_9391")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("Atlas A2 only", err)

@@ -28,12 +28,14 @@ class dtype:
 float32 = dtype("float32", _np.float32, 4)
 float16 = dtype("float16", _np.float16, 2)
 bfloat16 = dtype("bfloat16", _np.uint16, 2)
+int8 = dtype("int8", _np.int8, 1)
 int16 = dtype("int16", _np.int16, 2)
 int32 = dtype("int32", _np.int32, 4)
 int64 = dtype("int64", _np.int64, 8)
 uint8 = dtype("uint8", _np.uint8, 1)
 bool = dtype("bool", _np.bool_, 1)  # noqa: A001  (torch.bool)
-_FROM_NUMPY = {_np.dtype(d.storage): d for d in (float32, float16, int16, int32, int64, uint8, bool)}
+_FROM_NUMPY = {_np.dtype(d.storage): d for d in (float32, float16, int8, int16, int32, int64, uint8,
+                                                 bool)}
 
 
 class device:
@@ -157,10 +159,11 @@ class _Event:
 
 
 class _Npu:
-    """`torch.npu` (what torch_npu registers), on the host."""
+    """`torch.npu` (what torch_npu registers), on the host. The simulated product is
+    CONFORM_STANDIN_SOC (a SoC name as torch.npu.get_device_name returns it, default an
+    Atlas A2 one) and the number of devices CONFORM_STANDIN_DEVICES (default 8)."""
 
     Event = _Event
-    DEVICE_NAME = "conform CPU stand-in (numpy, no NPU)"
 
     @staticmethod
     def synchronize(device=None):
@@ -172,7 +175,11 @@ class _Npu:
 
     @staticmethod
     def get_device_name(index=0):
-        return _Npu.DEVICE_NAME
+        return os.environ.get("CONFORM_STANDIN_SOC") or "Ascend910B4"
+
+    @staticmethod
+    def device_count():
+        return int(os.environ.get("CONFORM_STANDIN_DEVICES", "8"))
 
     @staticmethod
     def is_available():

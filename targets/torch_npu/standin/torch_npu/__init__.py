@@ -1,26 +1,25 @@
 """conform CPU stand-in for the torch_npu calls the conform worker makes (tests only; see
-../README.md), written from their documented signatures and semantics:
+../README.md). Rebuilt from the CANN / torch_npu documentation, not from conform: it imports
+nothing of the project (a test checks its imports), only numpy and the torch stand-in beside it.
 
-- npu_fused_infer_attention_score(query, key, value, *, atten_mask, actual_seq_lengths,
-  actual_seq_lengths_kv, block_table, num_heads, scale | scale_value, pre_tokens, next_tokens,
-  input_layout, num_key_value_heads, sparse_mode, inner_precise, block_size, softmax_lse_flag)
-  -> (attention_out, softmax_lse): the arguments are checked as the kernel documents them
-  (layouts, the 2048x2048 compressed mask for sparse modes 2-4, block_table with block_size
-  for paged KV, actual sequence lengths) and turned back into the attention they describe,
-  computed in f32 with one rounding (the numpy target's straightforward attention);
+The simulated product is CONFORM_STANDIN_SOC (default Ascend910B4, an Atlas A2 part); each API
+refuses the products its page does not list, with the aclnn error the real call raises.
+
+- npu_fused_infer_attention_score: _fia.py (semantics, rejections, uninitialised rows).
+- npu_mm_all_reduce_base (aclnnMatmulAllReduce / aclnnMatmulAllReduceV2, Atlas A2 only, 1/2/4/8
+  cards): output = allreduce(x1 @ x2 + bias + x3) as the pages write it: every rank adds the
+  bias and x3 IT IS PASSED to its own product, rounds that to the output dtype, and the ranks'
+  rounded results are summed in the output dtype (rank order; each addition rounded).
 - npu_dtype_cast(x, dtype, input_dtype=float4_e2m1fn_x2): two E2M1 codes per byte, low nibble
-  first, decoded exactly;
-- npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=None, x3=None): each rank's
-  x1 @ x2 in f32, summed over the ranks of the stand-in process group in rank order through a
-  rendezvous directory, then bias [N] and x3 [M, N] added once, one rounding to the input
-  dtype.
+  first, exact; modelled on Ascend950 only (the op-plugin test of the FP4 cast runs there).
+- npu_weight_quant_batchmatmul (aclnnWeightQuantBatchMatmulV2): y = x @ ((w + offset) * scale)
+  + bias, per-tensor / per-channel / per-group scales; INT8 weights.
+- _npu_reshape_and_cache (ATB ReshapeAndCacheOperation) and npu_scatter_nd_update_: in-place
+  cache writes, bit for bit.
 """
-import importlib.util
+import math
 import os
 import sys
-import tempfile
-import time
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _guard  # noqa: E402
@@ -33,196 +32,269 @@ import torch  # noqa: E402
 if not getattr(torch, "STANDIN", False):
     raise ImportError("the conform CPU stand-in for torch_npu runs only with the torch stand-in")
 
+from . import _fia, _soc  # noqa: E402
+from ._fia import AclnnError, fail  # noqa: E402,F401
+
 __version__ = "0.0+conform.standin"
 STANDIN = True
 float4_e2m1fn_x2 = torch.dtype("float4_e2m1fn_x2", np.uint8, 1)
 
-_REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-_LAYOUTS = ("BSND", "BNSD", "BSH", "TND", "BNSD_BSND")
 _E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
 
 
-def _numpy_attention():
-    """The numpy target's attention (f32 scores and softmax, one rounding)."""
-    spec = importlib.util.spec_from_file_location(
-        "conform_numpy_worker", os.path.join(_REPO, "targets", "numpy", "worker.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.attention
+def _soc_name():
+    return torch.npu.get_device_name(0)
 
 
-def _storage_name(t):
-    return {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}.get(t.dtype.name)
-
-
-def _host(t, what):
+def _dev(t, what):
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s must be a tensor, got %s" % (what, type(t).__name__))
     if t.device.type != "npu":
         raise RuntimeError("%s is on %s: the kernel takes NPU tensors" % (what, t.device.type))
-    return t._a
+    return t
 
 
-def npu_fused_infer_attention_score(query, key, value, *, atten_mask=None, actual_seq_lengths=None,
-                                    actual_seq_lengths_kv=None, block_table=None, num_heads=1,
-                                    scale=None, scale_value=None, pre_tokens=2147483647,
+def _to(array_f32, dt):
+    """f32 -> a device tensor of `dt`, rounded to nearest even."""
+    return torch.Tensor(np.ascontiguousarray(array_f32, dtype=np.float32), torch.float32,
+                        "npu").to(dt)
+
+
+# --------------------------------------------------------------------------- attention
+
+def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_mask=None,
+                                    actual_seq_lengths=None, actual_seq_lengths_kv=None,
+                                    block_table=None, query_rope=None, key_rope=None,
+                                    num_heads=1, scale=1.0, pre_tokens=2147483647,
                                     next_tokens=2147483647, input_layout="BSH",
                                     num_key_value_heads=0, sparse_mode=0, inner_precise=0,
                                     block_size=0, softmax_lse_flag=False, **unsupported):
-    if unsupported:
-        raise TypeError("stand-in: arguments not modelled: %s" % ", ".join(sorted(unsupported)))
-    if scale is not None and scale_value is not None:
-        raise TypeError("give scale or scale_value, not both")
-    if input_layout not in _LAYOUTS:
-        raise RuntimeError("input_layout %s is not supported" % input_layout)
-    dt = _storage_name(query)
-    if dt not in ("BF16", "F16") or key.dtype is not query.dtype or value.dtype is not query.dtype:
-        raise RuntimeError("query, key and value must share one dtype of float16/bfloat16")
-    q, k, v = (_host(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
-    heads = int(num_heads)
-    kv_heads = int(num_key_value_heads) or heads
-    if heads % kv_heads:
-        raise RuntimeError("num_heads must be a multiple of num_key_value_heads")
-    p = {"input_layout": input_layout, "num_heads": heads, "num_key_value_heads": kv_heads,
-         "sparse_mode": int(sparse_mode), "pre_tokens": int(pre_tokens),
-         "next_tokens": int(next_tokens), "softmax_lse_flag": bool(softmax_lse_flag)}
-    s = scale if scale is not None else scale_value
-    if s is not None:
-        p["scale"] = float(s)
-    if actual_seq_lengths is not None:
-        p["actual_seq_lengths"] = [int(x) for x in actual_seq_lengths]
-    if actual_seq_lengths_kv is not None:
-        p["actual_seq_lengths_kv"] = [int(x) for x in actual_seq_lengths_kv]
-    # Sizes from the tensors, as the kernel reads them.
-    if input_layout == "TND":
-        if actual_seq_lengths is None:
-            raise RuntimeError("TND needs actual_seq_lengths (cumulative)")
-        p["batch"], p["head_dim"] = len(p["actual_seq_lengths"]), q.shape[2]
-    elif input_layout == "BSH":
-        p["batch"], p["q_seq"], p["head_dim"] = q.shape[0], q.shape[1], q.shape[2] // heads
-    elif input_layout == "BSND":
-        p["batch"], p["q_seq"], p["head_dim"] = q.shape[0], q.shape[1], q.shape[3]
-    else:  # BNSD, BNSD_BSND
-        p["batch"], p["q_seq"], p["head_dim"] = q.shape[0], q.shape[2], q.shape[3]
-    inputs = {"query": q}
-    op = "fa_prefill"
-    if block_table is not None:
-        op = "pa_decode"
-        bs = int(block_size)
-        if not (0 < bs <= 512 and bs % 16 == 0):
-            raise RuntimeError("block_size %d: must be a multiple of 16 in 16..512" % bs)
-        if actual_seq_lengths_kv is None:
-            raise RuntimeError("paged attention needs actual_seq_lengths_kv")
-        bt = _host(block_table, "block_table")
-        if bt.dtype != np.int32 or bt.ndim != 2 or bt.shape[0] != p["batch"]:
-            raise RuntimeError("block_table must be int32 [batch, max_blocks]")
-        if k.ndim == 3:
-            p["cache_layout"] = "BnBsH"
-        elif k.ndim == 4:
-            p["cache_layout"] = "BnNBsD"
-        else:
-            raise RuntimeError("key cache must be [blocks, block_size, H] or [blocks, N, block_size, D]")
-        if k.shape[1 if k.ndim == 3 else 2] != bs:
-            raise RuntimeError("the key cache's block dimension is not block_size %d" % bs)
-        p["block_size"] = bs
-        inputs.update(key_cache=k, value_cache=v, block_table=bt)
-    else:
-        if input_layout != "TND":
-            p["kv_seq"] = k.shape[1] if input_layout in ("BSND", "BSH") else k.shape[2]
-        inputs.update(key=k, value=v)
-    if p["sparse_mode"] in (2, 3, 4):
-        m = None if atten_mask is None else _host(atten_mask, "atten_mask")
-        if m is None or m.shape != (2048, 2048) or not np.array_equal(
-                m.astype(bool), np.triu(np.ones((2048, 2048), bool), k=1)):
-            raise RuntimeError("sparse_mode %d takes the 2048x2048 compressed causal mask"
-                               % p["sparse_mode"])
-    elif p["sparse_mode"] != 0:
-        raise RuntimeError("sparse_mode %d is not supported" % p["sparse_mode"])
-    elif atten_mask is not None:
-        m = _host(atten_mask, "atten_mask")
-        if m.ndim != 4 or m.shape[1] != 1:
-            raise RuntimeError("atten_mask must be bool [B, 1, S, L]")
-        p["atten_mask"] = True
-        inputs["atten_mask"] = m[:, 0].astype(np.uint8)
-    case = types.SimpleNamespace(op=op, params=p, inputs=inputs,
-                                 input_dtypes={n: dt for n in ("query", "key", "value",
-                                                               "key_cache", "value_cache")},
-                                 note=lambda text: None)
-    res = _numpy_attention()(case)
-    out = torch.Tensor(res["attention_out"], query.dtype, "npu")
-    lse = res.get("softmax_lse")
-    lse = torch.Tensor(lse, torch.float32, "npu") if lse is not None else torch.Tensor(
-        np.zeros(1, np.float32), torch.float32, "npu")
-    return out, lse
+    if unsupported or pse_shift is not None:
+        raise TypeError("stand-in: arguments not modelled: %s"
+                        % ", ".join(sorted(list(unsupported) + (["pse_shift"] if pse_shift
+                                                                 is not None else []))))
+    for t, n in ((query, "query"), (key, "key"), (value, "value")):
+        _dev(t, n)
+    for t, n in ((atten_mask, "atten_mask"), (block_table, "block_table")):
+        if t is not None:
+            _dev(t, n)
+    out, lse, _ = _fia.fia(_soc_name(), query, key, value, atten_mask=atten_mask,
+                           actual_seq_lengths=actual_seq_lengths,
+                           actual_seq_lengths_kv=actual_seq_lengths_kv, block_table=block_table,
+                           query_rope=query_rope, key_rope=key_rope, num_heads=num_heads,
+                           scale=scale, pre_tokens=pre_tokens, next_tokens=next_tokens,
+                           input_layout=input_layout, num_key_value_heads=num_key_value_heads,
+                           sparse_mode=sparse_mode, inner_precise=inner_precise,
+                           block_size=block_size, softmax_lse_flag=softmax_lse_flag)
+    o = _to(out, query.dtype)
+    if lse is None:  # documented: a {1} tensor of zeros when the flag is off
+        lse = np.zeros(1, np.float32)
+    return o, torch.Tensor(np.ascontiguousarray(lse, np.float32), torch.float32, "npu")
 
 
-def npu_dtype_cast(x, dtype, input_dtype=None):
-    if input_dtype is not float4_e2m1fn_x2:
-        raise RuntimeError("stand-in: only input_dtype=float4_e2m1fn_x2 is modelled")
-    codes = _host(x, "input")
-    if codes.dtype != np.uint8:
-        raise RuntimeError("float4_e2m1fn_x2 input must be uint8 storage")
-    pairs = np.stack([codes & 15, codes >> 4], -1).reshape(codes.shape[:-1] + (-1,))
-    return torch.Tensor(_E2M1[pairs], torch.float32, "npu").to(dtype)
+# --------------------------------------------------------------------------- MC2
+
+_MC2 = "aclnnMatmulAllReduceV2"
 
 
-def npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=None, x3=None, **unsupported):
+def npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=None, antiquant_scale=None,
+                           antiquant_offset=None, x3=None, dequant_scale=None,
+                           pertoken_scale=None, comm_quant_scale_1=None,
+                           comm_quant_scale_2=None, antiquant_group_size=0, comm_turn=0,
+                           **unsupported):
     import torch.distributed as dist
     if unsupported:
         raise TypeError("stand-in: arguments not modelled: %s" % ", ".join(sorted(unsupported)))
+    for extra in (antiquant_scale, antiquant_offset, dequant_scale, pertoken_scale,
+                  comm_quant_scale_1, comm_quant_scale_2):
+        if extra is not None:
+            raise TypeError("stand-in: the quantised MC2 variants are not modelled")
+    soc = _soc_name()
+    if _soc.family(soc) != "A2":
+        fail(_MC2, "product %s is not supported (Atlas A2 only)" % soc,
+             code="361001 ACLNN_ERR_RUNTIME_ERROR")
     if reduce_op != "sum":
-        raise RuntimeError("reduce_op %s: only sum is supported" % reduce_op)
+        fail(_MC2, "reduceOp %s: only sum is supported" % reduce_op)
+    if int(comm_turn) != 0:
+        fail(_MC2, "commTurn must be 0")
     g = dist.group.WORLD
     if g.comm is None or hcom != g.comm:
         raise RuntimeError("hcom %r is not the process group's communicator" % hcom)
-    if x1.dtype is not x2.dtype or _storage_name(x1) not in ("BF16", "F16"):
-        raise RuntimeError("x1 and x2 must share one dtype of float16/bfloat16")
-    a, b = x1.to(torch.float32)._a, x2.to(torch.float32)._a
-    _host(x1, "x1"), _host(x2, "x2")
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise RuntimeError("x1 [M, K] and x2 [K, N] expected, got %s and %s" % (a.shape, b.shape))
-    partial = a @ b
-    total = _all_reduce(partial, g.rank, g.world, hcom)
-    if bias is not None:
-        total = total + bias.to(torch.float32)._a
-    if x3 is not None:
-        r = x3.to(torch.float32)._a
-        if r.shape != total.shape:
-            raise RuntimeError("x3 must be [M, N] %s, got %s" % (total.shape, r.shape))
-        total = total + r
-    return torch.Tensor(total.astype(np.float32), torch.float32, "npu").to(x1.dtype)
-
-
-def _all_reduce(partial, rank, world, comm, timeout_s=300):
-    """Sum over the ranks in rank order, through files in a directory named by the
-    communicator (the ranks are processes of one host)."""
-    d = os.path.join(tempfile.gettempdir(), comm)
-    os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, "rank%d.tmp.npy" % rank)
-    np.save(tmp, partial)
-    os.replace(tmp, os.path.join(d, "rank%d.npy" % rank))
-    deadline = time.monotonic() + timeout_s
-    parts = []
-    for r in range(world):
-        path = os.path.join(d, "rank%d.npy" % r)
-        while not os.path.exists(path):
-            if time.monotonic() > deadline:
-                raise RuntimeError("all-reduce: rank %d never arrived" % r)
-            time.sleep(0.005)
-        parts.append(np.load(path))
-    total = parts[0].copy()
+    if g.world not in (1, 2, 4, 8):
+        fail(_MC2, "%d ranks: 1, 2, 4 or 8 cards are supported" % g.world)
+    for t, n in ((x1, "x1"), (x2, "x2"), (bias, "bias"), (x3, "x3")):
+        if t is not None:
+            _dev(t, n)
+    dt = x1.dtype
+    if dt.name not in ("float16", "bfloat16") or x2.dtype is not dt:
+        fail(_MC2, "x1 and x2 must share one dtype of FLOAT16/BFLOAT16")
+    if bias is not None and bias.dtype is not dt:
+        fail(_MC2, "bias must have the output dtype")
+    if x3 is not None and x3.dtype is not dt:
+        fail(_MC2, "x3 must have the output dtype")
+    a, b = x1._f32(), x2._f32()
+    if a.ndim not in (2, 3) or b.ndim != 2 or a.shape[-1] != b.shape[0]:
+        fail(_MC2, "x1 (m, k) or (b, s, k) and x2 (k, n) expected, got %s and %s"
+             % (a.shape, b.shape))
+    if bias is not None and bias.shape != (b.shape[1],):
+        fail(_MC2, "bias must be (n,), got %s" % (bias.shape,))
+    if x3 is not None and x3.shape != a.shape[:-1] + (b.shape[1],):
+        fail(_MC2, "x3 must have the output's shape, got %s" % (x3.shape,))
+    y = (a.reshape(-1, a.shape[-1]) @ b).astype(np.float32)
+    # The page's formula: this rank's x1 @ x2 + bias + x3 (what it is passed), in f32 ...
+    y = _mc2_epilogue(y, bias, x3)
+    # ... rounded to the output dtype, then the all-reduce in that dtype.
+    mine = _to(y, dt)
+    parts = dist.exchange(mine._a, hcom)
+    acc = torch.Tensor(parts[0], dt, "npu")
     for p in parts[1:]:
-        total += p
-    # Each rank says it has read everything; the last one removes the directory.
-    open(os.path.join(d, "done%d" % rank), "w").close()
-    if all(os.path.exists(os.path.join(d, "done%d" % r)) for r in range(world)):
-        for f in os.listdir(d):
-            try:
-                os.remove(os.path.join(d, f))
-            except OSError:
-                pass
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
-    return total
+        acc = _to(acc._f32() + torch.Tensor(p, dt, "npu")._f32(), dt)
+    return torch.Tensor(acc._a.reshape(a.shape[:-1] + (b.shape[1],)), dt, "npu")
+
+
+def _mc2_epilogue(y, bias, x3):
+    """y + bias + x3 in f32, left to right (the order of the page's formula; assumed)."""
+    if bias is not None:
+        y = (y + bias._f32().reshape(1, -1)).astype(np.float32)
+    if x3 is not None:
+        y = (y + x3._f32().reshape(y.shape)).astype(np.float32)
+    return y
+
+
+# --------------------------------------------------------------------------- FP4 cast
+
+def npu_dtype_cast(x, dtype, input_dtype=None):
+    _dev(x, "input")
+    if input_dtype is not float4_e2m1fn_x2:
+        raise RuntimeError("stand-in: only input_dtype=float4_e2m1fn_x2 is modelled")
+    soc = _soc_name()
+    if _soc.family(soc) != "950":
+        fail("aclnnCast", "FLOAT4_E2M1 input on product %s: modelled on Ascend950 only" % soc,
+             code="361001 ACLNN_ERR_RUNTIME_ERROR")
+    if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        fail("aclnnCast", "cast of FLOAT4_E2M1 to %s" % dtype)
+    codes = x._a
+    if codes.dtype != np.uint8:
+        raise RuntimeError("float4_e2m1fn_x2 input must be uint8 storage")
+    pairs = np.stack([codes & 15, codes >> 4], -1).reshape(codes.shape[:-1] + (-1,))
+    return _to(_E2M1[pairs], dtype)
+
+
+# --------------------------------------------------------------------------- W4A16 / W8A16
+
+_WQ = "aclnnWeightQuantBatchMatmulV2"
+
+
+def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None,
+                                 quant_scale=None, quant_offset=None, bias=None,
+                                 antiquant_group_size=0, inner_precise=0, weight_dtype=None):
+    soc = _soc_name()
+    fam = _soc.family(soc)
+    if fam not in ("A2", "A3", "950", "310P"):
+        fail(_WQ, "product %s is not supported" % soc, code="361001 ACLNN_ERR_RUNTIME_ERROR")
+    for t, n in ((x, "x"), (weight, "weight"), (antiquant_scale, "antiquant_scale")):
+        _dev(t, n)
+    if quant_scale is not None or quant_offset is not None or weight_dtype is not None:
+        raise TypeError("stand-in: output quantisation and weight_dtype are not modelled")
+    dt = x.dtype
+    if dt.name not in ("float16", "bfloat16") or (fam == "310P" and dt.name != "float16"):
+        fail(_WQ, "x dtype %s is not supported on %s" % (dt, soc))
+    if weight.dtype is not torch.int8:
+        fail(_WQ, "the stand-in models INT8 weights only, got %s" % weight.dtype)
+    xa, w = x._f32(), weight._a.astype(np.float32)
+    if xa.ndim != 2 or w.ndim != 2 or xa.shape[1] != w.shape[0]:
+        fail(_WQ, "x (m, k) and weight (k, n) with equal k expected")
+    m, k = xa.shape
+    n = w.shape[1]
+    if not (1 <= k <= 65535 and 1 <= n <= 65535):
+        fail(_WQ, "k and n must lie in [1, 65535]")
+    if antiquant_scale.dtype is not dt:
+        fail(_WQ, "antiquant_scale must have x's dtype")
+    s = antiquant_scale._f32()
+    g = int(antiquant_group_size)
+    if g:
+        if fam == "310P":
+            fail(_WQ, "per-group antiquant is not supported on %s" % soc)
+        if g % 32 or not 32 <= g <= k - 1:
+            fail(_WQ, "antiquantGroupSize %d: per-group needs a multiple of 32 in [32, k-1]" % g)
+        if s.shape != (math.ceil(k / g), n):
+            fail(_WQ, "per-group antiquant_scale must be (ceil(k/%d), n) = (%d, %d), got %s"
+                 % (g, math.ceil(k / g), n, s.shape))
+        scale = np.repeat(s, g, axis=0)[:k]
+    elif s.shape in ((1,), (1, 1)):
+        scale = np.full((k, n), s.reshape(()), np.float32)
+    elif s.shape in ((n,), (1, n)):
+        scale = np.broadcast_to(s.reshape(1, n), (k, n))
+    else:
+        fail(_WQ, "antiquant_scale shape %s fits no quantisation mode" % (s.shape,))
+    off = 0.0
+    if antiquant_offset is not None:
+        if antiquant_offset.shape != antiquant_scale.shape or antiquant_offset.dtype is not dt:
+            fail(_WQ, "antiquant_offset must match antiquant_scale")
+        o = antiquant_offset._f32()
+        off = np.repeat(o, g, axis=0)[:k] if g else np.broadcast_to(o.reshape(1, -1), (k, n))
+    # The dequantised weight in x's dtype (assumed: the page gives the formula, not the
+    # precision of this step), then the matmul accumulated in f32, one rounding.
+    wq = _to((w + off) * scale, dt)._f32()
+    y = (xa @ wq).astype(np.float32)
+    if bias is not None:
+        y = (y + _dev(bias, "bias")._f32().reshape(1, n)).astype(np.float32)
+    return _to(y, dt)
+
+
+# --------------------------------------------------------------------------- cache writes
+
+def _npu_reshape_and_cache(key, value, key_cache, value_cache, slot_indices):
+    """ATB ReshapeAndCacheOperation: key/value [T, N, D] into caches [blocks, bs, N, D] at
+    slot = block * bs + offset; in place."""
+    api = "ReshapeAndCacheOperation"
+    soc = _soc_name()
+    if _soc.family(soc) not in ("A2", "A3", "310P"):
+        fail(api, "product %s is not supported" % soc, code="361001 ACLNN_ERR_RUNTIME_ERROR")
+    for t, n in ((key, "key"), (value, "value"), (key_cache, "key_cache"),
+                 (value_cache, "value_cache"), (slot_indices, "slot_indices")):
+        _dev(t, n)
+    dts = {t.dtype.name for t in (key, value, key_cache, value_cache)}
+    if len(dts) != 1 or dts.pop() not in ("float16", "bfloat16", "int8"):
+        fail(api, "key, value and both caches must share one dtype of float16/bfloat16/int8")
+    slots = slot_indices._a
+    if slots.dtype != np.int32 or slots.ndim != 1:
+        fail(api, "slotMapping must be int32 [num_tokens]")
+    for x, c, n in ((key, key_cache, "key"), (value, value_cache, "value")):
+        if x._a.ndim != 3 or c._a.ndim != 4 or c._a.shape[2:] != x._a.shape[1:]:
+            fail(api, "%s [T, N, D] and its cache [blocks, bs, N, D] expected" % n)
+        if x._a.shape[0] != slots.shape[0]:
+            fail(api, "%s has %d tokens, slotMapping %d" % (n, x._a.shape[0], slots.shape[0]))
+        blocks, bs = c._a.shape[:2]
+        if slots.size and (slots.min() < 0 or slots.max() >= blocks * bs):
+            fail(api, "a slot lies outside the cache (negative slots are not documented)")
+        c._a[slots // bs, slots % bs] = x._a
+    return None
+
+
+def npu_scatter_nd_update_(input, indices, updates):  # noqa: A002
+    api = "aclnnScatterNdUpdate"
+    soc = _soc_name()
+    fam = _soc.family(soc)
+    for t, n in ((input, "input"), (indices, "indices"), (updates, "updates")):
+        _dev(t, n)
+    if input.dtype is not updates.dtype:
+        fail(api, "input and updates must share one dtype")
+    allowed = {"float32", "float16", "bool"}
+    if fam in ("A2", "A3"):
+        allowed |= {"bfloat16", "int64", "int8"}
+    if input.dtype.name not in allowed:
+        fail(api, "dtype %s is not supported on %s" % (input.dtype, soc))
+    a, idx, up = input._a, indices._a, updates._a
+    if idx.dtype not in (np.int32, np.int64) or idx.ndim < 2:
+        fail(api, "indices must be int32/int64 with at least 2 dimensions")
+    depth = idx.shape[-1]
+    if not 1 <= a.ndim <= 8 or depth > a.ndim:
+        fail(api, "the last dimension of indices exceeds the input's rank")
+    if up.shape != idx.shape[:-1] + a.shape[depth:]:
+        fail(api, "updates shape %s, expected %s" % (up.shape, idx.shape[:-1] + a.shape[depth:]))
+    flat = idx.reshape(-1, depth)
+    if flat.size and ((flat < 0).any() or (flat >= np.array(a.shape[:depth])).any()):
+        fail(api, "an index lies out of range (not supported)")
+    a[tuple(flat.T)] = up.reshape((-1,) + a.shape[depth:])
+    return input

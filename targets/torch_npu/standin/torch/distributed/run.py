@@ -3,7 +3,9 @@
 MASTER_PORT set, waits for all, and exits with the first failure's code."""
 import argparse
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 import uuid
 
@@ -24,6 +26,9 @@ def main(argv=None):
                    CONFORM_STANDIN_RUN=run)
         procs.append(subprocess.Popen([sys.executable, a.script] + a.args, env=env))
     codes = [p.wait() for p in procs]
+    # The process group's rendezvous directory (torch/distributed/__init__.py names it).
+    shutil.rmtree(os.path.join(tempfile.gettempdir(), "conform-standin-hccl-%s-%s"
+                               % (a.master_port, run)), ignore_errors=True)
     bad = [c for c in codes if c != 0]
     sys.exit(bad[0] if bad else 0)
 

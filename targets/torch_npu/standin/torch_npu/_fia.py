@@ -1,0 +1,264 @@
+"""npu_fused_infer_attention_score on numpy, from the aclnnFusedInferAttentionScoreV4 page
+(hicann/ops-transformer attention/fused_infer_attention_score/docs/aclnnFusedInferAttentionScoreV4.md)
+and the torch_npu API page. Independent of conform: nothing here comes from the project.
+
+What it models:
+- the layouts BSH, BSND, BNSD, BNSD_BSND (BNSD in, BSND out) and TND (cumulative
+  actual_seq_lengths), paged KV through block_table (BnBsH or BnNBsD caches);
+- the documented argument checks, raised as the aclnn call's error (product list A2/A3; heads
+  and GQA ratio; head_dim <= 512; sparse_mode 0..4 and the 2048x2048 mask of modes 2..4;
+  inner_precise 0..3 and 0/1 for decode; block_size per prefill/decode; the BnNBsD cache only
+  with BNSD/TND queries; the TND limits);
+- softmax(scale * Q K^T masked) V in f32, one rounding of the output to the query dtype;
+  softmax_lse = max + log(sum) in f32, +inf for invalid rows (documented);
+- rows with no visible key: with the row-invalid correction (inner_precise 2/3, or switched on
+  by the kernel itself for sparse_mode 3 with Sq > Skv, both documented) the output is 0 and
+  the LSE +inf; without it the page only promises "precision loss", modelled (assumed) as the
+  masked scores taking a large finite negative value, so the row averages V;
+- query rows past actual_seq_lengths (padding) are not written: the output is allocated
+  uninitialised, so they hold NaN here (assumed: the page does not say they are written).
+"""
+import numpy as np
+
+from . import _soc
+
+I32_MAX = 2147483647
+LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND")
+_MASKED_FINITE = np.float32(-3.0e38)  # the "large negative" a masked score takes (assumed)
+
+
+class AclnnError(RuntimeError):
+    pass
+
+
+def fail(api, why, code="161002 ACLNN_ERR_PARAM_INVALID"):
+    raise AclnnError("call %s failed, detail: %s: %s (conform CPU stand-in)" % (api, code, why))
+
+
+API = "aclnnFusedInferAttentionScoreV4"
+
+
+def _per_batch(layout, a, heads, batch_hint=None, lengths=None):
+    """[B, N, S, D] f32 list per batch (TND: variable S)."""
+    if layout == "TND":
+        ends = [int(x) for x in lengths]
+        starts = [0] + ends[:-1]
+        return [a[s:e].transpose(1, 0, 2) for s, e in zip(starts, ends)]
+    if layout == "BSH":
+        b, s, h = a.shape
+        if h % heads:
+            fail(API, "H %d is not a multiple of the head count %d" % (h, heads))
+        return [a[i].reshape(s, heads, h // heads).transpose(1, 0, 2) for i in range(b)]
+    if layout == "BSND":
+        return [a[i].transpose(1, 0, 2) for i in range(a.shape[0])]
+    return [a[i] for i in range(a.shape[0])]  # BNSD, BNSD_BSND
+
+
+def _check_mask_compressed(mask, sparse):
+    if mask is None:
+        fail(API, "sparse_mode %d needs the 2048x2048 atten_mask" % sparse)
+    m = np.asarray(mask)
+    if m.shape != (2048, 2048) or not np.array_equal(
+            m.astype(bool), np.triu(np.ones((2048, 2048), bool), k=1)):
+        fail(API, "sparse_mode %d takes the optimised 2048x2048 lower-triangular atten_mask"
+             % sparse)
+
+
+def fia(soc, q_t, k_t, v_t, *, atten_mask=None, actual_seq_lengths=None,
+        actual_seq_lengths_kv=None, block_table=None, query_rope=None, key_rope=None,
+        num_heads=1, scale=1.0, pre_tokens=I32_MAX, next_tokens=I32_MAX, input_layout="BSH",
+        num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
+        softmax_lse_flag=False):
+    """Returns (out f32 array in the output layout, lse f32 array or None, out dtype name)."""
+    fam = _soc.family(soc)
+    if fam not in ("A2", "A3"):
+        fail(API, "product %s is not supported (Atlas A2/A3 only)" % soc,
+             code="361001 ACLNN_ERR_RUNTIME_ERROR")
+    if input_layout not in LAYOUTS:
+        fail(API, "input_layout %s is not supported" % input_layout)
+    dt = q_t.dtype.name
+    if dt not in ("float16", "bfloat16") or k_t.dtype is not q_t.dtype \
+            or v_t.dtype is not q_t.dtype:
+        fail(API, "query, key and value must share one dtype of FLOAT16/BFLOAT16")
+    heads = int(num_heads)
+    kv_heads = int(num_key_value_heads) or heads
+    if not 0 < heads <= 256:
+        fail(API, "numHeads %d out of range (1..256)" % heads)
+    if heads % kv_heads or heads // kv_heads > 64:
+        fail(API, "numHeads / numKeyValueHeads must be an integer <= 64")
+    sparse = int(sparse_mode)
+    if sparse not in (0, 1, 2, 3, 4):
+        fail(API, "sparseMode %d is not supported" % sparse)
+    if sparse == 1:
+        fail(API, "sparseMode 1 (allMask) is not modelled by the stand-in")
+    ip = int(inner_precise)
+    if ip not in (0, 1, 2, 3):
+        fail(API, "innerPrecise %d is not supported" % ip)
+    q = q_t._f32()
+    k_raw, v_raw = k_t._f32(), v_t._f32()
+    tnd = input_layout == "TND"
+    if tnd:
+        if actual_seq_lengths is None or actual_seq_lengths_kv is None:
+            fail(API, "TND needs actualSeqLengths and actualSeqLengthsKv")
+        if len(actual_seq_lengths) > 4096 or len(actual_seq_lengths_kv) > 4096:
+            fail(API, "TND takes at most 4096 sequences")
+        d = q.shape[2]
+        batch = len(actual_seq_lengths)
+    else:
+        d = q.shape[2] // heads if input_layout == "BSH" else q.shape[3]
+        batch = q.shape[0]
+    if d > 512:
+        fail(API, "head dim %d exceeds 512" % d)
+    qs = _per_batch(input_layout, q, heads, lengths=actual_seq_lengths)
+    q_seq = max(x.shape[1] for x in qs) if qs else 0
+    decode = (not tnd) and q_seq == 1
+    if decode and ip not in (0, 1):
+        fail(API, "innerPrecise %d: the decode (Q_S = 1) path supports only 0 and 1" % ip)
+    paged = block_table is not None
+    if tnd:
+        _check_tnd(dt, d, heads, kv_heads, sparse, atten_mask, paged, query_rope, key_rope,
+                   actual_seq_lengths, actual_seq_lengths_kv)
+    elif query_rope is not None or key_rope is not None:
+        fail(API, "query_rope/key_rope (MLA) are not modelled by the stand-in")
+    # Keys and values per batch: [KVN, L, D].
+    if paged:
+        bs = int(block_size)
+        if decode:
+            if not (0 < bs <= 512 and bs % 16 == 0):
+                fail(API, "blockSize %d: decode needs a multiple of 16 in 16..512" % bs)
+        elif not (128 <= bs <= 512 and bs % 128 == 0):
+            fail(API, "blockSize %d: prefill needs a multiple of 128 in 128..512" % bs)
+        if actual_seq_lengths_kv is None:
+            fail(API, "PagedAttention needs actualSeqLengthsKv")
+        bt = block_table._a
+        if bt.dtype != np.int32 or bt.ndim != 2 or bt.shape[0] != batch:
+            fail(API, "blockTable must be INT32 [B, maxBlockNumPerSeq]")
+        if k_raw.ndim == 3:  # BnBsH
+            if k_raw.shape[1] != bs or k_raw.shape[2] != kv_heads * d:
+                fail(API, "key cache (blocknum, blocksize, H) does not match blockSize/H")
+            kc = k_raw.reshape(k_raw.shape[0], bs, kv_heads, d).transpose(0, 2, 1, 3)
+            vc = v_raw.reshape(v_raw.shape[0], bs, kv_heads, d).transpose(0, 2, 1, 3)
+        elif k_raw.ndim == 4:  # BnNBsD
+            if input_layout not in ("BNSD", "TND"):
+                fail(API, "a (blocknum, KV_N, blocksize, D) cache needs a BNSD or TND query, "
+                          "not %s" % input_layout)
+            if k_raw.shape[2] != bs or k_raw.shape[1] != kv_heads:
+                fail(API, "key cache (blocknum, KV_N, blocksize, D) does not match")
+            kc, vc = k_raw, v_raw
+        else:
+            fail(API, "the key cache must be 3-D (BnBsH) or 4-D (BnNBsD)")
+        ks, vs = [], []
+        for b in range(batch):
+            n = int(actual_seq_lengths_kv[b])
+            blocks = -(-n // bs)
+            if blocks > bt.shape[1]:
+                fail(API, "blockTable has too few blocks for actualSeqLengthsKv")
+            ids = bt[b, :blocks]  # not validated by the kernel (documented)
+            ks.append(np.concatenate([kc[i] for i in ids], axis=1)[:, :n] if blocks
+                      else kc[:0, :, :0].reshape(kv_heads, 0, d))
+            vs.append(np.concatenate([vc[i] for i in ids], axis=1)[:, :n] if blocks
+                      else vc[:0, :, :0].reshape(kv_heads, 0, d))
+    else:
+        ks = _per_batch(input_layout, k_raw, kv_heads, lengths=actual_seq_lengths_kv)
+        vs = _per_batch(input_layout, v_raw, kv_heads, lengths=actual_seq_lengths_kv)
+    # Masks.
+    explicit = None
+    if sparse in (2, 3, 4):
+        _check_mask_compressed(None if atten_mask is None else atten_mask._a, sparse)
+    elif atten_mask is not None:
+        explicit = atten_mask._a.astype(bool)
+    outs, lses = [], []
+    group = heads // kv_heads
+    for b in range(batch):
+        qb, kb, vb = qs[b], ks[b], vs[b]
+        sq, skv = qb.shape[1], kb.shape[1]
+        lq = sq if tnd or actual_seq_lengths is None else min(int(actual_seq_lengths[b]), sq)
+        lk = skv if tnd or paged or actual_seq_lengths_kv is None \
+            else min(int(actual_seq_lengths_kv[b]), skv)
+        i = np.arange(sq)[:, None]
+        j = np.arange(skv)[None, :]
+        shift = lk - lq
+        ok = np.broadcast_to(j < lk, (sq, skv)).copy()
+        if sparse == 2:
+            ok &= j <= i
+        elif sparse == 3:
+            ok &= j <= i + shift
+        elif sparse == 4:
+            ok &= (j >= i + shift - int(pre_tokens)) & (j <= i + shift + int(next_tokens))
+        if explicit is not None:
+            m = explicit
+            m = m[b, 0] if m.ndim == 4 else (m[b] if m.ndim == 3 else m)
+            ok &= ~m[:sq, :skv]
+        written = np.arange(sq) < lq
+        correction = ip in (2, 3) or (sparse == 3 and lq > lk)
+        o = np.full((heads, sq, d), np.nan, np.float32)  # uninitialised: poison
+        lse = np.full((heads, sq), np.nan, np.float32)
+        for h in range(heads):
+            kh = h // group
+            s = (qb[h] @ kb[kh].T).astype(np.float32) * np.float32(scale)
+            for r in range(sq):
+                if not written[r]:
+                    continue
+                row_ok = ok[r]
+                if not row_ok.any():
+                    if correction or lk == 0:
+                        o[h, r] = 0.0
+                        lse[h, r] = np.inf
+                        continue
+                    sr = np.full(skv, _MASKED_FINITE, np.float32)[:lk]
+                    vv = vb[kh][:lk]
+                else:
+                    sr = s[r][row_ok]
+                    vv = vb[kh][row_ok]
+                mx = np.max(sr)
+                p = np.exp((sr - mx).astype(np.float32)).astype(np.float32)
+                den = np.float32(p.sum(dtype=np.float32))
+                o[h, r] = ((p @ vv).astype(np.float32) / den).astype(np.float32)
+                lse[h, r] = np.float32(mx + np.log(den))
+        outs.append(o)
+        lses.append(lse)
+    # Back to the output layout.
+    if tnd:
+        out = np.concatenate([o.transpose(1, 0, 2) for o in outs], axis=0)
+        lse = np.concatenate([x.transpose(1, 0) for x in lses], axis=0)[..., None]
+    else:
+        o = np.stack(outs)  # [B, N, S, D]
+        if input_layout == "BSH":
+            out = o.transpose(0, 2, 1, 3).reshape(batch, q_seq, heads * d)
+        elif input_layout in ("BSND", "BNSD_BSND"):
+            out = o.transpose(0, 2, 1, 3)
+        else:
+            out = o
+        lse = np.stack(lses)[..., None]  # [B, N, S, 1]
+    return np.ascontiguousarray(out), (lse if softmax_lse_flag else None), dt
+
+
+def _check_tnd(dt, d, heads, kv_heads, sparse, atten_mask, paged, query_rope, key_rope,
+               lens_q, lens_kv):
+    """The combined TND / TND_NTD / NTD_TND limits of the V4 page, Atlas A2/A3."""
+    if sparse == 0 and atten_mask is not None:
+        fail(API, "TND: sparseMode 0 takes no atten_mask")
+    if sparse not in (0, 3):
+        fail(API, "TND supports sparseMode 0 (no mask) or 3 (with the mask), not %d" % sparse)
+    rope = query_rope is not None or key_rope is not None
+    if d == 512:
+        if not (rope and paged and kv_heads == 1):
+            fail(API, "TND with head dim 512 needs query_rope/key_rope (MLA), PagedAttention "
+                      "and numKeyValueHeads 1")
+        fail(API, "TND with head dim 512 (MLA) is not modelled by the stand-in")
+    if dt != "bfloat16":
+        fail(API, "TND with head dim %d supports BFLOAT16 only" % d)
+    if rope:
+        fail(API, "query_rope/key_rope (MLA) are not modelled by the stand-in")
+    if d not in (128, 192):
+        fail(API, "TND needs head dim 128 or 192 (512 only with query_rope/key_rope), not %d" % d)
+    if d == 192 and (heads != kv_heads or paged):
+        fail(API, "TND with V head dim 192 is not supported with GQA or PagedAttention")
+    if sparse == 3:
+        ends_q = [int(x) for x in lens_q]
+        ends_k = [int(x) for x in lens_kv]
+        lq = [e - s for s, e in zip([0] + ends_q[:-1], ends_q)]
+        lk = [e - s for s, e in zip([0] + ends_k[:-1], ends_k)]
+        if any(a >= b for a, b in zip(lq, lk)):
+            fail(API, "TND with sparseMode 3 needs each batch's actualSeqLengths below its "
+                      "actualSeqLengthsKv")
