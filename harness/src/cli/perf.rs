@@ -19,6 +19,9 @@ pub enum PerfCommand {
     Compare(CompareArgs),
     /// Run the selected cases with timing and write their raw samples as a perf file.
     Record(Box<RecordArgs>),
+    /// Serve this build's reference over the worker protocol on stdin/stdout (the nightly
+    /// gate's control: a kept conform binary timed as a worker beside tonight's build).
+    ServeReference(ServeArgs),
     /// The perf history store: ingest perf files, list and show series with their change
     /// points, export CSV, and gate a run against its series' newest segment.
     #[command(subcommand)]
@@ -32,6 +35,13 @@ pub struct RecordArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub run: crate::cli::run::RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Threads for the reference's computations (default: all available, as `conform run`).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -98,6 +108,7 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
             }
         },
         PerfCommand::History(c) => crate::cli::perf_history::run(c),
+        PerfCommand::ServeReference(a) => serve_reference(a),
         PerfCommand::Compare(args) => match run_compare(args) {
             Ok((table, _, 0)) => {
                 print!("{table}");
@@ -117,6 +128,35 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
                 exit_code::USAGE
             }
         },
+    }
+}
+
+/// `conform perf serve-reference`: this build's reference as a worker. Its timings ignore
+/// `CONFORM_REFERENCE_SLOWDOWN`: the served reference stands for another build.
+fn serve_reference(args: &ServeArgs) -> i32 {
+    use conform_reference::parallel::Threads;
+    let threads = args.threads.map(Threads).unwrap_or_default();
+    let mut target = conform_targets::ReferenceTarget::new(threads).with_slowdown(0.0);
+    let mut versions = std::collections::BTreeMap::new();
+    versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    match conform_targets::serve::serve(
+        &mut target,
+        "conform-reference",
+        env!("CARGO_PKG_VERSION"),
+        versions,
+        &mut stdin.lock(),
+        &mut stdout.lock(),
+    ) {
+        Ok(()) => exit_code::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "{}",
+                crate::messages::error_line(&format!("serve-reference: {e}"))
+            );
+            exit_code::USAGE
+        }
     }
 }
 
