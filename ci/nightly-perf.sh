@@ -7,8 +7,9 @@
 #    conform binary, served as a worker by `conform perf serve-reference`, for the reference
 #    target; a copy of the worker's directory for a worker target) with what it timed. Tonight
 #    the selected cases are timed on tonight's build and on that build interleaved in the same
-#    window (`--against`: A B, B A, ... per case), so a load change moves both, and the gate
-#    judges the paired ratio. The first night (no earlier build kept) records and says so. A
+#    window (`conform run --against`: A B, B A, ... per case; for the reference both builds
+#    are served the same way), so a load change moves both, and the gate judges the paired
+#    ratio. The first night (no earlier build kept) records and says so. A
 #    night that passes keeps its build as the next control.
 # 2. The history: a hand-kept --baseline FILE or ci/baselines/<hardware>.json if there is one,
 #    else the history store (`conform perf history gate`): the newest segment of each series
@@ -62,6 +63,10 @@ SUITES=()
 TIER="full"
 FILTER=""
 CONFORM="${CONFORM:-}"
+# One-sided level of the control's ratio bound (docs/perf.md, "The same-night control"): with
+# the threshold's margin an unchanged build is never flagged, and a slowdown of twice the
+# threshold is caught on the night it lands in about 96% of simulated histories.
+CONTROL_ALPHA=0.025
 # Nights shown in the report's trend (every night stays in the history directory).
 TREND_NIGHTS=30
 
@@ -141,13 +146,18 @@ step mkdir -p "$OUT" "$HISTORY"
 
 [ -n "$DB" ] || DB="$HISTORY/perf-history.sqlite"
 [ -n "$STATE" ] || STATE="$HISTORY/control"
+# Absolute: the kept build's target.toml names its binary by its own directory.
+if [ "$DRY_RUN" = 0 ]; then
+    mkdir -p "$STATE"
+    STATE="$(cd "$STATE" && pwd)"
+fi
 # The kept build of the same-night control: a worker directory named after what it stands for.
 CONTROL_NAME="$TARGET-last-good"
 KEPT="$STATE/last-good/$CONTROL_NAME"
 AGAINST_ARGS=()
 if [ "$CONTROL" = 1 ]; then
     if [ -f "$KEPT/target.toml" ]; then
-        AGAINST_ARGS=(--against "$KEPT" --ab-threshold "$THRESHOLD")
+        AGAINST_ARGS=(--against "$KEPT" --ab-threshold "$THRESHOLD" --ab-alpha "$CONTROL_ALPHA")
         say "same-night control: tonight's build against the last good build in $KEPT ($(cat "$STATE/last-good/commit" 2>/dev/null || echo 'commit unknown')), interleaved"
     else
         say "first night for the same-night control: no earlier build kept in $STATE; tonight records, and a passing night's build becomes the control"
@@ -159,29 +169,55 @@ fi
 
 # 1. Time every case and judge its numbers (a wrong kernel is never "fast"): the results
 #    (JSON, JUnit) and the raw samples with the environment, in one run.
-#    With the control, the same run times every passed case again against the kept build.
 record_rc=0
-RECORD=("$CONFORM" perf record --out "$OUT/perf.json" --target "$TARGET" --hardware "$HARDWARE"
-    "${SELECT_ARGS[@]}" --json "$OUT/results.json" --junit "$OUT/results.xml"
-    "${AGAINST_ARGS[@]+"${AGAINST_ARGS[@]}"}")
-if [ "$DRY_RUN" = 1 ]; then
-    show "${RECORD[@]}"
-else
-    set +e
-    "${RECORD[@]}" | tee "$OUT/record.log"
-    record_rc=${PIPESTATUS[0]}
-    set -e
-fi
-control_rc=0
-if [ "$DRY_RUN" = 0 ] && grep -q "^A/B: at least one case is slower" "$OUT/record.log"; then
-    control_rc=1
-fi
+step "$CONFORM" perf record --out "$OUT/perf.json" --target "$TARGET" --hardware "$HARDWARE" \
+    "${SELECT_ARGS[@]}" --json "$OUT/results.json" --junit "$OUT/results.xml" || record_rc=$?
 case "$record_rc" in
     0|1) ;;
     4) say "nothing judged: no case was timed (see the skip reasons above)"; exit 4 ;;
     *) die "conform perf record failed ($record_rc)" ;;
 esac
 step cp "$OUT/perf.json" "$HISTORY/perf-$STAMP.json"
+
+# 1b. The same-night control: tonight's build and the kept one, both as workers (for the
+#     reference: each conform binary serving its own reference, so both sides run alike),
+#     timed interleaved per case; a REGRESSION of the pair fails the night.
+control_rc=0
+if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
+    CANDIDATE="$TARGET"
+    if [ "$TARGET" = reference ]; then
+        CANDIDATE="$OUT/control/reference-tonight"
+        step mkdir -p "$CANDIDATE"
+        if [ "$DRY_RUN" = 0 ]; then
+            CANDIDATE="$(cd "$CANDIDATE" && pwd)"
+            CONFORM_ABS="$(command -v "$CONFORM" || echo "$CONFORM")"
+            CONFORM_ABS="$(cd "$(dirname "$CONFORM_ABS")" && pwd)/$(basename "$CONFORM_ABS")"
+            printf '%s\n' \
+                'description = "tonight'"'"'s build'"'"'s reference, served by its conform binary (conform perf serve-reference)"' \
+                "command = \"$CONFORM_ABS\"" 'args = ["perf", "serve-reference"]' 'device_group = "cpu"' \
+                '' '[timeouts]' 'handshake_s = 30' 'request_s = 300' 'timed_request_s = 900' \
+                >"$CANDIDATE/target.toml"
+        fi
+    fi
+    CONTROL_RUN=("$CONFORM" run --perf --no-golden --target "$CANDIDATE" --hardware "$HARDWARE"
+        "${SELECT_ARGS[@]}" "${AGAINST_ARGS[@]}" --json "$OUT/control.json")
+    if [ "$DRY_RUN" = 1 ]; then
+        show "${CONTROL_RUN[@]}"
+    else
+        set +e
+        "${CONTROL_RUN[@]}" | tee "$OUT/control.log"
+        run_rc=${PIPESTATUS[0]}
+        set -e
+        if grep -q "^A/B: at least one case is slower" "$OUT/control.log"; then
+            control_rc=1
+        elif [ "$run_rc" != 0 ]; then
+            say "warning: the same-night control run exited $run_rc (see above); tonight is judged by the history alone"
+        fi
+        if grep -q "^not timed A/B:" "$OUT/control.log"; then
+            say "warning: the same-night control could not time some cases against $KEPT (the 'not timed A/B' lines above); they were judged by the history alone. A passing night replaces the kept build."
+        fi
+    fi
+fi
 
 # 2. The gate: ratio of locations with its interval and a rank test; exit 1 on regression.
 #    Against the hand-kept baseline when there is one, else against the history (before
@@ -225,14 +261,14 @@ step "$CONFORM" report --input "$OUT/results.json" --history "$DB" --history-run
 say "record exit $record_rc, compare exit $compare_rc; report in $OUT/report/index.html"
 failed=0
 if [ "$control_rc" = 1 ]; then
-    say "REGRESSION against the last good build in $KEPT, timed in the same window (the A/B table above; $OUT/results.json, section ab)"
+    say "REGRESSION against the last good build in $KEPT, timed in the same window (the A/B table above; $OUT/control.json, section ab)"
     failed=1
 fi
 if [ "$compare_rc" = 1 ]; then
     say "REGRESSION against $REFERENCE (see $OUT/compare.json)"
     failed=1
 fi
-if [ "$record_rc" = 1 ] && [ "$control_rc" = 0 ]; then
+if [ "$record_rc" = 1 ]; then
     say "failing cases: see $OUT/report/index.html"
     failed=1
 fi
@@ -251,6 +287,11 @@ description = "the last good build's reference, served by its own conform binary
 command = "${TARGET_DIR}/conform"
 args = ["perf", "serve-reference"]
 device_group = "cpu"
+
+[env]
+# It stands for the build kept, not for tonight's: the knob that slows tonight's reference
+# for a trial of the gate does not reach it.
+CONFORM_REFERENCE_SLOWDOWN = ""
 
 [timeouts]
 handshake_s = 30

@@ -19,8 +19,8 @@ pub const ROTATION_BYTES_LIMIT: usize = 1 << 30;
 /// The environment variable that slows the in-process reference's timed runs, for trying a
 /// perf gate on a known slowdown: a fraction (`0.10` = each timed run takes 10% longer). After
 /// the kernel has run and its output is kept, the timed region is extended by busy-waiting;
-/// the outputs, and so every verdict, are untouched. `conform perf serve-reference` (the
-/// nightly gate's control, which stands for another build) ignores it.
+/// the outputs, and so every verdict, are untouched. `conform perf serve-reference` honours it
+/// too; the nightly gate's kept build sets it empty (it stands for another build).
 pub const SLOWDOWN_ENV: &str = "CONFORM_REFERENCE_SLOWDOWN";
 
 /// The reference as a target.

@@ -52,8 +52,43 @@ pub struct CompareArgs {
     /// Candidate perf file (JSON).
     #[arg(long)]
     pub candidate: PathBuf,
+    /// What to compare: `wall` (the samples, as timed) or `cpu` (the process CPU time of each
+    /// sample, `cpu_us`, recorded for the reference and CPU workers; other load on the machine
+    /// hardly moves it). docs/perf.md, "Wall or CPU time".
+    #[arg(long, value_enum, default_value_t = Metric::Wall)]
+    pub metric: Metric,
     #[command(flatten)]
     pub gate: GateOutputArgs,
+}
+
+/// The figure a comparison judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    /// Wall time of each timed iteration (`samples_us`).
+    Wall,
+    /// Process CPU time of each timed iteration (`cpu_us`).
+    Cpu,
+}
+
+/// `file` with every record's samples replaced by its CPU times; an error naming the file and
+/// the case when a record has none.
+fn cpu_samples(mut file: PerfFile, path: &std::path::Path) -> Result<PerfFile, PerfError> {
+    for rec in &mut file.cases {
+        if rec.cpu_us.is_empty() || rec.cpu_us.iter().any(|x| !(*x > 0.0)) {
+            return Err(PerfError::InvalidArgument {
+                field: "--metric",
+                problem: format!(
+                    "cpu: {}: case `{}` (target `{}`) has no CPU time of every sample (`cpu_us`; \
+                     recorded by the reference and CPU workers, not by device targets)",
+                    path.display(),
+                    rec.id,
+                    rec.target
+                ),
+            });
+        }
+        rec.samples_us = std::mem::take(&mut rec.cpu_us);
+    }
+    Ok(file)
 }
 
 /// What every gate command takes: the threshold and where to write its JSON.
@@ -131,12 +166,13 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
     }
 }
 
-/// `conform perf serve-reference`: this build's reference as a worker. Its timings ignore
-/// `CONFORM_REFERENCE_SLOWDOWN`: the served reference stands for another build.
+/// `conform perf serve-reference`: this build's reference as a worker (its timings slowed as
+/// `CONFORM_REFERENCE_SLOWDOWN` says, like the in-process reference's; the nightly script's
+/// kept build clears the variable in its target.toml, since it stands for another build).
 fn serve_reference(args: &ServeArgs) -> i32 {
     use conform_reference::parallel::Threads;
     let threads = args.threads.map(Threads).unwrap_or_default();
-    let mut target = conform_targets::ReferenceTarget::new(threads).with_slowdown(0.0);
+    let mut target = conform_targets::ReferenceTarget::new(threads);
     let mut versions = std::collections::BTreeMap::new();
     versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
     let stdin = std::io::stdin();
@@ -164,8 +200,12 @@ fn serve_reference(args: &ServeArgs) -> i32 {
 /// both sides (judged).
 pub fn run_compare(args: &CompareArgs) -> Result<(String, bool, usize), PerfError> {
     let cfg = args.gate.check()?;
-    let baseline = PerfFile::read(&args.baseline)?;
-    let candidate = PerfFile::read(&args.candidate)?;
+    let mut baseline = PerfFile::read(&args.baseline)?;
+    let mut candidate = PerfFile::read(&args.candidate)?;
+    if args.metric == Metric::Cpu {
+        baseline = cpu_samples(baseline, &args.baseline)?;
+        candidate = cpu_samples(candidate, &args.candidate)?;
+    }
     let cmp = compare(&baseline, &candidate, &cfg);
     let mut table = messages::comparison_table(&cmp);
     if let Some(line) = args.gate.write_json(&cmp)? {

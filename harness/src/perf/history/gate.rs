@@ -350,8 +350,37 @@ pub fn flagged_runs(
     a: &SeriesAnalysis,
     gate_cfg: &GateConfig,
 ) -> Vec<FlaggedRun> {
-    (1..nights.len())
-        .filter_map(|i| {
+    judge_every_night(nights, a, gate_cfg)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, j)| {
+            let (r, j) = j?;
+            matches!(j.own_verdict, Verdict::Regression | Verdict::Improvement).then(|| {
+                FlaggedRun {
+                    verdict: j.own_verdict,
+                    ratio: r.ratio.unwrap_or(f64::NAN),
+                    before: RunRef::of(&nights[i - 1]),
+                    after: RunRef::of(&nights[i]),
+                    drift: j.drift,
+                    band: j.band.map(|b| (b.low, b.high)),
+                }
+            })
+        })
+        .collect()
+}
+
+/// Every run of `nights` judged as the nightly gate judged it (against the runs before it,
+/// `a` the series' [`analyse`]); None for the first run.
+pub fn judge_every_night(
+    nights: &[Night],
+    a: &SeriesAnalysis,
+    gate_cfg: &GateConfig,
+) -> Vec<Option<(SampleComparison, NightJudgement)>> {
+    (0..nights.len())
+        .map(|i| {
+            if i == 0 {
+                return None;
+            }
             let earlier = SeriesAnalysis {
                 locations: a.locations[..i].to_vec(),
                 changes: Vec::new(),
@@ -369,16 +398,7 @@ pub fn flagged_runs(
                 nights[i].commit.as_deref(),
                 gate_cfg,
             );
-            matches!(j.own_verdict, Verdict::Regression | Verdict::Improvement).then(|| {
-                FlaggedRun {
-                    verdict: j.own_verdict,
-                    ratio: r.ratio.unwrap_or(f64::NAN),
-                    before: RunRef::of(&nights[i - 1]),
-                    after: RunRef::of(&nights[i]),
-                    drift: j.drift,
-                    band: j.band.map(|b| (b.low, b.high)),
-                }
-            })
+            Some((r, j))
         })
         .collect()
 }
