@@ -258,10 +258,16 @@ step "$CONFORM" report --input "$OUT/results.json" --history "$DB" --history-run
     "${COMPARE_ARGS[@]+"${COMPARE_ARGS[@]}"}" --out "$OUT/report" \
     || say "warning: the report could not be written"
 
-say "record exit $record_rc, compare exit $compare_rc; report in $OUT/report/index.html"
+if [ "${#AGAINST_ARGS[@]}" -gt 0 ] && { [ -f "$OUT/control.json" ] || [ "$DRY_RUN" = 1 ]; }; then
+    step "$CONFORM" report --input "$OUT/control.json" --out "$OUT/control-report" \
+        || say "warning: the control's report could not be written"
+fi
+say "record exit $record_rc, control exit $control_rc, compare exit $compare_rc; report in $OUT/report/index.html"
 failed=0
 if [ "$control_rc" = 1 ]; then
-    say "REGRESSION against the last good build in $KEPT, timed in the same window (the A/B table above; $OUT/control.json, section ab)"
+    KEPT_COMMIT="$(cat "$STATE/last-good/commit" 2>/dev/null || echo unknown)"
+    TONIGHT_COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
+    say "REGRESSION against the last good build in $KEPT, timed in the same window: the change is between commit $KEPT_COMMIT and commit $TONIGHT_COMMIT (the A/B table above; $OUT/control.json, section ab; report $OUT/control-report/index.html)"
     failed=1
 fi
 if [ "$compare_rc" = 1 ]; then

@@ -77,7 +77,7 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub ab_threshold: Option<f64>,
     /// One-sided level of the A/B ratio interval's bounds (default 0.01, the gate's); the
-    /// nightly gate's control uses 0.025 (docs/perf.md, "The same-night control").
+    /// nightly gate's control uses 0.025 (docs/perf.md, "The nightly gate").
     #[arg(long, allow_negative_numbers = true)]
     pub ab_alpha: Option<f64>,
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.
