@@ -111,7 +111,7 @@ while [ $# -gt 0 ]; do
                 --filter) FILTER="$2" ;;
             esac
             shift ;;
-        -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift

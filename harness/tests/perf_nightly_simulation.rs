@@ -22,8 +22,8 @@
 //! rate is judged like `perf_gate_simulation`: the test fails when the rate is significantly
 //! (3 standard errors) on the wrong side. The rates of smaller slowdowns are printed.
 //!
-//! Size: `CONFORM_NIGHTLY_SIM_HISTORIES` histories per scenario (default 1000 in release, 40 in
-//! debug builds, a smoke test). The figures in docs/perf.md are from the default.
+//! Size: `CONFORM_NIGHTLY_SIM_HISTORIES` histories per scenario (default 300 in release, 40 in
+//! debug builds, a smoke test). The figures in docs/perf.md were measured with 1000.
 
 use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::changepoint::ChangePointConfig;
@@ -45,7 +45,7 @@ const LANDS: usize = 10;
 const SIGMAS: f64 = 3.0;
 
 fn histories() -> usize {
-    let default = if cfg!(debug_assertions) { 40 } else { 1000 };
+    let default = if cfg!(debug_assertions) { 40 } else { 300 };
     std::env::var("CONFORM_NIGHTLY_SIM_HISTORIES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -74,7 +74,7 @@ pub enum Metric {
 /// the case when a record has none.
 fn cpu_samples(mut file: PerfFile, path: &std::path::Path) -> Result<PerfFile, PerfError> {
     for rec in &mut file.cases {
-        if rec.cpu_us.is_empty() || rec.cpu_us.iter().any(|x| !(*x > 0.0)) {
+        if rec.cpu_us.is_empty() || rec.cpu_us.iter().any(|x| x.is_nan() || *x <= 0.0) {
             return Err(PerfError::InvalidArgument {
                 field: "--metric",
                 problem: format!(

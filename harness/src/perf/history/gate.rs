@@ -155,7 +155,7 @@ pub fn noise_band(
 ) -> Option<NoiseBand> {
     let end = reference.end;
     let start = end.saturating_sub(MAX_NOISE_NIGHTS);
-    if end - start < MIN_NOISE_NIGHTS || !(reference_location > 0.0) {
+    if end - start < MIN_NOISE_NIGHTS || reference_location.is_nan() || reference_location <= 0.0 {
         return None;
     }
     let mut bounds: Vec<usize> = std::iter::once(start)
