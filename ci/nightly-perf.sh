@@ -1,31 +1,49 @@
 #!/usr/bin/env bash
 # Nightly performance gate: time every case of the selected suites on this runner (correctness
-# is judged too), record the raw samples, judge them against the perf history and fail on a
-# regression. Every night goes into the history store (SQLite, every raw sample with commit,
-# date, versions, tier and seed) and is also kept as JSON in the history directory; the HTML
-# report (the trend over the last nights drawn from the store, with its change points) is
-# always left behind for the CI to upload.
+# is judged too), record the raw samples, judge them and fail on a regression. Two judges,
+# because a shared runner moves as a whole from night to night (other jobs, clocks):
 #
-# The reference, in this order: --baseline FILE; a hand-kept ci/baselines/<hardware>.json; else
-# the history: for each case, the newest segment of its series (E-divisive change points), so
-# no baseline file needs re-recording after an intended change. On the first night of a new
-# runner the history has nothing: the night is recorded and the script exits 0.
+# 1. The same-night control. The last good build is kept in the state directory (a copy of the
+#    conform binary, served as a worker by `conform perf serve-reference`, for the reference
+#    target; a copy of the worker's directory for a worker target) with what it timed. Tonight
+#    the selected cases are timed on tonight's build and on that build interleaved in the same
+#    window (`conform run --against`: A B, B A, ... per case; for the reference both builds
+#    are served the same way), so a load change moves both, and the gate judges the paired
+#    ratio. The first night (no earlier build kept) records and says so. A
+#    night that passes keeps its build as the next control.
+# 2. The history: a hand-kept --baseline FILE or ci/baselines/<hardware>.json if there is one,
+#    else the history store (`conform perf history gate`): the newest segment of each series
+#    (E-divisive change points), with the night-to-night spread learned from earlier nights
+#    of unchanged code: a night is a regression only when it leaves that spread as well as
+#    its own interval; a move inside it, or on the same commit as the reference, is reported
+#    as environment drift. This judge catches a slow creep the nightly control cannot see.
+#
+# Every night goes into the history store (SQLite, every raw sample with commit, date,
+# versions, tier and seed) and is also kept as JSON in the history directory; the HTML report
+# (the trend over the last nights drawn from the store, with its change points) is always left
+# behind for the CI to upload.
 #
 # Usage: ci/nightly-perf.sh [--dry-run] [--target NAME] [--hardware PROFILE] [--baseline FILE]
-#                           [--history DIR] [--db FILE] [--out DIR] [--threshold X]
-#                           [--suite NAME]... [--tier quick|full|all] [--filter REGEX]
+#                           [--history DIR] [--db FILE] [--state DIR] [--no-control]
+#                           [--out DIR] [--threshold X] [--suite NAME]... [--tier quick|full|all]
+#                           [--filter REGEX]
 #   --dry-run    print every command instead of running it (checks arguments and paths)
 #   --target     target to time (default: $CONFORM_TARGET or torch_npu)
 #   --hardware   hardware profile for budgets/roofline (default: $CONFORM_HARDWARE or atlas-800i-a2)
 #   --baseline   a hand-kept baseline perf file (default: ci/baselines/<hardware>.json if present)
 #   --history    directory of every night's perf-<UTC stamp>.json (default: perf-history)
 #   --db         the history store: a SQLite file or a postgres:// URL shared by many runners
-#                (default: <history>/perf-history.sqlite)
+#                (default: <history>/perf-history.sqlite, also `conform perf history`'s default)
+#   --state      where the last good build is kept for the same-night control
+#                (default: <history>/control)
+#   --no-control judge against the history only (no same-night control)
 #   --out        output directory (default: nightly-out)
 #   --threshold  relative slowdown that counts as a regression (default: 0.03)
 #   --suite      restrict to a suite (repeatable; default: all)
 #   --tier       tier of cases to time (default: full)
 #   --filter     only cases whose id matches this regular expression
+# conform: $CONFORM if set, else the repository's target/release/conform (built first with
+# `cargo build --release` when cargo is there, so it is tonight's code).
 # Exit status: 0 no regression and no failing case (also the first night); 1 a regression or a
 # failing case; 2 usage or setup error; 4 nothing judged (no case was timed, or no case is in
 # both a hand-kept baseline and tonight's record).
@@ -37,12 +55,18 @@ HARDWARE="${CONFORM_HARDWARE:-atlas-800i-a2}"
 BASELINE=""
 HISTORY="perf-history"
 DB=""
+STATE=""
+CONTROL=1
 OUT="nightly-out"
 THRESHOLD="0.03"
 SUITES=()
 TIER="full"
 FILTER=""
-CONFORM="${CONFORM:-conform}"
+CONFORM="${CONFORM:-}"
+# One-sided level of the control's ratio bound (docs/perf.md, "The same-night control"): with
+# the threshold's margin an unchanged build is never flagged, and a slowdown of twice the
+# threshold is caught on the night it lands in about 96% of simulated histories.
+CONTROL_ALPHA=0.025
 # Nights shown in the report's trend (every night stays in the history directory).
 TREND_NIGHTS=30
 
@@ -70,7 +94,8 @@ step() {
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY_RUN=1 ;;
-        --target|--hardware|--baseline|--history|--db|--out|--threshold|--suite|--tier|--filter)
+        --no-control) CONTROL=0 ;;
+        --target|--hardware|--baseline|--history|--db|--state|--out|--threshold|--suite|--tier|--filter)
             [ $# -ge 2 ] || die "$1 needs a value"
             case "$1" in
                 --target) TARGET="$2" ;;
@@ -78,6 +103,7 @@ while [ $# -gt 0 ]; do
                 --baseline) BASELINE="$2" ;;
                 --history) HISTORY="$2" ;;
                 --db) DB="$2" ;;
+                --state) STATE="$2" ;;
                 --out) OUT="$2" ;;
                 --threshold) THRESHOLD="$2" ;;
                 --suite) SUITES+=("$2") ;;
@@ -85,7 +111,7 @@ while [ $# -gt 0 ]; do
                 --filter) FILTER="$2" ;;
             esac
             shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -96,6 +122,18 @@ done
 [[ "$HARDWARE" =~ ^[A-Za-z0-9_.-]+$ ]] || die "--hardware '$HARDWARE' is not a profile name"
 [[ "$TIER" =~ ^(quick|full|all)$ ]] || die "--tier '$TIER' is not quick, full or all"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The project whose targets are timed (as conform finds it).
+ROOT="${CONFORM_ROOT:-$REPO}"
+if [ -z "$CONFORM" ]; then
+    CONFORM="$REPO/target/release/conform"
+    if command -v cargo >/dev/null 2>&1; then
+        say "building conform (cargo build --release), so tonight's code is what is timed"
+        step cargo build --release --quiet --manifest-path "$REPO/Cargo.toml" -p conform-harness \
+            --bin conform || die "cargo build --release failed; set CONFORM to a conform binary"
+    fi
+    [ -x "$CONFORM" ] || [ "$DRY_RUN" = 1 ] \
+        || die "no conform: $CONFORM does not exist and cargo is not there to build it (set CONFORM)"
+fi
 if [ -n "$BASELINE" ] && [ ! -f "$BASELINE" ] && [ "$DRY_RUN" = 0 ]; then
     die "--baseline $BASELINE: no such file"
 fi
@@ -107,6 +145,24 @@ STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 step mkdir -p "$OUT" "$HISTORY"
 
 [ -n "$DB" ] || DB="$HISTORY/perf-history.sqlite"
+[ -n "$STATE" ] || STATE="$HISTORY/control"
+# Absolute: the kept build's target.toml names its binary by its own directory.
+if [ "$DRY_RUN" = 0 ]; then
+    mkdir -p "$STATE"
+    STATE="$(cd "$STATE" && pwd)"
+fi
+# The kept build of the same-night control: a worker directory named after what it stands for.
+CONTROL_NAME="$TARGET-last-good"
+KEPT="$STATE/last-good/$CONTROL_NAME"
+AGAINST_ARGS=()
+if [ "$CONTROL" = 1 ]; then
+    if [ -f "$KEPT/target.toml" ]; then
+        AGAINST_ARGS=(--against "$KEPT" --ab-threshold "$THRESHOLD" --ab-alpha "$CONTROL_ALPHA")
+        say "same-night control: tonight's build against the last good build in $KEPT ($(cat "$STATE/last-good/commit" 2>/dev/null || echo 'commit unknown')), interleaved"
+    else
+        say "first night for the same-night control: no earlier build kept in $STATE; tonight records, and a passing night's build becomes the control"
+    fi
+fi
 if [ -z "$BASELINE" ] && [ -f "$REPO/ci/baselines/$HARDWARE.json" ]; then
     BASELINE="$REPO/ci/baselines/$HARDWARE.json"
 fi
@@ -122,6 +178,46 @@ case "$record_rc" in
     *) die "conform perf record failed ($record_rc)" ;;
 esac
 step cp "$OUT/perf.json" "$HISTORY/perf-$STAMP.json"
+
+# 1b. The same-night control: tonight's build and the kept one, both as workers (for the
+#     reference: each conform binary serving its own reference, so both sides run alike),
+#     timed interleaved per case; a REGRESSION of the pair fails the night.
+control_rc=0
+if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
+    CANDIDATE="$TARGET"
+    if [ "$TARGET" = reference ]; then
+        CANDIDATE="$OUT/control/reference-tonight"
+        step mkdir -p "$CANDIDATE"
+        if [ "$DRY_RUN" = 0 ]; then
+            CANDIDATE="$(cd "$CANDIDATE" && pwd)"
+            CONFORM_ABS="$(command -v "$CONFORM" || echo "$CONFORM")"
+            CONFORM_ABS="$(cd "$(dirname "$CONFORM_ABS")" && pwd)/$(basename "$CONFORM_ABS")"
+            printf '%s\n' \
+                'description = "tonight'"'"'s build'"'"'s reference, served by its conform binary (conform perf serve-reference)"' \
+                "command = \"$CONFORM_ABS\"" 'args = ["perf", "serve-reference"]' 'device_group = "cpu"' \
+                '' '[timeouts]' 'handshake_s = 30' 'request_s = 300' 'timed_request_s = 900' \
+                >"$CANDIDATE/target.toml"
+        fi
+    fi
+    CONTROL_RUN=("$CONFORM" run --perf --no-golden --target "$CANDIDATE" --hardware "$HARDWARE"
+        "${SELECT_ARGS[@]}" "${AGAINST_ARGS[@]}" --json "$OUT/control.json")
+    if [ "$DRY_RUN" = 1 ]; then
+        show "${CONTROL_RUN[@]}"
+    else
+        set +e
+        "${CONTROL_RUN[@]}" | tee "$OUT/control.log"
+        run_rc=${PIPESTATUS[0]}
+        set -e
+        if grep -q "^A/B: at least one case is slower" "$OUT/control.log"; then
+            control_rc=1
+        elif [ "$run_rc" != 0 ]; then
+            say "warning: the same-night control run exited $run_rc (see above); tonight is judged by the history alone"
+        fi
+        if grep -q "^not timed A/B:" "$OUT/control.log"; then
+            say "warning: the same-night control could not time some cases against $KEPT (the 'not timed A/B' lines above); they were judged by the history alone. A passing night replaces the kept build."
+        fi
+    fi
+fi
 
 # 2. The gate: ratio of locations with its interval and a rank test; exit 1 on regression.
 #    Against the hand-kept baseline when there is one, else against the history (before
@@ -162,13 +258,63 @@ step "$CONFORM" report --input "$OUT/results.json" --history "$DB" --history-run
     "${COMPARE_ARGS[@]+"${COMPARE_ARGS[@]}"}" --out "$OUT/report" \
     || say "warning: the report could not be written"
 
-say "record exit $record_rc, compare exit $compare_rc; report in $OUT/report/index.html"
+if [ "${#AGAINST_ARGS[@]}" -gt 0 ] && { [ -f "$OUT/control.json" ] || [ "$DRY_RUN" = 1 ]; }; then
+    step "$CONFORM" report --input "$OUT/control.json" --out "$OUT/control-report" \
+        || say "warning: the control's report could not be written"
+fi
+say "record exit $record_rc, control exit $control_rc, compare exit $compare_rc; report in $OUT/report/index.html"
+failed=0
+if [ "$control_rc" = 1 ]; then
+    KEPT_COMMIT="$(cat "$STATE/last-good/commit" 2>/dev/null || echo unknown)"
+    TONIGHT_COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
+    say "REGRESSION against the last good build in $KEPT, timed in the same window: the change is between commit $KEPT_COMMIT and commit $TONIGHT_COMMIT (the A/B table above; $OUT/control.json, section ab; report $OUT/control-report/index.html)"
+    failed=1
+fi
 if [ "$compare_rc" = 1 ]; then
     say "REGRESSION against $REFERENCE (see $OUT/compare.json)"
-    exit 1
+    failed=1
 fi
 if [ "$record_rc" = 1 ]; then
     say "failing cases: see $OUT/report/index.html"
-    exit 1
+    failed=1
+fi
+[ "$failed" = 0 ] || exit 1
+
+# A good night: its build becomes the control of the next one (replaced whole, never half).
+if [ "$CONTROL" = 1 ]; then
+    NEW="$STATE/last-good.new"
+    step rm -rf "$NEW"
+    step mkdir -p "$NEW/$CONTROL_NAME"
+    if [ "$TARGET" = reference ]; then
+        step cp "$CONFORM" "$NEW/$CONTROL_NAME/conform"
+        if [ "$DRY_RUN" = 0 ]; then
+            cat >"$NEW/$CONTROL_NAME/target.toml" <<'TOML'
+description = "the last good build's reference, served by its own conform binary (conform perf serve-reference)"
+command = "${TARGET_DIR}/conform"
+args = ["perf", "serve-reference"]
+device_group = "cpu"
+
+[env]
+# It stands for the build kept, not for tonight's: the knob that slows tonight's reference
+# for a trial of the gate does not reach it.
+CONFORM_REFERENCE_SLOWDOWN = ""
+
+[timeouts]
+handshake_s = 30
+request_s = 300
+timed_request_s = 900
+TOML
+        fi
+    else
+        [ -d "$ROOT/targets/$TARGET" ] || die "cannot keep the control: $ROOT/targets/$TARGET is not a worker directory"
+        step cp -a "$ROOT/targets/$TARGET/." "$NEW/$CONTROL_NAME/"
+    fi
+    step cp "$OUT/perf.json" "$NEW/timed.json"
+    if [ "$DRY_RUN" = 0 ]; then
+        (git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown) >"$NEW/commit"
+    fi
+    step rm -rf "$STATE/last-good"
+    step mv "$NEW" "$STATE/last-good"
+    say "tonight's build is kept as the next night's control ($STATE/last-good)"
 fi
 exit 0

@@ -134,3 +134,121 @@ fn damaged_foreign_and_newer_files_are_refused_and_left_alone() {
     assert!(text(&o).contains("bad.json"), "{}", text(&o));
     assert!(!d.join("new.sqlite").exists());
 }
+
+/// A perf file with no case is refused with exit 4 before the store is touched (the default
+/// store is not even created); the default store is the nightly script's
+/// (`perf-history/perf-history.sqlite`), and `export` writes to standard output by default.
+#[test]
+fn a_file_without_a_case_records_nothing_and_the_default_store_is_the_nightly_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("empty.json"), r#"{"cases": []}"#).unwrap();
+    let o = conform(&["perf", "history", "ingest", "empty.json"], d);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(text(&o).contains("holds no case"), "{}", text(&o));
+    assert!(!d.join("perf-history").exists(), "a store was created");
+
+    write_night(d, 1, 99, 100.0);
+    let o = conform(&["perf", "history", "ingest", "night01.json"], d);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(d.join("perf-history/perf-history.sqlite").is_file());
+    let o = conform(&["perf", "history", "export", "--case", "^fa/"], d);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let csv = String::from_utf8_lossy(&o.stdout);
+    assert!(csv.starts_with("run_id,date,commit"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 30, "{csv}");
+}
+
+/// Night `k` of case `fa/x` on `commit`, at `level` us.
+fn night_on(d: &Path, k: usize, commit: &str, level: f64) -> String {
+    let file = serde_json::json!({
+        "environment": {"commit": commit, "date": format!("2026-10-{k:02}T02:00:00Z")},
+        "cases": [{"id": "fa/x", "target": "t", "hardware": "hw",
+                   "samples_us": history_scenario::samples(level, 30, k)}]
+    });
+    let name = format!("same{k:02}.json");
+    std::fs::write(d.join(&name), serde_json::to_string(&file).unwrap()).unwrap();
+    name
+}
+
+/// Nights on one commit whose level moves by 30% are environment drift for the gate and for
+/// `show`: never "a REGRESSION between commit X and commit X".
+#[test]
+fn a_move_on_the_same_commit_is_drift_never_a_regression_between_a_commit_and_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let commit = "ab".repeat(20);
+    let names: Vec<String> = (1..=3).map(|k| night_on(d, k, &commit, 100.0)).collect();
+    let mut args = vec!["perf", "history", "ingest", "--db", "h.sqlite"];
+    args.extend(names.iter().map(String::as_str));
+    assert_eq!(conform(&args, d).status.code(), Some(0));
+    let slow = night_on(d, 4, &commit, 130.0);
+    let o = conform(
+        &[
+            "perf",
+            "history",
+            "gate",
+            "--db",
+            "h.sqlite",
+            "--candidate",
+            &slow,
+        ],
+        d,
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("DRIFT fa/x [t]: environment drift: the same commit"),
+        "{t}"
+    );
+    assert!(!t.contains("REGRESSION fa/x"), "{t}");
+    let o = conform(&["perf", "history", "ingest", "--db", "h.sqlite", &slow], d);
+    assert_eq!(o.status.code(), Some(0));
+    let o = conform(&["perf", "history", "show", "--db", "h.sqlite", "fa/x"], d);
+    let t = text(&o);
+    assert!(t.contains("no run flagged by the gate"), "{t}");
+    assert!(t.contains("DRIFT +30."), "{t}");
+    assert!(!t.contains("REGRESSION"), "{t}");
+}
+
+/// With distinct commits, a move inside the spread learned from earlier nights is drift, and
+/// one far outside it a REGRESSION that names the band.
+#[test]
+fn the_learned_night_to_night_spread_tells_drift_from_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Eight nights whose whole run moves by up to +-15% (a shared runner).
+    let levels = [100.0, 115.0, 88.0, 108.0, 93.0, 112.0, 86.0, 104.0];
+    let names: Vec<String> = levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| night_on(d, i + 1, &format!("{:040x}", i + 1), *l))
+        .collect();
+    let mut args = vec!["perf", "history", "ingest", "--db", "h.sqlite"];
+    args.extend(names.iter().map(String::as_str));
+    assert_eq!(conform(&args, d).status.code(), Some(0));
+    let gate = |level: f64, k: usize| {
+        let n = night_on(d, k, &format!("{k:040x}"), level);
+        let o = conform(
+            &[
+                "perf",
+                "history",
+                "gate",
+                "--db",
+                "h.sqlite",
+                "--candidate",
+                &n,
+            ],
+            d,
+        );
+        (o.status.code(), text(&o))
+    };
+    // +16%: its own interval moves, the nights' spread holds it.
+    let (code, t) = gate(116.0, 9);
+    assert_eq!(code, Some(0), "{t}");
+    assert!(t.contains("inside the nights' spread"), "{t}");
+    // Three times slower: outside both.
+    let (code, t) = gate(300.0, 10);
+    assert_eq!(code, Some(1), "{t}");
+    assert!(t.contains("outside the nights' spread"), "{t}");
+}

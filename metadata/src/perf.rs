@@ -60,6 +60,10 @@ pub struct PerfRecord {
     pub hardware: Option<String>,
     /// Per-iteration kernel times in microseconds, in the order measured. Never a summary.
     pub samples_us: Vec<f64>,
+    /// Process CPU time of each sample in microseconds, in the same order, where the target
+    /// measures it (the in-process reference, CPU workers); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_us: Vec<f64>,
     /// Untimed warm-up iterations run before the samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<u32>,

@@ -46,6 +46,10 @@ pub enum WorkerMessage {
         /// Per-iteration times in microseconds, one per timed iteration.
         #[serde(default)]
         timings_us: Vec<f64>,
+        /// Optional: per-iteration CPU time of the worker process in microseconds, one per
+        /// timing (CPU workers; absent or empty where the worker does not measure it).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cpu_us: Vec<f64>,
         /// One-time setup in microseconds, outside the timed region.
         #[serde(default)]
         setup_us: Option<f64>,
@@ -129,6 +133,7 @@ mod tests {
                 status: ResultStatus::Error,
                 outputs: None,
                 timings_us: vec![],
+                cpu_us: vec![],
                 setup_us: None,
                 message: "boom".into(),
                 notes: vec![],

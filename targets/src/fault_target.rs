@@ -130,6 +130,7 @@ impl Target for FaultTarget {
         Ok(Execution {
             outputs: self.behave(request, outputs),
             timings_us: Vec::new(),
+            cpu_us: Vec::new(),
             setup_us: None,
             notes: Vec::new(),
             stderr_tail: String::new(),

@@ -9,10 +9,12 @@
 //! - [`poison`]: the pattern output buffers hold before a kernel runs.
 
 pub mod anti_cheat;
+pub mod cpu_time;
 pub mod fault_target;
 pub mod poison;
 pub mod reference_target;
 pub mod registry;
+pub mod serve;
 pub mod target;
 pub mod tensor_file;
 pub mod worker;

@@ -16,16 +16,50 @@ pub const ROTATION_BUFFERS: usize = 3;
 /// Input copies are only made while their total stays under this many bytes.
 pub const ROTATION_BYTES_LIMIT: usize = 1 << 30;
 
+/// The environment variable that slows the in-process reference's timed runs, for trying a
+/// perf gate on a known slowdown: a fraction (`0.10` = each timed run takes 10% longer). After
+/// the kernel has run and its output is kept, the timed region is extended by busy-waiting;
+/// the outputs, and so every verdict, are untouched. `conform perf serve-reference` honours it
+/// too; the nightly gate's kept build sets it empty (it stands for another build).
+pub const SLOWDOWN_ENV: &str = "CONFORM_REFERENCE_SLOWDOWN";
+
 /// The reference as a target.
 pub struct ReferenceTarget {
     families: Vec<&'static dyn OpFamily>,
     threads: Threads,
+    /// The extra fraction of each timed run (from [`SLOWDOWN_ENV`]), or why its value is bad.
+    slowdown: Result<f64, String>,
+}
+
+/// The value of [`SLOWDOWN_ENV`]: unset or empty is 0; else a finite fraction in [0, 10].
+pub fn slowdown_from_env() -> Result<f64, String> {
+    match std::env::var(SLOWDOWN_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(0.0),
+        Err(e) => Err(format!("{SLOWDOWN_ENV}: {e}")),
+        Ok(v) if v.trim().is_empty() => Ok(0.0),
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && (0.0..=10.0).contains(&x) => Ok(x),
+            _ => Err(format!(
+                "{SLOWDOWN_ENV}=`{v}` is not a fraction between 0 and 10 (0.10 = 10% slower)"
+            )),
+        },
+    }
 }
 
 impl ReferenceTarget {
     /// Every family of [`ops::registry`], run with `threads`.
+    /// Timed runs are slowed as [`SLOWDOWN_ENV`] says (unset: not at all).
     pub fn new(threads: Threads) -> ReferenceTarget {
-        ReferenceTarget::with_families(ops::registry(), threads)
+        let mut t = ReferenceTarget::with_families(ops::registry(), threads);
+        t.slowdown = slowdown_from_env();
+        t
+    }
+
+    /// The same target with timed runs slowed by `fraction` (0: none), whatever the
+    /// environment says.
+    pub fn with_slowdown(mut self, fraction: f64) -> ReferenceTarget {
+        self.slowdown = Ok(fraction);
+        self
     }
 
     /// A reference target over the given families (tests use their own).
@@ -33,7 +67,11 @@ impl ReferenceTarget {
         families: Vec<&'static dyn OpFamily>,
         threads: Threads,
     ) -> ReferenceTarget {
-        ReferenceTarget { families, threads }
+        ReferenceTarget {
+            families,
+            threads,
+            slowdown: Ok(0.0),
+        }
     }
 
     fn family(&self, op: &str) -> Result<&'static dyn OpFamily, TargetError> {
@@ -122,8 +160,16 @@ impl Target for ReferenceTarget {
         };
         let outputs = run(&request.inputs)?;
         let mut timings_us = Vec::new();
+        let mut cpu = Vec::new();
         let mut notes = Vec::new();
         if let Some(timing) = request.timing {
+            let slowdown = self
+                .slowdown
+                .clone()
+                .map_err(|message| TargetError::Worker {
+                    message,
+                    stderr_tail: String::new(),
+                })?;
             let bytes = input_bytes(&request.inputs);
             let copies = ROTATION_BYTES_LIMIT
                 .checked_div(bytes)
@@ -140,17 +186,38 @@ impl Target for ReferenceTarget {
             for i in 0..timing.warmup as usize {
                 run(&buffers[i % copies])?;
             }
+            if slowdown > 0.0 {
+                notes.push(format!(
+                    "slowed by {:.1}% ({SLOWDOWN_ENV}): busy-waiting after each run",
+                    100.0 * slowdown
+                ));
+            }
+            let mut cpu_us = Vec::with_capacity(timing.iterations as usize);
             for i in 0..timing.iterations as usize {
                 let inputs = &buffers[i % copies];
+                let cpu0 = crate::cpu_time::process_cpu_us();
                 let start = Instant::now();
                 let out = run(inputs)?;
+                if slowdown > 0.0 {
+                    let target = start.elapsed().mul_f64(1.0 + slowdown);
+                    while start.elapsed() < target {
+                        std::hint::spin_loop();
+                    }
+                }
                 timings_us.push(start.elapsed().as_secs_f64() * 1e6);
+                if let (Some(a), Some(b)) = (cpu0, crate::cpu_time::process_cpu_us()) {
+                    cpu_us.push((b - a).max(0.0));
+                }
                 drop(out);
+            }
+            if cpu_us.len() == timings_us.len() {
+                cpu = cpu_us;
             }
         }
         Ok(Execution {
             outputs,
             timings_us,
+            cpu_us: cpu,
             setup_us: None,
             notes,
             stderr_tail: String::new(),

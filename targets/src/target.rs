@@ -142,6 +142,9 @@ pub struct Execution {
     /// Per-iteration times in microseconds (device times where the target can measure them);
     /// empty when no timing was requested.
     pub timings_us: Vec<f64>,
+    /// Per-iteration process CPU time in microseconds, one per timing, where the target
+    /// measures it (the in-process reference; a worker that reports `cpu_us`); else empty.
+    pub cpu_us: Vec<f64>,
     /// One-time setup (planning, weight repacking), reported but kept out of `timings_us`.
     pub setup_us: Option<f64>,
     /// Free-form notes from the target.

@@ -80,6 +80,7 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseData
         let exec = Execution {
             outputs,
             timings_us: Vec::new(),
+            cpu_us: Vec::new(),
             setup_us: None,
             notes: Vec::new(),
             stderr_tail: String::new(),

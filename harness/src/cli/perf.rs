@@ -19,6 +19,9 @@ pub enum PerfCommand {
     Compare(CompareArgs),
     /// Run the selected cases with timing and write their raw samples as a perf file.
     Record(Box<RecordArgs>),
+    /// Serve this build's reference over the worker protocol on stdin/stdout (the nightly
+    /// gate's control: a kept conform binary timed as a worker beside tonight's build).
+    ServeReference(ServeArgs),
     /// The perf history store: ingest perf files, list and show series with their change
     /// points, export CSV, and gate a run against its series' newest segment.
     #[command(subcommand)]
@@ -35,6 +38,13 @@ pub struct RecordArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Threads for the reference's computations (default: all available, as `conform run`).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Baseline perf file (JSON).
     #[arg(long)]
@@ -42,8 +52,43 @@ pub struct CompareArgs {
     /// Candidate perf file (JSON).
     #[arg(long)]
     pub candidate: PathBuf,
+    /// What to compare: `wall` (the samples, as timed) or `cpu` (the process CPU time of each
+    /// sample, `cpu_us`, recorded for the reference and CPU workers; other load on the machine
+    /// hardly moves it). docs/perf.md, "Wall or CPU time".
+    #[arg(long, value_enum, default_value_t = Metric::Wall)]
+    pub metric: Metric,
     #[command(flatten)]
     pub gate: GateOutputArgs,
+}
+
+/// The figure a comparison judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    /// Wall time of each timed iteration (`samples_us`).
+    Wall,
+    /// Process CPU time of each timed iteration (`cpu_us`).
+    Cpu,
+}
+
+/// `file` with every record's samples replaced by its CPU times; an error naming the file and
+/// the case when a record has none.
+fn cpu_samples(mut file: PerfFile, path: &std::path::Path) -> Result<PerfFile, PerfError> {
+    for rec in &mut file.cases {
+        if rec.cpu_us.is_empty() || rec.cpu_us.iter().any(|x| x.is_nan() || *x <= 0.0) {
+            return Err(PerfError::InvalidArgument {
+                field: "--metric",
+                problem: format!(
+                    "cpu: {}: case `{}` (target `{}`) has no CPU time of every sample (`cpu_us`; \
+                     recorded by the reference and CPU workers, not by device targets)",
+                    path.display(),
+                    rec.id,
+                    rec.target
+                ),
+            });
+        }
+        rec.samples_us = std::mem::take(&mut rec.cpu_us);
+    }
+    Ok(file)
 }
 
 /// What every gate command takes: the threshold and where to write its JSON.
@@ -98,6 +143,7 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
             }
         },
         PerfCommand::History(c) => crate::cli::perf_history::run(c),
+        PerfCommand::ServeReference(a) => serve_reference(a),
         PerfCommand::Compare(args) => match run_compare(args) {
             Ok((table, _, 0)) => {
                 print!("{table}");
@@ -120,12 +166,46 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
     }
 }
 
+/// `conform perf serve-reference`: this build's reference as a worker (its timings slowed as
+/// `CONFORM_REFERENCE_SLOWDOWN` says, like the in-process reference's; the nightly script's
+/// kept build clears the variable in its target.toml, since it stands for another build).
+fn serve_reference(args: &ServeArgs) -> i32 {
+    use conform_reference::parallel::Threads;
+    let threads = args.threads.map(Threads).unwrap_or_default();
+    let mut target = conform_targets::ReferenceTarget::new(threads);
+    let mut versions = std::collections::BTreeMap::new();
+    versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    match conform_targets::serve::serve(
+        &mut target,
+        "conform-reference",
+        env!("CARGO_PKG_VERSION"),
+        versions,
+        &mut stdin.lock(),
+        &mut stdout.lock(),
+    ) {
+        Ok(()) => exit_code::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "{}",
+                crate::messages::error_line(&format!("serve-reference: {e}"))
+            );
+            exit_code::USAGE
+        }
+    }
+}
+
 /// The comparison as a printed table, whether anything regressed, and how many cases were on
 /// both sides (judged).
 pub fn run_compare(args: &CompareArgs) -> Result<(String, bool, usize), PerfError> {
     let cfg = args.gate.check()?;
-    let baseline = PerfFile::read(&args.baseline)?;
-    let candidate = PerfFile::read(&args.candidate)?;
+    let mut baseline = PerfFile::read(&args.baseline)?;
+    let mut candidate = PerfFile::read(&args.candidate)?;
+    if args.metric == Metric::Cpu {
+        baseline = cpu_samples(baseline, &args.baseline)?;
+        candidate = cpu_samples(candidate, &args.candidate)?;
+    }
     let cmp = compare(&baseline, &candidate, &cfg);
     let mut table = messages::comparison_table(&cmp);
     if let Some(line) = args.gate.write_json(&cmp)? {

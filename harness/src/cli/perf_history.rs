@@ -16,8 +16,9 @@ use crate::perf::changepoint::ChangePointConfig;
 use crate::perf::history::{self, History, HistoryError, RunMeta};
 use crate::perf::{PerfError, PerfFile, PerfFileIo};
 
-/// The default history file.
-pub const DEFAULT_DB: &str = "perf-history.sqlite";
+/// The default history file: the one `ci/nightly-perf.sh` writes by default (its history
+/// directory `perf-history`), so `conform perf history show` run where the script ran finds it.
+pub const DEFAULT_DB: &str = "perf-history/perf-history.sqlite";
 
 #[derive(Debug, Subcommand)]
 pub enum HistoryCommand {
@@ -25,7 +26,8 @@ pub enum HistoryCommand {
     Ingest(IngestArgs),
     /// List the series (case, target, hardware) with their runs and samples.
     List(DbArg),
-    /// One case's runs, per-run locations and change points.
+    /// One case's runs, per-run locations, change points, the nights judged as drift and the
+    /// learned night-to-night noise band.
     Show(ShowArgs),
     /// Every sample as CSV, one row per sample.
     Export(ExportArgs),
@@ -37,7 +39,7 @@ pub enum HistoryCommand {
 #[derive(Debug, Args)]
 pub struct DbArg {
     /// The history: a SQLite file, or a PostgreSQL URL (`postgres://user@host/db`) that many
-    /// runners share.
+    /// runners share (default: the nightly script's).
     #[arg(long, value_name = "FILE|URL", default_value = DEFAULT_DB)]
     pub db: String,
 }
@@ -49,10 +51,10 @@ pub struct IngestArgs {
     /// Perf files to add (in this order).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Record this tier instead of the file's.
+    /// Record this tier (quick, full, all) instead of the file's.
     #[arg(long)]
     pub tier: Option<String>,
-    /// Record this seed instead of the file's.
+    /// Record this input seed (`cases`, `fresh` or a number) instead of the file's.
     #[arg(long)]
     pub seed: Option<String>,
 }
@@ -61,10 +63,12 @@ pub struct IngestArgs {
 pub struct ShowArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// The case id.
+    /// The case id (`conform perf history list` lists them).
     pub case: String,
+    /// The target of the series, when the case was timed on several.
     #[arg(long)]
     pub target: Option<String>,
+    /// The hardware profile of the series, when the case was timed on several.
     #[arg(long)]
     pub hardware: Option<String>,
     /// The gate's threshold for flagging a run against the runs before it (0.03 = 3%).
@@ -76,8 +80,8 @@ pub struct ShowArgs {
 pub struct ExportArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// Where to write the CSV (`-`: standard output).
-    #[arg(long)]
+    /// Where to write the CSV, one row per sample (`-` or left out: standard output).
+    #[arg(long, value_name = "FILE", default_value = "-")]
     pub csv: PathBuf,
     /// Only cases whose id matches this regular expression.
     #[arg(long)]
@@ -116,6 +120,21 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                 .iter()
                 .map(|p| PerfFile::read(p).map(|f| (p, f)))
                 .collect::<Result<Vec<_>, PerfError>>()?;
+            // A run without a case would be a night with nothing in it: refused, nothing added.
+            if let Some((p, _)) = files.iter().find(|(_, f)| f.cases.is_empty()) {
+                eprintln!("{}", crate::messages::error_line(&messages::no_case(p)));
+                return Ok(exit_code::NOTHING_JUDGED);
+            }
+            if !history::store::is_postgres_url(&a.db.db)
+                && let Some(dir) = std::path::Path::new(&a.db.db).parent()
+                && !dir.as_os_str().is_empty()
+                && !dir.exists()
+            {
+                std::fs::create_dir_all(dir).map_err(|e| HistoryError::Damaged {
+                    location: a.db.db.clone(),
+                    what: format!("creating its directory {}: {e}", dir.display()),
+                })?;
+            }
             let mut h = History::open_or_create(&a.db.db)?;
             for (p, f) in files {
                 let meta = RunMeta {
@@ -144,9 +163,10 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                 &analysis,
                 &crate::perf::GateConfig::with_threshold(a.threshold).map_err(PerfError::from)?,
             );
+            let noise = history::gate::series_noise(&nights, &analysis);
             print!(
                 "{}",
-                messages::series_detail(&key, &nights, &analysis, &flagged)
+                messages::series_detail(&key, &nights, &analysis, &flagged, noise.as_ref())
             );
             Ok(exit_code::SUCCESS)
         }

@@ -35,10 +35,11 @@ pub fn run(args: &ReportArgs) -> Result<PathBuf, ReportError> {
         args.mc2.as_deref(),
     )?;
     if let Some(db) = &args.history {
-        let (mut runs, changes) = report::history_input::load(db, args.history_runs)?;
-        runs.append(&mut inputs.perf_files);
-        inputs.perf_files = runs;
-        inputs.history_changes = changes;
+        let mut view = report::history_input::load(db, args.history_runs)?;
+        view.runs.append(&mut inputs.perf_files);
+        inputs.perf_files = view.runs;
+        inputs.history_changes = view.changes;
+        inputs.history_noise = view.noise;
     }
     inputs.adequacy = args
         .adequacy

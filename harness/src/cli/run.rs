@@ -76,6 +76,10 @@ pub struct RunArgs {
     /// Relative slowdown that fails the A/B comparison (default 0.03 = 3%).
     #[arg(long, allow_negative_numbers = true)]
     pub ab_threshold: Option<f64>,
+    /// One-sided level of the A/B ratio interval's bounds (default 0.01, the gate's); the
+    /// nightly gate's control uses 0.025 (docs/perf.md, "The nightly gate").
+    #[arg(long, allow_negative_numbers = true)]
+    pub ab_alpha: Option<f64>,
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.
     #[arg(skip)]
     pub require: Vec<String>,
@@ -310,8 +314,12 @@ fn ab_settings(args: &RunArgs) -> Result<Option<runner::ab::AbSettings>, String>
     if !args.perf {
         return Err(messages::perf::AGAINST_NEEDS_PERF.to_string());
     }
-    let gate = crate::perf::GateConfig::with_threshold(args.ab_threshold.unwrap_or(0.03))
+    let mut gate = crate::perf::GateConfig::with_threshold(args.ab_threshold.unwrap_or(0.03))
         .map_err(|e| format!("--ab-threshold: {e}"))?;
+    if let Some(alpha) = args.ab_alpha {
+        gate.ci_alpha = alpha;
+        gate.validate().map_err(|e| format!("--ab-alpha: {e}"))?;
+    }
     Ok(Some(runner::ab::AbSettings {
         gate,
         warmup: args.warmup,

@@ -34,6 +34,17 @@ pub fn open(
     let all = known(paths);
     let mut out: Vec<Box<dyn Target>> = Vec::new();
     for name in names {
+        // A worker directory given by its path (a `target.toml` in it), named after the
+        // directory: the nightly gate's control, a kept copy of an earlier build.
+        let dir = std::path::Path::new(name);
+        if !all.contains(name) && name.contains('/') && dir.join("target.toml").is_file() {
+            out.push(
+                WorkerTarget::from_dir(&paths.root, dir)
+                    .map(|w| Box::new(w) as Box<dyn Target>)
+                    .map_err(|e| e.to_string())?,
+            );
+            continue;
+        }
         if !all.contains(name) {
             return Err(messages::unknown_target(name, &all));
         }

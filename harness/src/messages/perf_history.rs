@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::perf::history::gate::{FlaggedRun, ReferenceInfo, SeriesAnalysis};
+use crate::perf::history::gate::{FlaggedRun, NoiseBand, ReferenceInfo, SeriesAnalysis};
 use crate::perf::history::{Ingested, Night, SeriesKey, SeriesSummary};
 
 pub fn ingested(file: &Path, db: &str, what: &Ingested) -> String {
@@ -71,6 +71,7 @@ pub fn series_detail(
     nights: &[Night],
     a: &SeriesAnalysis,
     flagged: &[FlaggedRun],
+    noise: Option<&NoiseBand>,
 ) -> String {
     let mut out = format!(
         "{} on target {}, hardware {}: {} run(s)\n\n",
@@ -105,20 +106,58 @@ pub fn series_detail(
             seg
         );
     }
-    if flagged.is_empty() {
+    let (drift, changed): (Vec<&FlaggedRun>, Vec<&FlaggedRun>) =
+        flagged.iter().partition(|f| f.drift.is_some());
+    if changed.is_empty() {
         out.push_str("\nno run flagged by the gate against the runs before it\n");
     } else {
         out.push_str("\nruns the gate flags against the runs before them:\n");
-        for f in flagged {
+        for f in changed {
+            let band = f.band.map_or(String::new(), |(lo, hi)| {
+                format!(" (nights' spread [{lo:.3}, {hi:.3}])")
+            });
             let _ = writeln!(
                 out,
-                "  {} {:+.1}%: between {} and {}",
+                "  {} {:+.1}%: between {} and {}{band}",
                 f.verdict.label(),
                 100.0 * (f.ratio - 1.0),
                 f.before.label(),
                 f.after.label()
             );
         }
+    }
+    if !drift.is_empty() {
+        out.push_str(
+            "\nruns that moved by their own interval, judged environment drift (not the code):\n",
+        );
+        for f in drift {
+            let _ = writeln!(
+                out,
+                "  DRIFT {:+.1}% on {}: {}",
+                100.0 * (f.ratio - 1.0),
+                f.after.label(),
+                f.drift.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if let Some(b) = noise {
+        let _ = writeln!(
+            out,
+            "\nnight-to-night noise: {:.1}% (log-location standard deviation over {} runs of \
+             unchanged code, {} degrees of freedom); the next run is expected within \
+             [{:.3}, {:.3}] of the newest segment",
+            100.0 * b.log_sd,
+            b.nights,
+            b.df,
+            b.low,
+            b.high
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\nnight-to-night noise: not learned yet (needs {} runs of unchanged code)",
+            crate::perf::history::gate::MIN_NOISE_NIGHTS
+        );
     }
     if a.changes.is_empty() {
         out.push_str("\nno change point (E-divisive means, permutation test)\n");
@@ -145,6 +184,9 @@ pub fn references(refs: &[ReferenceInfo]) -> String {
         if r.history_runs == 0 {
             continue;
         }
+        if let Some(d) = r.noise.as_ref().and_then(|n| n.drift.as_ref()) {
+            let _ = writeln!(out, "DRIFT {} [{}]: {d}", r.id, r.target);
+        }
         for c in &r.changes {
             let _ = writeln!(
                 out,
@@ -167,6 +209,13 @@ pub fn regression(case: &str, target: &str, reason: &str) -> String {
 pub fn first_run(db: &str) -> String {
     format!(
         "no case has an earlier run in {db}: nothing to compare yet (this run becomes the reference once ingested)"
+    )
+}
+
+pub fn no_case(file: &Path) -> String {
+    format!(
+        "{}: the perf file holds no case (nothing was timed); nothing was added to the history",
+        file.display()
     )
 }
 

@@ -90,6 +90,12 @@ pub const H_PERF: &str = "Performance";
 pub const H_BASELINE: &str = "Comparison with the baseline";
 pub const H_TREND: &str = "Trend";
 pub const H_CHANGES: &str = "Change points (perf history)";
+pub const H_NOISE: &str = "Night-to-night noise (perf history)";
+pub const NOISE_LEGEND: &str = "Each run's location (fenced mean of its samples) with the band \
+learned from earlier runs of unchanged code that the run was judged against (shaded); orange \
+rings: runs whose own interval moved but that the gate judged environment drift (inside the \
+band, too few nights to learn it, or the same commit as the reference); red bars: runs flagged \
+beyond the band too.";
 pub const H_MC2: &str = "MC2 timeline";
 pub const NO_FAILURES: &str = "No failures: every selected case passed or was skipped.";
 pub const BORDERLINE_EXPLAINED: &str = "Cases that passed while their check tolerated mismatching \

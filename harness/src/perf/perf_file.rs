@@ -114,6 +114,7 @@ impl PerfRecordBuild for PerfRecord {
             target: target.into(),
             hardware: None,
             samples_us,
+            cpu_us: Vec::new(),
             warmup: None,
             iterations: None,
             setup_us: Vec::new(),
@@ -177,6 +178,26 @@ impl PerfRecordBuild for PerfRecord {
         };
         positive("samples_us", &self.samples_us)?;
         positive("setup_us", &self.setup_us)?;
+        if !self.cpu_us.is_empty() && self.cpu_us.len() != self.samples_us.len() {
+            return Err(bad(
+                "cpu_us",
+                format!(
+                    "has {} values for {} samples (one per sample, or none)",
+                    self.cpu_us.len(),
+                    self.samples_us.len()
+                ),
+            ));
+        }
+        if let Some(i) = self
+            .cpu_us
+            .iter()
+            .position(|x| !(x.is_finite() && *x >= 0.0))
+        {
+            return Err(bad(
+                "cpu_us",
+                format!("[{i}] = {} is not a finite time >= 0", self.cpu_us[i]),
+            ));
+        }
         for (field, v) in [("flops", self.flops), ("bytes", self.bytes)] {
             if let Some(x) = v
                 && !(x.is_finite() && x >= 0.0)

@@ -36,6 +36,8 @@ pub struct ReportInputs {
     pub adequacy: Option<crate::adequacy::AdequacyReport>,
     /// The change points of the perf history the trend was drawn from (`--history`).
     pub history_changes: Vec<history_input::ChangeRow>,
+    /// Each history series' runs with the learned noise band and the drift nights.
+    pub history_noise: Vec<history_input::NoiseSeries>,
 }
 
 impl ReportInputs {
@@ -49,6 +51,7 @@ impl ReportInputs {
             mc2: None,
             adequacy: None,
             history_changes: Vec::new(),
+            history_noise: Vec::new(),
         }
     }
 
@@ -70,6 +73,7 @@ impl ReportInputs {
             mc2: mc2.map(load::mc2_timeline).transpose()?,
             adequacy: None,
             history_changes: Vec::new(),
+            history_noise: Vec::new(),
         })
     }
 }
@@ -100,6 +104,7 @@ pub fn render(inputs: &ReportInputs) -> Result<String, ReportError> {
         &inputs.perf_files,
         &inputs.history_changes,
     )?);
+    body.push_str(&perf_section::noise_section(&inputs.history_noise)?);
     if let Some(t) = &inputs.mc2 {
         body.push_str(&mc2_section::section(t)?);
     }

@@ -71,6 +71,43 @@ pub fn section(
     Ok(s)
 }
 
+/// Most series on the noise plots: those with drift or flagged runs first.
+pub const NOISE_MAX_SERIES: usize = 8;
+
+/// The history's series with their learned noise bands and drift nights (`--history`).
+pub fn noise_section(series: &[super::history_input::NoiseSeries]) -> Result<String, ReportError> {
+    let mut shown: Vec<&super::history_input::NoiseSeries> =
+        series.iter().filter(|s| s.locations.len() >= 2).collect();
+    if shown.is_empty() {
+        return Ok(String::new());
+    }
+    shown.sort_by_key(|s| std::cmp::Reverse(s.drift.len() + 2 * s.flagged.len()));
+    let total = shown.len();
+    shown.truncate(NOISE_MAX_SERIES);
+    let mut s = format!(
+        "<section id=\"noise\"><h2>{}</h2><p class=\"note\">{}</p><div class=\"plots\">\n",
+        msg::H_NOISE,
+        msg::NOISE_LEGEND
+    );
+    for n in &shown {
+        let _ = writeln!(
+            s,
+            "<div class=\"plot\">{}</div>",
+            super::plots::noise::svg(n)?
+        );
+    }
+    s.push_str("</div>\n");
+    if total > shown.len() {
+        let _ = writeln!(
+            s,
+            "<p class=\"note\">{} of {total} series shown: those with the most drift and flagged nights.</p>",
+            shown.len()
+        );
+    }
+    s.push_str("</section>\n");
+    Ok(s)
+}
+
 /// Whether the case meets its budget: None without any budget.
 pub fn within_budget(c: &PerfCase) -> Option<bool> {
     let time = match (c.median_us, c.budget_us) {

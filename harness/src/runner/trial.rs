@@ -517,6 +517,9 @@ fn perf_record(
         .map_err(|e| format!("the target returned no usable samples: {e}"))?
         .with_protocol(warmup, iterations);
     record.params_digest = Some(params_digest(&case.params));
+    if exec.cpu_us.len() == exec.timings_us.len() {
+        record.cpu_us = exec.cpu_us.clone();
+    }
     if let Some(setup) = exec.setup_us {
         record = record.with_setup(vec![setup]).map_err(|e| e.to_string())?;
     }

@@ -400,6 +400,7 @@ impl Target for WorkerTarget {
         Ok(Execution {
             outputs,
             timings_us: answer.timings_us,
+            cpu_us: answer.cpu_us,
             setup_us: answer.setup_us,
             notes: answer.notes,
             stderr_tail: tail,
@@ -419,6 +420,7 @@ struct SentRequest {
 /// What a valid `ok` reply carries besides the output file.
 struct Answer {
     timings_us: Vec<f64>,
+    cpu_us: Vec<f64>,
     setup_us: Option<f64>,
     notes: Vec<String>,
 }
@@ -451,6 +453,7 @@ fn check_reply(
         status,
         outputs,
         timings_us,
+        cpu_us,
         setup_us,
         message,
         notes,
@@ -486,8 +489,16 @@ fn check_reply(
             t.iterations
         )));
     }
+    if !cpu_us.is_empty() && cpu_us.len() != timings_us.len() {
+        return Err(Violation::Protocol(format!(
+            "{} CPU times (cpu_us) for {} timings: one per timing, or none",
+            cpu_us.len(),
+            timings_us.len()
+        )));
+    }
     if let Some(bad) = timings_us
         .iter()
+        .chain(cpu_us.iter())
         .chain(setup_us.iter())
         .find(|x| !x.is_finite() || **x < 0.0)
     {
@@ -495,6 +506,7 @@ fn check_reply(
     }
     Ok(Answer {
         timings_us,
+        cpu_us,
         setup_us,
         notes,
     })

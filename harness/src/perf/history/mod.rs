@@ -10,5 +10,8 @@ pub mod schema;
 pub mod store;
 
 pub use error::HistoryError;
-pub use gate::{analyse, flagged_runs, gate, FlaggedRun, HistoryComparison, SeriesAnalysis};
+pub use gate::{
+    analyse, flagged_runs, gate, judge_night, noise_band, FlaggedRun, HistoryComparison,
+    NightJudgement, NoiseBand, SeriesAnalysis,
+};
 pub use store::{History, Ingested, Night, RunMeta, SeriesKey, SeriesSummary};

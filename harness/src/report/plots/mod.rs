@@ -6,6 +6,7 @@ pub mod budget;
 pub mod colormap;
 pub mod error_histogram;
 pub mod heatmap;
+pub mod noise;
 pub mod timeline;
 pub mod trend;
 
