@@ -77,6 +77,19 @@ pub struct Row {
     pub line: usize,
 }
 
+/// Id prefixes of the rows about the torch_npu worker (`npu.`) and its Atlas CI setup (`ci.`):
+/// claims about how conform calls a CANN kernel, not knobs of a reference recipe. They share
+/// the ledger's format and statuses; the worker's and the setup script's own tests (the CPU
+/// stand-in, the CANN-detection fixtures) keep them honest.
+pub const WORKER_CLAIM_PREFIXES: [&str; 2] = ["npu.", "ci."];
+
+impl Row {
+    /// Whether the row is a claim of the torch_npu worker or its CI setup rather than a knob.
+    pub fn is_worker_claim(&self) -> bool {
+        WORKER_CLAIM_PREFIXES.iter().any(|p| self.id.starts_with(p))
+    }
+}
+
 /// A malformed ledger.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LedgerError {

@@ -14,7 +14,7 @@ fn every_knob_has_a_row_and_every_row_a_knob() {
     let missing: Vec<&String> = knobs.difference(&ids).collect();
     let unknown: Vec<String> = rows
         .iter()
-        .filter(|r| !knobs.contains(&r.id))
+        .filter(|r| !knobs.contains(&r.id) && !r.is_worker_claim())
         .map(|r| format!("{} (line {})", r.id, r.line))
         .collect();
     assert!(
@@ -34,6 +34,25 @@ fn every_knob_has_a_row_and_every_row_a_knob() {
             "{}: a row that is not `assumed` needs a source",
             r.id
         );
+    }
+}
+
+#[test]
+fn the_torch_npu_worker_has_its_claims_in_the_ledger() {
+    let rows = ledger::parse(ledger::LEDGER_TEXT).unwrap_or_else(|e| panic!("{e}"));
+    let worker: Vec<_> = rows.iter().filter(|r| r.is_worker_claim()).collect();
+    // The worker's argument mappings (MC2 epilogue, inner_precise, the TND limits, device
+    // probes) and the setup script's CANN detection each have rows.
+    for id in ["npu.", "ci."] {
+        assert!(
+            worker.iter().any(|r| r.id.starts_with(id)),
+            "no `{id}*` row in {}",
+            ledger::LEDGER_PATH
+        );
+    }
+    let knobs: BTreeSet<String> = ledger::knob_ids().into_iter().collect();
+    for r in &worker {
+        assert!(!knobs.contains(&r.id), "{} is both a knob and a worker claim", r.id);
     }
 }
 

@@ -6,12 +6,15 @@
 //! `allreduce(x1 @ x2 + bias + x3)`, each rank adding what it is given). For every output
 //! element `(i, j)`:
 //! 1. each rank's product `p_r = dot_f32(x1_r[i, :], x2_r[:, j])` (f32, the fixed 16-lane
-//!    order of [`crate::dot`]); with the epilogue on a rank, `p_r = (p_r + bias[j]) + x3[i, j]`
-//!    in f32;
-//! 2. [`Accumulation::Kernel`]: `v_r = round(p_r)` to the output dtype with
-//!    `output_rounding`, then the all-reduce sums the `v_r` in the dtype in the given
-//!    [`ReductionOrder`] (see [`super::reduction`]); [`Accumulation::HighPrecisionGolden`]: the
-//!    `p_r` are summed in f32 in rank order;
+//!    order of [`crate::dot`]);
+//! 2. [`Accumulation::Kernel`]: with the epilogue on a rank, as the kernel does it
+//!    (ops-transformer `mc2/matmul_all_reduce`: bias inside the matmul, x3 by a vector add on
+//!    the rank's converted result before the all-reduce of the tile),
+//!    `v_r = round_rne(round(p_r + bias[j]) + x3[i, j])`, else `v_r = round(p_r)`, `round` to
+//!    the output dtype with `output_rounding`; then the all-reduce sums the `v_r` in the dtype
+//!    in the given [`ReductionOrder`] (see [`super::reduction`]);
+//!    [`Accumulation::HighPrecisionGolden`]: `p_r = (p_r + bias[j]) + x3[i, j]` in f32 on the
+//!    epilogue's ranks, and the `p_r` are summed in f32 in rank order;
 //! 3. with [`EpiloguePlacement::AfterReduce`]: `(s + bias[j]) + x3[i, j]` in f32; finally one
 //!    rounding to the dtype (in kernel mode only when an epilogue term was added, since the
 //!    dtype sum is already in the dtype).
@@ -35,6 +38,7 @@ use super::problem::{
     RankOperands,
 };
 use super::reduction::{reduce_in_dtype, ring_chunk_of};
+use crate::formats::Rounding;
 use crate::gemm::lanes16::{matmul_packed, Packed};
 use crate::parallel::{fill_chunks, Threads};
 
@@ -113,26 +117,36 @@ impl Prepared<'_> {
         self.bias.is_some() || self.x3.is_some()
     }
 
+    /// Whether rank `r` adds the epilogue to its own product.
+    fn on_rank(&self, r: usize) -> bool {
+        match self.numerics.epilogue {
+            EpiloguePlacement::AfterReduce => false,
+            EpiloguePlacement::IntoRankZero => r == 0,
+            EpiloguePlacement::IntoEveryRank => true,
+        }
+    }
+
     /// One output element from its per-rank products `p[r]` (overwritten); `chunk` is its
     /// ring chunk within the reduced buffer.
     fn element(&self, i: usize, j: usize, chunk: usize, p: &mut [f32]) -> f32 {
         let nm = &self.numerics;
         let dt = nm.dtype;
-        for (r, slot) in p.iter_mut().enumerate() {
-            let on_rank = match nm.epilogue {
-                EpiloguePlacement::AfterReduce => false,
-                EpiloguePlacement::IntoRankZero => r == 0,
-                EpiloguePlacement::IntoEveryRank => true,
-            };
-            if on_rank {
-                *slot = self.add_epilogue(*slot, i, j);
-            }
-        }
         let after = nm.epilogue == EpiloguePlacement::AfterReduce && self.has_epilogue();
         match nm.accumulation {
             Accumulation::Kernel(order) => {
-                for v in p.iter_mut() {
+                // The kernel's epilogue on a rank: bias inside the matmul (f32, before the
+                // conversion to the dtype), x3 by a vector add on the converted result (bf16:
+                // widened to f32, added, CAST_RINT; f16: an f16 add, which is the f32 sum of
+                // two f16 values rounded once to nearest even), so x3 costs a second rounding.
+                for (r, v) in p.iter_mut().enumerate() {
+                    let on_rank = self.on_rank(r);
+                    if on_rank && let Some(b) = self.bias {
+                        *v += b[j];
+                    }
                     *v = dt.quantize_f32(*v, nm.output_rounding);
+                    if on_rank && let Some(x3) = self.x3 {
+                        *v = dt.quantize_f32(*v + x3[i * self.shape.n + j], Rounding::RNE);
+                    }
                 }
                 let s = reduce_in_dtype(p, order, chunk, dt);
                 if after {
@@ -142,6 +156,11 @@ impl Prepared<'_> {
                 }
             }
             Accumulation::HighPrecisionGolden => {
+                for (r, slot) in p.iter_mut().enumerate() {
+                    if self.on_rank(r) {
+                        *slot = self.add_epilogue(*slot, i, j);
+                    }
+                }
                 let mut s = p[0];
                 for &v in &p[1..] {
                     s += v;

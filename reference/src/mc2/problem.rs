@@ -124,16 +124,20 @@ impl Mc2Numerics {
             crate::fidelity::Knob::new(format!("mc2.{recipe}.{field}"), value)
         };
         let rounding = crate::fidelity::rounding_name(output_rounding);
-        let (per_rank, dtype, order) = match accumulation {
+        let (per_rank, dtype, order, epilogue_precision) = match accumulation {
             Accumulation::Kernel(order) => (
                 format!("each rank's f32 result rounded to the dtype, {rounding}"),
                 "the output dtype (f16/bf16), IEEE nearest-even adds".to_string(),
                 order.name().to_string(),
+                "bias added in f32 before the rank's rounding; x3 added to the rounded result \
+                 and rounded again to nearest even"
+                    .to_string(),
             ),
             Accumulation::HighPrecisionGolden => (
                 "none: f32 partials".to_string(),
                 "f32".to_string(),
                 "rank order".to_string(),
+                "bias then x3 added in f32, left to right, before the one rounding".to_string(),
             ),
         };
         vec![
@@ -142,10 +146,7 @@ impl Mc2Numerics {
             k("reduction_order", order),
             k("output_rounding", rounding),
             k("epilogue", format!("{epilogue:?}")),
-            k(
-                "epilogue_precision",
-                "bias then x3 added in f32, left to right, before the one rounding".to_string(),
-            ),
+            k("epilogue_precision", epilogue_precision),
         ]
     }
 

@@ -141,10 +141,9 @@ def npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=None, antiquant_s
     if x3 is not None and x3.shape != a.shape[:-1] + (b.shape[1],):
         fail(_MC2, "x3 must have the output's shape, got %s" % (x3.shape,))
     y = (a.reshape(-1, a.shape[-1]) @ b).astype(np.float32)
-    # The page's formula: this rank's x1 @ x2 + bias + x3 (what it is passed), in f32 ...
-    y = _mc2_epilogue(y, bias, x3)
-    # ... rounded to the output dtype, then the all-reduce in that dtype.
-    mine = _to(y, dt)
+    # The page's formula: this rank's x1 @ x2 + bias + x3 (what it is passed), rounded to the
+    # output dtype, then the all-reduce in that dtype.
+    mine = _mc2_epilogue(y, bias, x3, dt)
     parts = dist.exchange(mine._a, hcom)
     acc = torch.Tensor(parts[0], dt, "npu")
     for p in parts[1:]:
@@ -152,13 +151,17 @@ def npu_mm_all_reduce_base(x1, x2, hcom, reduce_op="sum", bias=None, antiquant_s
     return torch.Tensor(acc._a.reshape(a.shape[:-1] + (b.shape[1],)), dt, "npu")
 
 
-def _mc2_epilogue(y, bias, x3):
-    """y + bias + x3 in f32, left to right (the order of the page's formula; assumed)."""
+def _mc2_epilogue(y, bias, x3, dt):
+    """One rank's result in the output dtype: bias enters the matmul's f32 result before the
+    conversion to the dtype; x3 is added to the converted result and rounded again (the
+    ops-transformer kernel's add-x3 vector stage: bf16 widened, added in f32, cast to nearest
+    even; f16 a half-precision add)."""
     if bias is not None:
         y = (y + bias._f32().reshape(1, -1)).astype(np.float32)
+    out = _to(y, dt)
     if x3 is not None:
-        y = (y + x3._f32().reshape(y.shape)).astype(np.float32)
-    return y
+        out = _to(out._f32() + x3._f32().reshape(y.shape), dt)
+    return out
 
 
 # --------------------------------------------------------------------------- FP4 cast
