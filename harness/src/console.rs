@@ -47,7 +47,11 @@ pub fn ensure_standard_fds() {
         // SAFETY: F_GETFD only queries the descriptor; open(2) with a static C string.
         unsafe {
             if libc::fcntl(fd, libc::F_GETFD) == -1 {
-                let flags = if fd == 0 { libc::O_RDONLY } else { libc::O_WRONLY };
+                let flags = if fd == 0 {
+                    libc::O_RDONLY
+                } else {
+                    libc::O_WRONLY
+                };
                 let got = libc::open(c"/dev/null".as_ptr(), flags);
                 if got >= 0 && got != fd {
                     libc::dup2(got, fd);

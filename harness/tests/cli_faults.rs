@@ -87,7 +87,11 @@ impl Scratch {
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
-        for (name, script) in [("hanging", HANGING), ("noops", NO_OPS), ("crashing", CRASHING)] {
+        for (name, script) in [
+            ("hanging", HANGING),
+            ("noops", NO_OPS),
+            ("crashing", CRASHING),
+        ] {
             let w = dir.path().join("contrib").join(name);
             std::fs::create_dir_all(&w).unwrap();
             std::fs::write(w.join("worker.py"), script).unwrap();
@@ -155,10 +159,7 @@ impl Scratch {
                         })
                         .unwrap_or(false);
                     live && std::fs::read(format!("/proc/{pid}/environ"))
-                        .map(|env| {
-                            env.split(|&b| b == 0)
-                                .any(|kv| kv == needle.as_bytes())
-                        })
+                        .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()))
                         .unwrap_or(false)
                 })
                 .collect();
@@ -176,7 +177,13 @@ fn mknod(dir: &Path, name: &str, minor: u32) -> PathBuf {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: mknod on a path under a temporary directory this test owns.
     let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, minor)) };
-    assert_eq!(r, 0, "mknod {}: {}", p.display(), std::io::Error::last_os_error());
+    assert_eq!(
+        r,
+        0,
+        "mknod {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
     p
 }
 
@@ -353,7 +360,10 @@ fn check(cmd: Long, fault: Fault) {
             let f = std::fs::OpenOptions::new().write(true).open(&full).unwrap();
             c.stdout(Stdio::null()).stderr(Stdio::from(f));
             let st = c.status().unwrap();
-            assert!(is_char_device(&full), "{what}: the scratch node was replaced");
+            assert!(
+                is_char_device(&full),
+                "{what}: the scratch node was replaced"
+            );
             st
         }
         Fault::Signal(sig) => {
@@ -377,7 +387,11 @@ fn check(cmd: Long, fault: Fault) {
             assert_eq!(status.code(), Some(code), "{what}");
             let out = out.unwrap();
             if cmd == Long::PerfRecord {
-                assert_eq!(json(&out)["cases"].as_array().map(Vec::len), Some(1), "{what}");
+                assert_eq!(
+                    json(&out)["cases"].as_array().map(Vec::len),
+                    Some(1),
+                    "{what}"
+                );
             } else {
                 let r = json(&out);
                 assert!(r["interrupted"].is_string(), "{what}: {r}");
@@ -412,7 +426,10 @@ fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child) {
     let start = Instant::now();
     if cmd.hangs() {
         while !s.pids_file().exists() {
-            assert!(start.elapsed() < Duration::from_secs(60), "{cmd:?} never hung");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{cmd:?} never hung"
+            );
             assert!(child.try_wait().unwrap().is_none(), "{cmd:?} ended early");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -436,7 +453,11 @@ fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
         return;
     }
     let out = out.unwrap();
-    assert!(!out.exists(), "{what}: SIGKILL left no time to write {}", out.display());
+    assert!(
+        !out.exists(),
+        "{what}: SIGKILL left no time to write {}",
+        out.display()
+    );
     let journal = PathBuf::from(format!("{}.journal", out.display()));
     let rec = s.path("recovered");
     let o = s
@@ -451,9 +472,19 @@ fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
     let code = if finished == 0 { 4 } else { 0 };
     assert_eq!(o.status.code(), Some(code), "{what}: {}", text(&o));
     let r = json(&rec.join("results.json"));
-    assert_eq!(r["cases"].as_array().unwrap().len(), finished, "{what}: {r}");
-    assert!(r["interrupted"].as_str().unwrap().contains("SIGKILL"), "{r}");
-    assert!(!r["unfinished"].as_array().unwrap().is_empty(), "{what}: {r}");
+    assert_eq!(
+        r["cases"].as_array().unwrap().len(),
+        finished,
+        "{what}: {r}"
+    );
+    assert!(
+        r["interrupted"].as_str().unwrap().contains("SIGKILL"),
+        "{r}"
+    );
+    assert!(
+        !r["unfinished"].as_array().unwrap().is_empty(),
+        "{what}: {r}"
+    );
     let html = std::fs::read_to_string(rec.join("index.html")).unwrap();
     assert!(!html.contains("all passed"), "{what}");
 }
@@ -478,11 +509,18 @@ fn device_and_symlink_outputs_are_written_through_never_replaced() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(is_char_device(&null), "the null node was replaced");
     assert!(
-        std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(),
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
         "the link was replaced"
     );
     // The JUnit went through the link to conform's stdout.
-    assert!(String::from_utf8_lossy(&o.stdout).contains("<testsuites"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("<testsuites"),
+        "{}",
+        text(&o)
+    );
     // No journal or temporary file beside the device.
     let names: Vec<_> = std::fs::read_dir(s.dir.path())
         .unwrap()
@@ -536,8 +574,13 @@ fn fifo_and_links_to_files() {
     assert!(through["cases"].as_array().is_some_and(|c| !c.is_empty()));
     let ft = std::fs::symlink_metadata(&fifo).unwrap().file_type();
     assert!(ft.is_fifo(), "the FIFO was replaced");
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-    assert!(std::fs::read_to_string(&real).unwrap().contains("<testsuites"));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(&real)
+        .unwrap()
+        .contains("<testsuites"));
 
     let dangling = s.path("dangling.json");
     std::os::unix::fs::symlink(s.path("nowhere/x.json"), &dangling).unwrap();
@@ -619,7 +662,9 @@ fn report_of_nothing_and_of_unknown_versions() {
 fn the_replay_line_of_validate_runs_when_pasted() {
     let s = Scratch::new();
     let o = s
-        .command(&["validate", "--suite", "paged_kv", "--tier", "quick", "--worker"])
+        .command(&[
+            "validate", "--suite", "paged_kv", "--tier", "quick", "--worker",
+        ])
         .arg(s.worker("crashing"))
         .arg("--out")
         .arg(s.path("v"))
@@ -631,9 +676,7 @@ fn the_replay_line_of_validate_runs_when_pasted() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("replay: conform "))
         .unwrap_or_else(|| panic!("no replay line:\n{stdout}"));
-    let pasted = format!(
-        "\"$CONFORM\" --root \"$ROOT\" {line} --json \"$OUT\""
-    );
+    let pasted = format!("\"$CONFORM\" --root \"$ROOT\" {line} --json \"$OUT\"");
     let replayed = s.path("replayed.json");
     let o = Command::new("sh")
         .args(["-c", &pasted])
@@ -677,7 +720,11 @@ fn absurd_thread_counts_are_refused_at_once() {
     let s = Scratch::new();
     for n in ["100000", "0", "18446744073709551616", "-3"] {
         let mut c = s.command(&["run", "--filter", FILTER, "--threads", n]);
-        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         use wait_timeout::ChildExt;
         let st = child.wait_timeout(Duration::from_secs(60)).unwrap();
         if st.is_none() {
@@ -687,6 +734,28 @@ fn absurd_thread_counts_are_refused_at_once() {
         assert_eq!(o.status.code(), Some(2), "--threads {n}: {}", text(&o));
         assert!(text(&o).contains("--threads"), "{}", text(&o));
     }
+}
+
+/// Frictions: a directory given as the perf history database is named as such (not "disk I/O
+/// error"), and a suite name where a case id is expected gets a hint.
+fn a_history_directory_and_a_suite_for_a_case_get_clear_messages() {
+    let s = Scratch::new();
+    for args in [
+        vec!["perf", "history", "list", "--db"],
+        vec!["perf", "history", "show", "x", "--db"],
+    ] {
+        let o = s.command(&args).arg(s.dir.path()).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("is a directory"), "{}", text(&o));
+        assert!(!text(&o).contains("disk I/O"), "{}", text(&o));
+    }
+    let o = s.command(&["explain", "paged_kv"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("is a suite, not a case id") && text(&o).contains("--suite paged_kv"),
+        "{}",
+        text(&o)
+    );
 }
 
 fn main() {
@@ -734,6 +803,11 @@ fn main() {
             name: "an_output_directory_deleted_mid_run_exits_1",
             body: an_output_directory_deleted_mid_run_exits_1,
             missing: no_python.clone(),
+        },
+        trials::Test {
+            name: "a_history_directory_and_a_suite_for_a_case_get_clear_messages",
+            body: a_history_directory_and_a_suite_for_a_case_get_clear_messages,
+            missing: None,
         },
         trials::Test {
             name: "absurd_thread_counts_are_refused_at_once",

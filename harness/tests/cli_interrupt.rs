@@ -319,8 +319,7 @@ fn after_sigkill_the_journal_is_readable_and_the_next_run_removes_the_dead_runs_
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(rec.join("results.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(rec.join("results.json")).unwrap()).unwrap();
     assert_eq!(r["cases"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(r["cases"][0]["status"], "passed");
     assert_eq!(r["unfinished"][0]["target"], "hanging", "{r}");

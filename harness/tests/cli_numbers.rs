@@ -35,7 +35,9 @@ fn number_text() -> impl Strategy<Value = String> {
 /// Parses `args` as the binary would; Err (clap's message) on a refusal. A panic fails the
 /// property.
 fn parse(args: &[&str]) -> Result<Cli, String> {
-    let argv: Vec<&str> = std::iter::once("conform").chain(args.iter().copied()).collect();
+    let argv: Vec<&str> = std::iter::once("conform")
+        .chain(args.iter().copied())
+        .collect();
     Cli::try_parse_from(argv).map_err(|e| e.to_string())
 }
 
@@ -180,17 +182,29 @@ fn extreme_values_end_with_a_message_and_exit_2() {
     for (args, says) in [
         (vec!["run", "--threads", "100000"], "at most"),
         (vec!["run", "--max-memory", "0.1"], "less than one byte"),
-        (vec!["run", "--perf", "--iterations", "4294967295"], "--iterations"),
+        (
+            vec!["run", "--perf", "--iterations", "4294967295"],
+            "--iterations",
+        ),
         (vec!["adequacy", "--seed-sets", "4294967295"], "--seed-sets"),
         (
             vec![
-                "mc2", "plan", "--m", &huge, "--k", "64", "--n", "64", "--dtype", "f16",
-                "--costs", costs,
+                "mc2", "plan", "--m", &huge, "--k", "64", "--n", "64", "--dtype", "f16", "--costs",
+                costs,
             ],
             "",
         ),
         (
-            vec!["perf", "compare", "--baseline", "a", "--candidate", "b", "--threshold", "NaN"],
+            vec![
+                "perf",
+                "compare",
+                "--baseline",
+                "a",
+                "--candidate",
+                "b",
+                "--threshold",
+                "NaN",
+            ],
             "",
         ),
     ] {

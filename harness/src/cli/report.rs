@@ -73,12 +73,11 @@ pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
     // A journal (what SIGKILL leaves) also becomes a results file beside the report.
     if report::load::is_journal(&args.input) {
         let out = args.out.join("results.json");
-        let text = serde_json::to_string_pretty(&inputs.results).map_err(|e| {
-            ReportError::Write {
+        let text =
+            serde_json::to_string_pretty(&inputs.results).map_err(|e| ReportError::Write {
                 path: out.clone(),
                 source: std::io::Error::other(e),
-            }
-        })?;
+            })?;
         std::fs::create_dir_all(&args.out).map_err(|source| ReportError::Write {
             path: args.out.clone(),
             source,

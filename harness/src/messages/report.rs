@@ -84,7 +84,12 @@ pub fn unknown_schema_version(path: &Path, found: u64, supported: u32) -> String
 }
 
 /// A journal turned back into a results file by `conform report`.
-pub fn recovered_journal(journal: &Path, results: &Path, finished: usize, unfinished: usize) -> String {
+pub fn recovered_journal(
+    journal: &Path,
+    results: &Path,
+    finished: usize,
+    unfinished: usize,
+) -> String {
     format!(
         "recovered {} from journal {}: {finished} finished, {unfinished} not finished",
         results.display(),

@@ -58,7 +58,9 @@ impl Journal {
         {
             return None;
         }
-        let mut j = std::fs::File::create(path).ok().map(|file| Journal { file })?;
+        let mut j = std::fs::File::create(path)
+            .ok()
+            .map(|file| Journal { file })?;
         j.append_line(header);
         Some(j)
     }

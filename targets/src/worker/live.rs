@@ -225,7 +225,10 @@ mod tests {
             .expect("the registered group was killed");
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(st.signal(), Some(libc::SIGKILL));
-        assert!(forgotten.try_wait().unwrap().is_none(), "a forgotten group was killed");
+        assert!(
+            forgotten.try_wait().unwrap().is_none(),
+            "a forgotten group was killed"
+        );
         forgotten.kill().unwrap();
         forgotten.wait().unwrap();
     }
