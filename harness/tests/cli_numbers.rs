@@ -49,7 +49,7 @@ fn refused(e: &str, flag: &str) -> bool {
 
 fn run_args(cli: Cli) -> conform_harness::cli::run::RunArgs {
     match cli.command {
-        Command::Run(a) => a,
+        Command::Run(a) => *a,
         c => panic!("not run: {c:?}"),
     }
 }

@@ -39,7 +39,7 @@ pub enum Command {
     Golden(golden::GoldenCommand),
     /// Run suites against targets (no arguments: the main job — every quick case on the
     /// reference, verified against the golden store).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// List the targets and whether each is available here.
     Targets(targets::TargetsArgs),
     /// Write the self-contained HTML report of a results file (plus perf files, a baseline
@@ -91,7 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::List(a) => list::run(&paths()?, a),
         Command::Explain(a) => explain::run(&paths()?, a),
         Command::Golden(c) => golden::run(&paths()?, c),
-        Command::Run(a) => run::run(&paths()?, a),
+        Command::Run(a) => run::run(&paths()?, *a),
         Command::Targets(a) => targets::run(&paths()?, a),
         Command::Mc2(a) => match mc2::run(&a, &mut std::io::stdout().lock()) {
             Ok(()) => Ok(crate::exit_code::SUCCESS),
