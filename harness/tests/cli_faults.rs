@@ -707,12 +707,16 @@ fn an_output_directory_deleted_mid_run_exits_1() {
         .arg(s.worker("noops"))
         .arg("--json")
         .arg(out.join("r.json"))
+        .arg("--junit")
+        .arg(s.path("r.xml"))
         .env("DOOMED", &out)
         .output()
         .unwrap();
     assert!(!out.exists(), "the worker did not remove the directory");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("r.json"), "{}", text(&o));
+    // The output that could be written still was.
+    assert!(s.path("r.xml").exists(), "{}", text(&o));
 }
 
 /// `--threads` far beyond the machine is refused at once (it used to start them all), as is 0.

@@ -425,31 +425,53 @@ pub fn check_output_paths(args: &RunArgs, extra: &[&std::path::Path]) -> Result<
 
 /// Writes the JSON and JUnit files a run asked for.
 pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()> {
-    if let Some(p) = &args.json {
-        crate::atomic_file::write(p, serde_json::to_string_pretty(results)?.as_bytes())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        // The results file is whole: the journal has served its purpose.
-        if let Some(j) = runner::journal::path_for_output(p) {
-            let _ = std::fs::remove_file(j);
+    // Each output is attempted even when another could not be written (one lost file must not
+    // cost the others); the first error is returned.
+    let mut first: Option<anyhow::Error> = None;
+    let mut keep = |r: anyhow::Result<()>| {
+        if let Err(e) = r {
+            if first.is_some() {
+                crate::errln!("{}", messages::error_line(&format!("{e:#}")));
+            } else {
+                first = Some(e);
+            }
         }
-        crate::outln!("{}", messages::wrote("results", p));
+    };
+    if let Some(p) = &args.json {
+        keep((|| {
+            crate::atomic_file::write(p, serde_json::to_string_pretty(results)?.as_bytes())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            // The results file is whole: the journal has served its purpose.
+            if let Some(j) = runner::journal::path_for_output(p) {
+                let _ = std::fs::remove_file(j);
+            }
+            crate::outln!("{}", messages::wrote("results", p));
+            Ok(())
+        })());
     }
     if let Some(p) = &args.junit {
-        let mut xml = Vec::new();
-        junit::write_junit(results, &mut xml)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        crate::atomic_file::write(p, &xml).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        crate::outln!("{}", messages::wrote("JUnit", p));
+        keep((|| {
+            let mut xml = Vec::new();
+            junit::write_junit(results, &mut xml)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            crate::atomic_file::write(p, &xml)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            crate::outln!("{}", messages::wrote("JUnit", p));
+            Ok(())
+        })());
     }
     if let Some(dir) = &args.report {
-        let source = args
-            .json
-            .clone()
-            .unwrap_or_else(|| dir.join("results.json"));
-        let inputs = crate::report::ReportInputs::from_results(results.clone(), source);
-        let page = crate::report::render(&inputs)?;
-        let path = crate::report::write(dir, &page)?;
-        crate::outln!("{}", messages::report::wrote_report(&path));
+        keep((|| {
+            let source = args
+                .json
+                .clone()
+                .unwrap_or_else(|| dir.join("results.json"));
+            let inputs = crate::report::ReportInputs::from_results(results.clone(), source);
+            let page = crate::report::render(&inputs)?;
+            let path = crate::report::write(dir, &page)?;
+            crate::outln!("{}", messages::report::wrote_report(&path));
+            Ok(())
+        })());
     }
-    Ok(())
+    first.map_or(Ok(()), Err)
 }
