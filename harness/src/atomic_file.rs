@@ -4,15 +4,93 @@
 //! destination and renamed over it, so a reader (or a run killed half-way) never sees half a
 //! file. [`check_writable`] runs before a command starts its cases, so a bad `--json` path
 //! is refused up front instead of after an hour of work.
+//!
+//! Only a regular file (or a path that does not exist yet) is replaced that way. Anything else
+//! the user names is written *through*, never replaced: a character or block device
+//! (`/dev/null`, `/dev/stdout`'s terminal) or a FIFO is opened for writing as it is (no
+//! create, no truncate, no rename), so `--json /dev/null` discards the results and a full
+//! device (`/dev/full`) gives a "cannot write" error; a symbolic link is followed, and its
+//! target is written the same way (a regular target atomically, beside the target, so the
+//! link itself stays). A dangling link, a socket or a directory is refused.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` atomically (temp file in the same directory, fsync, rename).
-/// The file gets the permissions a plain write would give it (0666 less the umask), not the
-/// owner-only 0600 of a temporary file: results and reports are read by other users (CI
-/// artifact uploaders, web servers).
+/// What an output path is, as far as writing it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputKind {
+    /// Not there yet, or a regular file: written atomically at this path.
+    Replace(PathBuf),
+    /// A device or FIFO (possibly reached through a symbolic link): written through in place.
+    WriteThrough,
+}
+
+/// How `path` is to be written, or why it cannot be (a directory, a socket, a dangling
+/// symbolic link).
+pub fn output_kind(path: &Path) -> Result<OutputKind, String> {
+    let link = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(OutputKind::Replace(path.to_path_buf()));
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let (meta, at) = if link.file_type().is_symlink() {
+        let meta = std::fs::metadata(path).map_err(|e| {
+            format!(
+                "{}: a symbolic link whose target cannot be reached ({e}); conform writes \
+                 through links but does not create their targets",
+                path.display()
+            )
+        })?;
+        // A regular target is replaced atomically where it is; the link stays a link.
+        let at = if meta.is_file() {
+            std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?
+        } else {
+            path.to_path_buf()
+        };
+        (meta, at)
+    } else {
+        (link, path.to_path_buf())
+    };
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return Ok(OutputKind::Replace(at));
+    }
+    if ft.is_dir() {
+        return Err(format!("{}: is a directory, not a file", path.display()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_char_device() || ft.is_block_device() || ft.is_fifo() {
+            return Ok(OutputKind::WriteThrough);
+        }
+    }
+    Err(format!(
+        "{}: not a regular file, device or FIFO; conform will not replace it",
+        path.display()
+    ))
+}
+
+/// Writes `bytes` to `path`: atomically (temp file in the same directory, fsync, rename) for
+/// a regular file or a new path, through in place for a device or FIFO (see the module
+/// documentation). The file gets the permissions a plain write would give it (0666 less the
+/// umask), not the owner-only 0600 of a temporary file: results and reports are read by
+/// other users (CI artifact uploaders, web servers).
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match output_kind(path).map_err(std::io::Error::other)? {
+        OutputKind::Replace(at) => write_replacing(&at, bytes),
+        OutputKind::WriteThrough => {
+            // No O_CREAT, no O_TRUNC: the node is used as it is, never replaced.
+            let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+            f.write_all(bytes)?;
+            f.flush()
+        }
+    }
+}
+
+fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = parent_dir(path);
     let mut builder = tempfile::Builder::new();
     builder.prefix(".conform-tmp-");
@@ -29,6 +107,16 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The path of a file kept beside output `path` (its results journal, say): beside the link's
+/// target for a symbolic link to a regular file; None for a device or FIFO, where nothing may
+/// be created beside it.
+pub fn sidecar_base(path: &Path) -> Option<PathBuf> {
+    match output_kind(path) {
+        Ok(OutputKind::Replace(at)) => Some(at),
+        _ => None,
+    }
+}
+
 /// The directory a file path lives in (`.` for a bare file name).
 fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
@@ -40,10 +128,11 @@ fn parent_dir(path: &Path) -> PathBuf {
 /// Why `path` cannot be written as an output *file* (its directory is missing, not a
 /// directory, or not writable; or `path` is an existing directory), or Ok.
 pub fn check_writable(path: &Path) -> Result<(), String> {
-    if path.is_dir() {
-        return Err(format!("{}: is a directory, not a file", path.display()));
+    match output_kind(path)? {
+        OutputKind::Replace(at) => check_dir_writable(&parent_dir(&at)),
+        // A device or FIFO is opened when written; nothing is created beside it.
+        OutputKind::WriteThrough => Ok(()),
     }
-    check_dir_writable(&parent_dir(path))
 }
 
 /// Why `dir` cannot hold an output *directory* (`--report DIR`): it must be a writable

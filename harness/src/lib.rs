@@ -4,6 +4,7 @@ pub mod adequacy;
 pub mod atomic_file;
 pub mod case_data;
 pub mod cli;
+pub mod console;
 pub use conform_metadata::exit_code;
 pub mod golden;
 pub mod interrupt;

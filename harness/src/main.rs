@@ -2,7 +2,7 @@
 //! Errors reach here as `anyhow` values only at this edge.
 
 use clap::Parser;
-use conform_harness::{cli, exit_code, messages};
+use conform_harness::{cli, console, exit_code, messages};
 
 /// Whether a panic is `println!` failing on a closed stdout (`conform list | head -1`).
 fn is_broken_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
@@ -24,10 +24,16 @@ fn main() {
             default_hook(info);
         }
     }));
-    let code = match std::panic::catch_unwind(|| cli::run(cli::Cli::parse())) {
+    conform_harness::console::ensure_standard_fds();
+    let parsed = cli::Cli::parse();
+    let prints_to_stdout = parsed.command.output_is_stdout();
+    let code = match std::panic::catch_unwind(|| cli::run(parsed)) {
+        // A command whose output is stdout ends like a filter whose reader went away; the long
+        // commands (run, validate, ...) wrote their files and keep their own code.
+        Ok(Ok(_)) if prints_to_stdout && console::stdout_closed() => exit_code::BROKEN_PIPE,
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
-            eprintln!("{}", messages::error_line(&format!("{e:#}")));
+            conform_harness::errln!("{}", messages::error_line(&format!("{e:#}")));
             exit_code::USAGE
         }
         Err(p) if is_broken_stdout(&*p) => exit_code::BROKEN_PIPE,

@@ -208,7 +208,7 @@ total                                         7       0       0       1       0 
 
 ERROR paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference]
   [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: incomplete metadata, file not fully covered
-  replay: conform run --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference
+  replay: conform run --tier all --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference
 
 "#]])
         .stderr_eq(str![[r#"

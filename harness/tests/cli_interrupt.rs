@@ -2,7 +2,8 @@
 //! a child process of its own): the run stops at once, kills the worker's whole process group,
 //! removes its scratch directories, writes the results of the trials that finished (marked
 //! interrupted, the rest listed as unfinished), removes its journal and exits 130 / 143. After
-//! a SIGKILL, the journal holds the finished trials and the next run removes the scratch.
+//! a SIGKILL, no worker survives, the journal holds the finished trials (and `conform report`
+//! recovers it), and the next run removes the scratch.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -149,7 +150,8 @@ fn interrupt_with(signal: i32, expected_code: i32, signal_name: &str) {
     // While it hangs, the journal already holds the reference's finished trial.
     let journal = PathBuf::from(format!("{}.journal", json.display()));
     let journaled = std::fs::read_to_string(&journal).unwrap();
-    assert_eq!(journaled.lines().count(), 1, "{journaled}");
+    // The header (the run and its planned trials), then the finished trial.
+    assert_eq!(journaled.lines().count(), 2, "{journaled}");
     // SAFETY: signalling the child process this test started.
     unsafe {
         libc::kill(child.id() as i32, signal);
@@ -277,17 +279,19 @@ fn after_sigkill_the_journal_is_readable_and_the_next_run_removes_the_dead_runs_
     let dead = child.id();
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    // The worker outlives a SIGKILLed parent (nothing could kill it): end its group here.
-    let worker: i32 = std::fs::read_to_string(&p.pids)
+    // The worker and its child die with conform: the guardian kills their group when the
+    // dead conform's pipe closes.
+    let pids: Vec<i32> = std::fs::read_to_string(&p.pids)
         .unwrap()
         .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    // SAFETY: signalling the process group of the worker this test's conform started.
-    unsafe {
-        libc::kill(-worker, libc::SIGKILL);
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for pid in &pids {
+        assert!(!alive(*pid), "process {pid} outlived the SIGKILLed conform");
     }
 
     assert!(
@@ -300,9 +304,26 @@ fn after_sigkill_the_journal_is_readable_and_the_next_run_removes_the_dead_runs_
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
-    assert_eq!(lines.len(), 1, "{text}");
-    assert_eq!(lines[0]["target"], "reference");
-    assert_eq!(lines[0]["status"], "passed");
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["journal"], 1, "the header first: {text}");
+    assert_eq!(lines[1]["target"], "reference");
+    assert_eq!(lines[1]["status"], "passed");
+    // `conform report` recovers it into a results file and a report.
+    let rec = p.root.join("recovered");
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["report", "--input"])
+        .arg(&journal)
+        .arg("--out")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(rec.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["cases"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["cases"][0]["status"], "passed");
+    assert_eq!(r["unfinished"][0]["target"], "hanging", "{r}");
+    assert!(rec.join("index.html").exists());
 
     let prefix = format!("conform-case-{dead}-");
     let of_dead_run = || {

@@ -151,7 +151,7 @@ total                                        10       0       0       1       0 
 
 ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
   [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-  replay: conform run --filter '^mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes$' --seed 0 --target reference
+  replay: conform run --tier all --filter '^mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes$' --seed 0 --target reference
 
 "#]])
         .stderr_eq(str![[r#"
@@ -224,7 +224,7 @@ total                                         7       0       0       1       0 
 
 ERROR paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference]
   [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: golden store corruption: tensor(s) out.key_cache_out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-  replay: conform run --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference
+  replay: conform run --tier all --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference
 
 "#]])
         .stderr_eq(str![[r#"
@@ -439,7 +439,7 @@ Options:
       --suite <SUITES>     Only these suites (repeatable), e.g. `--suite fa_prefill`
       --filter <FILTER>    Only cases whose id matches this regular expression
       --tier <TIER>        Tier to select: quick, full, or all (default: quick for list and run; all for the golden commands, whose store holds every tier) [possible values: quick, full, all]
-      --threads <THREADS>  Threads for the reference, at least 1 (default: every core; results never depend on it)
+      --threads <THREADS>  Threads for the reference, from 1 to 4 per available core (default: every core; results never depend on it)
   -h, --help               Print help
 
 "#]])

@@ -79,7 +79,7 @@ fn failures_come_first_with_replay_commands() {
     assert!(fail.contains(fa));
     assert!(fail.contains("Failures (3)"));
     assert!(fail.contains(
-        "conform run --filter &#39;^fa_prefill/bf16/b2-s1024-hq16-hkv8-d128/causal_br$&#39; --seed 1234567 --target numpy"
+        "conform run --tier all --filter &#39;^fa_prefill/bf16/b2-s1024-hq16-hkv8-d128/causal_br$&#39; --seed 1234567 --target numpy"
     ));
     // Passed and skipped cases are not in the failure section.
     assert!(!fail.contains("fp4_dequant/e2m1/g32-n4096"));

@@ -12,12 +12,15 @@ pub const FAILURE: i32 = 1;
 /// written, found before any case ran): nothing (more) was run. `golden verify` also ends
 /// with it when it finds the store damaged.
 pub const USAGE: i32 = 2;
-/// Nothing was judged: the selection matched no case, every selected case was skipped, or a
-/// perf file / comparison holds no case to judge. A run that checked nothing is not green
+/// Nothing was judged: the selection matched no case, every selected case was skipped, a
+/// perf file / comparison holds no case to judge, or `report` was given results that judged
+/// no case. A run that checked nothing is not green
 /// (`--allow-skips` turns "every case skipped" back into 0).
 pub const NOTHING_JUDGED: i32 = 4;
 /// The reader of stdout went away (`conform list | head -1`): 128 + SIGPIPE, what a Unix
-/// filter killed by SIGPIPE reports; nothing is printed.
+/// filter killed by SIGPIPE reports; nothing more is printed. The long commands (run,
+/// validate, adequacy, golden, perf record, report) still finish, write their files and exit
+/// with their own code.
 pub const BROKEN_PIPE: i32 = 141;
 /// Interrupted by SIGINT (128 + 2): the finished cases' results were written, marked
 /// interrupted.

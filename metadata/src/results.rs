@@ -55,6 +55,11 @@ pub struct TargetInfo {
     /// Why it could not run (unavailable targets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The absolute path of the worker's declaration (`target.toml`) when the worker was given
+    /// by path (`conform run --worker`, `conform validate`) rather than by name: replay lines
+    /// name it with `--worker`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 /// `--against T`: every passed case of the other targets timed against `T`, interleaved.

@@ -26,27 +26,48 @@ impl Threads {
     }
 }
 
+/// How many threads per available core a reference computation may be given: more only adds
+/// scheduling and memory (each thread has its own stack), never speed, and a request for tens
+/// of thousands of threads could hold the machine for minutes. `conform --threads` refuses more.
+pub const MAX_THREADS_PER_CORE: usize = 4;
+
+impl Threads {
+    /// The most threads `--threads` accepts on this machine: [`MAX_THREADS_PER_CORE`] times its
+    /// available parallelism.
+    pub fn max_allowed() -> usize {
+        Threads::available().0.saturating_mul(MAX_THREADS_PER_CORE)
+    }
+}
+
 impl Default for Threads {
     fn default() -> Self {
         Threads::available()
     }
 }
 
-fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+/// The pool of `threads` threads, or None when the system cannot start them (a thread or
+/// memory limit): the caller then computes on its own thread, which gives the same bits.
+fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
     static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
     let pools = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = pools.lock().unwrap_or_else(|e| e.into_inner());
-    map.entry(threads)
-        .or_insert_with(|| {
-            Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(move |i| format!("conform-ref-{threads}-{i}"))
-                    .build()
-                    .expect("building a rayon pool with an explicit thread count"),
-            )
-        })
-        .clone()
+    if let Some(p) = map.get(&threads) {
+        return Some(p.clone());
+    }
+    // A failed build is not cached: a later call may find the resources free again.
+    let p = Arc::new(build_pool(threads, None)?);
+    map.insert(threads, p.clone());
+    Some(p)
+}
+
+fn build_pool(threads: usize, stack_size: Option<usize>) -> Option<rayon::ThreadPool> {
+    let mut b = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("conform-ref-{threads}-{i}"));
+    if let Some(s) = stack_size {
+        b = b.stack_size(s);
+    }
+    b.build().ok()
 }
 
 /// Runs `f(task)` for `task in 0..n_tasks` on `threads` threads and returns the results in task
@@ -59,7 +80,10 @@ where
     if threads.0 <= 1 || n_tasks <= 1 {
         return (0..n_tasks).map(f).collect();
     }
-    pool(threads.0).install(|| (0..n_tasks).into_par_iter().map(f).collect())
+    match pool(threads.0) {
+        Some(p) => p.install(|| (0..n_tasks).into_par_iter().map(f).collect()),
+        None => (0..n_tasks).map(f).collect(),
+    }
 }
 
 /// Splits `out` into consecutive chunks of `chunk_len` elements (the last may be shorter) and
@@ -71,13 +95,18 @@ where
     F: Fn(usize, &mut [T]) + Sync + Send,
 {
     let chunk_len = chunk_len.max(1);
-    if threads.0 <= 1 || out.len() <= chunk_len {
+    let pool = if threads.0 <= 1 || out.len() <= chunk_len {
+        None
+    } else {
+        pool(threads.0)
+    };
+    let Some(pool) = pool else {
         for (i, c) in out.chunks_mut(chunk_len).enumerate() {
             f(i, c);
         }
         return;
-    }
-    pool(threads.0).install(|| {
+    };
+    pool.install(|| {
         out.par_chunks_mut(chunk_len)
             .enumerate()
             .for_each(|(i, c)| f(i, c))
@@ -112,6 +141,23 @@ mod tests {
             let v = map_tasks(100, Threads(t), |i| i * i);
             assert_eq!(v, (0..100).map(|i| i * i).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn a_pool_the_system_cannot_start_is_none_not_a_panic() {
+        // Thread stacks of 2^46 bytes each cannot be mapped: the build fails, as it does when
+        // a thread or memory limit stops the spawn.
+        assert!(build_pool(3, Some(1 << 46)).is_none());
+        assert!(build_pool(2, None).is_some());
+    }
+
+    #[test]
+    fn the_thread_ceiling_is_a_multiple_of_the_cores() {
+        assert_eq!(
+            Threads::max_allowed(),
+            Threads::available().0 * MAX_THREADS_PER_CORE
+        );
+        assert!(Threads::max_allowed() >= MAX_THREADS_PER_CORE);
     }
 
     #[test]

@@ -18,7 +18,8 @@ pub struct AdequacyArgs {
     pub select: SelectArgs,
     #[arg(long = "fault", help = msg::HELP_FAULT)]
     pub faults: Vec<String>,
-    #[arg(long, default_value_t = 0, help = msg::HELP_SEED_SETS)]
+    #[arg(long, default_value_t = 0, help = msg::HELP_SEED_SETS, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(msg::MAX_SEED_SETS)))]
     pub seed_sets: u32,
     #[arg(long, help = msg::HELP_SEED)]
     pub seed: Option<u64>,
@@ -26,8 +27,9 @@ pub struct AdequacyArgs {
     pub json: Option<PathBuf>,
     #[arg(long, help = msg::HELP_REPORT)]
     pub report: Option<PathBuf>,
-    /// Threads for the reference computations (results never depend on it).
-    #[arg(long)]
+    /// Threads for the reference computations, from 1 to 4 per available core (results never
+    /// depend on it).
+    #[arg(long, allow_negative_numbers = true, value_parser = super::parse_threads)]
     pub threads: Option<usize>,
     /// Do not print progress lines.
     #[arg(long)]
@@ -44,7 +46,7 @@ fn list_faults() -> i32 {
         } else {
             f.ops.join(", ")
         };
-        println!(
+        crate::outln!(
             "{}",
             msg::fault_line(f.name, f.family, f.requirement.name(), &ops, f.description)
         );
@@ -53,7 +55,7 @@ fn list_faults() -> i32 {
         .iter()
         .filter(|f| f.requirement == Requirement::Quick)
         .count();
-    println!("{}", msg::catalogue_footer(all.len(), gated));
+    crate::outln!("{}", msg::catalogue_footer(all.len(), gated));
     exit_code::SUCCESS
 }
 
@@ -71,7 +73,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
                 .map_or(Ok(()), crate::atomic_file::check_dir_target)
         });
     if let Err(e) = checked {
-        eprintln!("{}", messages::error_line(&e));
+        crate::errln!("{}", messages::error_line(&e));
         return Ok(exit_code::USAGE);
     }
     let selected = match args.select.load_selected(paths)? {
@@ -80,7 +82,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     };
     let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
-        eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
+        crate::errln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok(exit_code::NOTHING_JUDGED);
     }
     let all = faults::catalogue();
@@ -94,7 +96,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
             .cloned()
             .collect();
         if !unknown.is_empty() {
-            eprintln!("{}", messages::error_line(&msg::unknown_faults(&unknown)));
+            crate::errln!("{}", messages::error_line(&msg::unknown_faults(&unknown)));
             return Ok(exit_code::USAGE);
         }
         all.into_iter()
@@ -112,7 +114,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
             ..RunOptions::default()
         },
     };
-    eprintln!(
+    crate::errln!(
         "{}",
         msg::starting(
             chosen.len(),
@@ -124,27 +126,42 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     let sets = args.seed_sets as usize + 1;
     let report = adequacy::measure(&chosen, &chosen_faults, &opts, |fault, set, i| {
         if !args.quiet && i + 1 == chosen_faults.len() {
-            eprintln!("{}", msg::progress(fault, set, sets));
+            crate::errln!("{}", msg::progress(fault, set, sets));
         }
     });
-    println!("{}", msg::matrix(&report));
+    crate::outln!("{}", msg::matrix(&report));
     let survivors = msg::survivors(&report);
     if !survivors.is_empty() {
-        print!("{survivors}");
+        crate::out!("{survivors}");
     }
-    println!("{}", msg::verdict(&report));
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        crate::atomic_file::write(path, text.as_bytes())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    }
-    if let Some(dir) = &args.report {
-        let path = crate::report::write(dir, &adequacy::html::page(&report))?;
-        println!("{}", crate::messages::report::wrote_report(&path));
-    }
-    Ok(if report.passes() {
+    crate::outln!("{}", msg::verdict(&report));
+    let verdict = if report.passes() {
         exit_code::SUCCESS
     } else {
         exit_code::FAILURE
-    })
+    };
+    // The matrix is computed: an output that cannot be written now is exit 1, not a usage error.
+    if let Err(e) = write_adequacy_outputs(&report, &args) {
+        crate::errln!("{}", messages::error_line(&e));
+        return Ok(exit_code::FAILURE);
+    }
+    Ok(verdict)
+}
+
+/// Writes `--json` and `--report` of a measured kill matrix.
+fn write_adequacy_outputs(
+    report: &adequacy::AdequacyReport,
+    args: &AdequacyArgs,
+) -> Result<(), String> {
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+        crate::atomic_file::write(path, text.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(dir) = &args.report {
+        let path =
+            crate::report::write(dir, &adequacy::html::page(report)).map_err(|e| e.to_string())?;
+        crate::outln!("{}", crate::messages::report::wrote_report(&path));
+    }
+    Ok(())
 }

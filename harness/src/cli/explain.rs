@@ -21,33 +21,35 @@ pub fn run(paths: &Paths, args: ExplainArgs) -> anyhow::Result<i32> {
     let cases = match load_all(&paths.suites) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             return Ok(exit_code::USAGE);
         }
     };
     let Some(case) = cases.iter().find(|c| c.id == args.case) else {
-        eprintln!(
-            "{}",
-            messages::error_line(&messages::unknown_case(&args.case))
-        );
+        let text = if cases.iter().any(|c| c.suite == args.case) {
+            messages::suite_not_case(&args.case)
+        } else {
+            messages::unknown_case(&args.case)
+        };
+        crate::errln!("{}", messages::error_line(&text));
         return Ok(exit_code::USAGE);
     };
     let family = ops::find(&case.op)?;
     let desc = family.describe(&case.params)?;
-    println!(
+    crate::outln!(
         "{}",
         messages::explain(case, &desc, &paths.golden, &definition_digest(case))
     );
     if let Some(knobs) = messages::explain_knobs(case) {
-        println!("{knobs}");
+        crate::outln!("{knobs}");
     }
     // What the case's own seed generates, so a reader sees which codes and values the case
     // really holds (small enough cases only: nothing large is generated just to describe it).
     let need = crate::runner::memory::estimate(&desc, false);
     if need.inputs <= EXPLAIN_INPUT_LIMIT {
         match crate::case_data::generate_inputs(case, case.seed) {
-            Ok(inputs) => println!("{}", messages::explain_inputs(&inputs)),
-            Err(e) => eprintln!("{}", messages::error_line(&e)),
+            Ok(inputs) => crate::outln!("{}", messages::explain_inputs(&inputs)),
+            Err(e) => crate::errln!("{}", messages::error_line(&e)),
         }
     }
     Ok(exit_code::SUCCESS)

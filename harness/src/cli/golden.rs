@@ -17,20 +17,20 @@ pub enum GoldenCommand {
     Verify {
         #[command(flatten)]
         select: SelectArgs,
-        /// Threads for the reference, at least 1 (default: every core; results never depend
-        /// on it)
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        threads: Option<u64>,
+        /// Threads for the reference, from 1 to 4 per available core (default: every core;
+        /// results never depend on it)
+        #[arg(long, allow_negative_numbers = true, value_parser = super::parse_threads)]
+        threads: Option<usize>,
     },
     /// Recompute and stage changes as `.new` files with a review (refused when CI is set).
     /// Every tier unless --tier says otherwise.
     Bless {
         #[command(flatten)]
         select: SelectArgs,
-        /// Threads for the reference, at least 1 (default: every core; results never depend
-        /// on it)
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        threads: Option<u64>,
+        /// Threads for the reference, from 1 to 4 per available core (default: every core;
+        /// results never depend on it)
+        #[arg(long, allow_negative_numbers = true, value_parser = super::parse_threads)]
+        threads: Option<usize>,
     },
     /// Move staged `.new` files into the golden store (refused when a staged entry no longer
     /// matches its case in the suites).
@@ -57,7 +57,7 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
         GoldenCommand::Verify { select, threads } => {
             with_cases(paths, &select, |cases, all_ids| {
                 let mut progress = |i: usize, n: usize, id: &str| {
-                    eprintln!("{}", messages::golden::verify_progress(i, n, id))
+                    crate::errln!("{}", messages::golden::verify_progress(i, n, id))
                 };
                 let report = verify::verify(
                     &paths.golden,
@@ -66,22 +66,22 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
                     threads_of(threads),
                     &mut progress,
                 )?;
-                println!("{}", messages::golden::verify_summary(&report));
+                crate::outln!("{}", messages::golden::verify_summary(&report));
                 Ok(report.exit_code())
             })
         }
         GoldenCommand::Bless { select, threads } => with_cases(paths, &select, |cases, all_ids| {
             let review = bless::bless(&paths.golden, cases, all_ids, threads_of(threads))?;
-            println!("{}", messages::golden::bless_review(&review));
+            crate::outln!("{}", messages::golden::bless_review(&review));
             Ok(exit_code::SUCCESS)
         }),
         GoldenCommand::Accept => match accept(paths)? {
             None => {
-                println!("{}", messages::golden::nothing_to_accept());
+                crate::outln!("{}", messages::golden::nothing_to_accept());
                 Ok(exit_code::SUCCESS)
             }
             Some(done) => {
-                println!(
+                crate::outln!(
                     "{}",
                     messages::golden::accept_done(done.moved.len(), done.removed.len())
                 );
@@ -97,8 +97,8 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
 }
 
 /// `--threads`, or every core.
-fn threads_of(threads: Option<u64>) -> Threads {
-    threads.map_or_else(Threads::available, |t| Threads(t as usize))
+fn threads_of(threads: Option<usize>) -> Threads {
+    threads.map_or_else(Threads::available, Threads)
 }
 
 fn with_cases(
@@ -112,7 +112,7 @@ fn with_cases(
     let cases = match load_all(&paths.suites) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             return Ok(exit_code::USAGE);
         }
     };
@@ -125,13 +125,13 @@ fn with_cases(
     let all_ids: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     let chosen: Vec<&crate::suite::Case> = cases.iter().filter(|c| sel.matches(c)).collect();
     if chosen.is_empty() {
-        eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
+        crate::errln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok(exit_code::NOTHING_JUDGED);
     }
     match f(&chosen, &all_ids) {
         Ok(code) => Ok(code),
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             Ok(exit_code::USAGE)
         }
     }
@@ -149,7 +149,7 @@ fn review(paths: &Paths, accept: &[String], reject: &[String], list: bool) -> i3
     match review_inner(paths, accept, reject, list) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             exit_code::USAGE
         }
     }
@@ -168,20 +168,20 @@ fn review_inner(
     let cases = match load_all(&paths.suites) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             return Ok(exit_code::USAGE);
         }
     };
     let Some(mut review) = Review::open(&paths.golden, &cases)? else {
-        println!("{}", messages::golden_review::nothing_to_review());
+        crate::outln!("{}", messages::golden_review::nothing_to_review());
         return Ok(exit_code::SUCCESS);
     };
     if review.pending().is_empty() {
-        println!("{}", messages::golden_review::nothing_to_review());
+        crate::outln!("{}", messages::golden_review::nothing_to_review());
         return Ok(exit_code::SUCCESS);
     }
     if list {
-        println!(
+        crate::outln!(
             "{}",
             messages::golden_review::pending_list(review.pending())
         );
@@ -192,17 +192,17 @@ fn review_inner(
     } else if std::io::stdin().is_terminal() {
         review.interactive(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())?
     } else {
-        println!(
+        crate::outln!(
             "{}",
             messages::golden_review::pending_list(review.pending())
         );
-        eprintln!(
+        crate::errln!(
             "{}",
             messages::error_line(&messages::golden_review::needs_terminal_or_flags())
         );
         return Ok(exit_code::USAGE);
     };
-    println!(
+    crate::outln!(
         "{}",
         messages::golden_review::summary(&tally, review.pending().len())
     );

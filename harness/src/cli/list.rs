@@ -30,14 +30,14 @@ impl SelectArgs {
         let cases = match load_all(&paths.suites) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("{}", messages::error_line(&e));
+                crate::errln!("{}", messages::error_line(&e));
                 return Ok(Err(exit_code::USAGE));
             }
         };
         let sel = self.selection()?;
         let unknown = sel.unknown_suites(&cases);
         if !unknown.is_empty() {
-            eprintln!(
+            crate::errln!(
                 "{}",
                 messages::error_line(&messages::unknown_suites(&unknown))
             );
@@ -81,14 +81,14 @@ pub fn run(paths: &Paths, args: ListArgs) -> anyhow::Result<i32> {
     };
     let chosen: Vec<_> = selected.iter().collect();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&chosen)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&chosen)?);
     } else {
         for c in &chosen {
-            println!("{}", messages::list_line(&c.id, c.tier.name(), &c.recipe));
+            crate::outln!("{}", messages::list_line(&c.id, c.tier.name(), &c.recipe));
         }
         let suites: std::collections::BTreeSet<&str> =
             chosen.iter().map(|c| c.suite.as_str()).collect();
-        println!("{}", messages::list_footer(chosen.len(), suites.len()));
+        crate::outln!("{}", messages::list_footer(chosen.len(), suites.len()));
     }
     Ok(if chosen.is_empty() {
         exit_code::NOTHING_JUDGED

@@ -39,7 +39,7 @@ pub enum Command {
     Golden(golden::GoldenCommand),
     /// Run suites against targets (no arguments: the main job — every quick case on the
     /// reference, verified against the golden store).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// List the targets and whether each is available here.
     Targets(targets::TargetsArgs),
     /// Write the self-contained HTML report of a results file (plus perf files, a baseline
@@ -57,6 +57,31 @@ pub enum Command {
     Adequacy(adequacy::AdequacyArgs),
 }
 
+/// The value parser of every `--threads`: at least 1 and at most
+/// [`conform_reference::parallel::MAX_THREADS_PER_CORE`] times the available cores (more
+/// never speeds a computation up, and tens of thousands of threads can hold a machine for
+/// minutes). Results never depend on the count.
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    crate::messages::parse_threads(s, conform_reference::parallel::Threads::max_allowed())
+}
+
+impl Command {
+    /// Whether the command's output is what it prints (a listing, an explanation, a plan), as
+    /// opposed to the long commands whose results go to files: the former exit 141 when their
+    /// reader closes stdout early, the latter finish, write their files and keep their code.
+    pub fn output_is_stdout(&self) -> bool {
+        match self {
+            Command::List(_) | Command::Explain(_) | Command::Targets(_) | Command::Mc2(_) => true,
+            Command::Perf(c) => !matches!(c, perf::PerfCommand::Record(_)),
+            Command::Golden(_)
+            | Command::Run(_)
+            | Command::Report(_)
+            | Command::Validate(_)
+            | Command::Adequacy(_) => false,
+        }
+    }
+}
+
 /// Runs a parsed command; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     // Only the commands that read suites, golden data or target declarations need a project:
@@ -66,24 +91,18 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::List(a) => list::run(&paths()?, a),
         Command::Explain(a) => explain::run(&paths()?, a),
         Command::Golden(c) => golden::run(&paths()?, c),
-        Command::Run(a) => run::run(&paths()?, a),
+        Command::Run(a) => run::run(&paths()?, *a),
         Command::Targets(a) => targets::run(&paths()?, a),
         Command::Mc2(a) => match mc2::run(&a, &mut std::io::stdout().lock()) {
             Ok(()) => Ok(crate::exit_code::SUCCESS),
             Err(e) => {
-                eprintln!("{}", crate::messages::error_line(&e));
+                crate::errln!("{}", crate::messages::error_line(&e));
                 Ok(e.exit_code())
             }
         },
         Command::Validate(a) => validate::run(&paths()?, a),
         Command::Adequacy(a) => adequacy::run(&paths()?, a),
         Command::Perf(c) => Ok(perf::run(&paths, &c)),
-        Command::Report(a) => match report::run(&a) {
-            Ok(_) => Ok(crate::exit_code::SUCCESS),
-            Err(e) => {
-                eprintln!("{}", crate::messages::error_line(&e));
-                Ok(crate::exit_code::USAGE)
-            }
-        },
+        Command::Report(a) => Ok(report::run_command(&a)),
     }
 }

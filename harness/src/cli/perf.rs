@@ -138,7 +138,7 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
         PerfCommand::Record(args) => match paths().and_then(|p| record(&p, args)) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("{}", crate::messages::error_line(&format!("{e:#}")));
+                crate::errln!("{}", crate::messages::error_line(&format!("{e:#}")));
                 exit_code::USAGE
             }
         },
@@ -146,12 +146,12 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
         PerfCommand::ServeReference(a) => serve_reference(a),
         PerfCommand::Compare(args) => match run_compare(args) {
             Ok((table, _, 0)) => {
-                print!("{table}");
-                println!("{}", messages::nothing_compared());
+                crate::out!("{table}");
+                crate::outln!("{}", messages::nothing_compared());
                 exit_code::NOTHING_JUDGED
             }
             Ok((table, regressed, _)) => {
-                print!("{table}");
+                crate::out!("{table}");
                 if regressed {
                     exit_code::FAILURE
                 } else {
@@ -159,7 +159,7 @@ pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &P
                 }
             }
             Err(e) => {
-                eprintln!("{}", messages::bad_input(&e));
+                crate::errln!("{}", messages::bad_input(&e));
                 exit_code::USAGE
             }
         },
@@ -187,7 +187,7 @@ fn serve_reference(args: &ServeArgs) -> i32 {
     ) {
         Ok(()) => exit_code::SUCCESS,
         Err(e) => {
-            eprintln!(
+            crate::errln!(
                 "{}",
                 crate::messages::error_line(&format!("serve-reference: {e}"))
             );
@@ -220,15 +220,18 @@ pub fn run_compare(args: &CompareArgs) -> Result<(String, bool, usize), PerfErro
 fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result<i32> {
     let mut run_args = args.run.clone();
     run_args.perf = true;
+    if run_args.json.is_none() {
+        run_args.journal_beside = Some(args.out.clone());
+    }
     if let Err(e) = crate::cli::run::check_output_paths(&run_args, &[&args.out]) {
-        eprintln!("{}", crate::messages::error_line(&e));
+        crate::errln!("{}", crate::messages::error_line(&e));
         return Ok(exit_code::USAGE);
     }
     let (results, code) = crate::cli::run::execute(paths, &run_args)?;
     let Some(results) = results else {
         return Ok(code);
     };
-    crate::cli::run::write_outputs(&results, &run_args)?;
+    let code = crate::cli::run::write_outputs_or_fail(&results, &run_args, code);
     let mut versions = std::collections::BTreeMap::new();
     versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
     let mut env = crate::perf::Environment::capture(versions, None, git_commit(&paths.root));
@@ -251,12 +254,21 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result
             file.push(rec)?;
         }
     }
-    file.write(&args.out)?;
-    println!("{}", crate::messages::wrote("perf record", &args.out));
+    if let Err(e) = file.write(&args.out) {
+        // The cases ran: a perf file that cannot be written now is exit 1, not a usage error.
+        crate::errln!("{}", crate::messages::error_line(&e));
+        return Ok(exit_code::FAILURE);
+    }
+    if run_args.journal_beside.is_some()
+        && let Some(j) = crate::runner::journal::path_for_output(&args.out)
+    {
+        let _ = std::fs::remove_file(j);
+    }
+    crate::outln!("{}", crate::messages::wrote("perf record", &args.out));
     // An interrupt (130/143) or a failure outranks "nothing recorded": the exit code says why
     // the file is short.
     if file.cases.is_empty() && matches!(code, exit_code::SUCCESS | exit_code::NOTHING_JUDGED) {
-        println!("{}", messages::nothing_recorded());
+        crate::outln!("{}", messages::nothing_recorded());
         return Ok(exit_code::NOTHING_JUDGED);
     }
     Ok(code)

@@ -105,7 +105,7 @@ pub fn run(cmd: &HistoryCommand) -> i32 {
     match execute(cmd) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{}", crate::messages::error_line(&e));
+            crate::errln!("{}", crate::messages::error_line(&e));
             exit_code::USAGE
         }
     }
@@ -122,7 +122,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                 .collect::<Result<Vec<_>, PerfError>>()?;
             // A run without a case would be a night with nothing in it: refused, nothing added.
             if let Some((p, _)) = files.iter().find(|(_, f)| f.cases.is_empty()) {
-                eprintln!("{}", crate::messages::error_line(&messages::no_case(p)));
+                crate::errln!("{}", crate::messages::error_line(&messages::no_case(p)));
                 return Ok(exit_code::NOTHING_JUDGED);
             }
             if !history::store::is_postgres_url(&a.db.db)
@@ -143,14 +143,14 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                     source: p.file_name().map(|n| n.to_string_lossy().into_owned()),
                 };
                 let what = h.ingest(&f, &meta)?;
-                println!("{}", messages::ingested(p, h.location(), &what));
+                crate::outln!("{}", messages::ingested(p, h.location(), &what));
             }
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::List(a) => {
             let mut h = History::open(&a.db)?;
             let series = h.series()?;
-            print!("{}", messages::series_table(h.location(), &series));
+            crate::out!("{}", messages::series_table(h.location(), &series));
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::Show(a) => {
@@ -164,7 +164,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                 &crate::perf::GateConfig::with_threshold(a.threshold).map_err(PerfError::from)?,
             );
             let noise = history::gate::series_noise(&nights, &analysis);
-            print!(
+            crate::out!(
                 "{}",
                 messages::series_detail(&key, &nights, &analysis, &flagged, noise.as_ref())
             );
@@ -192,7 +192,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                     path: a.csv.clone(),
                     source,
                 })?;
-                println!("{}", messages::exported(rows, &a.csv.display().to_string()));
+                crate::outln!("{}", messages::exported(rows, &a.csv.display().to_string()));
             }
             Ok(exit_code::SUCCESS)
         }
@@ -205,21 +205,21 @@ fn gate(a: &GateArgs) -> Result<i32, HistoryError> {
     let candidate = PerfFile::read(&a.candidate)?;
     let mut h = History::open(&a.db.db)?;
     let result = history::gate(&mut h, &candidate, &cfg, &ChangePointConfig::default())?;
-    print!("{}", perf_messages::comparison_table(&result.comparison));
-    print!("{}", messages::references(&result.references));
+    crate::out!("{}", perf_messages::comparison_table(&result.comparison));
+    crate::out!("{}", messages::references(&result.references));
     for c in &result.comparison.cases {
         if c.result.verdict == crate::perf::Verdict::Regression {
-            println!(
+            crate::outln!(
                 "{}",
                 messages::regression(&c.id, &c.target, &c.result.reason)
             );
         }
     }
     if let Some(line) = a.gate.write_json(&result)? {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     if result.comparison.judged() == 0 {
-        println!("{}", messages::first_run(h.location()));
+        crate::outln!("{}", messages::first_run(h.location()));
         return Ok(exit_code::NOTHING_JUDGED);
     }
     Ok(if result.comparison.has_regression() {

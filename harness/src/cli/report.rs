@@ -26,8 +26,33 @@ pub struct ReportArgs {
     pub out: PathBuf,
 }
 
+/// Runs `conform report`; returns the exit code: 0 written, 4 written but the results judged
+/// nothing (no case, or every case skipped), 2 an input that cannot be read or a report that
+/// cannot be written.
+pub fn run_command(args: &ReportArgs) -> i32 {
+    match run(args) {
+        Ok(outcome) if outcome.judged => crate::exit_code::SUCCESS,
+        Ok(_) => {
+            crate::errln!("{}", msg::nothing_judged(&args.input));
+            crate::exit_code::NOTHING_JUDGED
+        }
+        Err(e) => {
+            crate::errln!("{}", crate::messages::error_line(&e));
+            crate::exit_code::USAGE
+        }
+    }
+}
+
+/// What `conform report` wrote.
+pub struct ReportOutcome {
+    /// `DIR/index.html`.
+    pub page: PathBuf,
+    /// Whether the results judged any case (passed or failed; not every one skipped).
+    pub judged: bool,
+}
+
 /// Builds and writes the report; returns the path of `index.html`.
-pub fn run(args: &ReportArgs) -> Result<PathBuf, ReportError> {
+pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
     let mut inputs = ReportInputs::load(
         &args.input,
         &args.perf,
@@ -46,8 +71,40 @@ pub fn run(args: &ReportArgs) -> Result<PathBuf, ReportError> {
         .as_deref()
         .map(report::load::adequacy)
         .transpose()?;
+    // A journal (what SIGKILL leaves) also becomes a results file beside the report.
+    if report::load::is_journal(&args.input) {
+        let out = args.out.join("results.json");
+        let text =
+            serde_json::to_string_pretty(&inputs.results).map_err(|e| ReportError::Write {
+                path: out.clone(),
+                source: std::io::Error::other(e),
+            })?;
+        std::fs::create_dir_all(&args.out).map_err(|source| ReportError::Write {
+            path: args.out.clone(),
+            source,
+        })?;
+        crate::atomic_file::write(&out, text.as_bytes()).map_err(|source| ReportError::Write {
+            path: out.clone(),
+            source,
+        })?;
+        inputs.results_path = out.clone();
+        crate::outln!(
+            "{}",
+            msg::recovered_journal(
+                &args.input,
+                &out,
+                inputs.results.cases.len(),
+                inputs.results.unfinished.len()
+            )
+        );
+    }
+    let judged = inputs
+        .results
+        .cases
+        .iter()
+        .any(|c| c.status != crate::results::Status::Skipped);
     let page = report::render(&inputs)?;
     let path = report::write(&args.out, &page)?;
-    println!("{}", msg::wrote_report(&path));
-    Ok(path)
+    crate::outln!("{}", msg::wrote_report(&path));
+    Ok(ReportOutcome { page: path, judged })
 }

@@ -12,13 +12,23 @@ use clap::Args;
 use conform_reference::parallel::Threads;
 use std::path::PathBuf;
 
+/// The most warm-up runs or timed iterations `--warmup` / `--iterations` accept: a sample set
+/// far beyond what the regression gate needs, and a bound on how long one case can be timed.
+pub const MAX_ITERATIONS: u32 = 100_000;
+
 #[derive(Debug, Args, Clone, Default)]
 pub struct RunArgs {
     #[command(flatten)]
     pub select: SelectArgs,
-    /// Targets to run (repeatable; default: reference). `conform targets` lists them.
+    /// Targets to run (repeatable; default: reference, unless --worker is given). `conform
+    /// targets` lists them.
     #[arg(long = "target")]
     pub targets: Vec<String>,
+    /// A worker outside targets/, by the path of its declaration (`path/to/target.toml` or its
+    /// directory), as `conform validate` takes it (repeatable). Replay lines name such a
+    /// worker this way.
+    #[arg(long = "worker", value_name = "TARGET.toml")]
+    pub workers: Vec<PathBuf>,
     /// Draw fresh input seeds for every case (reported per case, so any failure replays).
     #[arg(long, conflicts_with = "seed")]
     pub fresh_seeds: bool,
@@ -42,16 +52,17 @@ pub struct RunArgs {
     /// Ask targets for timings (raw samples per case).
     #[arg(long)]
     pub perf: bool,
-    /// Override every case's warm-up count under --perf.
-    #[arg(long, allow_negative_numbers = true)]
+    /// Override every case's warm-up count under --perf (0 to 100000).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_ITERATIONS)))]
     pub warmup: Option<u32>,
-    /// Override every case's iteration count under --perf (at least 1).
+    /// Override every case's iteration count under --perf (1 to 100000).
     #[arg(long, allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_ITERATIONS)))]
     pub iterations: Option<u32>,
-    /// Threads for reference computations, at least 1 (results never depend on it).
-    #[arg(long, allow_negative_numbers = true,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    /// Threads for reference computations, from 1 to 4 per available core (results never
+    /// depend on it).
+    #[arg(long, allow_negative_numbers = true, value_parser = super::parse_threads)]
     pub threads: Option<usize>,
     /// Do not verify the reference target against the golden store.
     #[arg(long)]
@@ -83,18 +94,39 @@ pub struct RunArgs {
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.
     #[arg(skip)]
     pub require: Vec<String>,
+    /// Journal the finished trials beside this output when there is no `--json` (set by
+    /// `perf record` for its `--out`), so a SIGKILL leaves them recoverable.
+    #[arg(skip)]
+    pub journal_beside: Option<PathBuf>,
 }
 
 pub fn run(paths: &Paths, args: RunArgs) -> anyhow::Result<i32> {
     if let Err(e) = check_output_paths(&args, &[]) {
-        eprintln!("{}", messages::error_line(&e));
+        crate::errln!("{}", messages::error_line(&e));
         return Ok(exit_code::USAGE);
     }
     let (results, code) = execute(paths, &args)?;
-    if let Some(r) = &results {
-        write_outputs(r, &args)?;
+    Ok(match &results {
+        Some(r) => write_outputs_or_fail(r, &args, code),
+        None => code,
+    })
+}
+
+/// Writes the outputs of a finished run; when one cannot be written (its directory was
+/// removed during the run, the disk is full), says so and returns exit 1 (the work was done,
+/// its output was not written) unless `code` already says something worse.
+pub fn write_outputs_or_fail(results: &RunResults, args: &RunArgs, code: i32) -> i32 {
+    match write_outputs(results, args) {
+        Ok(()) => code,
+        Err(e) => {
+            crate::errln!("{}", messages::error_line(&format!("{e:#}")));
+            if code == exit_code::SUCCESS || code == exit_code::NOTHING_JUDGED {
+                exit_code::FAILURE
+            } else {
+                code
+            }
+        }
     }
-    Ok(code)
 }
 
 /// Runs and prints; returns the results (None when nothing ran) and the exit code.
@@ -114,10 +146,10 @@ pub fn execute_on(
     };
     let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
-        eprintln!("{}", messages::error_line(&messages::no_cases_selected()));
+        crate::errln!("{}", messages::error_line(&messages::no_cases_selected()));
         return Ok((None, exit_code::NOTHING_JUDGED));
     }
-    let names = if args.targets.is_empty() {
+    let names = if args.targets.is_empty() && args.workers.is_empty() {
         vec![REFERENCE_TARGET.to_string()]
     } else {
         args.targets.clone()
@@ -126,7 +158,7 @@ pub fn execute_on(
     let ab_gate = match ab_settings(args) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             return Ok((None, exit_code::USAGE));
         }
     };
@@ -134,27 +166,39 @@ pub fn execute_on(
         Some(name) => match super::targets::open(paths, std::slice::from_ref(name), threads) {
             Ok(mut t) => t.pop(),
             Err(e) => {
-                eprintln!("{}", messages::error_line(&e));
+                crate::errln!("{}", messages::error_line(&e));
                 return Ok((None, exit_code::USAGE));
             }
         },
         None => None,
     };
+    let mut worker_declarations = std::collections::BTreeMap::new();
     let opened = match given {
         Some(t) => Ok(t),
-        None => super::targets::open(paths, &names, threads),
+        None => super::targets::open(paths, &names, threads).and_then(|mut t| {
+            for w in &args.workers {
+                use conform_targets::Target;
+                let (worker, decl) = super::validate::open_worker(paths, w)?;
+                if t.iter().any(|o| o.name() == worker.name()) {
+                    return Err(messages::duplicate_target(worker.name()));
+                }
+                worker_declarations.insert(worker.name().to_string(), decl);
+                t.push(Box::new(worker));
+            }
+            Ok(t)
+        }),
     };
     let mut targets = match opened {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             return Ok((None, exit_code::USAGE));
         }
     };
     let hardware = match hardware_profile(paths, args) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
+            crate::errln!("{}", messages::error_line(&e));
             return Ok((None, exit_code::USAGE));
         }
     };
@@ -165,7 +209,7 @@ pub fn execute_on(
         match crate::golden::GoldenStore::open(&paths.golden) {
             Ok(s) => Some(std::sync::Arc::new(s)),
             Err(e) => {
-                eprintln!("{}", messages::error_line(&e));
+                crate::errln!("{}", messages::error_line(&e));
                 return Ok((None, exit_code::USAGE));
             }
         }
@@ -176,7 +220,7 @@ pub fn execute_on(
         Some(dir) => match runner::keep::KeepOutputs::open(dir) {
             Ok(k) => Some(std::sync::Arc::new(k)),
             Err(e) => {
-                eprintln!("{}", messages::error_line(&e));
+                crate::errln!("{}", messages::error_line(&e));
                 return Ok((None, exit_code::USAGE));
             }
         },
@@ -186,6 +230,7 @@ pub fn execute_on(
     opts.golden = golden;
     opts.hardware = hardware;
     opts.keep_outputs = keep_outputs;
+    opts.worker_declarations = worker_declarations;
     crate::interrupt::install();
     conform_targets::worker::live::clean_stale_scratch(
         &conform_targets::worker::default_scratch_root(),
@@ -227,12 +272,17 @@ fn run_options(args: &RunArgs, threads: Threads) -> RunOptions {
             .collect(),
         worker_input_sets: 2,
         hardware: None,
-        journal: args.json.as_deref().map(runner::journal::path_for),
+        journal: args
+            .json
+            .as_deref()
+            .or(args.journal_beside.as_deref())
+            .and_then(runner::journal::path_for_output),
         max_memory: args
             .max_memory
             .unwrap_or_else(runner::memory::default_limit),
         expectations: None,
         keep_outputs: None,
+        worker_declarations: Default::default(),
     }
 }
 
@@ -258,30 +308,30 @@ fn hardware_profile(
 
 /// Prints the run's summary, failures, skips, kept outputs and A/B comparison.
 fn print_report(results: &RunResults, keep: Option<&runner::keep::KeepOutputs>) {
-    println!("{}", messages::summary_table(results));
+    crate::outln!("{}", messages::summary_table(results));
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
-        println!("{}", messages::failure_block(c));
+        crate::outln!("{}", messages::failure_block(c, results));
     }
     if let Some(skips) = messages::skip_summary(results) {
-        println!("{skips}");
+        crate::outln!("{skips}");
     }
     if let Some(keep) = keep {
-        println!("{}", messages::keep::kept(&keep.dir, keep.len()));
+        crate::outln!("{}", messages::keep::kept(&keep.dir, keep.len()));
     }
     if let Some(ab) = &results.ab {
-        println!(
+        crate::outln!(
             "{}",
             messages::perf::ab_heading(&ab.against, ab.comparison.cases.len())
         );
-        print!("{}", messages::perf::comparison_table(&ab.comparison));
+        crate::out!("{}", messages::perf::comparison_table(&ab.comparison));
         for n in &ab.not_timed {
-            println!(
+            crate::outln!(
                 "{}",
                 messages::perf::ab_not_timed(&n.id, &n.target, &n.reason)
             );
         }
         if ab.comparison.has_regression() {
-            println!("{}", messages::perf::ab_slower(&ab.against));
+            crate::outln!("{}", messages::perf::ab_slower(&ab.against));
         }
     }
 }
@@ -294,12 +344,12 @@ fn outcome_code(results: &RunResults, allow_skips: bool) -> i32 {
         .is_some_and(|ab| ab.comparison.has_regression());
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
     if let Some(sig) = crate::interrupt::received() {
-        println!("{}", messages::interrupted(results));
+        crate::outln!("{}", messages::interrupted(results));
         crate::interrupt::exit_code(sig)
     } else if results.cases.iter().any(|c| c.status.is_failure()) || ab_slower {
         exit_code::FAILURE
     } else if all_skipped && !allow_skips {
-        println!("{}", messages::nothing_judged_run());
+        crate::outln!("{}", messages::nothing_judged_run());
         exit_code::NOTHING_JUDGED
     } else {
         exit_code::SUCCESS
@@ -383,29 +433,53 @@ pub fn check_output_paths(args: &RunArgs, extra: &[&std::path::Path]) -> Result<
 
 /// Writes the JSON and JUnit files a run asked for.
 pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()> {
+    // Each output is attempted even when another could not be written (one lost file must not
+    // cost the others); the first error is returned.
+    let mut first: Option<anyhow::Error> = None;
+    let mut keep = |r: anyhow::Result<()>| {
+        if let Err(e) = r {
+            if first.is_some() {
+                crate::errln!("{}", messages::error_line(&format!("{e:#}")));
+            } else {
+                first = Some(e);
+            }
+        }
+    };
     if let Some(p) = &args.json {
-        crate::atomic_file::write(p, serde_json::to_string_pretty(results)?.as_bytes())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        // The results file is whole: the journal has served its purpose.
-        let _ = std::fs::remove_file(runner::journal::path_for(p));
-        println!("{}", messages::wrote("results", p));
+        keep((|| {
+            crate::atomic_file::write(p, serde_json::to_string_pretty(results)?.as_bytes())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            // The results file is whole: the journal has served its purpose.
+            if let Some(j) = runner::journal::path_for_output(p) {
+                let _ = std::fs::remove_file(j);
+            }
+            crate::outln!("{}", messages::wrote("results", p));
+            Ok(())
+        })());
     }
     if let Some(p) = &args.junit {
-        let mut xml = Vec::new();
-        junit::write_junit(results, &mut xml)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        crate::atomic_file::write(p, &xml).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        println!("{}", messages::wrote("JUnit", p));
+        keep((|| {
+            let mut xml = Vec::new();
+            junit::write_junit(results, &mut xml)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            crate::atomic_file::write(p, &xml)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            crate::outln!("{}", messages::wrote("JUnit", p));
+            Ok(())
+        })());
     }
     if let Some(dir) = &args.report {
-        let source = args
-            .json
-            .clone()
-            .unwrap_or_else(|| dir.join("results.json"));
-        let inputs = crate::report::ReportInputs::from_results(results.clone(), source);
-        let page = crate::report::render(&inputs)?;
-        let path = crate::report::write(dir, &page)?;
-        println!("{}", messages::report::wrote_report(&path));
+        keep((|| {
+            let source = args
+                .json
+                .clone()
+                .unwrap_or_else(|| dir.join("results.json"));
+            let inputs = crate::report::ReportInputs::from_results(results.clone(), source);
+            let page = crate::report::render(&inputs)?;
+            let path = crate::report::write(dir, &page)?;
+            crate::outln!("{}", messages::report::wrote_report(&path));
+            Ok(())
+        })());
     }
-    Ok(())
+    first.map_or(Ok(()), Err)
 }

@@ -68,12 +68,12 @@ pub fn run(paths: &Paths, _args: TargetsArgs) -> anyhow::Result<i32> {
     let names = known(paths);
     let mut targets = open(paths, &names, Threads::available()).map_err(|e| anyhow::anyhow!(e))?;
     for t in targets.iter_mut() {
-        println!("{}", registry::status_line(t.as_mut()));
+        crate::outln!("{}", registry::status_line(t.as_mut()));
     }
     let required = registry::required_targets();
     let errors = registry::check_required(&mut targets, &required);
     for e in &errors {
-        eprintln!("{}", messages::error_line(e));
+        crate::errln!("{}", messages::error_line(e));
     }
     Ok(if errors.is_empty() {
         exit_code::SUCCESS

@@ -5,12 +5,12 @@
 
 use super::list::SelectArgs;
 use super::paths::Paths;
-use super::run::{check_output_paths, execute_on, write_outputs, RunArgs};
+use super::run::{check_output_paths, execute_on, write_outputs_or_fail, RunArgs};
 use crate::exit_code;
 use crate::messages;
 use clap::Args;
 use conform_targets::{Target, WorkerTarget};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -38,11 +38,13 @@ pub struct ValidateArgs {
     pub tier: String,
 }
 
-pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
-    let dir = if args.worker.is_dir() {
-        args.worker.clone()
+/// Opens the worker a `--worker path/to/target.toml` (or its directory) names; returns it
+/// with the absolute path of its declaration (what replay lines name).
+pub fn open_worker(paths: &Paths, worker: &Path) -> Result<(WorkerTarget, PathBuf), String> {
+    let dir = if worker.is_dir() {
+        worker.to_path_buf()
     } else {
-        args.worker
+        worker
             .parent()
             .map(|p| p.to_path_buf())
             .unwrap_or_else(|| PathBuf::from("."))
@@ -53,24 +55,20 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         dir
     };
     // Absolute, so ${TARGET_DIR} in the declaration means the same from any working directory.
-    let dir = match std::fs::canonicalize(&dir) {
-        Ok(d) => d,
+    let dir = std::fs::canonicalize(&dir).map_err(|e| format!("{}: {e}", worker.display()))?;
+    let w = WorkerTarget::from_dir(&paths.root, &dir).map_err(|e| e.to_string())?;
+    Ok((w, dir.join("target.toml")))
+}
+
+pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
+    let worker = match open_worker(paths, &args.worker) {
+        Ok((w, _)) => w,
         Err(e) => {
-            eprintln!(
-                "{}",
-                messages::error_line(&format!("{}: {e}", args.worker.display()))
-            );
+            crate::errln!("{}", messages::error_line(&e));
             return Ok(exit_code::USAGE);
         }
     };
-    let worker = match WorkerTarget::from_dir(&paths.root, &dir) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
-    };
-    println!("{}", messages::validate_start(worker.name(), &args.out));
+    crate::outln!("{}", messages::validate_start(worker.name(), &args.out));
     std::fs::create_dir_all(&args.out)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.out.display()))?;
     let run_args = RunArgs {
@@ -85,19 +83,20 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         json: Some(args.out.join("results.json")),
         junit: Some(args.out.join("junit.xml")),
         report: Some(args.out.clone()),
+        workers: vec![args.worker.clone()],
         require: vec![worker.name().to_string()],
         against: args.against.clone(),
         ..RunArgs::default()
     };
     // The report directory's files are checked before any case runs, as `run` checks its own.
     if let Err(e) = check_output_paths(&run_args, &[]) {
-        eprintln!("{}", messages::error_line(&e));
+        crate::errln!("{}", messages::error_line(&e));
         return Ok(exit_code::USAGE);
     }
-    let targets: Vec<Box<dyn Target>> = vec![Box::new(worker)];
-    let (results, code) = execute_on(paths, &run_args, Some(targets))?;
-    if let Some(r) = &results {
-        write_outputs(r, &run_args)?;
-    }
-    Ok(code)
+    drop(worker);
+    let (results, code) = execute_on(paths, &run_args, None)?;
+    Ok(match &results {
+        Some(r) => write_outputs_or_fail(r, &run_args, code),
+        None => code,
+    })
 }

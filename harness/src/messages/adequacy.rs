@@ -7,7 +7,10 @@ pub const ABOUT: &str = "Measure how sharp the suites are: run every selected ca
 reference with each fault of the built-in catalogue injected, over the cases' seeds and N fresh \
 seed sets, and print the kill matrix (exit 1 when a required fault survives)";
 pub const HELP_SEED_SETS: &str =
-    "Fresh seed sets besides the cases' own seeds (each one seed for every case)";
+    "Fresh seed sets besides the cases' own seeds (each one seed for every case), 0 to 1000";
+/// The most fresh seed sets `--seed-sets` accepts (each set reruns every case under every
+/// fault: more is hours, not sharper suites).
+pub const MAX_SEED_SETS: u32 = 1000;
 pub const HELP_SEED: &str =
     "Base seed the fresh seed sets are derived from (default: drawn from the clock; printed)";
 pub const HELP_FAULT: &str = "Only these faults (repeatable; `--list-faults` shows them)";

@@ -38,6 +38,14 @@ pub fn unknown_case(id: &str) -> String {
     format!("no case `{id}` (see `conform list`)")
 }
 
+/// A suite name given where a case id is expected (`conform explain fa_prefill`).
+pub fn suite_not_case(name: &str) -> String {
+    format!(
+        "no case `{name}`: `{name}` is a suite, not a case id; its cases: `conform list --suite \
+         {name}` (then `conform explain <case id>`)"
+    )
+}
+
 /// Run outside any conform checkout without `--root`.
 pub fn no_project_root(cwd: &std::path::Path) -> String {
     format!(
@@ -135,12 +143,27 @@ pub fn case_line(status: Status, id: &str, target: &str, ms: f64, message: &str)
     s
 }
 
-/// The replay command of a case.
-pub fn replay_command(id: &str, seed: u64, target: &str) -> String {
+/// The replay command of a case: every tier (the id filter picks the one case), its seed, and
+/// its target by name, or by the path of its declaration for a worker given by path
+/// (`validate`, `run --worker`), so the line runs when pasted.
+pub fn replay_command(id: &str, seed: u64, target: &str, worker: Option<&str>) -> String {
+    let which = match worker {
+        Some(decl) => format!("--worker {}", crate::report::replay::shell_quote(decl)),
+        None => format!("--target {}", crate::report::replay::shell_quote(target)),
+    };
     format!(
-        "conform run --filter '^{}$' --seed {seed} --target {target}",
+        "conform run --tier all --filter '^{}$' --seed {seed} {which}",
         regex_escape(id)
     )
+}
+
+/// The declaration path the results record for `target` (a worker given by path), if any.
+pub fn worker_declaration<'a>(results: &'a RunResults, target: &str) -> Option<&'a str> {
+    results
+        .targets
+        .iter()
+        .find(|t| t.name == target)
+        .and_then(|t| t.worker.as_deref())
 }
 
 fn regex_escape(s: &str) -> String {
@@ -403,14 +426,19 @@ pub mod golden {
 }
 
 /// A failing case after the summary: id, target, message and the replay command.
-pub fn failure_block(c: &crate::results::CaseResult) -> String {
+pub fn failure_block(c: &crate::results::CaseResult, results: &RunResults) -> String {
     format!(
         "\n{} {} [{}]\n  {}\n  replay: {}",
         c.status.name().to_uppercase(),
         c.id,
         c.target,
         c.message.replace('\n', "\n  "),
-        replay_command(&c.id, c.seed, &c.target)
+        replay_command(
+            &c.id,
+            c.seed,
+            &c.target,
+            worker_declaration(results, &c.target)
+        )
     )
 }
 
@@ -446,6 +474,14 @@ pub fn skip_summary(results: &RunResults) -> Option<String> {
     Some(s)
 }
 
+/// Two targets of one run with the same name (a `--worker` named like a `--target`).
+pub fn duplicate_target(name: &str) -> String {
+    format!(
+        "two targets named `{name}`: a --worker directory is named like another target of the \
+         run; run them separately"
+    )
+}
+
 /// An unknown target name.
 pub fn unknown_target(name: &str, known: &[String]) -> String {
     format!("unknown target `{name}` (known: {})", known.join(", "))
@@ -454,4 +490,23 @@ pub fn unknown_target(name: &str, known: &[String]) -> String {
 /// `conform validate` start line.
 pub fn validate_start(worker: &str, out: &std::path::Path) -> String {
     format!("validating worker `{worker}`: fresh seeds, every applicable suite, correctness and budgets; report in {}", out.display())
+}
+
+/// Parses a `--threads` value: a whole number from 1 to `max` (this machine's ceiling).
+pub fn parse_threads(s: &str, max: usize) -> Result<usize, String> {
+    let n: u128 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number of threads"))?;
+    if n == 0 {
+        return Err("at least 1 thread is needed".to_string());
+    }
+    if n > max as u128 {
+        return Err(format!(
+            "at most {max} on this machine ({} per available core; results never depend on \
+             the count)",
+            conform_reference::parallel::MAX_THREADS_PER_CORE
+        ));
+    }
+    Ok(n as usize)
 }

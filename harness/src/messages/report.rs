@@ -79,6 +79,46 @@ pub fn verdict_interrupted(signal: &str, finished: usize, unfinished: usize) -> 
     format!("interrupted by {signal}: {finished} finished, {unfinished} not finished")
 }
 
+/// The header verdict of a run that judged no case (none ran, or every one was skipped).
+pub fn verdict_nothing_judged(skipped: usize) -> String {
+    if skipped == 0 {
+        "nothing judged: the results hold no case".to_string()
+    } else {
+        format!("nothing judged: all {skipped} cases were skipped")
+    }
+}
+
+/// `conform report` on a results file that judged nothing (exit 4).
+pub fn nothing_judged(path: &Path) -> String {
+    format!(
+        "{}: nothing judged (no case passed or failed); the report says so",
+        path.display()
+    )
+}
+
+/// A results file of a schema version this conform does not read.
+pub fn unknown_schema_version(path: &Path, found: u64, supported: u32) -> String {
+    format!(
+        "{}: schema_version {found} is not one this conform reads (it reads {supported}); \
+         a newer conform wrote it, or it is not a results file",
+        path.display()
+    )
+}
+
+/// A journal turned back into a results file by `conform report`.
+pub fn recovered_journal(
+    journal: &Path,
+    results: &Path,
+    finished: usize,
+    unfinished: usize,
+) -> String {
+    format!(
+        "recovered {} from journal {}: {finished} finished, {unfinished} not finished",
+        results.display(),
+        journal.display()
+    )
+}
+
 // Page headings and fixed texts.
 pub const PAGE_TITLE: &str = "conform report";
 pub const H_SUMMARY: &str = "Summary";

@@ -269,7 +269,7 @@ mod tests {
             .count();
         let se = (cfg.alpha * (1.0 - cfg.alpha) / n as f64).sqrt();
         let rate = flagged as f64 / n as f64;
-        println!("{flagged} of {n} steady series show a change point");
+        crate::outln!("{flagged} of {n} steady series show a change point");
         assert!(
             rate <= cfg.alpha + 3.0 * se,
             "{flagged} of {n} steady series show a change point"

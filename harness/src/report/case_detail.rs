@@ -10,7 +10,12 @@ use crate::results::{CaseResult, OutputMetrics};
 use std::fmt::Write;
 
 /// The card of `c`; `kind` is the badge shown next to the status (e.g. `borderline`).
-pub fn card(c: &CaseResult, kind: Option<&str>, open: bool) -> Result<String, ReportError> {
+pub fn card(
+    c: &CaseResult,
+    results: &crate::results::RunResults,
+    kind: Option<&str>,
+    open: bool,
+) -> Result<String, ReportError> {
     let mut s = String::new();
     let _ = write!(
         s,
@@ -35,7 +40,7 @@ pub fn card(c: &CaseResult, kind: Option<&str>, open: bool) -> Result<String, Re
         s,
         "<h4>{}</h4><pre class=\"replay\"><code>{}</code></pre>",
         msg::REPLAY,
-        escape(&replay::command(c))
+        escape(&replay::command(c, results))
     );
     s.push_str(&knobs(c));
     for (name, m) in &c.metrics {

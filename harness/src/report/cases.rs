@@ -52,7 +52,7 @@ pub fn failures(r: &RunResults) -> Result<String, ReportError> {
         s.push_str("</ul>\n");
         // The first few cards open; a long list stays navigable.
         for (i, c) in failing.iter().enumerate() {
-            s.push_str(&card(c, None, i < 20)?);
+            s.push_str(&card(c, r, None, i < 20)?);
         }
     }
     s.push_str("</section>\n");
@@ -71,7 +71,7 @@ pub fn borderline(r: &RunResults) -> Result<String, ReportError> {
         msg::BORDERLINE_EXPLAINED
     );
     for c in cases {
-        s.push_str(&card(c, Some("borderline"), false)?);
+        s.push_str(&card(c, r, Some("borderline"), false)?);
     }
     s.push_str("</section>\n");
     Ok(s)

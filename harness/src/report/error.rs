@@ -21,6 +21,8 @@ pub enum ReportError {
         field: String,
         reason: String,
     },
+    #[error("{}", msg::unknown_schema_version(.path, *.found, crate::results::RESULTS_SCHEMA_VERSION))]
+    SchemaVersion { path: PathBuf, found: u64 },
     #[error("{}", msg::baseline_is_record(.path))]
     BaselineIsRecord { path: PathBuf },
     #[error("{}", msg::write_failed(.path, .source))]

@@ -22,8 +22,35 @@ fn json(path: &Path) -> Result<Value, ReportError> {
     })
 }
 
+/// Whether `path` names a results journal (`PATH.journal`, what a run killed by SIGKILL leaves).
+pub fn is_journal(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "journal")
+}
+
+/// A results file (its `schema_version` checked first), or a journal recovered into one.
 pub fn results(path: &Path) -> Result<RunResults, ReportError> {
-    serde_json::from_str(&read(path)?).map_err(|source| ReportError::Parse {
+    let text = read(path)?;
+    if is_journal(path) {
+        return crate::runner::journal::recover(&text).map_err(|reason| ReportError::Field {
+            path: path.to_path_buf(),
+            field: "journal".to_string(),
+            reason,
+        });
+    }
+    let value: Value = serde_json::from_str(&text).map_err(|source| ReportError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let version = value.get("schema_version").and_then(Value::as_u64);
+    if let Some(v) = version
+        && v != u64::from(crate::results::RESULTS_SCHEMA_VERSION)
+    {
+        return Err(ReportError::SchemaVersion {
+            path: path.to_path_buf(),
+            found: v,
+        });
+    }
+    serde_json::from_value(value).map_err(|source| ReportError::Parse {
         path: path.to_path_buf(),
         source,
     })

@@ -1,7 +1,7 @@
 //! The command that replays one case: `conform run --filter '<exact id>' --seed <seed>
 //! --target <target>`, quoted for a POSIX shell.
 
-use crate::results::CaseResult;
+use crate::results::{CaseResult, RunResults};
 
 /// Escapes regex metacharacters so the filter matches the id literally.
 pub fn regex_literal(s: &str) -> String {
@@ -26,12 +26,17 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-pub fn command(c: &CaseResult) -> String {
+/// The replay line of `c` (see `messages::replay_command`): a worker given by path is named by
+/// its declaration, so the line runs when pasted.
+pub fn command(c: &CaseResult, results: &RunResults) -> String {
+    let which = match crate::messages::worker_declaration(results, &c.target) {
+        Some(decl) => format!("--worker {}", shell_quote(decl)),
+        None => format!("--target {}", shell_quote(&c.target)),
+    };
     format!(
-        "conform run --filter {} --seed {} --target {}",
+        "conform run --tier all --filter {} --seed {} {which}",
         shell_quote(&format!("^{}$", regex_literal(&c.id))),
         c.seed,
-        shell_quote(&c.target)
     )
 }
 

@@ -8,9 +8,17 @@ use std::fmt::Write;
 
 pub fn header(r: &RunResults) -> String {
     let failing = r.cases.iter().filter(|c| c.status.is_failure()).count();
+    let judged = r
+        .cases
+        .iter()
+        .filter(|c| c.status != Status::Skipped)
+        .count();
     let (class, verdict) = if let Some(sig) = &r.interrupted {
         let v = msg::verdict_interrupted(sig, r.cases.len(), r.unfinished.len());
         ("fail", v)
+    } else if judged == 0 {
+        // Nothing was checked: never green, whatever was skipped.
+        ("none", msg::verdict_nothing_judged(r.cases.len()))
     } else if failing == 0 {
         ("pass", msg::VERDICT_ALL_PASSED.to_string())
     } else {

@@ -87,7 +87,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("`{s}`: a memory limit must be positive"));
     }
-    Ok((v * mult as f64) as u64)
+    // Saturates at u64::MAX for absurdly large values; below one byte is refused.
+    let bytes = (v * mult as f64) as u64;
+    if bytes == 0 {
+        return Err(format!("`{s}`: a memory limit of less than one byte"));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -54,7 +54,26 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
     });
     let mut results: Vec<CaseResult> = Vec::with_capacity(total as usize);
     let mut unfinished: Vec<UnfinishedTrial> = Vec::new();
-    let mut journal = opts.journal.as_deref().and_then(journal::Journal::create);
+    let started_at = crate::perf::perf_file::utc_now_rfc3339();
+    let mut journal = opts.journal.as_deref().and_then(|p| {
+        let header = journal::JournalHeader {
+            journal: 1,
+            conform_version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at: started_at.clone(),
+            fresh_seeds: opts.fresh_seeds,
+            hardware: opts.hardware.as_ref().map(|h| h.id.clone()),
+            planned: cases
+                .iter()
+                .flat_map(|c| {
+                    targets.iter().map(|t| UnfinishedTrial {
+                        id: c.id.clone(),
+                        target: t.name().to_string(),
+                    })
+                })
+                .collect(),
+        };
+        journal::Journal::create(p, &header)
+    });
     for case in cases {
         let seed = seed_for(case, opts);
         for target in targets.iter_mut() {
@@ -89,7 +108,10 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
                     }
                     b.inc(1);
                 }
-                None => eprintln!("{line}"),
+                // Skips are summed up per target and reason after the run
+                // (`messages::skip_summary`), not listed case by case.
+                None if r.status == crate::results::Status::Skipped => {}
+                None => crate::errln!("{line}"),
             }
             results.push(r);
         }
@@ -114,6 +136,7 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
                     description: Some(description),
                     versions,
                     reason: None,
+                    worker: None,
                 },
                 conform_targets::Availability::Unavailable { reason } => {
                     crate::results::TargetInfo {
@@ -122,15 +145,23 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
                         description: None,
                         versions: Default::default(),
                         reason: Some(reason),
+                        worker: None,
                     }
                 }
             }
+        })
+        .map(|mut info: crate::results::TargetInfo| {
+            info.worker = opts
+                .worker_declarations
+                .get(&info.name)
+                .map(|p| p.display().to_string());
+            info
         })
         .collect();
     RunResults {
         schema_version: RESULTS_SCHEMA_VERSION,
         conform_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: crate::perf::perf_file::utc_now_rfc3339(),
+        started_at,
         fresh_seeds: opts.fresh_seeds,
         hardware: opts.hardware.as_ref().map(|h| h.id.clone()),
         cases: results,

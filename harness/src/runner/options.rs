@@ -37,6 +37,9 @@ pub struct RunOptions {
     /// Write every executed input set's inputs, outputs, expectation and oracle here
     /// (`--keep-outputs DIR`), listed in `DIR/index.json`.
     pub keep_outputs: Option<std::sync::Arc<super::keep::KeepOutputs>>,
+    /// Target name -> the declaration (`target.toml`) of each worker given by path (`--worker`,
+    /// `validate`), recorded in the results so replay lines can name it.
+    pub worker_declarations: std::collections::BTreeMap<String, std::path::PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -56,6 +59,7 @@ impl Default for RunOptions {
             max_memory: super::memory::default_limit(),
             expectations: None,
             keep_outputs: None,
+            worker_declarations: Default::default(),
         }
     }
 }

@@ -7,6 +7,16 @@
 //! removed as the stack unwinds normally. Scratch directories carry the creating process id in
 //! their name (`conform-case-<pid>-...`), so [`clean_stale_scratch`] can remove what a run
 //! killed with SIGKILL left behind.
+//!
+//! SIGKILL cannot be caught, so what kills the workers then is a *guardian*: a small `sh`
+//! process started with the first worker, in its own process group, that reads the worker
+//! groups this process registers (`+PGID`) and forgets (`-PGID`) from a pipe whose only
+//! writer is this process. When this process ends, however it ends, the kernel closes that
+//! pipe; the guardian reads end-of-file and sends SIGKILL to every group still registered,
+//! then exits. (A parent-death signal set in the worker would not do: conform starts workers
+//! from threads that end, and the signal fires when the starting *thread* ends; nor would it
+//! reach the worker's own children.) A worker started in the instant before its group is
+//! registered, or one that leaves its process group, is not covered.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,17 +24,101 @@ use std::sync::Mutex;
 
 static LIVE_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
+/// The guardian's stdin (None until the first worker, or when it could not be started).
+static GUARDIAN: Mutex<Option<Guardian>> = Mutex::new(None);
+
+struct Guardian {
+    stdin: std::process::ChildStdin,
+    pid: u32,
+}
+
+/// The guardian's script: keep the registered groups; at end-of-file kill those left.
+const GUARDIAN_SCRIPT: &str = r#"g=""
+while IFS= read -r l; do
+  case "$l" in
+    +*) g="$g ${l#+}" ;;
+    -*) n=""; for p in $g; do [ "$p" = "${l#-}" ] || n="$n $p"; done; g="$n" ;;
+  esac
+done
+for p in $g; do kill -9 "-$p" 2>/dev/null; done
+"#;
+
+/// Tells the guardian (started on first use) a line; a guardian that cannot be started or has
+/// died is dropped silently: the run goes on, only the SIGKILL cover is lost.
+fn tell_guardian(line: &str) {
+    use std::io::Write;
+    let Ok(mut g) = GUARDIAN.lock() else {
+        return;
+    };
+    if g.is_none() {
+        *g = start_guardian();
+    }
+    let ok = g.as_mut().is_some_and(|gd| {
+        gd.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| gd.stdin.flush())
+            .is_ok()
+    });
+    if !ok {
+        *g = None;
+    }
+}
+
+#[cfg(unix)]
+fn start_guardian() -> Option<Guardian> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", GUARDIAN_SCRIPT])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only setpgid between fork and exec (async-signal-safe). Its own group keeps a
+    // terminal's Ctrl-C (sent to conform's group) from ending it before conform.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setpgid(0, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().ok()?;
+    let stdin = child.stdin.take()?;
+    let pid = child.id();
+    // Reap it when it exits (at the end of this process it is adopted and reaped by init).
+    let _ = std::thread::Builder::new()
+        .name("worker-guardian".into())
+        .spawn(move || {
+            let _ = child.wait();
+        });
+    Some(Guardian { stdin, pid })
+}
+
+#[cfg(not(unix))]
+fn start_guardian() -> Option<Guardian> {
+    None
+}
+
+/// The guardian's process id, once a worker has been started (for tests).
+pub fn guardian_pid() -> Option<u32> {
+    GUARDIAN.lock().ok()?.as_ref().map(|g| g.pid)
+}
+
 /// Records a started worker (its process group id equals its pid: it calls setpgid(0, 0)).
 pub(crate) fn register(pid: u32) {
     if let Ok(mut g) = LIVE_GROUPS.lock() {
         g.insert(pid as i32);
     }
+    tell_guardian(&format!("+{pid}"));
 }
 
 /// Forgets a worker that was killed or reaped.
 pub(crate) fn unregister(pid: u32) {
-    if let Ok(mut g) = LIVE_GROUPS.lock() {
-        g.remove(&(pid as i32));
+    let known = LIVE_GROUPS
+        .lock()
+        .map(|mut g| g.remove(&(pid as i32)))
+        .unwrap_or(false);
+    if known {
+        tell_guardian(&format!("-{pid}"));
     }
 }
 
@@ -99,6 +193,45 @@ fn process_exists(_pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_guardian_kills_registered_groups_when_its_pipe_closes_and_spares_forgotten_ones() {
+        use std::os::unix::process::CommandExt;
+        let start = |secs: &str| {
+            let mut c = std::process::Command::new("sleep");
+            c.arg(secs);
+            // SAFETY: setpgid only, between fork and exec.
+            unsafe {
+                c.pre_exec(|| {
+                    libc::setpgid(0, 0);
+                    Ok(())
+                });
+            }
+            c.spawn().unwrap()
+        };
+        let mut kept = start("30");
+        let mut forgotten = start("30");
+        let mut g = start_guardian().expect("sh starts");
+        use std::io::Write;
+        writeln!(g.stdin, "+{}", kept.id()).unwrap();
+        writeln!(g.stdin, "+{}", forgotten.id()).unwrap();
+        writeln!(g.stdin, "-{}", forgotten.id()).unwrap();
+        drop(g.stdin); // what the kernel does when this process dies
+        use wait_timeout::ChildExt;
+        let st = kept
+            .wait_timeout(std::time::Duration::from_secs(10))
+            .unwrap()
+            .expect("the registered group was killed");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(st.signal(), Some(libc::SIGKILL));
+        assert!(
+            forgotten.try_wait().unwrap().is_none(),
+            "a forgotten group was killed"
+        );
+        forgotten.kill().unwrap();
+        forgotten.wait().unwrap();
+    }
 
     #[test]
     fn stale_scratch_of_dead_processes_is_removed_and_live_ones_kept() {

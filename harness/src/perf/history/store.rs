@@ -120,6 +120,20 @@ pub fn redacted(url: &str) -> String {
     }
 }
 
+/// A directory given where the history's database file is expected: SQLite would only say
+/// "disk I/O error" or "unable to open database file".
+fn refuse_directory(location: &str) -> Result<(), HistoryError> {
+    if Path::new(location).is_dir() {
+        return Err(HistoryError::Damaged {
+            location: location.to_string(),
+            what: "is a directory, not a perf history database file (give a file path, e.g. \
+                   DIR/perf-history.sqlite)"
+                .to_string(),
+        });
+    }
+    Ok(())
+}
+
 impl History {
     /// Opens an existing history for reading: a file path or a PostgreSQL URL.
     pub fn open(location: &str) -> Result<History, HistoryError> {
@@ -127,6 +141,7 @@ impl History {
             Self::connect(location)?
         } else {
             let path = Path::new(location);
+            refuse_directory(location)?;
             if !path.exists() {
                 return Err(HistoryError::Missing {
                     location: location.to_string(),
@@ -171,6 +186,7 @@ impl History {
         let mut h = if is_postgres_url(location) {
             Self::connect(location)?
         } else {
+            refuse_directory(location)?;
             let conn = rusqlite::Connection::open_with_flags(
                 location,
                 OpenFlags::SQLITE_OPEN_READ_WRITE

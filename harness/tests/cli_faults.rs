@@ -1,0 +1,883 @@
+//! Fault injection over the long commands (issue 26): `run`, `validate`, `adequacy`, `golden
+//! verify` and `perf record`, each under a closed pipe on stdout and stderr (`2>&1 | head -1`),
+//! a closed stderr (`2>&-`), a full stderr (a scratch `/dev/full` node), SIGINT, SIGTERM and
+//! SIGKILL mid-run. None may exit 101 (a panic), lose a result it had computed (after SIGKILL:
+//! recoverable from the journal with `conform report --input PATH.journal`) or leave a process
+//! behind. Also the output paths that are not regular files (device nodes, a FIFO, symbolic
+//! links), which are written through and never replaced.
+//!
+//! Every invocation is small (one suite, a few cases) so the matrix stays quick on two cores.
+//! Device nodes are made with mknod under a temporary directory, never the system's: the tests
+//! that need them are ignored with the reason when not run as root (CI runs as root).
+
+#[path = "../../targets/tests/support/trials.rs"]
+mod trials;
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Answers the handshake with `paged_kv`, then on any request starts a child (`sleep`),
+/// writes both pids and hangs: a run stopped while it hangs is stopped mid-run.
+const HANGING: &str = r#"
+import json, os, subprocess, sys, time
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "hanging", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"paged_kv": {"recipes": ["reference"]}}}}), flush=True)
+for line in sys.stdin:
+    if json.loads(line)["type"] == "shutdown":
+        break
+    child = subprocess.Popen(["sleep", "3600"])
+    with open(os.environ["PIDS_FILE"] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.rename(os.environ["PIDS_FILE"] + ".tmp", os.environ["PIDS_FILE"])
+    time.sleep(3600)
+"#;
+
+/// Implements no op: every case is skipped (validate then judges nothing, exit 4). With
+/// `DOOMED` set it first removes that directory (an output directory deleted mid-run).
+const NO_OPS: &str = r#"
+import json, os, shutil, sys
+if os.environ.get("DOOMED"):
+    shutil.rmtree(os.environ["DOOMED"], ignore_errors=True)
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "noops", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)", "capabilities": {"ops": {}}}),
+      flush=True)
+for line in sys.stdin:
+    if json.loads(line)["type"] == "shutdown":
+        break
+"#;
+
+/// Declares `paged_kv` and crashes on every request: every case fails, with a replay line.
+const CRASHING: &str = r#"
+import json, sys
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "crashing", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"paged_kv": {"recipes": ["reference"]}}}}), flush=True)
+for line in sys.stdin:
+    if json.loads(line)["type"] == "shutdown":
+        break
+    sys.stderr.write("crashing on purpose\n")
+    sys.exit(3)
+"#;
+
+/// A scratch directory with workers declared outside any `targets/` (the layout
+/// ci/contribution.md recommends), a scratch root for requests and a unique tag every process
+/// of one invocation carries in its environment (to find any left behind).
+struct Scratch {
+    dir: tempfile::TempDir,
+    tag: String,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
+        for (name, script) in [
+            ("hanging", HANGING),
+            ("noops", NO_OPS),
+            ("crashing", CRASHING),
+        ] {
+            let w = dir.path().join("contrib").join(name);
+            std::fs::create_dir_all(&w).unwrap();
+            std::fs::write(w.join("worker.py"), script).unwrap();
+            std::fs::write(
+                w.join("target.toml"),
+                "description = \"test worker\"\ncommand = \"python3\"\n\
+                 args = [\"${TARGET_DIR}/worker.py\"]\n\n[timeouts]\nhandshake_s = 30\n\
+                 request_s = 600\n",
+            )
+            .unwrap();
+        }
+        let tag = format!(
+            "{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst),
+            dir.path().file_name().unwrap().to_string_lossy()
+        );
+        Scratch { dir, tag }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn worker(&self, name: &str) -> PathBuf {
+        self.path("contrib").join(name).join("target.toml")
+    }
+
+    fn pids_file(&self) -> PathBuf {
+        self.path("pids")
+    }
+
+    /// `conform --root REPO ARGS` with this scratch's environment.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_conform"));
+        c.arg("--root")
+            .arg(repo())
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("CI")
+            .env_remove("CONFORM_REQUIRE_TARGETS")
+            .env("CONFORM_SCRATCH", self.path("scratch"))
+            .env("PIDS_FILE", self.pids_file())
+            .env("CONFORM_FAULT_TAG", &self.tag)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// The processes still carrying this scratch's tag (conform, workers, their children,
+    /// the guardian), waiting up to 10 s for them to go.
+    fn leftovers(&self) -> Vec<i32> {
+        let needle = format!("CONFORM_FAULT_TAG={}", self.tag);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let found: Vec<i32> = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    let live = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                        .map(|s| {
+                            !s.rsplit(')')
+                                .next()
+                                .is_some_and(|r| r.trim_start().starts_with('Z'))
+                        })
+                        .unwrap_or(false);
+                    live && std::fs::read(format!("/proc/{pid}/environ"))
+                        .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()))
+                        .unwrap_or(false)
+                })
+                .collect();
+            if found.is_empty() || Instant::now() > deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A scratch `/dev/full` (c 1 7) or `/dev/null` (c 1 3) under `dir`.
+fn mknod(dir: &Path, name: &str, minor: u32) -> PathBuf {
+    let p = dir.join(name);
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mknod on a path under a temporary directory this test owns.
+    let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, minor)) };
+    assert_eq!(
+        r,
+        0,
+        "mknod {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+    p
+}
+
+fn is_char_device(p: &Path) -> bool {
+    std::fs::symlink_metadata(p)
+        .map(|m| m.file_type().is_char_device())
+        .unwrap_or(false)
+}
+
+/// The write end of a pipe whose reader has already gone (what `| head -1` leaves once head
+/// exits): every write to it fails with EPIPE.
+fn closed_pipe() -> OwnedFd {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors; the read end is closed at once.
+    unsafe {
+        assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0);
+        libc::close(fds[0]);
+        OwnedFd::from_raw_fd(fds[1])
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(p: &Path) -> serde_json::Value {
+    let t = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The matrix.
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// stdout and stderr into a pipe whose reader has gone (`2>&1 | head -1`).
+    BrokenPipe,
+    /// stderr closed (`2>&-`).
+    StderrClosed,
+    /// stderr on a scratch full device (`2>/dev/full`).
+    StderrFull,
+    Signal(i32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Long {
+    Run,
+    Validate,
+    Adequacy,
+    GoldenVerify,
+    PerfRecord,
+}
+
+/// The quick paged_kv cases (a handful, each milliseconds on the reference).
+const FILTER: &str = "paged_kv/";
+
+impl Long {
+    /// The arguments, the results file the command writes (if any) and whether a mid-run
+    /// point is reached through the hanging worker (otherwise: the first progress line).
+    fn args(self, s: &Scratch, fault: Fault) -> (Vec<String>, Option<PathBuf>) {
+        let signal = matches!(fault, Fault::Signal(_));
+        let st = |p: PathBuf| p.display().to_string();
+        let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        match self {
+            Long::Run => {
+                let out = s.path("r.json");
+                let mut a = v(&["run", "--suite", "paged_kv", "--json", &st(out.clone())]);
+                if signal {
+                    a.extend(v(&["--no-golden", "--target", "reference", "--worker"]));
+                    a.push(st(s.worker("hanging")));
+                } else {
+                    a.extend(v(&["--filter", FILTER]));
+                }
+                (a, Some(out))
+            }
+            Long::Validate => {
+                let out = s.path("validate");
+                let w = if signal { "hanging" } else { "noops" };
+                let a = vec![
+                    "validate".into(),
+                    "--worker".into(),
+                    st(s.worker(w)),
+                    "--suite".into(),
+                    "paged_kv".into(),
+                    "--tier".into(),
+                    "quick".into(),
+                    "--out".into(),
+                    st(out.clone()),
+                ];
+                (a, Some(out.join("results.json")))
+            }
+            Long::Adequacy => {
+                let out = s.path("a.json");
+                let a = v(&[
+                    "adequacy",
+                    "--suite",
+                    "pa_decode",
+                    "--seed-sets",
+                    "0",
+                    "--seed",
+                    "1",
+                    "--fault",
+                    "pa-last-partial-block-dropped",
+                    "--json",
+                    &st(out.clone()),
+                ]);
+                (a, Some(out))
+            }
+            Long::GoldenVerify => (
+                v(&["golden", "verify", "--suite", "paged_kv", "--tier", "quick"]),
+                None,
+            ),
+            Long::PerfRecord => {
+                let out = s.path("p.json");
+                let mut a = v(&[
+                    "perf",
+                    "record",
+                    "--suite",
+                    "paged_kv",
+                    "--warmup",
+                    "0",
+                    "--iterations",
+                    "2",
+                    "--out",
+                    &st(out.clone()),
+                ]);
+                if signal {
+                    a.extend(v(&["--no-golden", "--target", "reference", "--worker"]));
+                    a.push(st(s.worker("hanging")));
+                } else {
+                    a.extend(v(&["--filter", FILTER]));
+                }
+                (a, Some(out))
+            }
+        }
+    }
+
+    /// Whether a signal finds it mid-run inside the hanging worker's request.
+    fn hangs(self) -> bool {
+        matches!(self, Long::Run | Long::Validate | Long::PerfRecord)
+    }
+}
+
+fn check(cmd: Long, fault: Fault) {
+    let s = Scratch::new();
+    let (args, out) = cmd.args(&s, fault);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut c = s.command(&args);
+    let what = format!("{cmd:?} under {fault:?}");
+    let status = match fault {
+        Fault::BrokenPipe => {
+            let w = closed_pipe();
+            c.stdout(Stdio::from(w.try_clone().unwrap()))
+                .stderr(Stdio::from(w));
+            c.status().unwrap()
+        }
+        Fault::StderrClosed => {
+            c.stdout(Stdio::null());
+            // SAFETY: close(2) between fork and exec.
+            unsafe {
+                c.pre_exec(|| {
+                    libc::close(2);
+                    Ok(())
+                });
+            }
+            c.status().unwrap()
+        }
+        Fault::StderrFull => {
+            let full = mknod(s.dir.path(), "full", 7);
+            let f = std::fs::OpenOptions::new().write(true).open(&full).unwrap();
+            c.stdout(Stdio::null()).stderr(Stdio::from(f));
+            let st = c.status().unwrap();
+            assert!(
+                is_char_device(&full),
+                "{what}: the scratch node was replaced"
+            );
+            st
+        }
+        Fault::Signal(sig) => {
+            c.stdout(Stdio::null()).stderr(Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            wait_mid_run(&s, cmd, &mut child);
+            // SAFETY: signalling the child this test started.
+            unsafe {
+                libc::kill(child.id() as i32, sig);
+            }
+            child.wait().unwrap()
+        }
+    };
+    assert_ne!(status.code(), Some(101), "{what}: panicked");
+    let left = s.leftovers();
+    assert!(left.is_empty(), "{what}: processes left behind: {left:?}");
+    match fault {
+        Fault::Signal(libc::SIGKILL) => after_sigkill(&s, cmd, out.as_deref(), &what),
+        Fault::Signal(sig) if cmd.hangs() => {
+            let code = if sig == libc::SIGINT { 130 } else { 143 };
+            assert_eq!(status.code(), Some(code), "{what}");
+            let out = out.unwrap();
+            if cmd == Long::PerfRecord {
+                assert_eq!(
+                    json(&out)["cases"].as_array().map(Vec::len),
+                    Some(1),
+                    "{what}"
+                );
+            } else {
+                let r = json(&out);
+                assert!(r["interrupted"].is_string(), "{what}: {r}");
+                assert!(!r["unfinished"].as_array().unwrap().is_empty(), "{what}");
+            }
+        }
+        // adequacy and golden verify install no handler: a signal ends them at once (they
+        // start no process and write their outputs only at the end), or they had finished.
+        Fault::Signal(sig) => assert!(
+            status.signal() == Some(sig) || matches!(status.code(), Some(0 | 1)),
+            "{what}: {status:?}"
+        ),
+        _ => {
+            let expected = match cmd {
+                Long::Validate => 4, // the no-ops worker: nothing judged
+                _ => 0,
+            };
+            assert_eq!(status.code(), Some(expected), "{what}");
+            if let Some(out) = out {
+                let v = json(&out);
+                assert!(v.is_object(), "{what}");
+                let journal = PathBuf::from(format!("{}.journal", out.display()));
+                assert!(!journal.exists(), "{what}: the journal was not removed");
+            }
+        }
+    }
+}
+
+/// Waits until `cmd` is mid-run: inside the hanging worker's request, or past its first
+/// progress line on stderr.
+fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child) {
+    let start = Instant::now();
+    if cmd.hangs() {
+        while !s.pids_file().exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{cmd:?} never hung"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "{cmd:?} ended early");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Keep its stderr drained.
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    } else {
+        use std::io::BufRead;
+        let err = child.stderr.take().unwrap();
+        let mut lines = std::io::BufReader::new(err);
+        let mut first = String::new();
+        let _ = lines.read_line(&mut first);
+        std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    }
+}
+
+/// After SIGKILL: the journal of the commands that keep one recovers into a results file and
+/// a report holding the finished trials.
+fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
+    if !cmd.hangs() {
+        return;
+    }
+    let out = out.unwrap();
+    assert!(
+        !out.exists(),
+        "{what}: SIGKILL left no time to write {}",
+        out.display()
+    );
+    let journal = PathBuf::from(format!("{}.journal", out.display()));
+    let rec = s.path("recovered");
+    let o = s
+        .command(&["report", "--input"])
+        .arg(&journal)
+        .arg("--out")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    let finished = if cmd == Long::Validate { 0 } else { 1 };
+    // A recovered validate judged nothing (its only worker hung): the report says so, exit 4.
+    let code = if finished == 0 { 4 } else { 0 };
+    assert_eq!(o.status.code(), Some(code), "{what}: {}", text(&o));
+    let r = json(&rec.join("results.json"));
+    assert_eq!(
+        r["cases"].as_array().unwrap().len(),
+        finished,
+        "{what}: {r}"
+    );
+    assert!(
+        r["interrupted"].as_str().unwrap().contains("SIGKILL"),
+        "{r}"
+    );
+    assert!(
+        !r["unfinished"].as_array().unwrap().is_empty(),
+        "{what}: {r}"
+    );
+    let html = std::fs::read_to_string(rec.join("index.html")).unwrap();
+    assert!(!html.contains("all passed"), "{what}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output paths that are not regular files.
+
+/// `--json` on a scratch null device and `--junit` through a symbolic link to the process's
+/// stdout: both written through, neither replaced (the issue's reproduction).
+fn device_and_symlink_outputs_are_written_through_never_replaced() {
+    let s = Scratch::new();
+    let null = mknod(s.dir.path(), "n", 3);
+    let link = s.path("s");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+    let o = s
+        .command(&["run", "--filter", FILTER, "--json"])
+        .arg(&null)
+        .arg("--junit")
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(is_char_device(&null), "the null node was replaced");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    // The JUnit went through the link to conform's stdout.
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("<testsuites"),
+        "{}",
+        text(&o)
+    );
+    // No journal or temporary file beside the device.
+    let names: Vec<_> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".conform") || n.ends_with(".journal"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+/// A full device: the work is done, the output cannot be written: exit 1 with "cannot
+/// write"-style message, and the node is still a node.
+fn a_full_device_gives_exit_1_and_is_not_replaced() {
+    let s = Scratch::new();
+    let full = mknod(s.dir.path(), "full", 7);
+    let o = s
+        .command(&["run", "--filter", FILTER, "--json"])
+        .arg(&full)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("No space left on device"), "{}", text(&o));
+    assert!(is_char_device(&full), "the full node was replaced");
+}
+
+/// A FIFO (no root needed) is written through to its reader; a link to a regular file has
+/// its target replaced and stays a link; a dangling link is refused before any case runs.
+fn fifo_and_links_to_files() {
+    let s = Scratch::new();
+    let fifo = s.path("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo under a temporary directory this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let real = s.path("real.json");
+    std::fs::write(&real, "old").unwrap();
+    let link = s.path("link.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let o = s
+        .command(&["run", "--filter", FILTER, "--json"])
+        .arg(&fifo)
+        .arg("--junit")
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let through: serde_json::Value = serde_json::from_str(&reader.join().unwrap()).unwrap();
+    assert!(through["cases"].as_array().is_some_and(|c| !c.is_empty()));
+    let ft = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(ft.is_fifo(), "the FIFO was replaced");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(&real)
+        .unwrap()
+        .contains("<testsuites"));
+
+    let dangling = s.path("dangling.json");
+    std::os::unix::fs::symlink(s.path("nowhere/x.json"), &dangling).unwrap();
+    let o = s
+        .command(&["run", "--filter", FILTER, "--json"])
+        .arg(&dangling)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("symbolic link"), "{}", text(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Honest reports, runnable replay lines, output directories that vanish.
+
+/// validate with a worker implementing none of the suite: exit 4, one skip summary instead of
+/// a line per case, and a report that says "nothing judged", not "all passed".
+fn validate_that_judged_nothing_is_not_green() {
+    let s = Scratch::new();
+    let out = s.path("v");
+    let o = s
+        .command(&["validate", "--suite", "paged_kv", "--worker"])
+        .arg(s.worker("noops"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("SKIPPED "), "a line per skipped case:\n{err}");
+    assert!(text(&o).contains("skipped:\n  [noops]"), "{}", text(&o));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(!html.contains("all passed"), "the page is green");
+    assert!(html.contains("nothing judged"));
+}
+
+/// `report` of results with no case exits 4 and says nothing judged; a schema_version it does
+/// not read is refused (exit 2).
+fn report_of_nothing_and_of_unknown_versions() {
+    let s = Scratch::new();
+    let empty = s.path("empty.json");
+    std::fs::write(
+        &empty,
+        r#"{"schema_version": 1, "conform_version": "0", "started_at": "t",
+            "fresh_seeds": false, "cases": []}"#,
+    )
+    .unwrap();
+    let o = s
+        .command(&["report", "--input"])
+        .arg(&empty)
+        .arg("--out")
+        .arg(s.path("rep"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let html = std::fs::read_to_string(s.path("rep/index.html")).unwrap();
+    assert!(!html.contains("all passed") && html.contains("nothing judged"));
+    let future = s.path("future.json");
+    std::fs::write(
+        &future,
+        std::fs::read_to_string(&empty)
+            .unwrap()
+            .replace("\"schema_version\": 1", "\"schema_version\": 99"),
+    )
+    .unwrap();
+    let o = s
+        .command(&["report", "--input"])
+        .arg(&future)
+        .arg("--out")
+        .arg(s.path("rep2"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("schema_version 99"), "{}", text(&o));
+}
+
+/// The replay line validate prints for a worker outside targets/ runs when pasted: it finds
+/// the case and the worker (the crashing worker fails again: exit 1, not 2 or 4).
+fn the_replay_line_of_validate_runs_when_pasted() {
+    let s = Scratch::new();
+    let o = s
+        .command(&[
+            "validate", "--suite", "paged_kv", "--tier", "quick", "--worker",
+        ])
+        .arg(s.worker("crashing"))
+        .arg("--out")
+        .arg(s.path("v"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: conform "))
+        .unwrap_or_else(|| panic!("no replay line:\n{stdout}"));
+    let pasted = format!("\"$CONFORM\" --root \"$ROOT\" {line} --json \"$OUT\"");
+    let replayed = s.path("replayed.json");
+    let o = Command::new("sh")
+        .args(["-c", &pasted])
+        .current_dir(s.dir.path())
+        .env("CONFORM", env!("CARGO_BIN_EXE_conform"))
+        .env("ROOT", repo())
+        .env("OUT", &replayed)
+        .env("CONFORM_SCRATCH", s.path("scratch"))
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{pasted}\n{}", text(&o));
+    let r = json(&replayed);
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1, "{r}");
+    assert_eq!(cases[0]["target"], "crashing");
+    assert_eq!(cases[0]["status"], "crashed");
+}
+
+/// An output directory removed while the run goes on: the work was done, the output was not
+/// written: exit 1 (not 2), saying which file.
+fn an_output_directory_deleted_mid_run_exits_1() {
+    let s = Scratch::new();
+    let out = s.path("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let o = s
+        .command(&["run", "--suite", "paged_kv", "--tier", "quick", "--worker"])
+        .arg(s.worker("noops"))
+        .arg("--json")
+        .arg(out.join("r.json"))
+        .arg("--junit")
+        .arg(s.path("r.xml"))
+        .env("DOOMED", &out)
+        .output()
+        .unwrap();
+    assert!(!out.exists(), "the worker did not remove the directory");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("r.json"), "{}", text(&o));
+    // The output that could be written still was.
+    assert!(s.path("r.xml").exists(), "{}", text(&o));
+}
+
+/// `--threads` far beyond the machine is refused at once (it used to start them all), as is 0.
+fn absurd_thread_counts_are_refused_at_once() {
+    let s = Scratch::new();
+    for n in ["100000", "0", "18446744073709551616", "-3"] {
+        let mut c = s.command(&["run", "--filter", FILTER, "--threads", n]);
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use wait_timeout::ChildExt;
+        let st = child.wait_timeout(Duration::from_secs(60)).unwrap();
+        if st.is_none() {
+            let _ = child.kill();
+        }
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "--threads {n}: {}", text(&o));
+        assert!(text(&o).contains("--threads"), "{}", text(&o));
+    }
+}
+
+/// Frictions: a directory given as the perf history database is named as such (not "disk I/O
+/// error"), and a suite name where a case id is expected gets a hint.
+fn a_history_directory_and_a_suite_for_a_case_get_clear_messages() {
+    let s = Scratch::new();
+    for args in [
+        vec!["perf", "history", "list", "--db"],
+        vec!["perf", "history", "show", "x", "--db"],
+    ] {
+        let o = s.command(&args).arg(s.dir.path()).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("is a directory"), "{}", text(&o));
+        assert!(!text(&o).contains("disk I/O"), "{}", text(&o));
+    }
+    let o = s.command(&["explain", "paged_kv"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("is a suite, not a case id") && text(&o).contains("--suite paged_kv"),
+        "{}",
+        text(&o)
+    );
+}
+
+fn main() {
+    let not_root = (!is_root()).then(|| {
+        "not root: mknod of scratch device nodes needs root (CI runs as root)".to_string()
+    });
+    let no_python = Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .map_or(true, |s| !s.success())
+        .then(|| "no python3 for the test workers".to_string());
+    let mut tests = vec![
+        trials::Test {
+            name: "device_and_symlink_outputs_are_written_through_never_replaced",
+            body: device_and_symlink_outputs_are_written_through_never_replaced,
+            missing: not_root.clone(),
+        },
+        trials::Test {
+            name: "a_full_device_gives_exit_1_and_is_not_replaced",
+            body: a_full_device_gives_exit_1_and_is_not_replaced,
+            missing: not_root.clone(),
+        },
+        trials::Test {
+            name: "fifo_and_links_to_files",
+            body: fifo_and_links_to_files,
+            missing: None,
+        },
+        trials::Test {
+            name: "validate_that_judged_nothing_is_not_green",
+            body: validate_that_judged_nothing_is_not_green,
+            missing: no_python.clone(),
+        },
+        trials::Test {
+            name: "report_of_nothing_and_of_unknown_versions",
+            body: report_of_nothing_and_of_unknown_versions,
+            missing: None,
+        },
+        trials::Test {
+            name: "the_replay_line_of_validate_runs_when_pasted",
+            body: the_replay_line_of_validate_runs_when_pasted,
+            missing: no_python.clone(),
+        },
+        trials::Test {
+            name: "an_output_directory_deleted_mid_run_exits_1",
+            body: an_output_directory_deleted_mid_run_exits_1,
+            missing: no_python.clone(),
+        },
+        trials::Test {
+            name: "a_history_directory_and_a_suite_for_a_case_get_clear_messages",
+            body: a_history_directory_and_a_suite_for_a_case_get_clear_messages,
+            missing: None,
+        },
+        trials::Test {
+            name: "absurd_thread_counts_are_refused_at_once",
+            body: absurd_thread_counts_are_refused_at_once,
+            missing: None,
+        },
+    ];
+    macro_rules! matrix {
+        ($($name:ident: $cmd:expr, $fault:expr;)*) => {
+            $(
+                fn $name() {
+                    check($cmd, $fault)
+                }
+                let fault: Fault = $fault;
+                let cmd: Long = $cmd;
+                let missing = if fault == Fault::StderrFull {
+                    not_root.clone()
+                } else if cmd.hangs() || cmd == Long::Validate {
+                    no_python.clone()
+                } else {
+                    None
+                };
+                tests.push(trials::Test {
+                    name: concat!("matrix::", stringify!($name)),
+                    body: $name,
+                    missing,
+                });
+            )*
+        };
+    }
+    use Fault::*;
+    use Long::*;
+    const INT: Fault = Signal(libc::SIGINT);
+    const TERM: Fault = Signal(libc::SIGTERM);
+    const KILL: Fault = Signal(libc::SIGKILL);
+    matrix! {
+        run_broken_pipe: Run, BrokenPipe;
+        run_stderr_closed: Run, StderrClosed;
+        run_stderr_full: Run, StderrFull;
+        run_sigint: Run, INT;
+        run_sigterm: Run, TERM;
+        run_sigkill: Run, KILL;
+        validate_broken_pipe: Validate, BrokenPipe;
+        validate_stderr_closed: Validate, StderrClosed;
+        validate_stderr_full: Validate, StderrFull;
+        validate_sigint: Validate, INT;
+        validate_sigterm: Validate, TERM;
+        validate_sigkill: Validate, KILL;
+        adequacy_broken_pipe: Adequacy, BrokenPipe;
+        adequacy_stderr_closed: Adequacy, StderrClosed;
+        adequacy_stderr_full: Adequacy, StderrFull;
+        adequacy_sigint: Adequacy, INT;
+        adequacy_sigterm: Adequacy, TERM;
+        adequacy_sigkill: Adequacy, KILL;
+        golden_verify_broken_pipe: GoldenVerify, BrokenPipe;
+        golden_verify_stderr_closed: GoldenVerify, StderrClosed;
+        golden_verify_stderr_full: GoldenVerify, StderrFull;
+        golden_verify_sigint: GoldenVerify, INT;
+        golden_verify_sigterm: GoldenVerify, TERM;
+        golden_verify_sigkill: GoldenVerify, KILL;
+        perf_record_broken_pipe: PerfRecord, BrokenPipe;
+        perf_record_stderr_closed: PerfRecord, StderrClosed;
+        perf_record_stderr_full: PerfRecord, StderrFull;
+        perf_record_sigint: PerfRecord, INT;
+        perf_record_sigterm: PerfRecord, TERM;
+        perf_record_sigkill: PerfRecord, KILL;
+    }
+    trials::run(tests)
+}
