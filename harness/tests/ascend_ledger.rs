@@ -52,7 +52,11 @@ fn the_torch_npu_worker_has_its_claims_in_the_ledger() {
     }
     let knobs: BTreeSet<String> = ledger::knob_ids().into_iter().collect();
     for r in &worker {
-        assert!(!knobs.contains(&r.id), "{} is both a knob and a worker claim", r.id);
+        assert!(
+            !knobs.contains(&r.id),
+            "{} is both a knob and a worker claim",
+            r.id
+        );
     }
 }
 
