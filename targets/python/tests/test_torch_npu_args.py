@@ -391,7 +391,9 @@ except RuntimeError as e:
         self.assertIn("Ascend910ProB", err)
 
     def test_mc2_adds_bias_on_the_rank_it_is_passed_to_before_rounding(self):
-        # One rank: output = round(x1 @ x2 + bias + x3), the page's formula.
+        # One rank: the page's formula x1 @ x2 + bias + x3, as the kernel source does it: bias
+        # inside the matmul before the conversion, x3 added to the converted result and rounded
+        # again.
         code = """
 import torch.distributed as dist
 import os
@@ -406,8 +408,9 @@ import shutil; shutil.rmtree(torch.distributed.rendezvous_dir(hcom))
 """
         rc, out, err = _standin(code)
         self.assertEqual(rc, 0, err)
-        # 2048 + 1.25 = 2049.25 rounds once to f16 (spacing 2 there): 2050.
-        self.assertEqual(float(out), 2050.0)
+        # 2048 + 0.75 rounds to 2048 in f16 (spacing 2 there), then 2048 + 0.5 rounds to 2048
+        # again; adding both in f32 before one rounding would give 2049.25 -> 2050.
+        self.assertEqual(float(out), 2048.0)
         rc, out, err = _standin(code, CONFORM_STANDIN_SOC="Ascend910_9391")
         self.assertNotEqual(rc, 0)
         self.assertIn("Atlas A2 only", err)
