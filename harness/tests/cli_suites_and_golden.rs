@@ -123,21 +123,22 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes: [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-golden verify: 11 cases checked, 0 drifted, 1 store errors
+golden verify: 12 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/11] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
-[2/11] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
-[3/11] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
-[4/11] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
-[5/11] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
-[6/11] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
-[7/11] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
-[8/11] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
-[9/11] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
-[10/11] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
-[11/11] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
+[1/12] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
+[2/12] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
+[3/12] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
+[4/12] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
+[5/12] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
+[6/12] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
+[7/12] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
+[8/12] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
+[9/12] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
+[10/12] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
+[11/12] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
+[12/12] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
 
 "#]]);
     // The main job also catches it, as corruption of the store (naming file and tensor),
@@ -146,8 +147,8 @@ golden verify: 11 cases checked, 0 drifted, 1 store errors
         .code(exit_code::FAILURE)
         .stdout_eq(str![[r#"
 suite                    target          passed  failed skipped   error timeout crashed
-mc2_matmul_allreduce     reference           10       0       0       1       0       0
-total                                        10       0       0       1       0       0
+mc2_matmul_allreduce     reference           11       0       0       1       0       0
+total                                        11       0       0       1       0       0
 
 ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
   [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
@@ -166,6 +167,7 @@ PASSED   mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order [reference] ([MS] ms
 PASSED   mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers [reference] ([MS] ms)
 
 "#]].unordered());
 }
