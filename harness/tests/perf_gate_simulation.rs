@@ -13,8 +13,11 @@
 //! printed with each rate); debug builds run a small sample with loose bounds, as a smoke
 //! test only. The measured rates are recorded in docs/perf.md.
 
+#[path = "support/rate.rs"]
+mod rate;
 use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::{compare_samples, GateConfig, Verdict};
+use rate::Rate;
 
 const N: usize = 30;
 const CV: f64 = 0.03;
@@ -47,21 +50,6 @@ fn draw(r: &mut CaseRng, scale: f64, spike: f64) -> Vec<f64> {
             }
         })
         .collect()
-}
-
-struct Rate {
-    hits: usize,
-    trials: usize,
-}
-
-impl Rate {
-    fn value(&self) -> f64 {
-        self.hits as f64 / self.trials as f64
-    }
-    fn std_error(&self) -> f64 {
-        let p = self.value();
-        (p * (1.0 - p) / self.trials as f64).sqrt()
-    }
 }
 
 /// Fraction of trials whose verdict is REGRESSION. Trial `i` draws its data from the stream

@@ -25,10 +25,13 @@
 //! Size: `CONFORM_NIGHTLY_SIM_HISTORIES` histories per scenario (default 300 in release, 40 in
 //! debug builds, a smoke test). The figures in docs/perf.md were measured with 1000.
 
+#[path = "support/rate.rs"]
+mod rate;
 use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::changepoint::ChangePointConfig;
 use conform_harness::perf::history::{analyse, judge_night, Night, SeriesKey};
 use conform_harness::perf::{compare_samples, GateConfig, Verdict};
+use rate::Rate;
 
 const NIGHTS: usize = 20;
 const CASES: usize = 7;
@@ -152,23 +155,6 @@ fn history(key: &str, slowdown: f64, lands: usize, nights: usize) -> Outcome {
         }
     }
     Outcome { failed }
-}
-
-struct Rate {
-    hits: usize,
-    trials: usize,
-}
-
-impl Rate {
-    fn value(&self) -> f64 {
-        self.hits as f64 / self.trials as f64
-    }
-    fn std_error(&self) -> f64 {
-        let p = self.value();
-        (p * (1.0 - p) / self.trials as f64)
-            .sqrt()
-            .max(0.5 / self.trials as f64)
-    }
 }
 
 /// Runs `trials` histories of a scenario on every core (each keyed by its index, so the

@@ -43,3 +43,14 @@ pub fn segment_end(j: usize, n: usize) -> SegmentValue<usize> {
         SegmentValue::Exact(j + 1)
     }
 }
+
+/// The tick label at `x` on an axis whose points are the indices of `labels`: the label of the
+/// index `x` falls on, and nothing between indices.
+pub fn index_label(labels: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 1e-6 && i >= 0.0 {
+        labels.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}

@@ -42,14 +42,7 @@ pub fn svg(s: &NoiseSeries) -> Result<String, ReportError> {
             .light_line_style(TRANSPARENT)
             .bold_line_style(BLACK.mix(0.08))
             .x_labels(n.min(16))
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|x| super::index_label(labels, *x))
             .y_desc("location us")
             .y_label_formatter(&|y| format!("{y:.1}"))
             .label_style((FONT, 10))

@@ -51,14 +51,7 @@ pub fn svg(labels: &[String], series: &[Series]) -> Result<String, ReportError> 
             .light_line_style(TRANSPARENT)
             .bold_line_style(BLACK.mix(0.08))
             .x_labels(n)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|x| super::index_label(labels, *x))
             .y_label_formatter(&|y| format!("{:+.0}%", (y - 1.0) * 100.0))
             .label_style((FONT, 11))
             .draw()?;
