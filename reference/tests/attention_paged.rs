@@ -141,8 +141,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// Any valid block table (shuffled, non-contiguous, shared prefix blocks, -1 padding after
-    /// the used entries): PA == FA on the gathered contiguous K/V with kv_tile = block_size,
-    /// bit for bit, for decode and prefill and every preset.
+    /// the used entries): PA == FA on the gathered contiguous K/V with kv_tile = block_size
+    /// (the decode kernel's own tiling for `ascend_ifa_bf16`, the same on both paths at these
+    /// lengths), bit for bit, for decode and prefill and every preset.
     #[test]
     fn paged_attention_equals_fused_attention_on_gathered_kv_bitwise(
         seed in any::<u64>(),
@@ -218,6 +219,63 @@ fn paged_decode_is_independent_of_thread_count() {
         for t in [2, 7] {
             let x = paged_attention(&g, &r, &c.q, None, &kv, Threads(t)).unwrap();
             assert_eq!(bits(&base.out), bits(&x.out), "{name} threads {t}");
+        }
+    }
+}
+
+/// The decode kernel's tiling under PagedAttention (docs/ascend.md, `fa.ascend_ifa_bf16.kv_tile`
+/// and `.split`): `ascend_ifa_bf16` equals the same recipe with that tiling written out as fixed
+/// fields, bit for bit, and differs from the block-size tiling conform modelled before.
+#[test]
+fn the_ifa_preset_tiles_and_splits_as_the_decode_kernel() {
+    use conform_reference::attention::recipe::{Combine, KvTiling, SplitKv};
+    let fixed = |tile: usize, split: Option<usize>| Recipe {
+        kv_tiling: KvTiling::Fixed,
+        kv_tile: tile,
+        split: split.map(|partition| SplitKv {
+            partition,
+            partial_dtype: DType::F32,
+            partial_rounding: Rounding::RNE,
+            combine: Combine::AscendSumMax,
+        }),
+        ..Recipe::ascend_ifa_bf16(DType::Bf16)
+    };
+    // (lengths, query heads, KV heads, block size, the kernel's tile, keys per split):
+    // - 2 (batch x KV heads) units on 48 vector cores, one query head per KV head, 1500 keys:
+    //   2 splits of 750 keys rounded up to 47 blocks of 16; each split one tile;
+    // - 20 units keep the cores busy: no split; 8 query heads per KV head: 4096-key tiles;
+    // - 1024 keys under PagedAttention never split: one tile of the table capacity.
+    let shapes: [(&[usize], usize, usize, usize, usize, Option<usize>); 3] = [
+        (&[1500], 2, 2, 16, 752, Some(752)),
+        (&[5000; 10], 16, 2, 64, 4096, None),
+        (&[1024], 2, 2, 16, 1040, None),
+    ];
+    for (lens, hq, hkv, bs, tile, split) in shapes {
+        let c = case(11, lens, 1, bs, 0, KvCacheLayout::BnBsH, hq, hkv, 16);
+        let g = c.cfg.geometry().unwrap();
+        let kv = c.kv(&c.kc, &c.vc);
+        let run = |r: &Recipe| paged_attention(&g, r, &c.q, None, &kv, Threads(2)).unwrap();
+        let ifa = run(&Recipe::ascend_ifa_bf16(DType::Bf16));
+        // A fixed recipe under PagedAttention tiles by the block: the written-out tiling runs
+        // on the gathered contiguous K/V.
+        let (k, v) = gather_contiguous(&g, &kv).unwrap();
+        let ins = AttentionInputs {
+            query: &c.q,
+            key: &k,
+            value: &v,
+            atten_mask: None,
+        };
+        let contiguous = |r: &Recipe| attention(&g, r, &ins, Threads(1)).unwrap();
+        let want = contiguous(&fixed(tile, split));
+        assert_eq!(bits(&ifa.out), bits(&want.out), "{lens:?}");
+        assert_eq!(bits(&ifa.lse.clone().unwrap()), bits(&want.lse.unwrap()));
+        // The old model (tiles of one cache block, no split) gives other bits.
+        let old = run(&fixed(bs, None));
+        assert_ne!(bits(&ifa.out), bits(&old.out), "{lens:?}");
+        if split.is_some() {
+            // The split is live: the unsplit kernel tile gives other bits.
+            let unsplit = contiguous(&fixed(tile, None));
+            assert_ne!(bits(&ifa.out), bits(&unsplit.out), "{lens:?}");
         }
     }
 }

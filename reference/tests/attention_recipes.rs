@@ -405,3 +405,63 @@ fn recipe_fields_change_the_output_bits() {
         assert_ne!(bits(&run(v)), bits(&b), "{v:?}");
     }
 }
+
+/// The f16 high-performance prompt kernel (docs/ascend.md, `fa.ascend_pfa_f16_high_perf.*`)
+/// holds O in f16: the P V result, the rescale and the update are each rounded to f16, the
+/// f32 row sum is cast to f16 with CAST_ROUND and O is divided by it in f16. A scalar model
+/// of one row over three KV tiles, written here with the `half` crate's f16 rounding, gives
+/// the preset's bits for every seed, and the f32-O model conform had before does not.
+#[test]
+fn f16_high_perf_holds_o_in_f16_and_divides_in_f16() {
+    use conform_reference::attention::recipe::{Normalize, ORescale};
+    use conform_reference::formats::Rounding;
+    use conform_reference::math::exp_f32;
+    let r16 = |x: f32| half::f16::from_f32(x).to_f32();
+    let (keys, dim, tile) = (6usize, 2usize, 2usize);
+    let cfg = AttentionConfig::new(DType::F16, 1, 1, keys, 1, 1, dim);
+    let recipe = Recipe {
+        kv_tile: tile,
+        ..Recipe::ascend_pfa_f16_high_perf()
+    };
+    let f32_o = Recipe {
+        o_rescale: ORescale::VectorF32,
+        normalize: Normalize::Divide,
+        ..recipe.clone()
+    };
+    let mut old_differs = 0;
+    for seed in 0..64 {
+        let p = Problem::new(&cfg, seed, 3.0);
+        let sc = r16(p.g.scale);
+        let s: Vec<f32> = (0..keys)
+            .map(|j| {
+                let dot = p.q[0] * p.k[j * dim] + p.q[1] * p.k[j * dim + 1];
+                r16(r16(dot) * sc)
+            })
+            .collect();
+        let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
+        let mut o = vec![0.0f32; dim];
+        for t0 in (0..keys).step_by(tile) {
+            let ks = t0..t0 + tile;
+            let mx = ks.clone().map(|j| s[j]).fold(f32::NEG_INFINITY, f32::max);
+            let m_new = m.max(mx);
+            let alpha = r16(exp_f32(r16(m - m_new)));
+            let pj: Vec<f32> = ks
+                .clone()
+                .map(|j| r16(exp_f32(r16(s[j] - m_new))))
+                .collect();
+            l = l * alpha + (pj[0] + pj[1]);
+            for (d, od) in o.iter_mut().enumerate() {
+                let pv = pj[0] * p.v[t0 * dim + d] + pj[1] * p.v[(t0 + 1) * dim + d];
+                *od = r16(r16(*od * alpha) + r16(pv));
+            }
+            m = m_new;
+        }
+        let l16 = DType::F16.quantize_f32(l, Rounding::RNA);
+        let want: Vec<f32> = o.iter().map(|&x| r16(x / l16)).collect();
+        let got = attention(&p.g, &recipe, &p.inputs(), Threads(1)).unwrap();
+        assert_eq!(bits(&got.out), bits(&want), "seed {seed}");
+        let old = attention(&p.g, &f32_o, &p.inputs(), Threads(1)).unwrap();
+        old_differs += (bits(&old.out) != bits(&want)) as usize;
+    }
+    assert!(old_differs > 0, "no seed tells the f16-O kernel from f32 O");
+}

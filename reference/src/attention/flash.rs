@@ -3,6 +3,7 @@
 //! output rounded ONCE to the output dtype with the recipe's output rounding.
 
 use super::error::AttentionError;
+use super::ifa_tiling::IfaShape;
 use super::mask::BatchMask;
 use super::params::Geometry;
 use super::recipe::{EmptyRow, Recipe};
@@ -176,7 +177,8 @@ pub(crate) fn head_task<'a>(
     })
 }
 
-/// Attention with `recipe` over contiguous inputs, KV tiles of `recipe.kv_tile` keys.
+/// Attention with `recipe` over contiguous inputs, KV tiles of `recipe.kv_tile` keys (or the
+/// recipe's kernel tiling, [`Recipe::for_problem`]).
 pub fn attention(
     g: &Geometry,
     recipe: &Recipe,
@@ -185,6 +187,16 @@ pub fn attention(
 ) -> Result<AttentionOutput, AttentionError> {
     recipe.validate()?;
     inputs.check_sizes(g)?;
+    let shape = IfaShape {
+        batch: g.batch,
+        kv_heads: g.kv_heads,
+        group: g.group,
+        max_kv: g.lk.iter().copied().max().unwrap_or(0),
+        kv_capacity: g.kv_seq,
+        block_size: None,
+    };
+    let (recipe, kv_tile) = recipe.for_problem(&shape, recipe.kv_tile);
+    let recipe = &recipe;
     let chunk = task_rows(recipe);
     let tasks = g.row_tasks(chunk);
     // Build every head task first so that a bad geometry is an error, not a panic.
@@ -219,7 +231,7 @@ pub fn attention(
             v: Rows::dense(v, g.head_dim),
             ..heads[b * g.heads + h]
         };
-        let res = run_rows_rounded(g, recipe, recipe.kv_tile, &task, r0, r1);
+        let res = run_rows_rounded(g, recipe, kv_tile, &task, r0, r1);
         // SAFETY: the tasks partition the (b, h, query row) triples: task t alone owns rows
         // r0..r1 of (b, h).
         unsafe { sink.write(g, b, h, r0, &res) };

@@ -14,6 +14,7 @@
 
 pub mod error;
 pub mod flash;
+pub mod ifa_tiling;
 pub mod kernel;
 pub mod mask;
 pub mod online;

@@ -197,6 +197,14 @@ pub(crate) fn finish_row(
             let inv = 1.0 / denom;
             o.iter_mut().for_each(|x| *x *= inv)
         }
+        Normalize::DivideF16 { sum_rounding } => {
+            // The quotient of two f16 values computed in f32 and rounded once to f16 is the
+            // correctly rounded f16 quotient: f32 carries 24 >= 2 * 11 + 2 bits, so the
+            // double rounding is innocuous (the same holds for the f16 multiply and add of
+            // ORescale::VectorF16).
+            let d16 = f16::quantize_f32_f16(denom, sum_rounding);
+            o.iter_mut().for_each(|x| *x = r16(r16(*x) / d16))
+        }
     }
     let ms = arith.scaled_max(SoftmaxArith::guard(m));
     match recipe.lse {
@@ -450,6 +458,14 @@ fn online_rows_body(
                 ORescale::HeldInPDtype => {
                     for (x, &y) in orow.iter_mut().zip(prow) {
                         *x = recipe.p_dtype.quantize_f32(*x * a + y, recipe.p_rounding);
+                    }
+                }
+                ORescale::VectorF16 => {
+                    // alpha is already an f16 value under f16 score precision; rounding it
+                    // again is the identity there and keeps the multiply an f16 one otherwise.
+                    let a16 = r16(a);
+                    for (x, &y) in orow.iter_mut().zip(prow) {
+                        *x = r16(r16(*x * a16) + r16(y));
                     }
                 }
             }

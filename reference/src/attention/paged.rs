@@ -18,6 +18,7 @@ use super::error::AttentionError;
 use super::flash::{
     round_output, run_rows_rounded, task_rows, write_padding, write_rows, AttentionOutput,
 };
+use super::ifa_tiling::IfaShape;
 use super::mask::BatchMask;
 use super::params::Geometry;
 use super::recipe::Recipe;
@@ -218,7 +219,8 @@ fn decode_group_rows<'a>(
 
 /// PagedAttention with `recipe`: queries contiguous in the configuration's layout (the
 /// configuration's `kv_seq` is the table capacity `max_blocks * block_size`), K/V through the
-/// paged cache. KV tiles are the cache block size.
+/// paged cache. KV tiles are the cache block size, or the recipe's kernel tiling
+/// ([`Recipe::for_problem`]).
 pub fn paged_attention(
     g: &Geometry,
     recipe: &Recipe,
@@ -245,6 +247,16 @@ pub fn paged_attention(
     }
     g.check_inputs(q_len, g.kv_len(), g.kv_len(), atten_mask.map(|m| m.len()))?;
     let blocks = validate_paged(g, kv)?;
+    let shape = IfaShape {
+        batch: g.batch,
+        kv_heads: g.kv_heads,
+        group: g.group,
+        max_kv: g.lk.iter().copied().max().unwrap_or(0),
+        kv_capacity: kv.max_blocks.saturating_mul(kv.cache.block_size),
+        block_size: Some(kv.cache.block_size),
+    };
+    let (recipe, kv_tile) = recipe.for_problem(&shape, kv.cache.block_size);
+    let recipe = &recipe;
     let chunk = task_rows(recipe);
     // Query rows of every (batch, head), built up front so a bad size is an error.
     let mut q_rows = Vec::with_capacity(g.batch * g.heads);
@@ -281,7 +293,7 @@ pub fn paged_attention(
                 mask: BatchMask::new(g, b, None),
                 scale: g.scale,
             };
-            let mut all = rows_result(recipe, kv.cache.block_size, &task, 0..g.group);
+            let mut all = rows_result(recipe, kv_tile, &task, 0..g.group);
             round_output(g, recipe, &mut all.out);
             let dim = g.head_dim;
             for r in 0..g.group {
@@ -307,11 +319,7 @@ pub fn paged_attention(
             let mut r0 = 0;
             while r0 < g.lq[b] {
                 let r1 = (r0 + chunk).min(g.lq[b]);
-                res.push((
-                    h,
-                    r0,
-                    run_rows_rounded(g, recipe, kv.cache.block_size, &task, r0, r1),
-                ));
+                res.push((h, r0, run_rows_rounded(g, recipe, kv_tile, &task, r0, r1)));
                 r0 = r1;
             }
         }

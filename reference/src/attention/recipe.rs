@@ -7,8 +7,14 @@
 //! S, O and every dot product) are f32 in every recipe, as in every kernel that document describes;
 //! the f64 ground truth is [`super::oracle`].
 
+use super::ifa_tiling::{ifa_tiling, IfaShape};
 use crate::fidelity::{rounding_name, Knob};
 use crate::formats::{DType, Rounding};
+
+/// Vector cores the [`Recipe::ascend_ifa_bf16`] preset's tiling assumes: an A2 part with 24
+/// AI cores and two vector cores each (CANN's platform configuration for such a part lists
+/// `vector_core_cnt=48`). Which A2 part a runner has is not known here: assumed (docs/ascend.md).
+pub const IFA_VECTOR_CORES: usize = 48;
 
 /// Names of the presets [`Recipe::preset`] knows.
 pub const PRESETS: [&str; 7] = [
@@ -102,6 +108,11 @@ pub enum ORescale {
     /// Fault model: O held in the P dtype between tiles (`O = round_p(O * alpha + P V)`, the
     /// P V accumulation done at 16 bits). No preset uses it; the fault catalogue does.
     HeldInPDtype,
+    /// Ascend f16 high-performance mode: O lives in f16 between tiles. The P V matmul result
+    /// is rounded to f16 (RNE), the rescale `O * alpha` is an f16 multiply and the update
+    /// `+ P V` an f16 add, each rounded to nearest even (three roundings per tile, where
+    /// [`ORescale::HeldInPDtype`] has one). The first tile's O is its P V.
+    VectorF16,
 }
 
 /// The final normalisation O / l.
@@ -111,6 +122,9 @@ pub enum Normalize {
     Divide,
     /// `O * (1 / (l + epsilon))`.
     Reciprocal,
+    /// Ascend f16 high-performance mode: the f32 row sum `l + epsilon` is rounded to f16 with
+    /// `sum_rounding` and O (f16) is divided by it in f16 (one RNE rounding of the quotient).
+    DivideF16 { sum_rounding: Rounding },
 }
 
 /// The LSE formula (natural log, in the scaled-score domain).
@@ -155,6 +169,22 @@ pub enum Combine {
     Lse,
     /// vLLM v2 reduce: w_s = sum_s * exp(m_s - M); O = sum O_s * w_s * (1 / (sum w + 1e-6)).
     VllmExpSum,
+    /// Ascend incre flash attention's flash-decode combine: M = max_s m_s; w_s = l_s *
+    /// exp(m_s - M); W = sum_s w_s; O = sum_s (w_s / W) O_s; lse = ln(W) + M.
+    AscendSumMax,
+}
+
+/// How the KV axis is tiled (and split) for a problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvTiling {
+    /// `kv_tile` keys per tile over contiguous K/V; the cache block size under
+    /// PagedAttention; the recipe's own `split`.
+    Fixed,
+    /// Ascend incre flash attention's run-time tiling ([`super::ifa_tiling`]): the KV tile is
+    /// the kernel's sInner size and long contexts are split across `vector_cores` cores
+    /// (flash decode) when batch x KV heads leaves cores idle; `kv_tile` and `split` are
+    /// ignored.
+    AscendIfa { vector_cores: usize },
 }
 
 /// Split-KV (flash-decoding / vLLM v2) partitioning.
@@ -175,8 +205,10 @@ pub struct Recipe {
     pub algorithm: Algorithm,
     /// Query rows per tile (KV tiles fully masked for every row of a tile are skipped).
     pub q_tile: usize,
-    /// Keys per KV tile (the paged path uses the cache block size instead).
+    /// Keys per KV tile (the paged path uses the cache block size instead), under
+    /// [`KvTiling::Fixed`].
     pub kv_tile: usize,
+    pub kv_tiling: KvTiling,
     pub block_order: BlockOrder,
     pub qk_order: ReductionOrder,
     pub score_precision: ScorePrecision,
@@ -234,6 +266,7 @@ impl Recipe {
             algorithm: Algorithm::Online,
             q_tile: 128,
             kv_tile: 128,
+            kv_tiling: KvTiling::Fixed,
             block_order: BlockOrder::Forward,
             qk_order: ReductionOrder::Lanes16,
             score_precision: ScorePrecision::F32,
@@ -256,13 +289,16 @@ impl Recipe {
 
     /// Ascend incre (decode) flash attention: as [`Recipe::ascend_pfa_bf16`] with one query
     /// row per tile, the output cast CAST_RINT for bf16, CAST_ROUND for f16, and masked scores
-    /// selected to -1e12 (the kernel's bool-mask value; sources in docs/ascend.md). Under
-    /// PagedAttention the KV tile is the cache block size (the kernel's own tile differs: see
-    /// the ledger row `fa.ascend_ifa_bf16.kv_tile`).
+    /// selected to -1e12 (the kernel's bool-mask value; sources in docs/ascend.md). The KV
+    /// tile and the flash-decode split follow the kernel's tiling ([`super::ifa_tiling`]) on
+    /// [`IFA_VECTOR_CORES`] vector cores.
     pub fn ascend_ifa_bf16(dtype: DType) -> Recipe {
         Recipe {
             name: "ascend_ifa_bf16".into(),
             q_tile: 1,
+            kv_tiling: KvTiling::AscendIfa {
+                vector_cores: IFA_VECTOR_CORES,
+            },
             mask_fill: MaskFill::SelectMinus1e12,
             output_rounding: if dtype == DType::F16 {
                 Rounding::RNA
@@ -276,14 +312,19 @@ impl Recipe {
     /// Ascend prompt flash attention, f16 inputs, high-performance mode (inner_precise = 1):
     /// QK and the softmax in f16 (numerics.md "f16 high-performance mode computes QK and
     /// softmax in f16"), masked scores selected to the lowest f16 (-65504, what the kernel
-    /// does with the bool masks FIA takes), P in f16 (CAST_ROUND), output CAST_ROUND. The
-    /// kernel also holds O in f16 and divides in f16, which this preset does not model yet
-    /// (docs/ascend.md, rows marked "contradicted (not fixed)").
+    /// does with the bool masks FIA takes), P in f16 (CAST_ROUND), O held in f16 (the P V
+    /// result, the rescale and the update each rounded to f16), the f32 row sum cast to f16
+    /// with CAST_ROUND and O divided by it in f16; the quotient is written as it is (the
+    /// output cast of an f16 value to f16 is exact). Sources: docs/ascend.md.
     pub fn ascend_pfa_f16_high_perf() -> Recipe {
         Recipe {
             name: "ascend_pfa_f16_high_perf".into(),
             score_precision: ScorePrecision::F16,
             p_dtype: DType::F16,
+            o_rescale: ORescale::VectorF16,
+            normalize: Normalize::DivideF16 {
+                sum_rounding: Rounding::RNA,
+            },
             mask_fill: MaskFill::SelectF16Lowest,
             ..Recipe::ascend_pfa_bf16(DType::F16)
         }
@@ -301,6 +342,7 @@ impl Recipe {
             algorithm: Algorithm::Online,
             q_tile: 128,
             kv_tile: 64,
+            kv_tiling: KvTiling::Fixed,
             block_order: BlockOrder::Reverse,
             qk_order: ReductionOrder::Lanes16,
             score_precision: ScorePrecision::F32,
@@ -334,6 +376,7 @@ impl Recipe {
             algorithm: Algorithm::TwoPass,
             q_tile: 1,
             kv_tile: 16,
+            kv_tiling: KvTiling::Fixed,
             block_order: BlockOrder::Forward,
             qk_order: ReductionOrder::Lanes16,
             score_precision: ScorePrecision::F32,
@@ -410,6 +453,7 @@ impl Recipe {
             algorithm,
             q_tile,
             kv_tile,
+            kv_tiling,
             block_order,
             qk_order,
             score_precision,
@@ -432,7 +476,16 @@ impl Recipe {
         vec![
             k("algorithm", format!("{algorithm:?}")),
             k("q_tile", q_tile.to_string()),
-            k("kv_tile", kv_tile.to_string()),
+            k(
+                "kv_tile",
+                match kv_tiling {
+                    KvTiling::Fixed => kv_tile.to_string(),
+                    KvTiling::AscendIfa { .. } => "the decode kernel's sInner size: 8192 keys, \
+                        or 8192/4096/2048 by query heads per KV head (below 5, below 10, more), \
+                        aligned down to a multiple of the cache block size"
+                        .to_string(),
+                },
+            ),
             k("block_order", format!("{block_order:?}")),
             k("qk_order", format!("{qk_order:?}")),
             k("score_precision", format!("{score_precision:?}")),
@@ -443,9 +496,27 @@ impl Recipe {
             k("p_rounding", rounding_name(p_rounding)),
             k("rowsum_of", format!("{rowsum_of:?}")),
             k("o_rescale", format!("{o_rescale:?}")),
-            k("normalize", format!("{normalize:?}")),
+            k(
+                "normalize",
+                match normalize {
+                    Normalize::DivideF16 { sum_rounding } => format!(
+                        "row sum cast to f16 ({}), O divided in f16",
+                        rounding_name(sum_rounding)
+                    ),
+                    other => format!("{other:?}"),
+                },
+            ),
             k("epsilon", epsilon.to_string()),
-            k("output_rounding", rounding_name(output_rounding)),
+            k(
+                "output_rounding",
+                if *o_rescale == ORescale::VectorF16
+                    && matches!(normalize, Normalize::DivideF16 { .. })
+                {
+                    "none: the f16 quotient is written as it is".to_string()
+                } else {
+                    rounding_name(output_rounding)
+                },
+            ),
             k("lse", format!("{lse:?}")),
             k(
                 "empty_row",
@@ -457,9 +528,13 @@ impl Recipe {
             k("mask_fill", format!("{mask_fill:?}")),
             k(
                 "split",
-                match split {
-                    None => "none".to_string(),
-                    Some(s) => format!(
+                match (kv_tiling, split) {
+                    (KvTiling::AscendIfa { vector_cores }, _) => format!(
+                        "flash decode on {vector_cores} vector cores when batch x KV heads \
+                         leaves cores idle; partials f32, AscendSumMax"
+                    ),
+                    (KvTiling::Fixed, None) => "none".to_string(),
+                    (KvTiling::Fixed, Some(s)) => format!(
                         "{} keys, partials {} {}, {:?}",
                         s.partition,
                         s.partial_dtype.name(),
@@ -469,6 +544,30 @@ impl Recipe {
                 },
             ),
         ]
+    }
+
+    /// The recipe as it runs on a problem of `shape`, and its KV tile: under
+    /// [`KvTiling::AscendIfa`] the kernel's tiling sets the tile and the split (partials in
+    /// f32, [`Combine::AscendSumMax`]); under [`KvTiling::Fixed`] the recipe itself with
+    /// `fixed_tile` (its `kv_tile`, or the cache block size under PagedAttention).
+    pub fn for_problem(&self, shape: &IfaShape, fixed_tile: usize) -> (Recipe, usize) {
+        match self.kv_tiling {
+            KvTiling::Fixed => (self.clone(), fixed_tile),
+            KvTiling::AscendIfa { vector_cores } => {
+                let t = ifa_tiling(shape, vector_cores);
+                let recipe = Recipe {
+                    kv_tile: t.kv_tile,
+                    split: t.split.map(|partition| SplitKv {
+                        partition,
+                        partial_dtype: DType::F32,
+                        partial_rounding: Rounding::RNE,
+                        combine: Combine::AscendSumMax,
+                    }),
+                    ..self.clone()
+                };
+                (recipe, t.kv_tile)
+            }
+        }
     }
 
     /// Checks the field combination.
@@ -508,6 +607,10 @@ impl Recipe {
         {
             return bad("split", "partition must be positive");
         }
+        if let KvTiling::AscendIfa { vector_cores: 0 } = self.kv_tiling {
+            return bad("kv_tiling", "the vector core count must be positive");
+        }
+
         Ok(())
     }
 }

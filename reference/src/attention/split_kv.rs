@@ -4,7 +4,9 @@
 //! - [`Combine::Lse`] (numerics.md "Split-KV combine"): M = max_s lse_s; L = ln(sum_s
 //!   exp(lse_s - M)) + M; O = sum_s exp(lse_s - L) O_s;
 //! - [`Combine::VllmExpSum`] (vLLM v2 reduce): M = max_s m_s; w_s = sum_s * exp(m_s - M);
-//!   O = sum_s (O_s * w_s) * (1 / (sum_s w_s + 1e-6)).
+//!   O = sum_s (O_s * w_s) * (1 / (sum_s w_s + 1e-6));
+//! - [`Combine::AscendSumMax`] (Ascend flash decode): M = max_s m_s; w_s = sum_s * exp(m_s -
+//!   M); W = sum_s w_s; O = sum_s (w_s / W) * O_s; lse = ln(W) + M.
 //!
 //! All combine arithmetic is f32 in partition order. Partitions without an allowed key take
 //! no part; a single partition is returned as is (after the partial rounding), as vLLM v2
@@ -125,6 +127,13 @@ pub fn split_rows(
                 max[r] = mm;
                 sum[r] = g;
             }
+            Combine::AscendSumMax => {
+                let parts: Vec<(f32, f32, &[f32])> = live
+                    .iter()
+                    .map(|p| (p.max[r], p.sum[r], &p.out[r * dim..(r + 1) * dim]))
+                    .collect();
+                (lse[r], max[r], sum[r]) = ascend_sum_max(&parts, orow);
+            }
         }
     }
     RowsResult {
@@ -147,5 +156,69 @@ pub fn rows_result(
     match &recipe.split {
         Some(split) => split_rows(recipe, split, kv_tile, task, rows, keys),
         None => base_rows(recipe, kv_tile, task, rows, keys),
+    }
+}
+
+/// The Ascend flash-decode combine of one row's partials `(max, sum, normalised out)` into
+/// `orow`: M = max m_s; w_s = l_s * exp(m_s - M); W = sum w_s (in order); O = sum (w_s / W)
+/// O_s, the first term stored and the others added in order (so a stored -0.0 stays -0.0,
+/// as the kernel's first multiply writes its destination). Returns (ln W + M, M, W).
+fn ascend_sum_max(parts: &[(f32, f32, &[f32])], orow: &mut [f32]) -> (f32, f32, f32) {
+    let mut mm = f32::NEG_INFINITY;
+    for &(m, _, _) in parts {
+        if m > mm {
+            mm = m;
+        }
+    }
+    let w: Vec<f32> = parts
+        .iter()
+        .map(|&(m, l, _)| l * math::exp_f32(m - mm))
+        .collect();
+    let mut total = 0.0f32;
+    for &x in &w {
+        total += x;
+    }
+    for (s, (&(_, _, out), &ws)) in parts.iter().zip(&w).enumerate() {
+        let ws = ws / total;
+        for (o, &x) in orow.iter_mut().zip(out) {
+            *o = if s == 0 { ws * x } else { *o + ws * x };
+        }
+    }
+    (math::ln_f32(total) + mm, mm, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ascend_sum_max;
+
+    #[test]
+    fn the_ascend_combine_weights_partials_by_sum_and_max() {
+        // Two partials of one row: (max, sum, normalised out).
+        let a = [0.25f32, -0.0, 1.5];
+        let b = [-0.5f32, -0.0, 0.125];
+        let (ma, la, mb, lb) = (2.0f32, 3.0f32, 1.0f32, 5.0f32);
+        let mut o = [f32::NAN; 3];
+        let (lse, m, w) = ascend_sum_max(&[(ma, la, &a), (mb, lb, &b)], &mut o);
+        // In f64: the exact attention of the union of both key sets.
+        let wa = la as f64;
+        let wb = lb as f64 * (mb as f64 - ma as f64).exp();
+        let total = wa + wb;
+        for d in 0..3 {
+            let want = (wa * a[d] as f64 + wb * b[d] as f64) / total;
+            assert!(
+                (o[d] as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30),
+                "{d}"
+            );
+        }
+        assert_eq!(m, ma);
+        assert!((w as f64 - total).abs() <= 1e-6 * total);
+        assert!((lse as f64 - (total.ln() + ma as f64)).abs() <= 1e-6);
+        // -0.0 in every partial stays -0.0 (stored, then -0.0 + -0.0).
+        assert_eq!(o[1].to_bits(), (-0.0f32).to_bits());
+        // One partial: weight exactly 1, its output and lse unchanged.
+        let mut one = [0.0f32; 3];
+        let (lse1, _, _) = ascend_sum_max(&[(ma, la, &a)], &mut one);
+        assert_eq!(one.map(f32::to_bits), a.map(f32::to_bits));
+        assert_eq!(lse1, crate::math::ln_f32(la) + ma);
     }
 }

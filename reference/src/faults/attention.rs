@@ -4,7 +4,9 @@
 use super::fp4::swap_rounding_ties;
 use super::tensors::{get_mut, ints, param_usize, set_ints};
 use super::{Edit, Fault, RecipeEdit, Requirement};
-use crate::attention::recipe::{Algorithm, Combine, EmptyRow, MaskFill, ORescale, RowSumOf};
+use crate::attention::recipe::{
+    Algorithm, Combine, EmptyRow, KvTiling, MaskFill, ORescale, RowSumOf,
+};
 use crate::attention::{Geometry, Recipe};
 use crate::formats::DType;
 use crate::kv::KvCacheLayout;
@@ -220,7 +222,11 @@ pub(super) static FAULTS: &[Fault] = &[
         requirement: Requirement::Quick,
         description: "O is kept in bf16/f16 between KV tiles (P V accumulated at 16 bits) instead of f32",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
-            if !online(r) || !low_precision_p(r) || r.o_rescale == ORescale::HeldInPDtype {
+            // A kernel that holds O in f16 by design (ORescale::VectorF16) is not faulted.
+            if !online(r)
+                || !low_precision_p(r)
+                || matches!(r.o_rescale, ORescale::HeldInPDtype | ORescale::VectorF16)
+            {
                 return false;
             }
             r.o_rescale = ORescale::HeldInPDtype;
@@ -320,7 +326,10 @@ pub(super) static FAULTS: &[Fault] = &[
         requirement: Requirement::Quick,
         description: "the final cast of O breaks ties the other way (CAST_ROUND vs CAST_RINT)",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
-            low_precision_p(r) && swap_rounding_ties(&mut r.output_rounding)
+            // O already in f16 (the f16 high-performance kernel) makes the cast exact.
+            low_precision_p(r)
+                && r.o_rescale != ORescale::VectorF16
+                && swap_rounding_ties(&mut r.output_rounding)
         })),
     },
     Fault {
@@ -330,7 +339,7 @@ pub(super) static FAULTS: &[Fault] = &[
         requirement: Requirement::Quick,
         description: "the online softmax visits KV tiles of half the recipe's size (64 keys instead of 128)",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
-            if !online(r) || r.kv_tile < 2 {
+            if !online(r) || r.kv_tiling != KvTiling::Fixed || r.kv_tile < 2 {
                 return false;
             }
             r.kv_tile /= 2;
@@ -457,7 +466,7 @@ pub(super) static FAULTS: &[Fault] = &[
             Some(s) => {
                 s.combine = match s.combine {
                     Combine::Lse => Combine::VllmExpSum,
-                    Combine::VllmExpSum => Combine::Lse,
+                    Combine::VllmExpSum | Combine::AscendSumMax => Combine::Lse,
                 };
                 true
             }
