@@ -4,8 +4,8 @@
 //! Why each field exists: docs/numerics.md, "What changes the output bits" (KV tile,
 //! block order, P dtype and rounding, rowsum source, exp flavour, reciprocal vs division,
 //! output rounding, LSE formula, empty-row policy, mask value). Accumulators (row max, row sum,
-//! S, O and every dot product) are f32 in every recipe, as in every kernel that document describes;
-//! the f64 ground truth is [`super::oracle`].
+//! S and every dot product) are f32 in every recipe, and O too except where the kernel holds it
+//! in f16 ([`ORescale::VectorF16`]); the f64 ground truth is [`super::oracle`].
 
 use super::ifa_tiling::{ifa_tiling, IfaShape};
 use crate::fidelity::{rounding_name, Knob};
