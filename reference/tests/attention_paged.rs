@@ -245,7 +245,8 @@ fn the_ifa_preset_tiles_and_splits_as_the_decode_kernel() {
     //   2 splits of 750 keys rounded up to 47 blocks of 16; each split one tile;
     // - 20 units keep the cores busy: no split; 8 query heads per KV head: 4096-key tiles;
     // - 1024 keys under PagedAttention never split: one tile of the table capacity.
-    let shapes: [(&[usize], usize, usize, usize, usize, Option<usize>); 3] = [
+    type Shape<'a> = (&'a [usize], usize, usize, usize, usize, Option<usize>);
+    let shapes: [Shape; 3] = [
         (&[1500], 2, 2, 16, 752, Some(752)),
         (&[5000; 10], 16, 2, 64, 4096, None),
         (&[1024], 2, 2, 16, 1040, None),

@@ -89,7 +89,7 @@ fn inner_size(shape: &IfaShape, seq: usize) -> usize {
     let mut s = BY_GROUP[(shape.group / 5).min(2)];
     if let Some(bs) = shape.block_size
         && bs > 0
-        && s % bs != 0
+        && !s.is_multiple_of(bs)
     {
         s = (s / bs) * bs;
     }
