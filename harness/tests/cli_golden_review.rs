@@ -199,3 +199,70 @@ fn review_is_refused_under_ci_and_for_staged_data_of_a_changed_case() {
     assert!(t.contains("refusing to accept") && t.contains(A), "{t}");
     assert!(staged(root, B).exists(), "nothing decided");
 }
+
+/// Two blesses of different cases before any accept: the second keeps what the first staged
+/// (its manifest entries and its `.new` files), so accepting after both moves in both.
+#[test]
+fn a_second_bless_keeps_what_the_first_staged() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    copy_dir(&repo().join("suites"), &root.join("suites"));
+    copy_dir(&repo().join("golden"), &root.join("golden"));
+    let suite = root.join("suites/paged_kv.toml");
+    let s = std::fs::read_to_string(&suite).unwrap();
+    let s = s
+        .replace(
+            "description = \"edge: one decode token\"",
+            "description = \"edge: one decode token\"\nseed = 7",
+        )
+        .replace(
+            "description = \"edge: every slot is padding; the cache must not change\"",
+            "description = \"edge: every slot is padding; the cache must not change\"\nseed = 9",
+        );
+    std::fs::write(&suite, s).unwrap();
+    for id in [A, B] {
+        let o = conform(
+            root,
+            &[
+                "golden",
+                "bless",
+                "--suite",
+                "paged_kv",
+                "--filter",
+                &format!("^{}$", regex_escape(id)),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains("1 to review"), "{}", text(&o));
+    }
+    let o = conform(root, &["golden", "review", "--list"]);
+    let t = text(&o);
+    for id in [A, B] {
+        assert!(
+            t.contains(&format!("changed    {id}: definition changed")),
+            "{t}"
+        );
+    }
+    let o = conform(root, &["golden", "accept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = conform(root, &["golden", "verify", "--suite", "paged_kv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for id in [A, B] {
+        assert!(
+            !staged(root, id).exists() && file(root, id).exists(),
+            "{id}"
+        );
+    }
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
+}

@@ -67,6 +67,10 @@ pub fn bless(
         source,
     })?;
     let old = Manifest::read(&manifest_path(golden), true)?;
+    // What an earlier bless staged and nobody accepted yet: its entries of the cases this bless
+    // does not recompute are carried into the new staged manifest, so a second bless of other
+    // cases never drops them (their `.new` tensor files stay where they are).
+    let earlier = Manifest::read(&new_path(&manifest_path(golden)), true)?;
     let mut new = Manifest {
         format: MANIFEST_FORMAT,
         cases: Vec::new(),
@@ -77,6 +81,12 @@ pub fn bless(
         if !all_ids.contains(e.id.as_str()) {
             review.changes.push((e.id.clone(), BlessChange::Removed));
         } else if !selected.contains(e.id.as_str()) {
+            new.cases.push(earlier.get(&e.id).unwrap_or(e).clone());
+        }
+    }
+    for e in &earlier.cases {
+        let id = e.id.as_str();
+        if old.get(id).is_none() && all_ids.contains(id) && !selected.contains(id) {
             new.cases.push(e.clone());
         }
     }
