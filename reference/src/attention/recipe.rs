@@ -530,8 +530,8 @@ impl Recipe {
                 "split",
                 match (kv_tiling, split) {
                     (KvTiling::AscendIfa { vector_cores }, _) => format!(
-                        "flash decode on {vector_cores} vector cores when batch x KV heads \
-                         leaves cores idle; partials f32, AscendSumMax"
+                        "flash decode on {vector_cores} vector cores (the count is assumed) \
+                         when batch x KV heads leaves cores idle; partials f32, AscendSumMax"
                     ),
                     (KvTiling::Fixed, None) => "none".to_string(),
                     (KvTiling::Fixed, Some(s)) => format!(
