@@ -120,6 +120,12 @@ pub struct CaseResult {
     /// The worker's stderr tail or notes, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The reason a target gives for being nondeterministic (`nondeterministic = "..."` in its
+    /// `target.toml`), when it declares itself so: its repeat of input set 0 is not required
+    /// to give the same bits, and it is judged by the case's checks only. Absent for every
+    /// other target, which the determinism check holds to bit-identical repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nondeterministic: Option<String>,
 }
 
 /// The figures every numerics verdict records for one output tensor.

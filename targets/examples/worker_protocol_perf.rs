@@ -59,6 +59,7 @@ fn main() {
         device_group: "cpu".into(),
         timeouts: Timeouts::default(),
         limits: Limits::default(),
+        nondeterministic: None,
     };
     let mut w = WorkerTarget::new("perf", cfg);
     let a = w.availability();

@@ -26,6 +26,8 @@ pub struct FaultTarget {
     by_shape: BTreeMap<Vec<(String, Vec<usize>)>, TensorMap>,
     /// The first input set's outputs, by case ([`TargetBehaviour::FirstInputSetOnly`]).
     first_set: BTreeMap<String, TensorMap>,
+    /// Calls so far, by case ([`TargetBehaviour::LastUlpJitter`]).
+    calls: BTreeMap<String, u64>,
 }
 
 impl FaultTarget {
@@ -36,6 +38,7 @@ impl FaultTarget {
             threads,
             by_shape: BTreeMap::new(),
             first_set: BTreeMap::new(),
+            calls: BTreeMap::new(),
         }
     }
 
@@ -64,6 +67,16 @@ impl FaultTarget {
                         .cloned()
                         .unwrap_or(outputs)
                 }
+            }
+            Some(TargetBehaviour::LastUlpJitter) => {
+                let n = self.calls.entry(request.case_id.clone()).or_insert(0);
+                let call = *n;
+                *n += 1;
+                let mut outputs = outputs;
+                if call > 0 {
+                    jitter_last_bit(&mut outputs, call);
+                }
+                outputs
             }
             Some(TargetBehaviour::LastRowUnwritten) => {
                 let mut outputs = outputs;
@@ -136,4 +149,24 @@ impl Target for FaultTarget {
             stderr_tail: String::new(),
         })
     }
+}
+
+/// Flips the lowest bit of one element of the largest floating-point output: element
+/// `call * 7919 mod numel` (a prime stride: another element on every call).
+fn jitter_last_bit(outputs: &mut TensorMap, call: u64) {
+    let Some(t) = outputs
+        .values_mut()
+        .filter(|t| t.dtype.is_float() && t.numel() > 0)
+        .max_by_key(|t| t.numel())
+    else {
+        return;
+    };
+    let w = t.dtype.size_bytes().max(1);
+    let n = (t.data.len() / w) as u64;
+    if n == 0 {
+        return;
+    }
+    let i = (call.wrapping_mul(7919) % n) as usize;
+    // Little-endian storage: the element's lowest byte holds its lowest mantissa bit.
+    t.data[i * w] ^= 1;
 }

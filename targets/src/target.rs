@@ -257,6 +257,12 @@ pub trait Target: Send {
     fn device_group(&self) -> &str {
         CPU_DEVICE_GROUP
     }
+    /// The reason it gives for being nondeterministic (same inputs, other bits), when it
+    /// declares itself so; `None` holds it to bit-identical repeats (the runner's determinism
+    /// check).
+    fn nondeterministic(&self) -> Option<&str> {
+        None
+    }
     /// Whether it can run here (a worker answers this by a handshake with a short timeout).
     fn availability(&mut self) -> Availability;
     /// What it can do (empty when unavailable).

@@ -121,6 +121,7 @@ fn config(script: &str, args: &[&str], request_s: f64) -> ResolvedConfig {
             timed_request_s: request_s,
         },
         limits: Limits::default(),
+        nondeterministic: None,
     }
 }
 

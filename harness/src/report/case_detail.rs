@@ -36,6 +36,13 @@ pub fn card(
     if !c.message.is_empty() {
         let _ = writeln!(s, "<pre class=\"message\">{}</pre>", escape(&c.message));
     }
+    if let Some(why) = &c.nondeterministic {
+        let _ = writeln!(
+            s,
+            "<p class=\"nondeterministic\">{}</p>",
+            escape(&msg::declared_nondeterministic(why))
+        );
+    }
     let _ = writeln!(
         s,
         "<h4>{}</h4><pre class=\"replay\"><code>{}</code></pre>",

@@ -181,6 +181,7 @@ mod tests {
             duration_ms: 0.0,
             perf: None,
             notes: Vec::new(),
+            nondeterministic: None,
         }
     }
 
@@ -242,6 +243,17 @@ mod tests {
         assert!(!page.contains("NaN\""), "NaN in SVG geometry");
         assert!(page.contains("2 non-finite cells"));
         assert!(page.matches("<svg").count() >= 3);
+    }
+
+    #[test]
+    fn a_declared_nondeterministic_target_is_named_with_its_reason() {
+        let mut c = case("a", Status::Passed, OutputMetrics::default());
+        c.nondeterministic = Some("atomics <here>".into());
+        let page = render(&ReportInputs::from_results(run(vec![c]), "r.json".into())).unwrap();
+        assert!(
+            page.contains("target <b>t</b>: declared nondeterministic (atomics &lt;here&gt;)"),
+            "{page}"
+        );
     }
 
     #[test]

@@ -65,6 +65,20 @@ pub fn header(r: &RunResults) -> String {
             escape(&what)
         );
     }
+    // Targets that declared themselves nondeterministic: not held to identical repeats.
+    let declared: std::collections::BTreeSet<(&str, &str)> = r
+        .cases
+        .iter()
+        .filter_map(|c| Some((c.target.as_str(), c.nondeterministic.as_deref()?)))
+        .collect();
+    for (target, why) in declared {
+        let _ = write!(
+            s,
+            "<div class=\"meta target nondeterministic\">target <b>{}</b>: {}</div>",
+            escape(target),
+            escape(&msg::declared_nondeterministic(why))
+        );
+    }
     s.push_str("</header>\n");
     s
 }

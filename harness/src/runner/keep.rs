@@ -453,6 +453,7 @@ mod tests {
             duration_ms: 0.0,
             perf: None,
             notes: Vec::new(),
+            nondeterministic: None,
         };
         assert!(keep.record(&r, vec![kept], false).is_none());
         let index = read_index(&d.path().join(INDEX_FILE)).unwrap();

@@ -1,6 +1,7 @@
 //! The runner: every selected case on every selected target, with progress and a summary.
 
 pub mod ab;
+mod determinism;
 pub mod device;
 pub mod expected;
 pub mod journal;

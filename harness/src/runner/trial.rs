@@ -63,6 +63,7 @@ fn result(case: &Case, target: &str, seed: u64, status: Status, message: String)
         duration_ms: 0.0,
         perf: None,
         notes: Vec::new(),
+        nondeterministic: None,
     }
 }
 
@@ -249,6 +250,13 @@ fn run_trial_inner(
         if !run.failures.is_empty() {
             break;
         }
+    }
+    if run.failures.is_empty()
+        && let Err((status, message)) = run.repeat_first_set(target, sets)
+    {
+        run.out.status = status;
+        run.out.message = message;
+        return run.out;
     }
     let mut out = run.out;
     if !run.failures.is_empty() {
@@ -439,6 +447,34 @@ impl TrialRun<'_> {
         if set == 0 || metrics.values().any(|m| !m.passed) {
             self.out.metrics = metrics;
         }
+    }
+
+    /// The determinism check ([`super::determinism`]): input set 0 once more, as input set
+    /// `index` and untimed; other bits are a failure unless the target declares itself
+    /// nondeterministic (then the result records its reason and nothing is repeated).
+    fn repeat_first_set(&mut self, target: &mut dyn Target, index: u32) -> Result<(), Ended> {
+        if let Some(why) = target.nondeterministic() {
+            self.out.nondeterministic = Some(why.to_string());
+            return Ok(());
+        }
+        let Some((first_request, first_exec)) = &self.first_run else {
+            return Ok(());
+        };
+        let request = ExecRequest {
+            input_set: index,
+            timing: None,
+            ..first_request.clone()
+        };
+        let again = target.execute(&request).map_err(|e| {
+            (
+                e.status(),
+                format!("input set 0 given again (the determinism check): {e}"),
+            )
+        })?;
+        if let Some(msg) = super::determinism::repeat_differs(&first_exec.outputs, &again.outputs) {
+            self.failures.push(msg);
+        }
+        Ok(())
     }
 
     /// Keeps the first set's request and execution; a later set whose outputs are identical to

@@ -71,4 +71,13 @@ pub(super) static FAULTS: &[Fault] = &[
         description: "only the first input set of a case is computed; later sets get its outputs",
         edit: Edit::target(TargetBehaviour::FirstInputSetOnly),
     },
+    Fault {
+        name: "any-nondeterministic-last-ulp",
+        family: "any",
+        ops: &[],
+        requirement: Requirement::Quick,
+        description: "calls after the first give one element of the largest output one ULP off \
+             (atomics or a scheduling-dependent reduction order): the same inputs, other bits",
+        edit: Edit::target(TargetBehaviour::LastUlpJitter),
+    },
 ];

@@ -70,6 +70,10 @@ pub enum TargetBehaviour {
     FirstInputSetOnly,
     /// Leaves the last row (innermost axis run) of every output unwritten.
     LastRowUnwritten,
+    /// Nondeterministic last-ULP jitter (atomics, a scheduling-dependent reduction order):
+    /// every call of a case after its first flips the lowest bit of one element of its largest
+    /// floating-point output, a different element per call.
+    LastUlpJitter,
 }
 
 /// What a fault changes. At most one of the computation edits is usually set; a params edit

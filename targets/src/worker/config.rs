@@ -96,6 +96,11 @@ pub struct WorkerConfig {
     pub timeouts: Timeouts,
     #[serde(default)]
     pub limits: Limits,
+    /// Why the implementation may give different bits for the same inputs (atomics, a
+    /// reduction order that depends on scheduling), when it does. A worker that declares it is
+    /// not held to bit-identical repeats; the results and the report say so with this reason.
+    #[serde(default)]
+    pub nondeterministic: Option<String>,
 }
 
 fn default_group() -> String {
@@ -132,6 +137,7 @@ pub struct ResolvedConfig {
     pub device_group: String,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    pub nondeterministic: Option<String>,
 }
 
 /// The Python interpreter workers use (see the module docs).
@@ -194,6 +200,17 @@ impl WorkerConfig {
                 });
             }
         }
+        if let Some(why) = &cfg.nondeterministic
+            && why.trim().is_empty()
+        {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                field: "nondeterministic".into(),
+                message: "say why the outputs may differ between identical calls (an empty \
+                          reason is not one)"
+                    .into(),
+            });
+        }
         Ok(cfg)
     }
 
@@ -238,6 +255,7 @@ impl WorkerConfig {
             device_group: self.device_group.clone(),
             timeouts: self.timeouts.clone(),
             limits: self.limits.clone(),
+            nondeterministic: self.nondeterministic.clone(),
         }
     }
 }
@@ -245,6 +263,33 @@ impl WorkerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nondeterministic_declaration_needs_a_reason() {
+        let p = Path::new("targets/x/target.toml");
+        let cfg = WorkerConfig::parse(
+            p,
+            "command = \"x\"\nnondeterministic = \"atomics in the split-K reduction\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.nondeterministic.as_deref(),
+            Some("atomics in the split-K reduction")
+        );
+        assert_eq!(
+            WorkerConfig::parse(p, "command = \"x\"\n")
+                .unwrap()
+                .nondeterministic,
+            None
+        );
+        let e = WorkerConfig::parse(p, "command = \"x\"\nnondeterministic = \" \"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("targets/x/target.toml: field `nondeterministic`: say why"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn parses_defaults_and_expands_placeholders() {

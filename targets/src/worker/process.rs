@@ -356,6 +356,7 @@ mod tests {
             device_group: "cpu".into(),
             timeouts: Timeouts::default(),
             limits: Limits::default(),
+            nondeterministic: None,
         }
     }
 

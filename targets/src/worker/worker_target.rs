@@ -319,6 +319,10 @@ impl Target for WorkerTarget {
         &self.config.device_group
     }
 
+    fn nondeterministic(&self) -> Option<&str> {
+        self.config.nondeterministic.as_deref()
+    }
+
     fn availability(&mut self) -> Availability {
         if let Some(a) = &self.availability {
             return a.clone();
