@@ -38,7 +38,7 @@ fn nibbles(bytes: &[u8]) -> [bool; 16] {
 
 #[test]
 fn every_mxfp4_special_case_holds_every_e8m0_extreme_and_every_fp4_code_on_every_seed() {
-    let params = serde_json::json!({"dtype": "bf16", "n": 8, "k": 32});
+    let params = serde_json::json!({"dtype": "bf16", "n": 12, "k": 32});
     for seed in 0..500 {
         let dist = ValueDist::Special {
             fraction: 0.5,
@@ -57,7 +57,7 @@ fn every_mxfp4_special_case_holds_every_e8m0_extreme_and_every_fp4_code_on_every
 fn non_finite_false_keeps_the_nan_scale_out_and_fraction_sets_the_share() {
     let params = serde_json::json!({"dtype": "bf16", "n": 64, "k": 1024});
     let extremes = [0u8, 1, 127, 253, 254, 255];
-    for (fraction, non_finite) in [(0.0, false), (0.9, false), (0.9, true)] {
+    for (fraction, non_finite) in [(0.1, false), (0.5, true), (0.9, false), (0.9, true)] {
         let dist = ValueDist::Special {
             fraction,
             non_finite,
@@ -66,12 +66,23 @@ fn non_finite_false_keeps_the_nan_scale_out_and_fraction_sets_the_share() {
         let scales = &t["scale"].data;
         let nan = scales.iter().filter(|&&s| s == 255).count();
         assert_eq!(nan > 0, non_finite, "fraction {fraction}");
-        let share =
-            scales.iter().filter(|s| extremes.contains(s)).count() as f64 / scales.len() as f64;
-        // Every extreme once, plus `fraction` of the groups drawn among the extremes (127 is
-        // also an ordinary code, hence the slack).
+        // Exactly round(fraction x groups) groups hold an extreme code. 127 (2^0) is also an
+        // ordinary code, so the count lies between the extremes other than 127 and all of them.
+        let want = (fraction * scales.len() as f64).round() as usize;
+        let all = scales.iter().filter(|s| extremes.contains(s)).count();
+        let not_127 = scales
+            .iter()
+            .filter(|&&s| s != 127 && extremes.contains(&s))
+            .count();
         assert!(
-            share >= fraction * 0.8 && share <= fraction + 0.15,
+            not_127 <= want && want <= all,
+            "fraction {fraction}: {not_127} <= {want} <= {all}"
+        );
+        // The ordinary draws put 127 in about 1 of 21 of the other groups: the share of extreme
+        // groups is the fraction asked for, not more.
+        let share = all as f64 / scales.len() as f64;
+        assert!(
+            share <= fraction + 0.06,
             "fraction {fraction}: share {share}"
         );
     }
@@ -79,13 +90,21 @@ fn non_finite_false_keeps_the_nan_scale_out_and_fraction_sets_the_share() {
 
 #[test]
 fn nvfp4_special_cases_hold_every_e4m3_special_code_on_every_seed() {
-    let params = serde_json::json!({"dtype": "bf16", "n": 2, "k": 64});
+    let params = serde_json::json!({"dtype": "bf16", "n": 4, "k": 128});
     for seed in 0..500 {
         let dist = ValueDist::Special {
             fraction: 0.25,
             non_finite: false,
         };
         let t = generate("nvfp4_dequant", params.clone(), dist, seed);
+        // No ordinary E4M3 scale (0x20..0x70) is an extreme: exactly a quarter of the 32
+        // groups hold one, on every seed.
+        let extreme = t["block_scale"]
+            .data
+            .iter()
+            .filter(|s| [0u8, 1, 7, 8, 0x7E].contains(s))
+            .count();
+        assert_eq!(extreme, 8, "seed {seed}");
         let scales = present(&t["block_scale"].data);
         for code in [0u8, 1, 7, 8, 0x7E] {
             assert!(scales[code as usize], "seed {seed}: E4M3 {code:#x} missing");
@@ -110,5 +129,8 @@ fn a_case_too_small_for_every_extreme_is_a_clear_error() {
         .generate(&params, &mut ctx)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("at least 6 scale groups"), "{e}");
+    assert!(
+        e.contains("give 1 of 2 scale groups an extreme code, fewer than the 6 extreme codes"),
+        "{e}"
+    );
 }

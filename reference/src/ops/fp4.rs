@@ -426,32 +426,38 @@ impl OpFamily for Fp4Family {
         let _ = ctx.place_all(&mut codes, &all_codes[..fit]);
         let groups = c.n * (c.k / c.format.group());
         let extremes = scale_extremes(c.format, special.is_some_and(|(_, nf)| nf));
-        let fraction = special.map_or(0.0, |(f, _)| f);
-        let mut scales: Vec<u8> = (0..groups)
-            .map(|_| {
-                if special.is_some() && ctx.unit() < fraction {
-                    extremes[ctx.below(extremes.len() as u64) as usize]
-                } else {
-                    match c.format {
-                        // E8M0 around 2^0 (weights of order 1e-3..1e3).
-                        Format::Mx => 117 + ctx.below(21) as u8,
-                        // E4M3FN positive finite codes of ordinary size.
-                        Format::Nv => 0x20 + ctx.below(0x50) as u8,
-                    }
-                }
-            })
-            .collect();
-        if special.is_some() {
-            // Every extreme at least once, whatever the seed.
-            ctx.place_all(&mut scales, &extremes).map_err(|needed| {
-                failed(
+        let ordinary = |ctx: &mut GenContext| match c.format {
+            // E8M0 around 2^0 (weights of order 1e-3..1e3).
+            Format::Mx => 117 + ctx.below(21) as u8,
+            // E4M3FN positive finite codes of ordinary size.
+            Format::Nv => 0x20 + ctx.below(0x50) as u8,
+        };
+        let mut scales: Vec<u8> = (0..groups).map(|_| ordinary(ctx)).collect();
+        if let Some((fraction, _)) = special {
+            // Exactly round(fraction x groups) groups get an extreme code, every extreme at
+            // least once, whatever the seed: the seed chooses which groups and which extremes
+            // fill the rest, never how many.
+            let count = (fraction * groups as f64).round() as usize;
+            if count < extremes.len() {
+                return Err(failed(
                     self.op(),
                     format!(
-                        "special inputs need at least {needed} scale groups to hold every extreme \
-                         scale code {extremes:?}; this case has {groups}"
+                        "special inputs with fraction {fraction} give {count} of {groups} scale \
+                         groups an extreme code, fewer than the {} extreme codes {extremes:?} \
+                         every special case holds; raise `fraction` or the number of groups",
+                        extremes.len()
                     ),
-                )
-            })?;
+                ));
+            }
+            let mut positions: Vec<usize> = (0..groups).collect();
+            ctx.shuffle(&mut positions);
+            let mut chosen = extremes.clone();
+            while chosen.len() < count {
+                chosen.push(extremes[ctx.below(extremes.len() as u64) as usize]);
+            }
+            for (&p, v) in positions.iter().zip(chosen) {
+                scales[p] = v;
+            }
         }
         let witness = match c.order_witness {
             Some((order, mode)) => Some(
