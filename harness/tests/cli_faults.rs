@@ -280,17 +280,24 @@ impl Long {
                 (a, Some(out.join("results.json")))
             }
             Long::Adequacy => {
+                // Several cells (faults x seed sets), so a signal finds it mid-run: under a
+                // signal about 3000 cells of a millisecond each, seconds in all.
                 let out = s.path("a.json");
+                let sets = if signal { "1000" } else { "1" };
                 let a = v(&[
                     "adequacy",
                     "--suite",
                     "pa_decode",
                     "--seed-sets",
-                    "0",
+                    sets,
                     "--seed",
                     "1",
                     "--fault",
                     "pa-last-partial-block-dropped",
+                    "--fault",
+                    "pa-read-one-past-length",
+                    "--fault",
+                    "pa-block-table-off-by-one",
                     "--json",
                     &st(out.clone()),
                 ]);
@@ -329,6 +336,29 @@ impl Long {
     fn hangs(self) -> bool {
         matches!(self, Long::Run | Long::Validate | Long::PerfRecord)
     }
+
+    /// Whether SIGINT / SIGTERM stop it with its partial results (exit 130 / 143) and SIGKILL
+    /// leaves a journal: all but golden verify, which writes nothing.
+    fn keeps_partial_results(self) -> bool {
+        self != Long::GoldenVerify
+    }
+}
+
+/// The lines of a journal (0 when there is none yet).
+fn journal_lines(journal: &Path) -> usize {
+    std::fs::read(journal)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .unwrap_or(0)
+}
+
+/// The cells an adequacy matrix measured.
+fn measured_cells(matrix: &serde_json::Value) -> usize {
+    matrix["matrix"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["outcomes"].as_array().unwrap().len())
+        .sum()
 }
 
 fn check(cmd: Long, fault: Fault) {
@@ -337,6 +367,8 @@ fn check(cmd: Long, fault: Fault) {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut c = s.command(&args);
     let what = format!("{cmd:?} under {fault:?}");
+    // The finished cells (or trials) journaled when the signal was sent.
+    let mut journaled = 0;
     let status = match fault {
         Fault::BrokenPipe => {
             let w = closed_pipe();
@@ -369,7 +401,10 @@ fn check(cmd: Long, fault: Fault) {
         Fault::Signal(sig) => {
             c.stdout(Stdio::null()).stderr(Stdio::piped());
             let mut child = c.spawn().unwrap();
-            wait_mid_run(&s, cmd, &mut child);
+            wait_mid_run(&s, cmd, &mut child, out.as_deref());
+            if let Some(out) = &out {
+                journaled = journal_lines(&journal_of(out)).saturating_sub(1);
+            }
             // SAFETY: signalling the child this test started.
             unsafe {
                 libc::kill(child.id() as i32, sig);
@@ -381,12 +416,23 @@ fn check(cmd: Long, fault: Fault) {
     let left = s.leftovers();
     assert!(left.is_empty(), "{what}: processes left behind: {left:?}");
     match fault {
-        Fault::Signal(libc::SIGKILL) => after_sigkill(&s, cmd, out.as_deref(), &what),
-        Fault::Signal(sig) if cmd.hangs() => {
+        Fault::Signal(libc::SIGKILL) => after_sigkill(&s, cmd, out.as_deref(), &what, journaled),
+        Fault::Signal(sig) if cmd.keeps_partial_results() => {
             let code = if sig == libc::SIGINT { 130 } else { 143 };
             assert_eq!(status.code(), Some(code), "{what}");
             let out = out.unwrap();
-            if cmd == Long::PerfRecord {
+            assert!(
+                !journal_of(&out).exists(),
+                "{what}: the journal outlived the written results"
+            );
+            if cmd == Long::Adequacy {
+                // The partial matrix: every cell finished before the signal, marked
+                // interrupted, never a pass.
+                let m = json(&out);
+                assert!(m["interrupted"].is_string(), "{what}: {m}");
+                assert!(!m["unfinished"].as_array().unwrap().is_empty(), "{what}");
+                assert!(measured_cells(&m) >= journaled.max(1), "{what}");
+            } else if cmd == Long::PerfRecord {
                 assert_eq!(
                     json(&out)["cases"].as_array().map(Vec::len),
                     Some(1),
@@ -398,8 +444,8 @@ fn check(cmd: Long, fault: Fault) {
                 assert!(!r["unfinished"].as_array().unwrap().is_empty(), "{what}");
             }
         }
-        // adequacy and golden verify install no handler: a signal ends them at once (they
-        // start no process and write their outputs only at the end), or they had finished.
+        // golden verify installs no handler: a signal ends it at once (it starts no process
+        // and writes nothing), or it had finished.
         Fault::Signal(sig) => assert!(
             status.signal() == Some(sig) || matches!(status.code(), Some(0 | 1)),
             "{what}: {status:?}"
@@ -413,18 +459,37 @@ fn check(cmd: Long, fault: Fault) {
             if let Some(out) = out {
                 let v = json(&out);
                 assert!(v.is_object(), "{what}");
-                let journal = PathBuf::from(format!("{}.journal", out.display()));
-                assert!(!journal.exists(), "{what}: the journal was not removed");
+                assert!(
+                    !journal_of(&out).exists(),
+                    "{what}: the journal was not removed"
+                );
             }
         }
     }
 }
 
-/// Waits until `cmd` is mid-run: inside the hanging worker's request, or past its first
-/// progress line on stderr.
-fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child) {
+fn journal_of(out: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.journal", out.display()))
+}
+
+/// Waits until `cmd` is mid-run: inside the hanging worker's request, past its first
+/// journaled cell (adequacy), or past its first progress line on stderr.
+fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child, out: Option<&Path>) {
     let start = Instant::now();
-    if cmd.hangs() {
+    if cmd == Long::Adequacy {
+        let journal = journal_of(out.unwrap());
+        // The header and at least one finished cell.
+        while journal_lines(&journal) < 2 {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{cmd:?} journaled no cell"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "{cmd:?} ended early");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    } else if cmd.hangs() {
         while !s.pids_file().exists() {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -446,10 +511,10 @@ fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child) {
     }
 }
 
-/// After SIGKILL: the journal of the commands that keep one recovers into a results file and
-/// a report holding the finished trials.
-fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
-    if !cmd.hangs() {
+/// After SIGKILL: the journal of the commands that keep one recovers into a results file (a
+/// partial kill matrix for adequacy) and a report holding what had finished.
+fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str, journaled: usize) {
+    if !cmd.keeps_partial_results() {
         return;
     }
     let out = out.unwrap();
@@ -458,7 +523,10 @@ fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
         "{what}: SIGKILL left no time to write {}",
         out.display()
     );
-    let journal = PathBuf::from(format!("{}.journal", out.display()));
+    let journal = journal_of(out);
+    if cmd == Long::Adequacy {
+        return adequacy_after_sigkill(s, &journal, what, journaled);
+    }
     let rec = s.path("recovered");
     let o = s
         .command(&["report", "--input"])
@@ -487,6 +555,34 @@ fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
     );
     let html = std::fs::read_to_string(rec.join("index.html")).unwrap();
     assert!(!html.contains("all passed"), "{what}");
+}
+
+/// A killed adequacy: `conform report --input a.json.journal` recovers the partial kill matrix
+/// (every cell journaled before the kill) and its page, neither of which reads as a pass.
+fn adequacy_after_sigkill(s: &Scratch, journal: &Path, what: &str, journaled: usize) {
+    let rec = s.path("recovered");
+    let o = s
+        .command(&["report", "--input"])
+        .arg(journal)
+        .arg("--out")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o));
+    let m = json(&rec.join("adequacy.json"));
+    assert!(
+        measured_cells(&m) >= journaled.max(1),
+        "{what}: {journaled} cells journaled before the kill, recovered {}",
+        measured_cells(&m)
+    );
+    assert!(
+        m["interrupted"].as_str().unwrap().contains("SIGKILL"),
+        "{what}: {m}"
+    );
+    assert!(!m["unfinished"].as_array().unwrap().is_empty(), "{what}");
+    let html = std::fs::read_to_string(rec.join("index.html")).unwrap();
+    assert!(html.contains("INTERRUPTED"), "{what}");
+    assert!(!html.contains("every required fault was killed"), "{what}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,7 +81,13 @@ pub fn matrix(r: &AdequacyReport) -> String {
                 .find(|c| c.fault == f.name && c.suite == *suite);
             let _ = write!(s, " {:>3}", mark(cell.and_then(|c| c.kill_rate)));
         }
-        let flag = if f.passes { "" } else { "  <- SURVIVES" };
+        let flag = if f.passes {
+            ""
+        } else if r.required_survivors.contains(&f.name) {
+            "  <- SURVIVES"
+        } else {
+            "  (not measured to the end)"
+        };
         let by = f
             .killed_by
             .first()
@@ -121,7 +127,11 @@ pub fn matrix(r: &AdequacyReport) -> String {
 /// How each survivor survived: the seed sets and the cases it passed.
 pub fn survivors(r: &AdequacyReport) -> String {
     let mut s = String::new();
-    for f in r.faults.iter().filter(|f| !f.passes) {
+    for f in r
+        .faults
+        .iter()
+        .filter(|f| r.required_survivors.contains(&f.name))
+    {
         if f.applicable_sets == 0 {
             let _ = writeln!(
                 s,
@@ -151,7 +161,48 @@ pub fn survivors(r: &AdequacyReport) -> String {
     s
 }
 
+/// The HTML page's note on a partial matrix.
+pub const PARTIAL_NOTE: &str = "This matrix was stopped before every cell was measured: the \
+rates are over the seed sets measured, a fault not measured to the end passes no gate, and the \
+whole is not a verdict. Rerun with the same --seed for the complete matrix.";
+
+/// The line of an interrupted (partial) matrix: never a verdict.
+pub fn interrupted(r: &AdequacyReport, why: &str) -> String {
+    let measured: usize = r.matrix.iter().map(|c| c.outcomes.len()).sum();
+    let mut faults: Vec<&str> = Vec::new();
+    for u in &r.unfinished {
+        if !faults.contains(&u.fault.as_str()) {
+            faults.push(&u.fault);
+        }
+    }
+    let mut s = format!(
+        "adequacy: INTERRUPTED ({why}): partial results, not a verdict: {measured} cell(s) measured, {} not (faults not measured to the end: {})",
+        r.unfinished.len(),
+        faults.join(", ")
+    );
+    if !r.required_survivors.is_empty() {
+        let _ = write!(
+            s,
+            "; required fault(s) that already survived a measured seed set: {}",
+            r.required_survivors.join(", ")
+        );
+    }
+    s
+}
+
+/// Said when the matrix could not be written and its journal stays.
+pub fn journal_kept(journal: &std::path::Path) -> String {
+    format!(
+        "the finished cells stay in {}; `conform report --input {} --out DIR` recovers them",
+        journal.display(),
+        journal.display()
+    )
+}
+
 pub fn verdict(r: &AdequacyReport) -> String {
+    if let Some(why) = &r.interrupted {
+        return interrupted(r, why);
+    }
     if !r.errors.is_empty() {
         let mut s = format!(
             "adequacy: {} case(s) could not be measured:",
