@@ -74,6 +74,30 @@ for line in sys.stdin:
     sys.exit(3)
 "#;
 
+/// Declares `paged_kv`; answers its first request with an error (a result computed: the case
+/// is `error`), then behaves as [`HANGING`]: a night stopped while it hangs has a result to keep.
+const ERRING_THEN_HANGING: &str = r#"
+import json, os, subprocess, sys, time
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "erring", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"paged_kv": {"recipes": ["reference"]}}}}), flush=True)
+answered = False
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["type"] == "shutdown":
+        break
+    if not answered:
+        answered = True
+        print(json.dumps({"type": "result", "id": req["id"], "status": "error",
+                          "message": "fails on purpose"}), flush=True)
+        continue
+    child = subprocess.Popen(["sleep", "3600"])
+    with open(os.environ["PIDS_FILE"] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.rename(os.environ["PIDS_FILE"] + ".tmp", os.environ["PIDS_FILE"])
+    time.sleep(3600)
+"#;
+
 /// A scratch directory with workers declared outside any `targets/` (the layout
 /// ci/contribution.md recommends), a scratch root for requests and a unique tag every process
 /// of one invocation carries in its environment (to find any left behind).
@@ -91,6 +115,7 @@ impl Scratch {
             ("hanging", HANGING),
             ("noops", NO_OPS),
             ("crashing", CRASHING),
+            ("erring", ERRING_THEN_HANGING),
         ] {
             let w = dir.path().join("contrib").join(name);
             std::fs::create_dir_all(&w).unwrap();
@@ -138,6 +163,48 @@ impl Scratch {
             .env("CONFORM_FAULT_TAG", &self.tag)
             .stdin(Stdio::null());
         c
+    }
+
+    /// `bash ci/nightly-perf.sh ARGS` with this scratch's environment, on a project (CONFORM_ROOT)
+    /// holding the repository's suites, golden store and hardware profiles and, as its
+    /// `targets/erring`, the erring-then-hanging worker.
+    fn nightly(&self, args: &[String]) -> Command {
+        let project = self.path("project");
+        if !project.exists() {
+            std::fs::create_dir_all(project.join("targets")).unwrap();
+            for sub in ["suites", "golden", "ci"] {
+                std::os::unix::fs::symlink(repo().join(sub), project.join(sub)).unwrap();
+            }
+            std::os::unix::fs::symlink(
+                self.path("contrib").join("erring"),
+                project.join("targets").join("erring"),
+            )
+            .unwrap();
+        }
+        let mut c = Command::new("bash");
+        c.arg(repo().join("ci/nightly-perf.sh"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("CI")
+            .env_remove("CONFORM_REQUIRE_TARGETS")
+            .env("CONFORM", env!("CARGO_BIN_EXE_conform"))
+            .env("CONFORM_ROOT", &project)
+            .env("CONFORM_SCRATCH", self.path("scratch"))
+            .env("PIDS_FILE", self.pids_file())
+            .env("CONFORM_FAULT_TAG", &self.tag)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Kills every process still carrying this scratch's tag (a test that failed must not
+    /// leave a hanging worker behind for the next one).
+    fn kill_leftovers(&self) {
+        for pid in self.leftovers() {
+            // SAFETY: a process this test's invocation started (it carries the unique tag).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
     }
 
     /// The processes still carrying this scratch's tag (conform, workers, their children,
@@ -239,6 +306,8 @@ enum Long {
     Adequacy,
     GoldenVerify,
     PerfRecord,
+    /// ci/nightly-perf.sh (the history and its output folder under the scratch).
+    Nightly,
 }
 
 /// The quick paged_kv cases (a handful, each milliseconds on the reference).
@@ -307,6 +376,29 @@ impl Long {
                 v(&["golden", "verify", "--suite", "paged_kv", "--tier", "quick"]),
                 None,
             ),
+            Long::Nightly => {
+                let out = s.path("night");
+                let target = if signal { "erring" } else { "reference" };
+                let mut a = v(&[
+                    "--target",
+                    target,
+                    "--hardware",
+                    "this-cpu",
+                    "--no-control",
+                    "--tier",
+                    "quick",
+                    "--suite",
+                    "paged_kv",
+                    "--history",
+                    &st(s.path("history")),
+                    "--out",
+                    &st(out.clone()),
+                ]);
+                if !signal {
+                    a.extend(v(&["--filter", FILTER]));
+                }
+                (a, Some(out.join("results.json")))
+            }
             Long::PerfRecord => {
                 let out = s.path("p.json");
                 let mut a = v(&[
@@ -334,7 +426,10 @@ impl Long {
 
     /// Whether a signal finds it mid-run inside the hanging worker's request.
     fn hangs(self) -> bool {
-        matches!(self, Long::Run | Long::Validate | Long::PerfRecord)
+        matches!(
+            self,
+            Long::Run | Long::Validate | Long::PerfRecord | Long::Nightly
+        )
     }
 
     /// Whether SIGINT / SIGTERM stop it with its partial results (exit 130 / 143) and SIGKILL
@@ -364,8 +459,11 @@ fn measured_cells(matrix: &serde_json::Value) -> usize {
 fn check(cmd: Long, fault: Fault) {
     let s = Scratch::new();
     let (args, out) = cmd.args(&s, fault);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut c = s.command(&args);
+    let mut c = if cmd == Long::Nightly {
+        s.nightly(&args)
+    } else {
+        s.command(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
     let what = format!("{cmd:?} under {fault:?}");
     // The finished cells (or trials) journaled when the signal was sent.
     let mut journaled = 0;
@@ -409,12 +507,27 @@ fn check(cmd: Long, fault: Fault) {
             unsafe {
                 libc::kill(child.id() as i32, sig);
             }
-            child.wait().unwrap()
+            use wait_timeout::ChildExt;
+            match child.wait_timeout(Duration::from_secs(60)).unwrap() {
+                Some(st) => st,
+                None => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    s.kill_leftovers();
+                    panic!("{what}: still running 60 s after the signal");
+                }
+            }
         }
     };
     assert_ne!(status.code(), Some(101), "{what}: panicked");
     let left = s.leftovers();
-    assert!(left.is_empty(), "{what}: processes left behind: {left:?}");
+    if !left.is_empty() {
+        s.kill_leftovers();
+        panic!("{what}: processes left behind: {left:?}");
+    }
+    if cmd == Long::Nightly {
+        return nightly_after(&s, fault, status, out.as_deref().unwrap(), &what);
+    }
     match fault {
         Fault::Signal(libc::SIGKILL) => after_sigkill(&s, cmd, out.as_deref(), &what, journaled),
         Fault::Signal(sig) if cmd.keeps_partial_results() => {
@@ -555,6 +668,83 @@ fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str, journal
     );
     let html = std::fs::read_to_string(rec.join("index.html")).unwrap();
     assert!(!html.contains("all passed"), "{what}");
+}
+
+/// The nightly script under `fault`: it never panics (checked above) nor leaves a process;
+/// an output fault costs the messages only (the first night is recorded, ingested, reported:
+/// exit 0); SIGINT / SIGTERM end it with 130 / 143 once its conform has written the results
+/// of what finished (the erring case), marked interrupted, and the night joins no history;
+/// after SIGKILL of the script, its conform still ends and keeps that result.
+fn nightly_after(
+    s: &Scratch,
+    fault: Fault,
+    status: std::process::ExitStatus,
+    results: &Path,
+    what: &str,
+) {
+    let out = results.parent().unwrap();
+    let history = s.path("history");
+    let nights = || {
+        std::fs::read_dir(&history)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.starts_with("perf-") && n.ends_with(".json")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    match fault {
+        Fault::Signal(sig) => {
+            if sig == libc::SIGKILL {
+                assert_eq!(status.signal(), Some(libc::SIGKILL), "{what}");
+            } else {
+                let code = if sig == libc::SIGINT { 130 } else { 143 };
+                assert_eq!(status.code(), Some(code), "{what}: {status:?}");
+            }
+            // The erring case's result, written by conform on the passed-on signal (on
+            // SIGKILL of the script: on the parent-death signal), or else in its journal.
+            let r = if results.exists() {
+                json(results)
+            } else {
+                let rec = s.path("recovered");
+                let o = s
+                    .command(&["report", "--input"])
+                    .arg(journal_of(results))
+                    .arg("--out")
+                    .arg(&rec)
+                    .output()
+                    .unwrap();
+                assert!(o.status.code().is_some(), "{what}: {}", text(&o));
+                json(&rec.join("results.json"))
+            };
+            let cases = r["cases"].as_array().unwrap();
+            assert!(
+                cases.iter().any(|c| c["status"] == "error"),
+                "{what}: the finished case was lost: {r}"
+            );
+            assert!(r["interrupted"].is_string(), "{what}: {r}");
+            assert_eq!(
+                nights(),
+                0,
+                "{what}: an interrupted night joined the history"
+            );
+        }
+        _ => {
+            assert_eq!(status.code(), Some(0), "{what}: {status:?}");
+            let r = json(results);
+            assert!(
+                r["cases"].as_array().is_some_and(|c| !c.is_empty()),
+                "{what}"
+            );
+            assert!(out.join("perf.json").exists(), "{what}");
+            assert!(out.join("report/index.html").exists(), "{what}");
+            assert!(history.join("perf-history.sqlite").exists(), "{what}");
+            assert_eq!(nights(), 1, "{what}");
+        }
+    }
 }
 
 /// A killed adequacy: `conform report --input a.json.journal` recovers the partial kill matrix
@@ -974,6 +1164,12 @@ fn main() {
         perf_record_sigint: PerfRecord, INT;
         perf_record_sigterm: PerfRecord, TERM;
         perf_record_sigkill: PerfRecord, KILL;
+        nightly_broken_pipe: Nightly, BrokenPipe;
+        nightly_stderr_closed: Nightly, StderrClosed;
+        nightly_stderr_full: Nightly, StderrFull;
+        nightly_sigint: Nightly, INT;
+        nightly_sigterm: Nightly, TERM;
+        nightly_sigkill: Nightly, KILL;
     }
     trials::run(tests)
 }
