@@ -1,10 +1,14 @@
 //! Fault injection over the long commands (issue 26): `run`, `validate`, `adequacy`, `golden
-//! verify` and `perf record`, each under a closed pipe on stdout and stderr (`2>&1 | head -1`),
-//! a closed stderr (`2>&-`), a full stderr (a scratch `/dev/full` node), SIGINT, SIGTERM and
-//! SIGKILL mid-run. None may exit 101 (a panic), lose a result it had computed (after SIGKILL:
-//! recoverable from the journal with `conform report --input PATH.journal`) or leave a process
-//! behind. Also the output paths that are not regular files (device nodes, a FIFO, symbolic
-//! links), which are written through and never replaced.
+//! verify`, `perf record` and the nightly script `ci/nightly-perf.sh`, each under a closed pipe
+//! on stdout and stderr (`2>&1 | head -1`), a closed stderr (`2>&-`), a full stderr (a scratch
+//! `/dev/full` node), SIGINT, SIGTERM and SIGKILL mid-run (adequacy: once a cell is journaled;
+//! the others: inside a hanging worker's request). None may exit 101 (a panic), lose a result
+//! it had computed (SIGINT / SIGTERM: written, marked interrupted, exit 130 / 143; after
+//! SIGKILL: recoverable from the journal with `conform report --input PATH.journal`, the
+//! adequacy journal into a partial kill matrix; the nightly script's conform ends with the
+//! script and writes its results) or leave a process behind. Also the output paths that are not
+//! regular files (device nodes, a FIFO, symbolic links), which are written through and never
+//! replaced.
 //!
 //! Every invocation is small (one suite, a few cases) so the matrix stays quick on two cores.
 //! Device nodes are made with mknod under a temporary directory, never the system's: the tests
