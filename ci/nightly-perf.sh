@@ -114,7 +114,7 @@ trap 'on_signal TERM' TERM
 # to the history, and its build never becomes the control).
 stop_if_signalled() {
     [ -n "$SIGNALLED" ] || return 0
-    say "stopped by SIG$SIGNALLED: what was written so far is kept in ${OUT:-nightly-out} (an interrupted night joins neither the history nor the control)"
+    say "${1:-stopped by SIG$SIGNALLED: what was written so far is kept in ${OUT:-nightly-out} (an interrupted night joins neither the history nor the control)}"
     if [ "$SIGNALLED" = INT ]; then exit 130; else exit 143; fi
 }
 # Runs a command in the background and waits for it (its stdout into $CHILD_STDOUT when set);
@@ -376,9 +376,16 @@ TOML
     if [ "$DRY_RUN" = 0 ]; then
         (git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown) >"$NEW/commit"
     fi
-    step rm -rf "$STATE/last-good"
-    step mv "$NEW" "$STATE/last-good"
+    # The swap runs in the foreground: a signal is only noted during it (the trap runs between
+    # the two commands and passes nothing on), so it never leaves no control at all.
+    if [ "$DRY_RUN" = 1 ]; then
+        show rm -rf "$STATE/last-good"
+        show mv "$NEW" "$STATE/last-good"
+    else
+        rm -rf "$STATE/last-good"
+        mv "$NEW" "$STATE/last-good"
+    fi
     say "tonight's build is kept as the next night's control ($STATE/last-good)"
 fi
-stop_if_signalled
+stop_if_signalled "SIG$SIGNALLED came once the night was complete (recorded, judged, kept): nothing was cut short"
 exit 0

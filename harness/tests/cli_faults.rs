@@ -1052,6 +1052,34 @@ fn a_history_directory_and_a_suite_for_a_case_get_clear_messages() {
     );
 }
 
+/// CONFORM_PARENT_PID (what the nightly script sets): a process that is gone by the time
+/// conform starts (its launcher killed between fork and exec) stops conform at once with 143,
+/// before any work; a live process that is not conform's parent, or a value that is not a pid,
+/// leaves conform as it is.
+fn a_parent_pid_that_is_gone_stops_conform_at_once() {
+    let s = Scratch::new();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id().to_string();
+    gone.wait().unwrap();
+    let o = s
+        .command(&["list", "--suite", "paged_kv"])
+        .env("CONFORM_PARENT_PID", &pid)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(143), "{}", text(&o));
+    assert!(text(&o).contains("has already ended"), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    for value in ["1", "not-a-pid"] {
+        let o = s
+            .command(&["list", "--suite", "paged_kv"])
+            .env("CONFORM_PARENT_PID", value)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{value}: {}", text(&o));
+        assert!(!o.stdout.is_empty(), "{value}");
+    }
+}
+
 fn main() {
     let not_root = (!is_root()).then(|| {
         "not root: mknod of scratch device nodes needs root (CI runs as root)".to_string()
@@ -1101,6 +1129,11 @@ fn main() {
         trials::Test {
             name: "a_history_directory_and_a_suite_for_a_case_get_clear_messages",
             body: a_history_directory_and_a_suite_for_a_case_get_clear_messages,
+            missing: None,
+        },
+        trials::Test {
+            name: "a_parent_pid_that_is_gone_stops_conform_at_once",
+            body: a_parent_pid_that_is_gone_stops_conform_at_once,
             missing: None,
         },
         trials::Test {
