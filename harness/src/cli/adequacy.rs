@@ -29,9 +29,9 @@ pub struct AdequacyArgs {
     pub seed_sets: u32,
     #[arg(long, help = msg::HELP_SEED)]
     pub seed: Option<u64>,
-    #[arg(long, help = msg::HELP_JSON)]
+    #[arg(long, value_name = "FILE", help = msg::HELP_JSON)]
     pub json: Option<PathBuf>,
-    #[arg(long, help = msg::HELP_REPORT)]
+    #[arg(long, value_name = "DIR", help = msg::HELP_REPORT)]
     pub report: Option<PathBuf>,
     /// Threads for the reference computations, from 1 to 4 per available core (results never
     /// depend on it).

@@ -14,8 +14,12 @@ pub const MAX_SEED_SETS: u32 = 1000;
 pub const HELP_SEED: &str =
     "Base seed the fresh seed sets are derived from (default: drawn from the clock; printed)";
 pub const HELP_FAULT: &str = "Only these faults (repeatable; `--list-faults` shows them)";
-pub const HELP_JSON: &str = "Write the kill matrix as JSON (format conform-adequacy-v1)";
-pub const HELP_REPORT: &str = "Write the kill matrix as a self-contained HTML page DIR/index.html";
+pub const HELP_JSON: &str =
+    "Write the kill matrix as JSON (format conform-adequacy-v1). Meanwhile \
+each finished cell is journaled to FILE.journal: on SIGINT/SIGTERM the partial matrix is written \
+(exit 130/143); after SIGKILL `conform report --input FILE.journal --out DIR` recovers it";
+pub const HELP_REPORT: &str = "Write the kill matrix as a self-contained HTML page DIR/index.html \
+(without --json, the journal of finished cells is DIR/adequacy.json.journal)";
 pub const HELP_LIST: &str = "List the fault catalogue and exit";
 pub const PAGE_TITLE: &str = "conform adequacy";
 pub const H_ADEQUACY: &str = "Fault adequacy";
