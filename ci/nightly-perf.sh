@@ -46,8 +46,16 @@
 # `cargo build --release` when cargo is there, so it is tonight's code).
 # Exit status: 0 no regression and no failing case (also the first night); 1 a regression or a
 # failing case; 2 usage or setup error; 4 nothing judged (no case was timed, or no case is in
-# both a hand-kept baseline and tonight's record).
+# both a hand-kept baseline and tonight's record); 130 / 143 stopped by SIGINT / SIGTERM.
+# Faults (docs/perf.md, "The nightly script under faults"): a closed, broken or full stdout or
+# stderr never stops the night. SIGINT / SIGTERM are passed on to the conform running, which
+# writes what it finished (results, perf record: partial, marked interrupted); the script then
+# stops with 130 / 143, keeping everything written so far, and an interrupted night never joins
+# the history. SIGKILL cannot be trapped: conform is told the script's pid (CONFORM_PARENT_PID)
+# and ends with it as on SIGTERM, its workers with it.
 set -euo pipefail
+# A reader that went away (`| head`) must not kill the night: writes to it fail instead.
+trap '' PIPE
 
 DRY_RUN=0
 TARGET="${CONFORM_TARGET:-torch_npu}"
@@ -70,15 +78,68 @@ CONTROL_ALPHA=0.025
 # Nights shown in the report's trend (every night stays in the history directory).
 TREND_NIGHTS=30
 
-die() { echo "nightly-perf: $*" >&2; exit 2; }
-say() { echo "nightly-perf: $*"; }
+# Messages never fail the night (a closed or full stdout/stderr loses them, nothing else).
+die() { echo "nightly-perf: $*" >&2 || true; exit 2; }
+say() { echo "nightly-perf: $*" || true; }
 # Prints a command as a shell would read it (single quotes where needed).
 show() {
     local out="+" a
     for a in "$@"; do
         if [[ "$a" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
     done
-    echo "$out"
+    echo "$out" || true
+}
+
+# Signals. Each command runs in the background (in its own process group: `set -m`, so a
+# terminal's ^C reaches the script alone, and the script passes it on once) while the script
+# waits for it, so a trapped SIGINT / SIGTERM is handled at once: passed on to the command's
+# group, whose conform writes what it finished and exits; then the script stops with 130 / 143.
+# conform ends with the script even on SIGKILL (CONFORM_PARENT_PID: PR_SET_PDEATHSIG).
+set -m
+export CONFORM_PARENT_PID=$$
+CHILD=""
+CHILD_STDOUT=""
+SIGNALLED=""
+PASSED_ON=""
+on_signal() {
+    SIGNALLED="$1"
+    if [ -n "$CHILD" ] && [ -z "$PASSED_ON" ]; then
+        PASSED_ON=1
+        kill -s "$1" -- "-$CHILD" 2>/dev/null || true
+    fi
+}
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
+# Stops the night if a signal came: what was written stays (an interrupted night is not added
+# to the history, and its build never becomes the control).
+stop_if_signalled() {
+    [ -n "$SIGNALLED" ] || return 0
+    say "${1:-stopped by SIG$SIGNALLED: what was written so far is kept in ${OUT:-nightly-out} (an interrupted night joins neither the history nor the control)}"
+    if [ "$SIGNALLED" = INT ]; then exit 130; else exit 143; fi
+}
+# Runs a command in the background and waits for it (its stdout into $CHILD_STDOUT when set);
+# returns its exit status. A signal passed on to it stops the script once it has ended.
+run_child() {
+    stop_if_signalled
+    local rc=0
+    PASSED_ON=""
+    if [ -n "$CHILD_STDOUT" ]; then "$@" >"$CHILD_STDOUT" & else "$@" & fi
+    CHILD=$!
+    # A signal that came before $CHILD was known is passed on now.
+    if [ -n "$SIGNALLED" ] && [ -z "$PASSED_ON" ]; then
+        PASSED_ON=1
+        kill -s "$SIGNALLED" -- "-$CHILD" 2>/dev/null || true
+    fi
+    while :; do
+        rc=0
+        wait "$CHILD" || rc=$?
+        # A trapped signal ends `wait` early (status > 128) while the command still runs.
+        if [ "$rc" -gt 128 ] && kill -0 "$CHILD" 2>/dev/null; then continue; fi
+        break
+    done
+    CHILD=""
+    stop_if_signalled
+    return "$rc"
 }
 # Runs a command (its exit status is returned, never fatal), or prints it under --dry-run.
 step() {
@@ -87,7 +148,7 @@ step() {
         return 0
     fi
     local rc=0
-    "$@" || rc=$?
+    run_child "$@" || rc=$?
     return "$rc"
 }
 
@@ -111,7 +172,7 @@ while [ $# -gt 0 ]; do
                 --filter) FILTER="$2" ;;
             esac
             shift ;;
-        -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,55p' "$0" || true; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -204,10 +265,11 @@ if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
     if [ "$DRY_RUN" = 1 ]; then
         show "${CONTROL_RUN[@]}"
     else
-        set +e
-        "${CONTROL_RUN[@]}" | tee "$OUT/control.log"
-        run_rc=${PIPESTATUS[0]}
-        set -e
+        run_rc=0
+        CHILD_STDOUT="$OUT/control.log"
+        run_child "${CONTROL_RUN[@]}" || run_rc=$?
+        CHILD_STDOUT=""
+        cat "$OUT/control.log" 2>/dev/null || true
         if grep -q "^A/B: at least one case is slower" "$OUT/control.log"; then
             control_rc=1
         elif [ "$run_rc" != 0 ]; then
@@ -262,6 +324,7 @@ if [ "${#AGAINST_ARGS[@]}" -gt 0 ] && { [ -f "$OUT/control.json" ] || [ "$DRY_RU
     step "$CONFORM" report --input "$OUT/control.json" --out "$OUT/control-report" \
         || say "warning: the control's report could not be written"
 fi
+stop_if_signalled
 say "record exit $record_rc, control exit $control_rc, compare exit $compare_rc; report in $OUT/report/index.html"
 failed=0
 if [ "$control_rc" = 1 ]; then
@@ -313,8 +376,16 @@ TOML
     if [ "$DRY_RUN" = 0 ]; then
         (git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown) >"$NEW/commit"
     fi
-    step rm -rf "$STATE/last-good"
-    step mv "$NEW" "$STATE/last-good"
+    # The swap runs in the foreground: a signal is only noted during it (the trap runs between
+    # the two commands and passes nothing on), so it never leaves no control at all.
+    if [ "$DRY_RUN" = 1 ]; then
+        show rm -rf "$STATE/last-good"
+        show mv "$NEW" "$STATE/last-good"
+    else
+        rm -rf "$STATE/last-good"
+        mv "$NEW" "$STATE/last-good"
+    fi
     say "tonight's build is kept as the next night's control ($STATE/last-good)"
 fi
+stop_if_signalled "SIG$SIGNALLED came once the night was complete (recorded, judged, kept): nothing was cut short"
 exit 0

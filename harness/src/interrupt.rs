@@ -68,3 +68,69 @@ pub fn exit_code(sig: i32) -> i32 {
         s => 128 + s,
     }
 }
+
+/// The variable a launching script sets to its own process id (`CONFORM_PARENT_PID=$$`) so
+/// that conform ends with it: ci/nightly-perf.sh does, because SIGKILL of a script cannot be
+/// trapped and would otherwise orphan the conform it runs.
+pub const PARENT_PID_VAR: &str = "CONFORM_PARENT_PID";
+
+/// Honours [`PARENT_PID_VAR`]; called first thing in `main`, before any thread exists. When
+/// the named process is conform's parent, the kernel is asked to send conform SIGTERM when
+/// that parent dies (PR_SET_PDEATHSIG; Linux), which conform handles as any SIGTERM: workers
+/// killed, the results of what finished written, exit 143. A parent already gone by then (the
+/// race between fork and this call) ends conform at once with 143. A process that is not
+/// conform's parent (conform started by a program the script started) leaves it as it is.
+/// The variable is removed from the environment, so the workers conform starts do not see it.
+pub fn die_with_parent_from_env() {
+    let Some(value) = std::env::var_os(PARENT_PID_VAR) else {
+        return;
+    };
+    // SAFETY: called at the start of main, before any other thread exists.
+    unsafe { std::env::remove_var(PARENT_PID_VAR) };
+    let Some(pid) = value.to_str().and_then(|v| v.trim().parse::<i32>().ok()) else {
+        crate::errln!(
+            "{}",
+            crate::messages::error_line(&format!(
+                "{PARENT_PID_VAR}={}: not a process id; ignored",
+                value.to_string_lossy()
+            ))
+        );
+        return;
+    };
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getppid, kill(pid, 0) and prctl(PR_SET_PDEATHSIG) have no memory effects.
+        let (parent, alive) = unsafe {
+            (
+                libc::getppid(),
+                libc::kill(pid, 0) == 0
+                    || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM),
+            )
+        };
+        if parent != pid {
+            if alive || pid <= 1 {
+                return;
+            }
+            crate::errln!("{}", crate::messages::parent_gone(pid));
+            std::process::exit(crate::exit_code::INTERRUPTED_SIGTERM);
+        }
+        // SAFETY: as above.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+        }
+        // The parent may have died between getppid and prctl: then no signal will come.
+        // SAFETY: as above.
+        if unsafe { libc::getppid() } != pid {
+            crate::errln!("{}", crate::messages::parent_gone(pid));
+            std::process::exit(crate::exit_code::INTERRUPTED_SIGTERM);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pid;
+}

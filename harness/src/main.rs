@@ -25,6 +25,9 @@ fn main() {
         }
     }));
     conform_harness::console::ensure_standard_fds();
+    // A script that sets CONFORM_PARENT_PID=$$ (ci/nightly-perf.sh) takes conform with it when
+    // it is killed, SIGKILL included.
+    conform_harness::interrupt::die_with_parent_from_env();
     let parsed = cli::Cli::parse();
     let prints_to_stdout = parsed.command.output_is_stdout();
     let code = match std::panic::catch_unwind(|| cli::run(parsed)) {

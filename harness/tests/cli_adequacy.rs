@@ -201,3 +201,86 @@ fn the_matrix_goes_into_its_own_page_and_the_run_report() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("a.json"), "{}", text(&o));
 }
+
+/// The journal of finished cells lives beside what the user asked for: beside `--json`, else
+/// in the `--report` directory, and nowhere without either (nothing appears in the working
+/// directory); it is removed once the outputs are written.
+#[test]
+fn the_journal_lives_beside_the_outputs_and_goes_once_they_are_written() {
+    let d = tempfile::tempdir().unwrap();
+    let args = [
+        "adequacy",
+        "--suite",
+        "pa_decode",
+        "--fault",
+        "pa-last-partial-block-dropped",
+        "--fault",
+        "pa-read-one-past-length",
+        "--seed",
+        "1",
+        "--quiet",
+    ];
+    let mut cmd = cli::command(&repo(), &args, &["CONFORM_ROOT", "CONFORM_REQUIRE_TARGETS"]);
+    cmd.current_dir(d.path());
+    let o = cli::output(cmd);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "written without being asked: {left:?}");
+    let report = d.path().join("rep");
+    let mut with_report = args.to_vec();
+    with_report.extend(["--report", report.to_str().unwrap()]);
+    let o = conform(&repo(), &with_report);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(report.join("index.html").exists());
+    assert!(!report.join("adequacy.json.journal").exists());
+}
+
+/// `conform report --input` on an adequacy journal: one holding no finished cell is recovered
+/// and says nothing was judged (exit 4); other inputs beside it are refused (exit 2).
+#[test]
+fn an_adequacy_journal_is_recovered_on_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let journal = d.path().join("a.json.journal");
+    std::fs::write(
+        &journal,
+        r#"{"adequacy_journal": 1, "conform_version": "0", "started_at": "t",
+            "seed_sets": [{"index": 0, "seed": null}],
+            "faults": ["pa-last-partial-block-dropped"], "suites": ["pa_decode"],
+            "ops": ["pa_decode"], "gates_quick": true}"#
+            .replace('\n', "")
+            + "\n",
+    )
+    .unwrap();
+    let out = d.path().join("rec");
+    let o = conform(
+        &repo(),
+        &[
+            "report",
+            "--input",
+            journal.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("adequacy.json")).unwrap()).unwrap();
+    assert_eq!(m["unfinished"].as_array().unwrap().len(), 1, "{m}");
+    assert!(m["interrupted"].as_str().unwrap().contains("SIGKILL"));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("INTERRUPTED"));
+    let o = conform(
+        &repo(),
+        &[
+            "report",
+            "--input",
+            journal.to_str().unwrap(),
+            "--perf",
+            "p.json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("on its own"), "{}", text(&o));
+}

@@ -1,10 +1,14 @@
 //! Fault injection over the long commands (issue 26): `run`, `validate`, `adequacy`, `golden
-//! verify` and `perf record`, each under a closed pipe on stdout and stderr (`2>&1 | head -1`),
-//! a closed stderr (`2>&-`), a full stderr (a scratch `/dev/full` node), SIGINT, SIGTERM and
-//! SIGKILL mid-run. None may exit 101 (a panic), lose a result it had computed (after SIGKILL:
-//! recoverable from the journal with `conform report --input PATH.journal`) or leave a process
-//! behind. Also the output paths that are not regular files (device nodes, a FIFO, symbolic
-//! links), which are written through and never replaced.
+//! verify`, `perf record` and the nightly script `ci/nightly-perf.sh`, each under a closed pipe
+//! on stdout and stderr (`2>&1 | head -1`), a closed stderr (`2>&-`), a full stderr (a scratch
+//! `/dev/full` node), SIGINT, SIGTERM and SIGKILL mid-run (adequacy: once a cell is journaled;
+//! the others: inside a hanging worker's request). None may exit 101 (a panic), lose a result
+//! it had computed (SIGINT / SIGTERM: written, marked interrupted, exit 130 / 143; after
+//! SIGKILL: recoverable from the journal with `conform report --input PATH.journal`, the
+//! adequacy journal into a partial kill matrix; the nightly script's conform ends with the
+//! script and writes its results) or leave a process behind. Also the output paths that are not
+//! regular files (device nodes, a FIFO, symbolic links), which are written through and never
+//! replaced.
 //!
 //! Every invocation is small (one suite, a few cases) so the matrix stays quick on two cores.
 //! Device nodes are made with mknod under a temporary directory, never the system's: the tests
@@ -74,6 +78,30 @@ for line in sys.stdin:
     sys.exit(3)
 "#;
 
+/// Declares `paged_kv`; answers its first request with an error (a result computed: the case
+/// is `error`), then behaves as [`HANGING`]: a night stopped while it hangs has a result to keep.
+const ERRING_THEN_HANGING: &str = r#"
+import json, os, subprocess, sys, time
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "erring", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"paged_kv": {"recipes": ["reference"]}}}}), flush=True)
+answered = False
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["type"] == "shutdown":
+        break
+    if not answered:
+        answered = True
+        print(json.dumps({"type": "result", "id": req["id"], "status": "error",
+                          "message": "fails on purpose"}), flush=True)
+        continue
+    child = subprocess.Popen(["sleep", "3600"])
+    with open(os.environ["PIDS_FILE"] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.rename(os.environ["PIDS_FILE"] + ".tmp", os.environ["PIDS_FILE"])
+    time.sleep(3600)
+"#;
+
 /// A scratch directory with workers declared outside any `targets/` (the layout
 /// ci/contribution.md recommends), a scratch root for requests and a unique tag every process
 /// of one invocation carries in its environment (to find any left behind).
@@ -91,6 +119,7 @@ impl Scratch {
             ("hanging", HANGING),
             ("noops", NO_OPS),
             ("crashing", CRASHING),
+            ("erring", ERRING_THEN_HANGING),
         ] {
             let w = dir.path().join("contrib").join(name);
             std::fs::create_dir_all(&w).unwrap();
@@ -138,6 +167,48 @@ impl Scratch {
             .env("CONFORM_FAULT_TAG", &self.tag)
             .stdin(Stdio::null());
         c
+    }
+
+    /// `bash ci/nightly-perf.sh ARGS` with this scratch's environment, on a project (CONFORM_ROOT)
+    /// holding the repository's suites, golden store and hardware profiles and, as its
+    /// `targets/erring`, the erring-then-hanging worker.
+    fn nightly(&self, args: &[String]) -> Command {
+        let project = self.path("project");
+        if !project.exists() {
+            std::fs::create_dir_all(project.join("targets")).unwrap();
+            for sub in ["suites", "golden", "ci"] {
+                std::os::unix::fs::symlink(repo().join(sub), project.join(sub)).unwrap();
+            }
+            std::os::unix::fs::symlink(
+                self.path("contrib").join("erring"),
+                project.join("targets").join("erring"),
+            )
+            .unwrap();
+        }
+        let mut c = Command::new("bash");
+        c.arg(repo().join("ci/nightly-perf.sh"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("CI")
+            .env_remove("CONFORM_REQUIRE_TARGETS")
+            .env("CONFORM", env!("CARGO_BIN_EXE_conform"))
+            .env("CONFORM_ROOT", &project)
+            .env("CONFORM_SCRATCH", self.path("scratch"))
+            .env("PIDS_FILE", self.pids_file())
+            .env("CONFORM_FAULT_TAG", &self.tag)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Kills every process still carrying this scratch's tag (a test that failed must not
+    /// leave a hanging worker behind for the next one).
+    fn kill_leftovers(&self) {
+        for pid in self.leftovers() {
+            // SAFETY: a process this test's invocation started (it carries the unique tag).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
     }
 
     /// The processes still carrying this scratch's tag (conform, workers, their children,
@@ -239,6 +310,8 @@ enum Long {
     Adequacy,
     GoldenVerify,
     PerfRecord,
+    /// ci/nightly-perf.sh (the history and its output folder under the scratch).
+    Nightly,
 }
 
 /// The quick paged_kv cases (a handful, each milliseconds on the reference).
@@ -280,17 +353,24 @@ impl Long {
                 (a, Some(out.join("results.json")))
             }
             Long::Adequacy => {
+                // Several cells (faults x seed sets), so a signal finds it mid-run: under a
+                // signal about 3000 cells of a millisecond each, seconds in all.
                 let out = s.path("a.json");
+                let sets = if signal { "1000" } else { "1" };
                 let a = v(&[
                     "adequacy",
                     "--suite",
                     "pa_decode",
                     "--seed-sets",
-                    "0",
+                    sets,
                     "--seed",
                     "1",
                     "--fault",
                     "pa-last-partial-block-dropped",
+                    "--fault",
+                    "pa-read-one-past-length",
+                    "--fault",
+                    "pa-block-table-off-by-one",
                     "--json",
                     &st(out.clone()),
                 ]);
@@ -300,6 +380,29 @@ impl Long {
                 v(&["golden", "verify", "--suite", "paged_kv", "--tier", "quick"]),
                 None,
             ),
+            Long::Nightly => {
+                let out = s.path("night");
+                let target = if signal { "erring" } else { "reference" };
+                let mut a = v(&[
+                    "--target",
+                    target,
+                    "--hardware",
+                    "this-cpu",
+                    "--no-control",
+                    "--tier",
+                    "quick",
+                    "--suite",
+                    "paged_kv",
+                    "--history",
+                    &st(s.path("history")),
+                    "--out",
+                    &st(out.clone()),
+                ]);
+                if !signal {
+                    a.extend(v(&["--filter", FILTER]));
+                }
+                (a, Some(out.join("results.json")))
+            }
             Long::PerfRecord => {
                 let out = s.path("p.json");
                 let mut a = v(&[
@@ -327,16 +430,47 @@ impl Long {
 
     /// Whether a signal finds it mid-run inside the hanging worker's request.
     fn hangs(self) -> bool {
-        matches!(self, Long::Run | Long::Validate | Long::PerfRecord)
+        matches!(
+            self,
+            Long::Run | Long::Validate | Long::PerfRecord | Long::Nightly
+        )
     }
+
+    /// Whether SIGINT / SIGTERM stop it with its partial results (exit 130 / 143) and SIGKILL
+    /// leaves a journal: all but golden verify, which writes nothing.
+    fn keeps_partial_results(self) -> bool {
+        self != Long::GoldenVerify
+    }
+}
+
+/// The lines of a journal (0 when there is none yet).
+fn journal_lines(journal: &Path) -> usize {
+    std::fs::read(journal)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .unwrap_or(0)
+}
+
+/// The cells an adequacy matrix measured.
+fn measured_cells(matrix: &serde_json::Value) -> usize {
+    matrix["matrix"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["outcomes"].as_array().unwrap().len())
+        .sum()
 }
 
 fn check(cmd: Long, fault: Fault) {
     let s = Scratch::new();
     let (args, out) = cmd.args(&s, fault);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut c = s.command(&args);
+    let mut c = if cmd == Long::Nightly {
+        s.nightly(&args)
+    } else {
+        s.command(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
     let what = format!("{cmd:?} under {fault:?}");
+    // The finished cells (or trials) journaled when the signal was sent.
+    let mut journaled = 0;
     let status = match fault {
         Fault::BrokenPipe => {
             let w = closed_pipe();
@@ -369,24 +503,53 @@ fn check(cmd: Long, fault: Fault) {
         Fault::Signal(sig) => {
             c.stdout(Stdio::null()).stderr(Stdio::piped());
             let mut child = c.spawn().unwrap();
-            wait_mid_run(&s, cmd, &mut child);
+            wait_mid_run(&s, cmd, &mut child, out.as_deref());
+            if let Some(out) = &out {
+                journaled = journal_lines(&journal_of(out)).saturating_sub(1);
+            }
             // SAFETY: signalling the child this test started.
             unsafe {
                 libc::kill(child.id() as i32, sig);
             }
-            child.wait().unwrap()
+            use wait_timeout::ChildExt;
+            match child.wait_timeout(Duration::from_secs(60)).unwrap() {
+                Some(st) => st,
+                None => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    s.kill_leftovers();
+                    panic!("{what}: still running 60 s after the signal");
+                }
+            }
         }
     };
     assert_ne!(status.code(), Some(101), "{what}: panicked");
     let left = s.leftovers();
-    assert!(left.is_empty(), "{what}: processes left behind: {left:?}");
+    if !left.is_empty() {
+        s.kill_leftovers();
+        panic!("{what}: processes left behind: {left:?}");
+    }
+    if cmd == Long::Nightly {
+        return nightly_after(&s, fault, status, out.as_deref().unwrap(), &what);
+    }
     match fault {
-        Fault::Signal(libc::SIGKILL) => after_sigkill(&s, cmd, out.as_deref(), &what),
-        Fault::Signal(sig) if cmd.hangs() => {
+        Fault::Signal(libc::SIGKILL) => after_sigkill(&s, cmd, out.as_deref(), &what, journaled),
+        Fault::Signal(sig) if cmd.keeps_partial_results() => {
             let code = if sig == libc::SIGINT { 130 } else { 143 };
             assert_eq!(status.code(), Some(code), "{what}");
             let out = out.unwrap();
-            if cmd == Long::PerfRecord {
+            assert!(
+                !journal_of(&out).exists(),
+                "{what}: the journal outlived the written results"
+            );
+            if cmd == Long::Adequacy {
+                // The partial matrix: every cell finished before the signal, marked
+                // interrupted, never a pass.
+                let m = json(&out);
+                assert!(m["interrupted"].is_string(), "{what}: {m}");
+                assert!(!m["unfinished"].as_array().unwrap().is_empty(), "{what}");
+                assert!(measured_cells(&m) >= journaled.max(1), "{what}");
+            } else if cmd == Long::PerfRecord {
                 assert_eq!(
                     json(&out)["cases"].as_array().map(Vec::len),
                     Some(1),
@@ -398,8 +561,8 @@ fn check(cmd: Long, fault: Fault) {
                 assert!(!r["unfinished"].as_array().unwrap().is_empty(), "{what}");
             }
         }
-        // adequacy and golden verify install no handler: a signal ends them at once (they
-        // start no process and write their outputs only at the end), or they had finished.
+        // golden verify installs no handler: a signal ends it at once (it starts no process
+        // and writes nothing), or it had finished.
         Fault::Signal(sig) => assert!(
             status.signal() == Some(sig) || matches!(status.code(), Some(0 | 1)),
             "{what}: {status:?}"
@@ -413,18 +576,37 @@ fn check(cmd: Long, fault: Fault) {
             if let Some(out) = out {
                 let v = json(&out);
                 assert!(v.is_object(), "{what}");
-                let journal = PathBuf::from(format!("{}.journal", out.display()));
-                assert!(!journal.exists(), "{what}: the journal was not removed");
+                assert!(
+                    !journal_of(&out).exists(),
+                    "{what}: the journal was not removed"
+                );
             }
         }
     }
 }
 
-/// Waits until `cmd` is mid-run: inside the hanging worker's request, or past its first
-/// progress line on stderr.
-fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child) {
+fn journal_of(out: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.journal", out.display()))
+}
+
+/// Waits until `cmd` is mid-run: inside the hanging worker's request, past its first
+/// journaled cell (adequacy), or past its first progress line on stderr.
+fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child, out: Option<&Path>) {
     let start = Instant::now();
-    if cmd.hangs() {
+    if cmd == Long::Adequacy {
+        let journal = journal_of(out.unwrap());
+        // The header and at least one finished cell.
+        while journal_lines(&journal) < 2 {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{cmd:?} journaled no cell"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "{cmd:?} ended early");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    } else if cmd.hangs() {
         while !s.pids_file().exists() {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -446,10 +628,10 @@ fn wait_mid_run(s: &Scratch, cmd: Long, child: &mut Child) {
     }
 }
 
-/// After SIGKILL: the journal of the commands that keep one recovers into a results file and
-/// a report holding the finished trials.
-fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
-    if !cmd.hangs() {
+/// After SIGKILL: the journal of the commands that keep one recovers into a results file (a
+/// partial kill matrix for adequacy) and a report holding what had finished.
+fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str, journaled: usize) {
+    if !cmd.keeps_partial_results() {
         return;
     }
     let out = out.unwrap();
@@ -458,7 +640,10 @@ fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
         "{what}: SIGKILL left no time to write {}",
         out.display()
     );
-    let journal = PathBuf::from(format!("{}.journal", out.display()));
+    let journal = journal_of(out);
+    if cmd == Long::Adequacy {
+        return adequacy_after_sigkill(s, &journal, what, journaled);
+    }
     let rec = s.path("recovered");
     let o = s
         .command(&["report", "--input"])
@@ -487,6 +672,111 @@ fn after_sigkill(s: &Scratch, cmd: Long, out: Option<&Path>, what: &str) {
     );
     let html = std::fs::read_to_string(rec.join("index.html")).unwrap();
     assert!(!html.contains("all passed"), "{what}");
+}
+
+/// The nightly script under `fault`: it never panics (checked above) nor leaves a process;
+/// an output fault costs the messages only (the first night is recorded, ingested, reported:
+/// exit 0); SIGINT / SIGTERM end it with 130 / 143 once its conform has written the results
+/// of what finished (the erring case), marked interrupted, and the night joins no history;
+/// after SIGKILL of the script, its conform still ends and keeps that result.
+fn nightly_after(
+    s: &Scratch,
+    fault: Fault,
+    status: std::process::ExitStatus,
+    results: &Path,
+    what: &str,
+) {
+    let out = results.parent().unwrap();
+    let history = s.path("history");
+    let nights = || {
+        std::fs::read_dir(&history)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.starts_with("perf-") && n.ends_with(".json")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    match fault {
+        Fault::Signal(sig) => {
+            if sig == libc::SIGKILL {
+                assert_eq!(status.signal(), Some(libc::SIGKILL), "{what}");
+            } else {
+                let code = if sig == libc::SIGINT { 130 } else { 143 };
+                assert_eq!(status.code(), Some(code), "{what}: {status:?}");
+            }
+            // The erring case's result, written by conform on the passed-on signal (on
+            // SIGKILL of the script: on the parent-death signal), or else in its journal.
+            let r = if results.exists() {
+                json(results)
+            } else {
+                let rec = s.path("recovered");
+                let o = s
+                    .command(&["report", "--input"])
+                    .arg(journal_of(results))
+                    .arg("--out")
+                    .arg(&rec)
+                    .output()
+                    .unwrap();
+                assert!(o.status.code().is_some(), "{what}: {}", text(&o));
+                json(&rec.join("results.json"))
+            };
+            let cases = r["cases"].as_array().unwrap();
+            assert!(
+                cases.iter().any(|c| c["status"] == "error"),
+                "{what}: the finished case was lost: {r}"
+            );
+            assert!(r["interrupted"].is_string(), "{what}: {r}");
+            assert_eq!(
+                nights(),
+                0,
+                "{what}: an interrupted night joined the history"
+            );
+        }
+        _ => {
+            assert_eq!(status.code(), Some(0), "{what}: {status:?}");
+            let r = json(results);
+            assert!(
+                r["cases"].as_array().is_some_and(|c| !c.is_empty()),
+                "{what}"
+            );
+            assert!(out.join("perf.json").exists(), "{what}");
+            assert!(out.join("report/index.html").exists(), "{what}");
+            assert!(history.join("perf-history.sqlite").exists(), "{what}");
+            assert_eq!(nights(), 1, "{what}");
+        }
+    }
+}
+
+/// A killed adequacy: `conform report --input a.json.journal` recovers the partial kill matrix
+/// (every cell journaled before the kill) and its page, neither of which reads as a pass.
+fn adequacy_after_sigkill(s: &Scratch, journal: &Path, what: &str, journaled: usize) {
+    let rec = s.path("recovered");
+    let o = s
+        .command(&["report", "--input"])
+        .arg(journal)
+        .arg("--out")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o));
+    let m = json(&rec.join("adequacy.json"));
+    assert!(
+        measured_cells(&m) >= journaled.max(1),
+        "{what}: {journaled} cells journaled before the kill, recovered {}",
+        measured_cells(&m)
+    );
+    assert!(
+        m["interrupted"].as_str().unwrap().contains("SIGKILL"),
+        "{what}: {m}"
+    );
+    assert!(!m["unfinished"].as_array().unwrap().is_empty(), "{what}");
+    let html = std::fs::read_to_string(rec.join("index.html")).unwrap();
+    assert!(html.contains("INTERRUPTED"), "{what}");
+    assert!(!html.contains("every required fault was killed"), "{what}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -762,6 +1052,34 @@ fn a_history_directory_and_a_suite_for_a_case_get_clear_messages() {
     );
 }
 
+/// CONFORM_PARENT_PID (what the nightly script sets): a process that is gone by the time
+/// conform starts (its launcher killed between fork and exec) stops conform at once with 143,
+/// before any work; a live process that is not conform's parent, or a value that is not a pid,
+/// leaves conform as it is.
+fn a_parent_pid_that_is_gone_stops_conform_at_once() {
+    let s = Scratch::new();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id().to_string();
+    gone.wait().unwrap();
+    let o = s
+        .command(&["list", "--suite", "paged_kv"])
+        .env("CONFORM_PARENT_PID", &pid)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(143), "{}", text(&o));
+    assert!(text(&o).contains("has already ended"), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    for value in ["1", "not-a-pid"] {
+        let o = s
+            .command(&["list", "--suite", "paged_kv"])
+            .env("CONFORM_PARENT_PID", value)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{value}: {}", text(&o));
+        assert!(!o.stdout.is_empty(), "{value}");
+    }
+}
+
 fn main() {
     let not_root = (!is_root()).then(|| {
         "not root: mknod of scratch device nodes needs root (CI runs as root)".to_string()
@@ -811,6 +1129,11 @@ fn main() {
         trials::Test {
             name: "a_history_directory_and_a_suite_for_a_case_get_clear_messages",
             body: a_history_directory_and_a_suite_for_a_case_get_clear_messages,
+            missing: None,
+        },
+        trials::Test {
+            name: "a_parent_pid_that_is_gone_stops_conform_at_once",
+            body: a_parent_pid_that_is_gone_stops_conform_at_once,
             missing: None,
         },
         trials::Test {
@@ -878,6 +1201,12 @@ fn main() {
         perf_record_sigint: PerfRecord, INT;
         perf_record_sigterm: PerfRecord, TERM;
         perf_record_sigkill: PerfRecord, KILL;
+        nightly_broken_pipe: Nightly, BrokenPipe;
+        nightly_stderr_closed: Nightly, StderrClosed;
+        nightly_stderr_full: Nightly, StderrFull;
+        nightly_sigint: Nightly, INT;
+        nightly_sigterm: Nightly, TERM;
+        nightly_sigkill: Nightly, KILL;
     }
     trials::run(tests)
 }

@@ -96,11 +96,29 @@ pub struct AdequacyReport {
     /// Cases whose expectation could not be built (inputs or reference outputs), with why.
     pub errors: Vec<String>,
     pub duration_s: f64,
+    /// Set when the matrix was stopped before every cell was measured: the signal
+    /// (`SIGINT`, `SIGTERM`), or what a journal recovered after SIGKILL says. Partial results
+    /// are never a pass. Absent for a complete matrix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
+    /// The cells (fault, suite, seed set) never measured, when interrupted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished: Vec<UnfinishedCell>,
+}
+
+/// A fault x suite x seed set that an interrupted matrix never measured.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UnfinishedCell {
+    pub fault: String,
+    pub suite: String,
+    /// The seed set's index.
+    pub set: u32,
 }
 
 impl AdequacyReport {
-    /// Whether every gated fault was killed on every seed set.
+    /// Whether every gated fault was killed on every seed set (never for an interrupted,
+    /// partial matrix).
     pub fn passes(&self) -> bool {
-        self.required_survivors.is_empty() && self.errors.is_empty()
+        self.required_survivors.is_empty() && self.errors.is_empty() && self.interrupted.is_none()
     }
 }

@@ -12,6 +12,14 @@ pub fn section(r: &AdequacyReport) -> String {
         msg::H_ADEQUACY,
         escape(&msg::verdict(r))
     );
+    if r.interrupted.is_some() {
+        let _ = writeln!(
+            s,
+            "<p>{} {}</p>",
+            badge("interrupted", "failed"),
+            escape(msg::PARTIAL_NOTE)
+        );
+    }
     let _ = writeln!(
         s,
         "<p>overall score {} &middot; {} faults &middot; {} seed set(s) &middot; {} s</p>",
@@ -56,8 +64,10 @@ pub fn section(r: &AdequacyReport) -> String {
         let rate = f.kill_rate.map_or("n/a".into(), |x| num(x * 100.0) + "%");
         let rate = if f.passes {
             rate
-        } else {
+        } else if r.required_survivors.contains(&f.name) {
             format!("{rate} {}", badge("survives", "failed"))
+        } else {
+            format!("{rate} {}", badge("unfinished", "borderline"))
         };
         let _ = writeln!(s, "<td>{rate}</td><td>{}</td></tr>", escape(&f.description));
     }

@@ -6,8 +6,17 @@ use conform_reference::faults::Fault;
 use std::collections::BTreeMap;
 
 pub use conform_metadata::adequacy::{
-    AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore, FORMAT,
+    AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore, UnfinishedCell, FORMAT,
 };
+
+/// What stopped a matrix before its end (nothing, for a complete one).
+#[derive(Clone, Debug, Default)]
+pub struct Partial {
+    /// The signal, or what a recovered journal says.
+    pub interrupted: Option<String>,
+    /// The cells never measured.
+    pub unfinished: Vec<UnfinishedCell>,
+}
 
 fn rate(killed: usize, applicable: usize) -> Option<f64> {
     (applicable > 0).then(|| killed as f64 / applicable as f64)
@@ -21,7 +30,10 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
 /// One fault's outcomes, by suite, each a list by seed set.
 type BySuite<'a> = BTreeMap<&'a str, Vec<SetOutcome>>;
 
-/// Builds the report from the outcomes (`outcomes[fault][suite][set]`).
+/// Builds the report from the outcomes (`outcomes[fault][suite][set]`). A fault with an
+/// unfinished cell is not measured to the end: it never passes a gate, and it counts among the
+/// required survivors only when it did survive a seed set that was measured.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn summarise(
     faults: &[&'static Fault],
     ops: &[&str],
@@ -30,19 +42,25 @@ pub(super) fn summarise(
     outcomes: BTreeMap<&str, BTreeMap<&str, Vec<SetOutcome>>>,
     opts: &AdequacyOptions,
     duration_s: f64,
+    partial: Partial,
 ) -> AdequacyReport {
     let empty = BTreeMap::new();
     let mut matrix = Vec::new();
     let mut summaries = Vec::new();
     for fault in faults {
         let by_suite = outcomes.get(fault.name).unwrap_or(&empty);
-        summaries.push(fault_summary(fault, by_suite, &sets, ops, opts));
+        let complete = !partial.unfinished.iter().any(|u| u.fault == fault.name);
+        summaries.push(fault_summary(fault, by_suite, &sets, ops, opts, complete));
         matrix.extend(fault_cells(fault, by_suite, suites));
     }
     let suite_scores = suite_scores(suites, &matrix);
     let required_survivors = summaries
         .iter()
-        .filter(|f| !f.passes)
+        .filter(|f| {
+            !f.passes
+                && (!f.survived_sets.is_empty()
+                    || !partial.unfinished.iter().any(|u| u.fault == f.name))
+        })
         .map(|f| f.name.clone())
         .collect();
     AdequacyReport {
@@ -55,17 +73,21 @@ pub(super) fn summarise(
         suites: suite_scores,
         required_survivors,
         duration_s,
+        interrupted: partial.interrupted,
+        unfinished: partial.unfinished,
     }
 }
 
 /// A fault's row of the summary: over the seed sets where some suite applies it, how many
-/// sets killed it, by which cases, which survived, and whether it passes its gate.
+/// sets killed it, by which cases, which survived, and whether it passes its gate (never when
+/// it was not `complete`ly measured).
 fn fault_summary(
     fault: &Fault,
     by_suite: &BySuite,
     sets: &[SeedSet],
     ops: &[&str],
     opts: &AdequacyOptions,
+    complete: bool,
 ) -> FaultSummary {
     let (mut applicable_sets, mut killed_sets) = (0, 0);
     let mut survived_sets = Vec::new();
@@ -98,7 +120,7 @@ fn fault_summary(
     let gated = super::gated(fault.requirement, opts);
     // A gated fault defined for an op of the selection that no case exercises is a gap.
     let never_applies = applicable_sets == 0 && ops.iter().any(|op| fault.applies_to(op));
-    let passes = !gated || (killed_sets == applicable_sets && !never_applies);
+    let passes = !gated || (complete && killed_sets == applicable_sets && !never_applies);
     FaultSummary {
         name: fault.name.to_string(),
         family: fault.family.to_string(),

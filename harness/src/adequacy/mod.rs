@@ -5,11 +5,18 @@
 //! *killed* in a suite and seed set when at least one case fails; the kill matrix, the kill
 //! rates and a score per suite are the result. What it means and how to read it:
 //! docs/adequacy.md.
+//!
+//! Each finished cell is journaled as it completes ([`journal`]); on SIGINT / SIGTERM the
+//! matrix stops at the next case and returns what it measured, marked interrupted, with the
+//! cells it never measured.
 
 pub mod html;
+pub mod journal;
 pub mod matrix;
 
-pub use matrix::{AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore};
+pub use matrix::{
+    AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore, UnfinishedCell,
+};
 
 use crate::results::Status;
 use crate::runner::expected::ExpectationCache;
@@ -31,6 +38,8 @@ pub struct AdequacyOptions {
     /// Whether the quick tier is part of the selection (required faults are gated then).
     pub gates_quick: bool,
     pub run: RunOptions,
+    /// Journal each finished cell here (see [`journal`]); None: no journal.
+    pub journal: Option<std::path::PathBuf>,
 }
 
 /// The seed of fresh seed set `k` (1-based) from the base seed.
@@ -67,14 +76,15 @@ fn kill_reason(r: &crate::results::CaseResult) -> String {
 }
 
 /// Runs `fault` over the cases of one suite with seed `seed` (`None`: each case's own), the
-/// case that killed it last time first.
+/// case that killed it last time first. None when an interrupt (SIGINT, SIGTERM) stopped it
+/// before it could conclude: the cell is unfinished.
 fn run_cell(
     cases: &[&Case],
     target: &mut FaultTarget,
     seed: Option<u64>,
     hint: Option<&str>,
     opts: &RunOptions,
-) -> SetOutcome {
+) -> Option<SetOutcome> {
     let mut order: Vec<&Case> = cases.to_vec();
     if let Some(h) = hint
         && let Some(i) = order.iter().position(|c| c.id == h)
@@ -84,38 +94,43 @@ fn run_cell(
     }
     let mut applicable = 0;
     for case in order {
+        if crate::interrupt::received().is_some() {
+            return None;
+        }
         let s = seed.unwrap_or(case.seed);
         // An expectation the harness cannot build is the suite's problem, not a kill.
         if let Some(cache) = &opts.expectations
             && let Err(e) = cache.get(case, s, true, opts.threads)
         {
-            return SetOutcome::Error {
+            return Some(SetOutcome::Error {
                 case: case.id.clone(),
                 seed: s,
                 message: e.to_string(),
-            };
+            });
         }
         let r = run_trial(case, target, s, opts);
         match r.status {
             Status::Passed => applicable += 1,
             Status::Skipped => {}
             _ => {
-                return SetOutcome::Killed {
+                return Some(SetOutcome::Killed {
                     case: case.id.clone(),
                     seed: s,
                     by: kill_reason(&r),
-                }
+                })
             }
         }
     }
-    if applicable == 0 {
+    Some(if applicable == 0 {
         SetOutcome::NotApplicable
     } else {
         SetOutcome::Survived { cases: applicable }
-    }
+    })
 }
 
-/// Measures `faults` against `cases`; `progress` is called after each (fault, seed set).
+/// Measures `faults` against `cases`; `progress` is called after each (fault, seed set). Each
+/// finished cell goes to the journal `opts.journal` names; after SIGINT / SIGTERM no further
+/// cell starts, and the report is partial (`interrupted`, `unfinished`).
 pub fn measure(
     cases: &[&Case],
     faults: &[&'static Fault],
@@ -140,9 +155,29 @@ pub fn measure(
     for c in cases {
         suites.entry(c.suite.as_str()).or_default().push(c);
     }
+    let ops: Vec<&str> = cases.iter().map(|c| c.op.as_str()).collect();
+    let mut journal = opts.journal.as_deref().and_then(|p| {
+        let mut distinct = ops.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        journal::Journal::create(
+            p,
+            &journal::Header {
+                adequacy_journal: 1,
+                conform_version: env!("CARGO_PKG_VERSION").to_string(),
+                started_at: crate::perf::perf_file::utc_now_rfc3339(),
+                seed_sets: sets.clone(),
+                faults: faults.iter().map(|f| f.name.to_string()).collect(),
+                suites: suites.keys().map(|s| s.to_string()).collect(),
+                ops: distinct.iter().map(|s| s.to_string()).collect(),
+                gates_quick: opts.gates_quick,
+            },
+        )
+    });
     // outcomes[fault][suite] = one outcome per seed set
     let mut outcomes: BTreeMap<&str, BTreeMap<&str, Vec<SetOutcome>>> = BTreeMap::new();
     let mut hints: BTreeMap<(&str, &str), String> = BTreeMap::new();
+    let mut unfinished: Vec<UnfinishedCell> = Vec::new();
     for set in &sets {
         cache.clear();
         for (fi, fault) in faults.iter().enumerate() {
@@ -153,14 +188,33 @@ pub fn measure(
                     .copied()
                     .filter(|c| fault.applies_to(&c.op))
                     .collect();
-                let outcome = if relevant.is_empty() {
-                    SetOutcome::NotApplicable
+                let outcome = if crate::interrupt::received().is_some() {
+                    None
+                } else if relevant.is_empty() {
+                    Some(SetOutcome::NotApplicable)
                 } else {
                     let hint = hints.get(&(fault.name, *suite)).map(String::as_str);
                     run_cell(&relevant, &mut target, set.seed, hint, &run)
                 };
+                let Some(outcome) = outcome else {
+                    unfinished.push(UnfinishedCell {
+                        fault: fault.name.to_string(),
+                        suite: suite.to_string(),
+                        set: set.index,
+                    });
+                    continue;
+                };
                 if let SetOutcome::Killed { case, .. } = &outcome {
                     hints.insert((fault.name, suite), case.clone());
+                }
+                if let Some(j) = &mut journal {
+                    j.append(&journal::CellLine {
+                        fault: fault.name.to_string(),
+                        suite: suite.to_string(),
+                        set: set.index,
+                        result: outcome.clone(),
+                        elapsed_s: start.elapsed().as_secs_f64(),
+                    });
                 }
                 outcomes
                     .entry(fault.name)
@@ -169,10 +223,17 @@ pub fn measure(
                     .or_default()
                     .push(outcome);
             }
-            progress(fault.name, set.index as usize, fi);
+            if crate::interrupt::received().is_none() {
+                progress(fault.name, set.index as usize, fi);
+            }
         }
     }
-    let ops: Vec<&str> = cases.iter().map(|c| c.op.as_str()).collect();
+    let partial = matrix::Partial {
+        interrupted: crate::interrupt::received()
+            .filter(|_| !unfinished.is_empty())
+            .map(crate::interrupt::signal_name),
+        unfinished,
+    };
     matrix::summarise(
         faults,
         &ops,
@@ -181,6 +242,7 @@ pub fn measure(
         outcomes,
         opts,
         start.elapsed().as_secs_f64(),
+        partial,
     )
 }
 

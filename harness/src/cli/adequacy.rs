@@ -1,4 +1,10 @@
 //! `conform adequacy`: the kill matrix of the fault catalogue against the selected suites.
+//!
+//! Each finished cell is journaled beside `--json` (else in the `--report` directory; with
+//! neither, no journal: nothing is written where the user did not ask). SIGINT / SIGTERM stop
+//! the matrix at the next case: the partial matrix is printed and written, marked
+//! interrupted, and the command exits 130 / 143 like `run`. After SIGKILL, `conform report
+//! --input PATH.journal --out DIR` recovers it.
 
 use super::list::SelectArgs;
 use super::paths::Paths;
@@ -23,9 +29,9 @@ pub struct AdequacyArgs {
     pub seed_sets: u32,
     #[arg(long, help = msg::HELP_SEED)]
     pub seed: Option<u64>,
-    #[arg(long, help = msg::HELP_JSON)]
+    #[arg(long, value_name = "FILE", help = msg::HELP_JSON)]
     pub json: Option<PathBuf>,
-    #[arg(long, help = msg::HELP_REPORT)]
+    #[arg(long, value_name = "DIR", help = msg::HELP_REPORT)]
     pub report: Option<PathBuf>,
     /// Threads for the reference computations, from 1 to 4 per available core (results never
     /// depend on it).
@@ -105,7 +111,15 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     };
     let base = args.seed.unwrap_or_else(crate::seed::fresh_seed);
     let tier = args.select.tier.as_deref().unwrap_or("quick");
+    let journal = match journal_path(&args) {
+        Ok(j) => j,
+        Err(e) => {
+            crate::errln!("{}", messages::error_line(&e));
+            return Ok(exit_code::USAGE);
+        }
+    };
     let opts = AdequacyOptions {
+        journal: journal.clone(),
         seed_sets: args.seed_sets,
         base_seed: Some(base),
         gates_quick: tier == "quick" || tier == "all",
@@ -124,6 +138,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
         )
     );
     let sets = args.seed_sets as usize + 1;
+    crate::interrupt::install();
     let report = adequacy::measure(&chosen, &chosen_faults, &opts, |fault, set, i| {
         if !args.quiet && i + 1 == chosen_faults.len() {
             crate::errln!("{}", msg::progress(fault, set, sets));
@@ -135,17 +150,50 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
         crate::out!("{survivors}");
     }
     crate::outln!("{}", msg::verdict(&report));
-    let verdict = if report.passes() {
+    let verdict = if let Some(sig) = crate::interrupt::received() {
+        crate::interrupt::exit_code(sig)
+    } else if report.passes() {
         exit_code::SUCCESS
     } else {
         exit_code::FAILURE
     };
-    // The matrix is computed: an output that cannot be written now is exit 1, not a usage error.
+    // The matrix is computed: an output that cannot be written now is exit 1, not a usage error
+    // (an interrupt keeps its own code), and the journal stays: it is the only record left.
     if let Err(e) = write_adequacy_outputs(&report, &args) {
         crate::errln!("{}", messages::error_line(&e));
-        return Ok(exit_code::FAILURE);
+        if let Some(j) = &journal {
+            crate::errln!("{}", msg::journal_kept(j));
+        }
+        return Ok(if verdict == exit_code::SUCCESS {
+            exit_code::FAILURE
+        } else {
+            verdict
+        });
+    }
+    if let Some(j) = &journal {
+        let _ = std::fs::remove_file(j);
     }
     Ok(verdict)
+}
+
+/// Where the finished cells are journaled: beside `--json`, else in the `--report` directory
+/// (created now), else nowhere.
+fn journal_path(args: &AdequacyArgs) -> Result<Option<PathBuf>, String> {
+    // Nothing is created beside a device or FIFO given as --json.
+    if let Some(j) = args
+        .json
+        .as_deref()
+        .and_then(adequacy::journal::path_beside)
+    {
+        return Ok(Some(j));
+    }
+    match &args.report {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            Ok(Some(adequacy::journal::path_in_report_dir(dir)))
+        }
+        None => Ok(None),
+    }
 }
 
 /// Writes `--json` and `--report` of a measured kill matrix.

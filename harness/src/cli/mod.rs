@@ -72,7 +72,17 @@ impl Command {
     pub fn output_is_stdout(&self) -> bool {
         match self {
             Command::List(_) | Command::Explain(_) | Command::Targets(_) | Command::Mc2(_) => true,
-            Command::Perf(c) => !matches!(c, perf::PerfCommand::Record(_)),
+            // The perf commands that write a file or a store, or give a verdict (the nightly
+            // script reads their codes), keep their own code when stdout goes away.
+            Command::Perf(c) => !matches!(
+                c,
+                perf::PerfCommand::Record(_)
+                    | perf::PerfCommand::Compare(_)
+                    | perf::PerfCommand::History(
+                        perf_history::HistoryCommand::Ingest(_)
+                            | perf_history::HistoryCommand::Gate(_)
+                    )
+            ),
             Command::Golden(_)
             | Command::Run(_)
             | Command::Report(_)

@@ -53,6 +53,11 @@ pub struct ReportOutcome {
 
 /// Builds and writes the report; returns the path of `index.html`.
 pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
+    if report::load::is_journal(&args.input)
+        && crate::adequacy::journal::is_adequacy_journal(&args.input)
+    {
+        return recover_adequacy(args);
+    }
     let mut inputs = ReportInputs::load(
         &args.input,
         &args.perf,
@@ -107,4 +112,53 @@ pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
     let path = report::write(&args.out, &page)?;
     crate::outln!("{}", msg::wrote_report(&path));
     Ok(ReportOutcome { page: path, judged })
+}
+
+/// `conform report --input PATH.journal` on the journal of a killed `conform adequacy`: the
+/// partial kill matrix as `DIR/adequacy.json` and its page `DIR/index.html`. Judged when at
+/// least one cell was measured.
+fn recover_adequacy(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
+    let journal = &args.input;
+    if !args.perf.is_empty()
+        || args.baseline.is_some()
+        || args.mc2.is_some()
+        || args.adequacy.is_some()
+        || args.history.is_some()
+    {
+        return Err(ReportError::Field {
+            path: journal.clone(),
+            field: "journal".to_string(),
+            reason: msg::ADEQUACY_JOURNAL_ALONE.to_string(),
+        });
+    }
+    let text = std::fs::read_to_string(journal).map_err(|source| ReportError::Read {
+        path: journal.clone(),
+        source,
+    })?;
+    let matrix = crate::adequacy::journal::recover(&text).map_err(|reason| ReportError::Field {
+        path: journal.clone(),
+        field: "journal".to_string(),
+        reason,
+    })?;
+    let write_err = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| ReportError::Write { path, source }
+    };
+    std::fs::create_dir_all(&args.out).map_err(write_err(&args.out))?;
+    let out = args.out.join("adequacy.json");
+    let text = serde_json::to_string_pretty(&matrix)
+        .map_err(|e| write_err(&out)(std::io::Error::other(e)))?;
+    crate::atomic_file::write(&out, text.as_bytes()).map_err(write_err(&out))?;
+    let measured: usize = matrix.matrix.iter().map(|c| c.outcomes.len()).sum();
+    crate::outln!(
+        "{}",
+        msg::recovered_adequacy_journal(journal, &out, measured, matrix.unfinished.len())
+    );
+    crate::outln!("{}", crate::messages::adequacy::verdict(&matrix));
+    let page = report::write(&args.out, &crate::adequacy::html::page(&matrix))?;
+    crate::outln!("{}", msg::wrote_report(&page));
+    Ok(ReportOutcome {
+        page,
+        judged: measured > 0,
+    })
 }

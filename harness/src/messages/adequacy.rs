@@ -14,8 +14,12 @@ pub const MAX_SEED_SETS: u32 = 1000;
 pub const HELP_SEED: &str =
     "Base seed the fresh seed sets are derived from (default: drawn from the clock; printed)";
 pub const HELP_FAULT: &str = "Only these faults (repeatable; `--list-faults` shows them)";
-pub const HELP_JSON: &str = "Write the kill matrix as JSON (format conform-adequacy-v1)";
-pub const HELP_REPORT: &str = "Write the kill matrix as a self-contained HTML page DIR/index.html";
+pub const HELP_JSON: &str =
+    "Write the kill matrix as JSON (format conform-adequacy-v1). Meanwhile \
+each finished cell is journaled to FILE.journal: on SIGINT/SIGTERM the partial matrix is written \
+(exit 130/143); after SIGKILL `conform report --input FILE.journal --out DIR` recovers it";
+pub const HELP_REPORT: &str = "Write the kill matrix as a self-contained HTML page DIR/index.html \
+(without --json, the journal of finished cells is DIR/adequacy.json.journal)";
 pub const HELP_LIST: &str = "List the fault catalogue and exit";
 pub const PAGE_TITLE: &str = "conform adequacy";
 pub const H_ADEQUACY: &str = "Fault adequacy";
@@ -81,7 +85,13 @@ pub fn matrix(r: &AdequacyReport) -> String {
                 .find(|c| c.fault == f.name && c.suite == *suite);
             let _ = write!(s, " {:>3}", mark(cell.and_then(|c| c.kill_rate)));
         }
-        let flag = if f.passes { "" } else { "  <- SURVIVES" };
+        let flag = if f.passes {
+            ""
+        } else if r.required_survivors.contains(&f.name) {
+            "  <- SURVIVES"
+        } else {
+            "  (not measured to the end)"
+        };
         let by = f
             .killed_by
             .first()
@@ -121,7 +131,11 @@ pub fn matrix(r: &AdequacyReport) -> String {
 /// How each survivor survived: the seed sets and the cases it passed.
 pub fn survivors(r: &AdequacyReport) -> String {
     let mut s = String::new();
-    for f in r.faults.iter().filter(|f| !f.passes) {
+    for f in r
+        .faults
+        .iter()
+        .filter(|f| r.required_survivors.contains(&f.name))
+    {
         if f.applicable_sets == 0 {
             let _ = writeln!(
                 s,
@@ -151,7 +165,48 @@ pub fn survivors(r: &AdequacyReport) -> String {
     s
 }
 
+/// The HTML page's note on a partial matrix.
+pub const PARTIAL_NOTE: &str = "This matrix was stopped before every cell was measured: the \
+rates are over the seed sets measured, a fault not measured to the end passes no gate, and the \
+whole is not a verdict. Rerun with the same --seed for the complete matrix.";
+
+/// The line of an interrupted (partial) matrix: never a verdict.
+pub fn interrupted(r: &AdequacyReport, why: &str) -> String {
+    let measured: usize = r.matrix.iter().map(|c| c.outcomes.len()).sum();
+    let mut faults: Vec<&str> = Vec::new();
+    for u in &r.unfinished {
+        if !faults.contains(&u.fault.as_str()) {
+            faults.push(&u.fault);
+        }
+    }
+    let mut s = format!(
+        "adequacy: INTERRUPTED ({why}): partial results, not a verdict: {measured} cell(s) measured, {} not (faults not measured to the end: {})",
+        r.unfinished.len(),
+        faults.join(", ")
+    );
+    if !r.required_survivors.is_empty() {
+        let _ = write!(
+            s,
+            "; required fault(s) that already survived a measured seed set: {}",
+            r.required_survivors.join(", ")
+        );
+    }
+    s
+}
+
+/// Said when the matrix could not be written and its journal stays.
+pub fn journal_kept(journal: &std::path::Path) -> String {
+    format!(
+        "the finished cells stay in {}; `conform report --input {} --out DIR` recovers them",
+        journal.display(),
+        journal.display()
+    )
+}
+
 pub fn verdict(r: &AdequacyReport) -> String {
+    if let Some(why) = &r.interrupted {
+        return interrupted(r, why);
+    }
     if !r.errors.is_empty() {
         let mut s = format!(
             "adequacy: {} case(s) could not be measured:",

@@ -85,6 +85,13 @@ pub fn unfinished_trial(signal: Option<&str>) -> String {
     )
 }
 
+/// `CONFORM_PARENT_PID` names a process that died before conform could tie itself to it.
+pub fn parent_gone(pid: i32) -> String {
+    format!(
+        "conform: the process that started it ({pid}, CONFORM_PARENT_PID) has already ended; stopping (as on SIGTERM)"
+    )
+}
+
 /// An interrupted run: what finished, what did not.
 pub fn interrupted(results: &RunResults) -> String {
     format!(

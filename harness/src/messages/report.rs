@@ -6,7 +6,12 @@ use std::path::Path;
 
 pub const ABOUT: &str = "Write a self-contained HTML report (DIR/index.html) from a results file, \
 optional perf record files, a baseline comparison and an MC2 timeline";
-pub const HELP_INPUT: &str = "Results JSON written by `conform run --json`";
+pub const HELP_INPUT: &str = "Results JSON written by `conform run --json`, or the journal \
+`PATH.journal` a killed `run` or `adequacy` left: recovered into DIR/results.json (or \
+DIR/adequacy.json, the partial kill matrix) beside the report";
+/// Why other inputs are refused beside an adequacy journal.
+pub const ADEQUACY_JOURNAL_ALONE: &str = "an adequacy journal is recovered on its own: \
+give no --perf, --baseline, --mc2, --adequacy or --history with it";
 pub const HELP_HISTORY: &str =
     "A perf history (SQLite, from `conform perf history ingest`): the trend \
      over its newest runs, and every series' change points";
@@ -115,6 +120,20 @@ pub fn recovered_journal(
     format!(
         "recovered {} from journal {}: {finished} finished, {unfinished} not finished",
         results.display(),
+        journal.display()
+    )
+}
+
+/// The journal of a killed `conform adequacy` turned back into its partial kill matrix.
+pub fn recovered_adequacy_journal(
+    journal: &Path,
+    matrix: &Path,
+    measured: usize,
+    unfinished: usize,
+) -> String {
+    format!(
+        "recovered the partial kill matrix {} from adequacy journal {}: {measured} cell(s) measured, {unfinished} not",
+        matrix.display(),
         journal.display()
     )
 }
