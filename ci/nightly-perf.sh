@@ -190,7 +190,7 @@ if [ -z "$CONFORM" ]; then
     if command -v cargo >/dev/null 2>&1; then
         say "building conform (cargo build --release), so tonight's code is what is timed"
         step cargo build --release --quiet --manifest-path "$REPO/Cargo.toml" -p conform-harness \
-            --bin conform || die "cargo build --release failed; set CONFORM to a conform binary"
+            --features postgres --bin conform || die "cargo build --release failed; set CONFORM to a conform binary"
     fi
     [ -x "$CONFORM" ] || [ "$DRY_RUN" = 1 ] \
         || die "no conform: $CONFORM does not exist and cargo is not there to build it (set CONFORM)"

@@ -1,7 +1,7 @@
 //! Deterministic input streams: a ChaCha20 keystream keyed by (case id, seed).
 //!
 //! Key = BLAKE3 of `"conform-inputs-v1\0" || case id || "\0" || seed as 8 little-endian bytes`,
-//! used as the 32-byte ChaCha20 key (`rand_chacha` 0.9 `ChaCha20Rng::from_seed`, stream 0).
+//! used as the 32-byte ChaCha20 key (`rand_chacha` 0.10 `ChaCha20Rng::from_seed`, stream 0).
 //! Words are taken with `next_u64`. Nothing depends on the machine, the thread count or the
 //! order cases run in; the same (id, seed) always yields the same bytes.
 

@@ -210,11 +210,22 @@ fn main() {
     let required = !std::env::var("CONFORM_REQUIRE_POSTGRES")
         .unwrap_or_default()
         .is_empty();
-    let missing = (pg_bin().is_none() && !required).then(|| {
-        "no PostgreSQL server installed (/usr/lib/postgresql/<version>/bin/initdb): install the \
-         distribution's postgresql package"
-            .to_string()
-    });
+    // Required (CI): runs, and fails where the server or the feature is missing.
+    let missing = if required {
+        None
+    } else if !cfg!(feature = "postgres") {
+        Some(
+            "conform was built without the `postgres` feature: test with `--all-features` (or \
+             `--features conform-harness/postgres`)"
+                .to_string(),
+        )
+    } else {
+        pg_bin().is_none().then(|| {
+            "no PostgreSQL server installed (/usr/lib/postgresql/<version>/bin/initdb): install \
+             the distribution's postgresql package"
+                .to_string()
+        })
+    };
     trials::run(vec![trials::Test {
         name: "workflow_and_refusals_on_a_real_server",
         body: workflow_and_refusals_on_a_real_server,

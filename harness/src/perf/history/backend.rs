@@ -5,6 +5,7 @@
 //! dialects share (`INSERT ... RETURNING`, `ON CONFLICT ... DO UPDATE`); only the tables'
 //! definitions differ ([`super::schema`]).
 
+#[cfg(feature = "postgres")]
 use std::collections::HashMap;
 
 /// A parameter or column value. Each kind carries its own NULL, so a NULL parameter still has
@@ -53,8 +54,15 @@ impl Value {
 pub enum BackendError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(#[from] postgres::Error),
+    #[error(
+        "this conform was built without PostgreSQL support: a `postgres://` history needs the \
+         `postgres` cargo feature (`cargo install --path harness --features postgres`); a \
+         SQLite file works without it"
+    )]
+    PostgresNotBuilt,
     #[error("column {column} of `{sql}` has a type the history does not use")]
     UnexpectedType { sql: String, column: usize },
 }
@@ -75,6 +83,7 @@ impl BackendError {
 /// An open database.
 pub enum Backend {
     Sqlite(rusqlite::Connection),
+    #[cfg(feature = "postgres")]
     Postgres {
         client: Box<postgres::Client>,
         statements: HashMap<String, postgres::Statement>,
@@ -94,6 +103,7 @@ impl rusqlite::ToSql for Value {
 }
 
 /// `?N` placeholders as PostgreSQL's `$N`.
+#[cfg(feature = "postgres")]
 fn dollar_placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();
@@ -108,12 +118,19 @@ fn dollar_placeholders(sql: &str) -> String {
 }
 
 impl Backend {
+    #[cfg(feature = "postgres")]
     pub fn connect_postgres(url: &str) -> Result<Backend, BackendError> {
         let client = postgres::Client::connect(url, postgres::NoTls)?;
         Ok(Backend::Postgres {
             client: Box::new(client),
             statements: HashMap::new(),
         })
+    }
+
+    /// Without the `postgres` feature a PostgreSQL URL is refused with what to do instead.
+    #[cfg(not(feature = "postgres"))]
+    pub fn connect_postgres(_url: &str) -> Result<Backend, BackendError> {
+        Err(BackendError::PostgresNotBuilt)
     }
 
     /// The rows of a query, each as its column values.
@@ -142,6 +159,7 @@ impl Backend {
                 })?;
                 Ok(rows.collect::<rusqlite::Result<_>>()?)
             }
+            #[cfg(feature = "postgres")]
             Backend::Postgres { client, statements } => {
                 let stmt = match statements.get(sql) {
                     Some(s) => s.clone(),
@@ -174,6 +192,7 @@ impl Backend {
                     .execute(rusqlite::params_from_iter(params))?;
                 Ok(())
             }
+            #[cfg(feature = "postgres")]
             Backend::Postgres { .. } => self.query(sql, params).map(drop),
         }
     }
@@ -182,6 +201,7 @@ impl Backend {
     pub fn batch(&mut self, sql: &str) -> Result<(), BackendError> {
         match self {
             Backend::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            #[cfg(feature = "postgres")]
             Backend::Postgres { client, .. } => Ok(client.batch_execute(sql)?),
         }
     }
@@ -192,6 +212,7 @@ impl Backend {
             Backend::Sqlite(_) => {
                 "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
             }
+            #[cfg(feature = "postgres")]
             Backend::Postgres { .. } => {
                 "SELECT table_name::text FROM information_schema.tables \
                  WHERE table_schema = current_schema() ORDER BY 1"
@@ -209,6 +230,7 @@ impl Backend {
     }
 }
 
+#[cfg(feature = "postgres")]
 fn pg_params(params: &[Value]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
     params
         .iter()
@@ -222,6 +244,7 @@ fn pg_params(params: &[Value]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
         .collect()
 }
 
+#[cfg(feature = "postgres")]
 fn pg_value(row: &postgres::Row, i: usize, sql: &str) -> Result<Value, BackendError> {
     use postgres::types::Type;
     let ty = row.columns()[i].type_();
@@ -241,7 +264,7 @@ fn pg_value(row: &postgres::Row, i: usize, sql: &str) -> Result<Value, BackendEr
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 mod tests {
     use super::*;
 
@@ -251,5 +274,19 @@ mod tests {
             dollar_placeholders("SELECT a FROM t WHERE b = ?1 AND c = ?12 AND d = '?'"),
             "SELECT a FROM t WHERE b = $1 AND c = $12 AND d = '?'"
         );
+    }
+}
+
+#[cfg(all(test, not(feature = "postgres")))]
+mod without_postgres {
+    use super::*;
+
+    #[test]
+    fn a_postgres_url_is_refused_with_what_to_do() {
+        let e = Backend::connect_postgres("postgres://x@y/z")
+            .err()
+            .expect("no client built in")
+            .to_string();
+        assert!(e.contains("the `postgres` cargo feature"), "{e}");
     }
 }
