@@ -27,6 +27,8 @@ pub enum RegistryError {
     },
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error("unknown target `{name}` (known: {known})")]
+    Unknown { name: String, known: String },
     #[error("{path}: a worker target may not be called `reference` (the built-in target)")]
     ReservedName { path: PathBuf },
     #[error("required target `{name}` ({REQUIRE_ENV}) does not exist (known: {known})")]
@@ -57,23 +59,63 @@ pub fn worker_dirs(repo: &Path) -> Result<Vec<PathBuf>, RegistryError> {
     Ok(dirs)
 }
 
-/// Every target: `reference` first, then the workers in name order. A broken `target.toml`
-/// is an error (naming the file and field), never a silently missing target. Workers are not
-/// started here; [`Target::availability`] does that.
-pub fn discover(repo: &Path, threads: Threads) -> Result<Vec<Box<dyn Target>>, RegistryError> {
-    let mut targets: Vec<Box<dyn Target>> = vec![Box::new(ReferenceTarget::new(threads))];
-    for dir in worker_dirs(repo)? {
-        if dir
-            .file_name()
-            .is_some_and(|n| n == crate::REFERENCE_TARGET)
-        {
-            return Err(RegistryError::ReservedName {
-                path: dir.join("target.toml"),
-            });
-        }
-        targets.push(Box::new(WorkerTarget::from_dir(repo, &dir)?));
+/// Every target name known in `repo`: `reference` first, then each worker directory's name
+/// in order (an unreadable `targets/` lists the reference alone).
+pub fn known(repo: &Path) -> Vec<String> {
+    let mut names = vec![crate::REFERENCE_TARGET.to_string()];
+    if let Ok(dirs) = worker_dirs(repo) {
+        names.extend(
+            dirs.iter()
+                .filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_string)),
+        );
     }
-    Ok(targets)
+    names
+}
+
+/// Opens the named targets of `repo`, in the order given: `reference` in-process, a worker
+/// of `targets/<name>/` by its name, or a worker directory given by its path (a name with a
+/// `/` whose directory holds a `target.toml`: a contributed worker outside `targets/`, the
+/// nightly gate's control). A broken `target.toml` is an error naming the file and field;
+/// workers are not started here ([`Target::availability`] does that).
+pub fn open(
+    repo: &Path,
+    names: &[String],
+    threads: Threads,
+) -> Result<Vec<Box<dyn Target>>, RegistryError> {
+    let all = known(repo);
+    let mut out: Vec<Box<dyn Target>> = Vec::new();
+    for name in names {
+        let by_path = Path::new(name);
+        if !all.contains(name) && name.contains('/') && by_path.join("target.toml").is_file() {
+            out.push(Box::new(WorkerTarget::from_dir(repo, by_path)?));
+        } else if !all.contains(name) {
+            return Err(RegistryError::Unknown {
+                name: name.clone(),
+                known: all.join(", "),
+            });
+        } else if name == crate::REFERENCE_TARGET {
+            out.push(Box::new(ReferenceTarget::new(threads)));
+        } else {
+            let dir = repo.join("targets").join(name);
+            out.push(Box::new(WorkerTarget::from_dir(repo, &dir)?));
+        }
+    }
+    Ok(out)
+}
+
+/// Every target: `reference` first, then the workers in name order ([`open`] of [`known`]). A
+/// broken `target.toml` is an error (naming the file and field), never a silently missing
+/// target; a worker directory named `reference` is refused.
+pub fn discover(repo: &Path, threads: Threads) -> Result<Vec<Box<dyn Target>>, RegistryError> {
+    if let Some(dir) = worker_dirs(repo)?
+        .into_iter()
+        .find(|d| d.file_name().is_some_and(|n| n == crate::REFERENCE_TARGET))
+    {
+        return Err(RegistryError::ReservedName {
+            path: dir.join("target.toml"),
+        });
+    }
+    open(repo, &known(repo), threads)
 }
 
 /// One line for `conform targets`: `name: available: description (versions)` or
@@ -127,6 +169,35 @@ pub fn check_required(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opens_by_name_or_by_path_and_names_the_known_ones_otherwise() {
+        let repo = tempfile::tempdir().unwrap();
+        for name in ["b_worker", "a_worker"] {
+            let d = repo.path().join("targets").join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("target.toml"), "command = \"false\"\n").unwrap();
+        }
+        let outside = repo.path().join("contrib/mine");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("target.toml"), "command = \"false\"\n").unwrap();
+        let names = [
+            "b_worker".to_string(),
+            outside.display().to_string(),
+            "reference".to_string(),
+        ];
+        let t = open(repo.path(), &names, Threads::ONE).unwrap();
+        let got: Vec<&str> = t.iter().map(|t| t.name()).collect();
+        assert_eq!(got, ["b_worker", "mine", "reference"]);
+        let e = open(repo.path(), &["nope".to_string()], Threads::ONE)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "unknown target `nope` (known: reference, a_worker, b_worker)"
+        );
+    }
 
     #[test]
     fn discovers_reference_and_workers_in_order() {

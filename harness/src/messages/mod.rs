@@ -489,11 +489,6 @@ pub fn duplicate_target(name: &str) -> String {
     )
 }
 
-/// An unknown target name.
-pub fn unknown_target(name: &str, known: &[String]) -> String {
-    format!("unknown target `{name}` (known: {})", known.join(", "))
-}
-
 /// `conform validate` start line.
 pub fn validate_start(worker: &str, out: &std::path::Path) -> String {
     format!("validating worker `{worker}`: fresh seeds, every applicable suite, correctness and budgets; report in {}", out.display())
