@@ -110,7 +110,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
             .collect()
     };
     let base = args.seed.unwrap_or_else(crate::seed::fresh_seed);
-    let tier = args.select.tier.as_deref().unwrap_or("quick");
+    let tier = args.select.tier.unwrap_or(crate::suite::TierChoice::Quick);
     let journal = match journal_path(&args) {
         Ok(j) => j,
         Err(e) => {
@@ -122,7 +122,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
         journal: journal.clone(),
         seed_sets: args.seed_sets,
         base_seed: Some(base),
-        gates_quick: tier == "quick" || tier == "all",
+        gates_quick: tier.includes(crate::suite::Tier::Quick),
         run: RunOptions {
             threads: args.threads.map(Threads).unwrap_or_default(),
             ..RunOptions::default()

@@ -4,7 +4,7 @@ use super::paths::Paths;
 use crate::exit_code;
 use crate::messages;
 use crate::suite::select::{load_all, Selection};
-use crate::suite::{Case, Tier};
+use crate::suite::{Case, Tier, TierChoice};
 use clap::Args;
 
 /// Which cases a command acts on.
@@ -18,8 +18,8 @@ pub struct SelectArgs {
     pub filter: Option<String>,
     /// Tier to select: quick, full, or all (default: quick for list and run; all for the
     /// golden commands, whose store holds every tier).
-    #[arg(long, value_parser = ["quick", "full", "all"])]
-    pub tier: Option<String>,
+    #[arg(long, value_enum)]
+    pub tier: Option<TierChoice>,
 }
 
 impl SelectArgs {
@@ -51,10 +51,10 @@ impl SelectArgs {
             Some(f) => Some(regex::Regex::new(f).map_err(|e| anyhow::anyhow!("--filter: {e}"))?),
             None => None,
         };
-        let (tier, all_tiers) = match self.tier.as_deref() {
-            Some("full") => (Some(Tier::Full), false),
-            Some("all") => (None, true),
-            _ => (Some(Tier::Quick), false),
+        let (tier, all_tiers) = match self.tier.unwrap_or(TierChoice::Quick) {
+            TierChoice::Full => (Some(Tier::Full), false),
+            TierChoice::All => (None, true),
+            TierChoice::Quick => (Some(Tier::Quick), false),
         };
         Ok(Selection {
             suites: self.suites.clone(),

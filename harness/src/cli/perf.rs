@@ -239,8 +239,9 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result
         run_args
             .select
             .tier
-            .clone()
-            .unwrap_or_else(|| "quick".to_string()),
+            .unwrap_or(crate::suite::TierChoice::Quick)
+            .name()
+            .to_string(),
     );
     env.seed = Some(match (run_args.seed, run_args.fresh_seeds) {
         (Some(s), _) => s.to_string(),

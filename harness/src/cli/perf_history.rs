@@ -52,8 +52,8 @@ pub struct IngestArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Record this tier (quick, full, all) instead of the file's.
-    #[arg(long)]
-    pub tier: Option<String>,
+    #[arg(long, value_enum)]
+    pub tier: Option<crate::suite::TierChoice>,
     /// Record this input seed (`cases`, `fresh` or a number) instead of the file's.
     #[arg(long)]
     pub seed: Option<String>,
@@ -138,7 +138,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
             let mut h = History::open_or_create(&a.db.db)?;
             for (p, f) in files {
                 let meta = RunMeta {
-                    tier: a.tier.clone(),
+                    tier: a.tier.map(|t| t.name().to_string()),
                     seed: a.seed.clone(),
                     source: p.file_name().map(|n| n.to_string_lossy().into_owned()),
                 };

@@ -34,8 +34,8 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "TARGET")]
     pub against: Option<String>,
     /// Tier: all (default), quick or full.
-    #[arg(long, value_parser = ["quick", "full", "all"], default_value = "all")]
-    pub tier: String,
+    #[arg(long, value_enum, default_value = "all")]
+    pub tier: crate::suite::TierChoice,
 }
 
 /// Opens the worker a `--worker path/to/target.toml` (or its directory) names; returns it
@@ -75,7 +75,7 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         select: SelectArgs {
             suites: args.suites.clone(),
             filter: args.filter.clone(),
-            tier: Some(args.tier.clone()),
+            tier: Some(args.tier),
         },
         fresh_seeds: true,
         perf: true,

@@ -9,4 +9,4 @@ pub mod select;
 
 pub use case::Case;
 pub use error::SuiteError;
-pub use schema::Tier;
+pub use schema::{Tier, TierChoice};

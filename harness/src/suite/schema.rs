@@ -51,6 +51,33 @@ impl Tier {
     }
 }
 
+/// The tiers a command selects (`--tier quick|full|all`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TierChoice {
+    Quick,
+    Full,
+    All,
+}
+
+impl TierChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            TierChoice::Quick => "quick",
+            TierChoice::Full => "full",
+            TierChoice::All => "all",
+        }
+    }
+
+    /// Whether a case of `tier` is selected.
+    pub fn includes(self, tier: Tier) -> bool {
+        match self {
+            TierChoice::Quick => tier == Tier::Quick,
+            TierChoice::Full => tier == Tier::Full,
+            TierChoice::All => true,
+        }
+    }
+}
+
 /// Timing settings of a case under `--perf`.
 #[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
