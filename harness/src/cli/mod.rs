@@ -3,6 +3,7 @@
 
 pub mod adequacy;
 pub mod explain;
+pub mod gate_output;
 pub mod golden;
 pub mod list;
 pub mod mc2;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use crate::messages::perf as messages;
-use crate::perf::{compare, EnvironmentCapture, GateConfig, PerfError, PerfFile, PerfFileIo};
+use crate::perf::{compare, EnvironmentCapture, PerfError, PerfFile, PerfFileIo};
 
 use crate::exit_code;
 
@@ -58,7 +58,7 @@ pub struct CompareArgs {
     #[arg(long, value_enum, default_value_t = Metric::Wall)]
     pub metric: Metric,
     #[command(flatten)]
-    pub gate: GateOutputArgs,
+    pub gate: super::gate_output::GateOutputArgs,
 }
 
 /// The figure a comparison judges.
@@ -89,46 +89,6 @@ fn cpu_samples(mut file: PerfFile, path: &std::path::Path) -> Result<PerfFile, P
         rec.samples_us = std::mem::take(&mut rec.cpu_us);
     }
     Ok(file)
-}
-
-/// What every gate command takes: the threshold and where to write its JSON.
-#[derive(Debug, Args)]
-pub struct GateOutputArgs {
-    /// Relative slowdown that counts as a regression (0.03 = 3%).
-    #[arg(long, default_value_t = 0.03, allow_negative_numbers = true)]
-    pub threshold: f64,
-    /// Also write the comparison as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-impl GateOutputArgs {
-    /// Checks, before anything is computed, that the JSON output can be written.
-    pub fn check(&self) -> Result<GateConfig, PerfError> {
-        if let Some(out) = &self.json {
-            crate::atomic_file::check_writable(out).map_err(|problem| {
-                PerfError::InvalidArgument {
-                    field: "--json",
-                    problem,
-                }
-            })?;
-        }
-        Ok(GateConfig::with_threshold(self.threshold)?)
-    }
-
-    /// Writes `value` as pretty JSON to `--json` (when given); returns the line to print.
-    pub fn write_json<T: serde::Serialize>(&self, value: &T) -> Result<Option<String>, PerfError> {
-        let Some(out) = &self.json else {
-            return Ok(None);
-        };
-        let mut text = serde_json::to_string_pretty(value).map_err(PerfError::Serialise)?;
-        text.push('\n');
-        crate::atomic_file::write(out, text.as_bytes()).map_err(|source| PerfError::Write {
-            path: out.clone(),
-            source,
-        })?;
-        Ok(Some(messages::wrote_json(out)))
-    }
 }
 
 /// Run a `perf` subcommand; returns the process exit status.

@@ -97,7 +97,7 @@ pub struct GateArgs {
     pub candidate: PathBuf,
     /// The threshold, and the JSON (the comparison plus what each case was compared against).
     #[command(flatten)]
-    pub gate: crate::cli::perf::GateOutputArgs,
+    pub gate: super::gate_output::GateOutputArgs,
 }
 
 /// Runs a history subcommand; returns the exit status.

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::budget_text as messages;
 use super::error::PerfError;
 use super::roofline::Roofline;
-use crate::messages::perf as messages;
 
 /// The budget of one case on one hardware profile.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

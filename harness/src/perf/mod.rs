@@ -10,6 +10,7 @@
 //! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be.
 
 pub mod budget;
+pub mod budget_text;
 pub mod case_rng;
 pub mod changepoint;
 pub mod compare;
