@@ -4,7 +4,7 @@ use super::list::SelectArgs;
 use super::paths::Paths;
 use crate::exit_code;
 use crate::golden::review::{Review, ReviewError};
-use crate::golden::{bless, verify};
+use crate::golden::{bless, review, verify};
 use crate::messages;
 use crate::suite::select::load_all;
 use clap::Subcommand;
@@ -139,9 +139,9 @@ fn with_cases(
 
 /// `golden accept` against the suites as they are now: staged entries blessed for another
 /// definition of a case (the suite changed back, or again, after bless) are refused.
-fn accept(paths: &Paths) -> anyhow::Result<Option<bless::Accepted>> {
+fn accept(paths: &Paths) -> anyhow::Result<Option<review::Accepted>> {
     let cases = load_all(&paths.suites).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(bless::accept(&paths.golden, &cases)?)
+    Ok(review::accept(&paths.golden, &cases)?)
 }
 
 /// `golden review`: the exit code, every message printed.

@@ -8,8 +8,8 @@
 use super::diff::describe_change;
 use super::error::GoldenError;
 use super::format::{definition_digest, golden_metadata, golden_tensors};
+use super::manifest::manifest_path;
 use super::manifest::{tensor_digest, Manifest, ManifestEntry, MANIFEST_FORMAT};
-use super::verify::manifest_path;
 use crate::case_data::{generate_inputs, reference_outputs};
 use crate::suite::{Case, Tier};
 use conform_reference::ops::TensorMap;
@@ -173,28 +173,6 @@ pub fn change_details(
         }
     }
     what
-}
-
-/// What accept did.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Accepted {
-    /// Files moved into the store (the manifest last).
-    pub moved: Vec<PathBuf>,
-    /// Files of cases that no longer exist, removed.
-    pub removed: Vec<PathBuf>,
-}
-
-/// Moves every staged change into place (see [`super::review`]: one case at a time, the same
-/// steps `conform golden review` takes when a case is accepted); `Ok(None)` when nothing is
-/// staged. Every staged change must still describe its case in `cases` (the suites now): a
-/// bless followed by a change to the suite would otherwise put data into the store that no
-/// case produces.
-pub fn accept(golden: &Path, cases: &[Case]) -> Result<Option<Accepted>, GoldenError> {
-    let Some(review) = super::review::Review::open(golden, cases)? else {
-        return Ok(None);
-    };
-    let (moved, removed) = review.accept_all()?;
-    Ok(Some(Accepted { moved, removed }))
 }
 
 pub(crate) fn staged_files(golden: &Path) -> Result<Vec<PathBuf>, GoldenError> {

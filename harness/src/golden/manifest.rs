@@ -5,7 +5,12 @@ use super::error::GoldenError;
 use crate::suite::Tier;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Where the manifest of a golden directory lives.
+pub fn manifest_path(golden: &Path) -> PathBuf {
+    golden.join("MANIFEST.toml")
+}
 
 /// The manifest's format version.
 pub const MANIFEST_FORMAT: u32 = 1;

@@ -15,9 +15,10 @@
 use super::bless::{change_details, new_path, prune_empty_dirs, staged_files, BlessChange};
 use super::error::GoldenError;
 use super::format::definition_digest;
+use super::manifest::manifest_path;
 use super::manifest::{Manifest, ManifestEntry};
 use super::store::read_checked;
-use super::verify::{golden_files, manifest_path};
+use super::verify::golden_files;
 use crate::messages;
 use crate::suite::Case;
 use conform_targets::tensor_file;
@@ -491,6 +492,28 @@ fn ask(input: &mut impl BufRead, out: &mut impl Write) -> Result<Answer, ReviewE
             }
         });
     }
+}
+
+/// What accept did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Accepted {
+    /// Files moved into the store (the manifest last).
+    pub moved: Vec<PathBuf>,
+    /// Files of cases that no longer exist, removed.
+    pub removed: Vec<PathBuf>,
+}
+
+/// Moves every staged change into place (see [`Review`]: one case at a time, the same
+/// steps `conform golden review` takes when a case is accepted); `Ok(None)` when nothing is
+/// staged. Every staged change must still describe its case in `cases` (the suites now): a
+/// bless followed by a change to the suite would otherwise put data into the store that no
+/// case produces.
+pub fn accept(golden: &Path, cases: &[Case]) -> Result<Option<Accepted>, GoldenError> {
+    let Some(review) = Review::open(golden, cases)? else {
+        return Ok(None);
+    };
+    let (moved, removed) = review.accept_all()?;
+    Ok(Some(Accepted { moved, removed }))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub struct GoldenStore {
 impl GoldenStore {
     /// Opens `dir`: its `MANIFEST.toml` must exist and parse.
     pub fn open(dir: &Path) -> Result<GoldenStore, GoldenError> {
-        let manifest = Manifest::read(&super::verify::manifest_path(dir), false)?;
+        let manifest = Manifest::read(&super::manifest::manifest_path(dir), false)?;
         Ok(GoldenStore {
             dir: dir.to_path_buf(),
             manifest,

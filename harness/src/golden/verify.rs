@@ -8,7 +8,7 @@
 use super::diff::describe_change;
 use super::error::GoldenError;
 use super::format::{definition_digest, golden_tensors};
-use super::manifest::{tensor_digest, Manifest};
+use super::manifest::{manifest_path, tensor_digest, Manifest};
 use crate::case_data::{generate_inputs, reference_outputs};
 use crate::suite::{Case, Tier};
 use conform_reference::parallel::Threads;
@@ -43,11 +43,6 @@ impl VerifyReport {
             crate::exit_code::SUCCESS
         }
     }
-}
-
-/// Where the manifest of a golden directory lives.
-pub fn manifest_path(golden: &Path) -> PathBuf {
-    golden.join("MANIFEST.toml")
 }
 
 /// Verifies `cases` against the store at `golden`, and the store as a whole: entries naming no

@@ -155,13 +155,24 @@ pub fn case_line(status: Status, id: &str, target: &str, ms: f64, message: &str)
 /// (`validate`, `run --worker`), so the line runs when pasted.
 pub fn replay_command(id: &str, seed: u64, target: &str, worker: Option<&str>) -> String {
     let which = match worker {
-        Some(decl) => format!("--worker {}", crate::report::replay::shell_quote(decl)),
-        None => format!("--target {}", crate::report::replay::shell_quote(target)),
+        Some(decl) => format!("--worker {}", shell_quote(decl)),
+        None => format!("--target {}", shell_quote(target)),
     };
     format!(
-        "conform run --tier all --filter '^{}$' --seed {seed} {which}",
-        regex_escape(id)
+        "conform run --tier all --filter {} --seed {seed} {which}",
+        shell_quote(&format!("^{}$", regex_escape(id)))
     )
+}
+
+/// Single-quotes `s` for a POSIX shell (as it is when every character is plainly safe).
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-=:,".contains(c))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// The declaration path the results record for `target` (a worker given by path), if any.
@@ -173,7 +184,8 @@ pub fn worker_declaration<'a>(results: &'a RunResults, target: &str) -> Option<&
         .and_then(|t| t.worker.as_deref())
 }
 
-fn regex_escape(s: &str) -> String {
+/// Escapes regex metacharacters so a filter matches `s` literally.
+pub fn regex_escape(s: &str) -> String {
     let mut o = String::new();
     for c in s.chars() {
         if "\\.+*?()|[]{}^$".contains(c) {
