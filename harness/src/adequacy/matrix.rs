@@ -55,6 +55,7 @@ pub(super) fn summarise(
         suites: suite_scores,
         required_survivors,
         duration_s,
+        regimes: Vec::new(),
     }
 }
 

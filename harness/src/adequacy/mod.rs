@@ -8,6 +8,7 @@
 
 pub mod html;
 pub mod matrix;
+pub mod regimes;
 
 pub use matrix::{AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore};
 
@@ -173,7 +174,7 @@ pub fn measure(
         }
     }
     let ops: Vec<&str> = cases.iter().map(|c| c.op.as_str()).collect();
-    matrix::summarise(
+    let mut report = matrix::summarise(
         faults,
         &ops,
         &suites.keys().copied().collect::<Vec<_>>(),
@@ -181,7 +182,9 @@ pub fn measure(
         outcomes,
         opts,
         start.elapsed().as_secs_f64(),
-    )
+    );
+    report.regimes = regimes::map(cases, opts.gates_quick);
+    report
 }
 
 /// Whether a fault's requirement is gated by this selection.
