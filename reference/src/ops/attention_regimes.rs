@@ -387,9 +387,12 @@ fn make_targets(
                 .filter(|&x| x != j && bm.allowed(i, x))
                 .map(score)
                 .fold(f64::NEG_INFINITY, f64::max);
-            let broken = if large && !(sj > LARGE_LOGIT_FLOOR) {
+            // NaN scores count as broken: the comparisons are written so that NaN fails them.
+            let large_holds = sj > LARGE_LOGIT_FLOOR;
+            let late_holds = sj - rest >= LATE_MAX_GAP;
+            let broken = if large && !large_holds {
                 Some(Regime::LargeLogits)
-            } else if late && !(sj - rest >= LATE_MAX_GAP) {
+            } else if late && !late_holds {
                 Some(Regime::LateMax)
             } else {
                 None
