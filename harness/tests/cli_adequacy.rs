@@ -284,3 +284,109 @@ fn an_adequacy_journal_is_recovered_on_its_own() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("on its own"), "{}", text(&o));
 }
+
+/// A scratch copy of the repository's suites and golden store with `edit` applied to
+/// suites/`file`.
+fn project_with(file: &str, edit: impl Fn(String) -> String) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("suites"), &d.path().join("suites"));
+    copy_dir(&repo().join("golden"), &d.path().join("golden"));
+    let path = d.path().join("suites").join(file);
+    let suite = std::fs::read_to_string(&path).unwrap();
+    let edited = edit(suite.clone());
+    assert_ne!(edited, suite, "the edit changed nothing");
+    std::fs::write(&path, edited).unwrap();
+    d
+}
+
+#[test]
+fn the_regime_map_lists_the_attention_regimes_and_a_missing_one_is_a_hole() {
+    // The repository's quick tier covers every regime of both attention suites.
+    let o = conform(
+        &repo(),
+        &[
+            "adequacy",
+            "--suite",
+            "pa_decode",
+            "--fault",
+            "attn-lse-wrong-on-empty-rows",
+            "--quiet",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("pa_decode") && t.contains("covered: large_logits (1 case(s)), late_max (1 case(s)), masked_rows_lse (1 case(s))"),
+        "{t}"
+    );
+    assert!(!t.contains("NOT covered"), "{t}");
+    // Without the case that declares the regimes, the fault survives and the map names the
+    // three regimes no quick case covers: exit 1.
+    let d = project_with("pa_decode.toml", |s| {
+        s.replace(
+            "regimes = [\"large_logits\", \"late_max\", \"masked_rows_lse\"]\n",
+            "",
+        )
+    });
+    let json = d.path().join("a.json");
+    let o = conform(
+        d.path(),
+        &[
+            "adequacy",
+            "--suite",
+            "pa_decode",
+            "--fault",
+            "attn-lse-wrong-on-empty-rows",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("NOT covered: large_logits, late_max, masked_rows_lse  <- HOLE"),
+        "{t}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["regimes"][0]["suite"], "pa_decode");
+    assert_eq!(r["regimes"][0]["missing"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_regime_the_shape_cannot_hold_or_an_unknown_one_stops_the_suites_naming_it() {
+    let case = "fa_prefill/bf16/b2-s16-kv200-hq4-hkv2-d64/regimes-logits-late-empty";
+    let d = project_with("fa_prefill.toml", |s| {
+        s.replace(
+            "kv_seq = 200, num_heads = 4, num_key_value_heads = 2, head_dim = 64, atten_mask = true, softmax_lse_flag = true }",
+            "kv_seq = 200, num_heads = 4, num_key_value_heads = 2, head_dim = 64, atten_mask = true }",
+        )
+    });
+    let o = conform(d.path(), &["list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("fa_prefill.toml")
+            && t.contains(case)
+            && t.contains("regime `masked_rows_lse`: needs softmax_lse_flag = true"),
+        "{t}"
+    );
+    let d = project_with("fa_prefill.toml", |s| {
+        s.replacen("\"late_max\"", "\"late_maximum\"", 1)
+    });
+    let o = conform(d.path(), &["list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("no regime `late_maximum`") && t.contains(case),
+        "{t}"
+    );
+    // explain lists a case's regimes.
+    let o = conform(&repo(), &["explain", case]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    for r in ["large_logits", "late_max", "masked_rows_lse"] {
+        assert!(t.contains(&format!("regime      {r}: ")), "{t}");
+    }
+}

@@ -104,6 +104,10 @@ pub struct AdequacyReport {
     /// The cells (fault, suite, seed set) never measured, when interrupted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfinished: Vec<UnfinishedCell>,
+    /// The regime map: per selected suite, which numeric regimes of its op family its
+    /// quick-tier cases declare (and so guarantee on every seed) and which none does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regimes: Vec<SuiteRegimes>,
 }
 
 /// A fault x suite x seed set that an interrupted matrix never measured.
@@ -115,10 +119,42 @@ pub struct UnfinishedCell {
     pub set: u32,
 }
 
+/// One suite's row of the regime map.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SuiteRegimes {
+    pub suite: String,
+    pub op: String,
+    /// Regimes of the op family that a quick-tier case declares, each with the cases.
+    pub covered: Vec<RegimeCoverage>,
+    /// Regimes of the op family that no selected quick-tier case declares.
+    pub missing: Vec<String>,
+    /// Whether the missing regimes are a hole that fails the run (the quick tier is gated).
+    pub gated: bool,
+}
+
+/// A regime and the quick-tier cases that declare it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RegimeCoverage {
+    pub regime: String,
+    pub cases: Vec<String>,
+}
+
 impl AdequacyReport {
     /// Whether every gated fault was killed on every seed set (never for an interrupted,
     /// partial matrix).
     pub fn passes(&self) -> bool {
-        self.required_survivors.is_empty() && self.errors.is_empty() && self.interrupted.is_none()
+        self.required_survivors.is_empty()
+            && self.errors.is_empty()
+            && self.interrupted.is_none()
+            && self.regime_holes() == 0
+    }
+
+    /// Regimes of gated suites that no quick-tier case covers.
+    pub fn regime_holes(&self) -> usize {
+        self.regimes
+            .iter()
+            .filter(|r| r.gated)
+            .map(|r| r.missing.len())
+            .sum()
     }
 }

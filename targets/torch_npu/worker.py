@@ -80,6 +80,19 @@ def attention(case):
         kw, mask_kind = fa.fia_kwargs(case.op, case.params, _scale_keyword())
     except fa.ArgError as e:
         raise cw.Unsupported(str(e))
+    if case.op == "pa_decode" and mask_kind == "explicit":
+        # A fully masked row needs the row-invalid correction (inner_precise 2/3), which the
+        # PA path does not take (fia_args.inner_precise_for); without it the page promises
+        # only that precision may be lost, so the kernel's output and LSE there are not
+        # specified and cannot be judged.
+        m = np.asarray(case.inputs["atten_mask"]) != 0
+        lens = [int(x) for x in case.params["actual_seq_lengths_kv"]]
+        if any(lens[b] > 0 and bool(m[b, :, :lens[b]].all(axis=-1).any())
+               for b in range(m.shape[0])):
+            raise cw.Unsupported(
+                "a query row sees no key: the PA path runs without the row-invalid correction "
+                "(inner_precise 0), where the aclnn page promises only that precision may be "
+                "lost, so its output and LSE there are unspecified")
     dt = case.input_dtypes["query"]
     query = case.inputs["query"]
     if kw["input_layout"] != case.params.get("input_layout", "BSND"):

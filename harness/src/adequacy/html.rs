@@ -82,7 +82,9 @@ pub fn section(r: &AdequacyReport) -> String {
             sc.applicable_faults
         );
     }
-    s.push_str("</tbody></table></section>\n");
+    s.push_str("</tbody></table>\n");
+    s.push_str(&super::regimes::html(r));
+    s.push_str("</section>\n");
     s
 }
 

@@ -75,6 +75,7 @@ pub(super) fn summarise(
         duration_s,
         interrupted: partial.interrupted,
         unfinished: partial.unfinished,
+        regimes: Vec::new(),
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod html;
 pub mod journal;
 pub mod matrix;
+pub mod regimes;
 
 pub use matrix::{
     AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore, UnfinishedCell,
@@ -234,7 +235,8 @@ pub fn measure(
             .map(crate::interrupt::signal_name),
         unfinished,
     };
-    matrix::summarise(
+    let ops: Vec<&str> = cases.iter().map(|c| c.op.as_str()).collect();
+    let mut report = matrix::summarise(
         faults,
         &ops,
         &suites.keys().copied().collect::<Vec<_>>(),
@@ -243,7 +245,9 @@ pub fn measure(
         opts,
         start.elapsed().as_secs_f64(),
         partial,
-    )
+    );
+    report.regimes = regimes::map(cases, opts.gates_quick);
+    report
 }
 
 /// Whether a fault's requirement is gated by this selection.

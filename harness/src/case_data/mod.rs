@@ -31,14 +31,15 @@ pub fn generate_inputs(case: &Case, seed: u64) -> Result<TensorMap, CaseDataErro
     }
 }
 
-/// The inputs the op's generator draws from the stream of (case id, `seed`).
+/// The inputs the op's generator draws from the stream of (case id, `seed`), holding every
+/// regime the case declares.
 fn generate_from_stream(case: &Case, seed: u64) -> Result<TensorMap, CaseDataError> {
     let family = ops::find(&case.op).map_err(|e| compute_err(case, e))?;
     let mut rng = seed::input_stream(&case.id, seed);
     let mut words = seed::words(&mut rng);
     let mut ctx = GenContext::new(&mut words, case.inputs.clone());
     family
-        .generate(&case.params, &mut ctx)
+        .generate_with_regimes(&case.params, &case.regimes, &mut ctx)
         .map_err(|e| compute_err(case, e))
 }
 

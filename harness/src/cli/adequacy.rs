@@ -149,6 +149,10 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     if !survivors.is_empty() {
         crate::out!("{survivors}");
     }
+    let regime_map = adequacy::regimes::text(&report);
+    if !regime_map.is_empty() {
+        crate::out!("{regime_map}");
+    }
     crate::outln!("{}", msg::verdict(&report));
     let verdict = if let Some(sig) = crate::interrupt::received() {
         crate::interrupt::exit_code(sig)

@@ -37,15 +37,19 @@ pub fn split_golden(all: &TensorMap) -> (TensorMap, TensorMap) {
 
 /// The canonical description of a case definition: what, if changed, invalidates its golden.
 pub fn definition_json(case: &Case) -> String {
-    serde_json::json!({
+    let mut d = serde_json::json!({
         "id": case.id,
         "op": case.op,
         "params": case.params,
         "recipe": case.recipe,
         "generator": case.inputs,
         "seed": case.seed,
-    })
-    .to_string()
+    });
+    // Declared regimes change the inputs; a case without any keeps its earlier digest.
+    if !case.regimes.is_empty() {
+        d["regimes"] = serde_json::json!(case.regimes);
+    }
+    d.to_string()
 }
 
 /// BLAKE3 of [`definition_json`].

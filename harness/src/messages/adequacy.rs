@@ -220,6 +220,11 @@ pub fn verdict(r: &AdequacyReport) -> String {
     }
     if r.passes() {
         "adequacy: every required fault was killed on every seed set".to_string()
+    } else if r.required_survivors.is_empty() {
+        format!(
+            "adequacy: {} regime(s) of the op families are covered by no quick-tier case (see the regime map)",
+            r.regime_holes()
+        )
     } else {
         format!(
             "adequacy: {} required fault(s) survive: {}",

@@ -227,6 +227,9 @@ pub fn explain(
     if !case.description.is_empty() {
         s.push_str(&format!("about       {}\n", case.description));
     }
+    for r in &case.regimes {
+        s.push_str(&format!("regime      {}: {}\n", r.name(), r.description()));
+    }
     for t in &desc.inputs {
         s.push_str(&format!(
             "input       {} {} {:?} axes {:?}\n",

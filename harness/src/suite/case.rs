@@ -49,6 +49,10 @@ pub struct Case {
     /// generator; see [`crate::case_data::discriminate`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub discriminates: Vec<String>,
+    /// Numeric regimes the case's inputs hold on every seed (guaranteed by the op's
+    /// generator; checked against the shape when the suite loads).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regimes: Vec<conform_reference::ops::Regime>,
     /// The suite file the case came from.
     pub source: PathBuf,
 }

@@ -292,9 +292,35 @@ fn resolve(
             });
         }
     }
+    let mut regimes = Vec::new();
+    for name in entry
+        .regimes
+        .clone()
+        .or_else(|| d.regimes.clone())
+        .unwrap_or_default()
+    {
+        let Some(r) = conform_reference::ops::Regime::parse(&name) else {
+            return Err(SuiteError::Case {
+                path: path.to_path_buf(),
+                id: id.clone(),
+                message: format!(
+                    "`regimes`: no regime `{name}` (known: {})",
+                    conform_reference::ops::Regime::ALL
+                        .iter()
+                        .map(|r| r.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        if !regimes.contains(&r) {
+            regimes.push(r);
+        }
+    }
     let budget = entry.budget.clone().or_else(|| d.budget.clone());
     Ok(Case {
         discriminates,
+        regimes,
         suite: file.suite.name.clone(),
         op: entry
             .op

@@ -75,6 +75,9 @@ pub fn validate_case(case: &mut Case, text: &str) -> Result<(), SuiteError> {
         Ok(d) => d,
         Err(e) => return Err(param_error(case, text, e.to_string())),
     };
+    family
+        .check_regimes(&case.params, &case.regimes)
+        .map_err(|e| fail(e.to_string()))?;
     let (own, without) = resolve_checks(case, &desc).map_err(fail)?;
     case.policies = own;
     case.policies_without_recipe = without;

@@ -153,9 +153,22 @@ fn form_fault(actual: &Tensor, spec: &TensorSpec) -> Option<String> {
     None
 }
 
+/// `x` as a message names it: `+Inf`, `-Inf`, `NaN` or the number.
+fn value_class(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".to_string()
+    } else if x == f64::INFINITY {
+        "+Inf".to_string()
+    } else if x == f64::NEG_INFINITY {
+        "-Inf".to_string()
+    } else {
+        format!("{x}")
+    }
+}
+
 /// The reasons every policy shares: unwritten and non-finite elements, and (for a policy
 /// that is not exact) NaN/Inf on the expected side.
-fn common_reasons(st: &PassStats, exact: bool) -> Vec<String> {
+fn common_reasons(st: &PassStats, exact: bool, spec: &TensorSpec) -> Vec<String> {
     let mut reasons = Vec::new();
     if st.unwritten > 0 {
         reasons.push(format!(
@@ -171,9 +184,23 @@ fn common_reasons(st: &PassStats, exact: bool) -> Vec<String> {
     }
     let other_non_comparable = st.non_comparable - st.non_finite;
     if !exact && other_non_comparable > 0 {
-        reasons.push(format!(
-            "{other_non_comparable} elements are NaN/Inf on the expected side (a numeric policy cannot pass them; use bitwise or ulp)"
-        ));
+        // An element whose class differs from the expected one (+Inf expected, -Inf or a
+        // number or NaN returned) is the kernel's result, not a suite mistake: say where.
+        let differs = st
+            .worst
+            .first_non_comparable()
+            .filter(|c| !(c.actual.is_nan() && c.golden.is_nan()) && c.actual != c.golden);
+        match differs {
+            Some(c) => reasons.push(format!(
+                "{other_non_comparable} elements are NaN/Inf on the expected side and the output differs: expected {}, got {} at {}",
+                value_class(c.golden),
+                value_class(c.actual),
+                super::index::format_index(c.flat, &spec.shape, &spec.axes)
+            )),
+            None => reasons.push(format!(
+                "{other_non_comparable} elements are NaN/Inf on the expected side (a numeric policy cannot pass them; use bitwise or ulp)"
+            )),
+        }
     }
     reasons
 }
@@ -238,7 +265,7 @@ pub fn evaluate(
         });
     }
     let mut verdict = Verdict {
-        reasons: common_reasons(&st, judge.exact()),
+        reasons: common_reasons(&st, judge.exact(), spec),
         extra: Vec::new(),
     };
     judge.verdict(dtype, &st, base.as_ref(), &mut verdict);

@@ -94,6 +94,15 @@ impl WorstList {
         }
     }
 
+    /// The listed element of lowest flat index that cannot be compared numerically (NaN/Inf
+    /// on either side, not the reference's own infinity matched).
+    pub fn first_non_comparable(&self) -> Option<&Candidate> {
+        self.items
+            .iter()
+            .filter(|c| c.severity == Severity::NonComparable)
+            .min_by_key(|c| c.flat)
+    }
+
     pub fn into_vec(self) -> Vec<Candidate> {
         self.items
     }

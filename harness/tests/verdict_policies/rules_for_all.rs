@@ -291,3 +291,38 @@ fn an_empty_output_passes_with_zero_figures() {
         (0, 0, 0.0, 0.0)
     );
 }
+
+#[test]
+fn the_other_infinity_where_infinity_is_expected_is_named_as_the_kernels_result() {
+    // The LSE of a fully masked row is +inf by definition; a kernel that returns -inf there
+    // is wrong, and the message says what it returned and where, not that the suite chose
+    // the wrong policy.
+    let s = spec(ElemType::F32, &[2, 3], &["n", "s"]);
+    let e = Tensor::from_f32(vec![2, 3], &[1.0, 2.0, 3.0, f32::INFINITY, 5.0, 6.0]);
+    let a = Tensor::from_f32(vec![2, 3], &[1.0, 2.0, 3.0, f32::NEG_INFINITY, 5.0, 6.0]);
+    let oracle = Tensor::of_f64(vec![2, 3], &[1.0, 2.0, 3.0, f64::INFINITY, 5.0, 6.0]);
+    let p = CheckPolicy::from(policies::ErrorRatio {
+        max_ratio: 2.0,
+        mean_ratio: 1.5,
+        atol: 1e-4,
+    });
+    let cmp = Comparison::new(&s, &a, &e)
+        .with_oracle(&oracle)
+        .with_baseline(&e);
+    let m = run(&p, &cmp);
+    assert!(!m.passed);
+    assert!(
+        m.reason.contains("expected +Inf, got -Inf at n=1 s=0"),
+        "{}",
+        m.reason
+    );
+    assert!(!m.reason.contains("use bitwise or ulp"), "{}", m.reason);
+    // NaN expected and NaN returned is still the suite's choice of policy.
+    let e = Tensor::from_f32(vec![2, 3], &[1.0, 2.0, 3.0, f32::NAN, 5.0, 6.0]);
+    let oracle = Tensor::of_f64(vec![2, 3], &[1.0, 2.0, 3.0, f64::NAN, 5.0, 6.0]);
+    let cmp = Comparison::new(&s, &e, &e)
+        .with_oracle(&oracle)
+        .with_baseline(&e);
+    let m = run(&p, &cmp);
+    assert!(m.reason.contains("use bitwise or ulp"), "{}", m.reason);
+}

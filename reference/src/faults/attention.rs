@@ -2,7 +2,7 @@
 //! head mapping, scale, rounding points, LSE, and the paged cache reads.
 
 use super::fp4::swap_rounding_ties;
-use super::tensors::{get_mut, ints, param_usize, set_ints};
+use super::tensors::{get_mut, ints, nan_bytes, param_usize, set_element, set_ints};
 use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::attention::recipe::{
     Algorithm, Combine, EmptyRow, KvTiling, MaskFill, ORescale, RowSumOf,
@@ -10,7 +10,8 @@ use crate::attention::recipe::{
 use crate::attention::{Geometry, Recipe};
 use crate::formats::DType;
 use crate::kv::KvCacheLayout;
-use crate::ops::{OpError, OpFamily, TensorMap};
+use crate::ops::attention_regimes::score_view;
+use crate::ops::{ElemType, OpError, OpFamily, TensorMap};
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
 const FA: &[&str] = &["fa_prefill"];
@@ -190,6 +191,112 @@ fn lse_log2(
     let scaled: Vec<f32> = v.iter().map(|&x| x * log2e).collect();
     *l = crate::ops::Tensor::from_f32(l.shape.clone(), &scaled);
     Ok(true)
+}
+
+/// ln(f32::MAX): exp of a larger argument overflows f32.
+const EXP_OVERFLOW_F32: f64 = 88.722_839_052_068_35;
+
+/// The op of an attention case's parameters.
+fn op_of(params: &serde_json::Value) -> &'static str {
+    if is_paged(params) {
+        "pa_decode"
+    } else {
+        "fa_prefill"
+    }
+}
+
+/// `x` as one little-endian element of a float LSE tensor (F32 from a recipe, F64 from the
+/// oracle).
+fn lse_bytes(dtype: ElemType, x: f64) -> Option<Vec<u8>> {
+    match dtype {
+        ElemType::F32 => Some((x as f32).to_le_bytes().to_vec()),
+        ElemType::F64 => Some(x.to_le_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+/// A kernel that computes exp(s) without subtracting the row maximum: on every row whose
+/// largest scaled score exceeds ln(f32::MAX), exp overflows to +Inf, the row sum is +Inf and
+/// O = (Inf-weighted sum) / Inf is NaN; the LSE, ln(Inf), is +Inf. Rows below the overflow
+/// point only change in rounding and are left as the recipe computes them (the model is the
+/// part of the bug that no tolerance can miss).
+fn no_max_subtraction(
+    params: &serde_json::Value,
+    inputs: &TensorMap,
+    outputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    let v = score_view(op_of(params), params, inputs)?;
+    let g = &v.g;
+    let mut rows = Vec::new();
+    for b in 0..g.batch {
+        for i in 0..g.lq[b] {
+            for h in 0..g.heads {
+                if v.max_score(b, i, h).is_some_and(|m| m > EXP_OVERFLOW_F32) {
+                    rows.push((b, i, h));
+                }
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Ok(false);
+    }
+    let o = get_mut("attention", outputs, "attention_out")?;
+    let nan = nan_bytes(o.dtype).ok_or_else(|| OpError::Failed {
+        op: op_of(params).into(),
+        message: format!("attention_out is {}, not a float", o.dtype.name()),
+    })?;
+    for &(b, i, h) in &rows {
+        let start = g.out_offset(b, i, h);
+        for e in start..start + g.head_dim {
+            set_element(o, e, &nan);
+        }
+    }
+    if let Some(l) = outputs.get_mut("softmax_lse")
+        && let Some(inf) = lse_bytes(l.dtype, f64::INFINITY)
+    {
+        for &(b, i, h) in &rows {
+            set_element(l, g.lse_index(b, i, h), &inf);
+        }
+    }
+    Ok(true)
+}
+
+/// A kernel whose LSE on valid rows without any allowed key is -Inf (the log of an empty
+/// sum, FA3's convention) where the recipe's empty-row value is anything else (+Inf for
+/// Ascend and FA2), or +Inf where the recipe's is -Inf; the output rows are unchanged.
+fn lse_wrong_on_empty_rows(
+    params: &serde_json::Value,
+    inputs: &TensorMap,
+    outputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    if !outputs.contains_key("softmax_lse") {
+        return Ok(false);
+    }
+    let v = score_view(op_of(params), params, inputs)?;
+    let g = &v.g;
+    let l = get_mut("attention", outputs, "softmax_lse")?;
+    let values = l.to_f64_vec();
+    let mut changed = false;
+    for b in 0..g.batch {
+        for i in 0..g.lq[b] {
+            if !v.row_empty(b, i) {
+                continue;
+            }
+            for h in 0..g.heads {
+                let idx = g.lse_index(b, i, h);
+                let wrong = if values[idx] == f64::NEG_INFINITY {
+                    f64::INFINITY
+                } else {
+                    f64::NEG_INFINITY
+                };
+                if let Some(bytes) = lse_bytes(l.dtype, wrong) {
+                    set_element(l, idx, &bytes);
+                    changed = true;
+                }
+            }
+        }
+    }
+    Ok(changed)
 }
 
 fn online(r: &Recipe) -> bool {
@@ -384,6 +491,22 @@ pub(super) static FAULTS: &[Fault] = &[
             };
             true
         })),
+    },
+    Fault {
+        name: "attn-no-max-subtraction",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "exp(s) is taken without subtracting the (running) row maximum: rows with a scaled score above ln(f32::MAX) ~ 88.7 overflow to Inf and give NaN outputs and an Inf LSE",
+        edit: Edit::outputs(no_max_subtraction),
+    },
+    Fault {
+        name: "attn-lse-wrong-on-empty-rows",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "softmax_lse of a valid query row without any allowed key is -Inf (the log of an empty sum) instead of the recipe's empty-row value (+Inf), the output row unchanged",
+        edit: Edit::outputs(lse_wrong_on_empty_rows),
     },
     Fault {
         name: "attn-mask-fill-swapped",

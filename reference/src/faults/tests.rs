@@ -206,3 +206,128 @@ fn faults_that_change_nothing_are_not_applicable() {
         FaultRun::NotApplicable(_)
     ));
 }
+
+/// Inputs of `params` holding `regimes` (drawn from the same stream as [`gen_inputs`]).
+fn regime_inputs(op: &str, params: &serde_json::Value, regimes: &[ops::Regime]) -> TensorMap {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut ctx = GenContext::new(
+        &mut next,
+        ValueDist::Normal {
+            mean: 0.0,
+            std: 1.0,
+        },
+    );
+    ops::find(op)
+        .unwrap()
+        .generate_with_regimes(params, regimes, &mut ctx)
+        .unwrap()
+}
+
+#[test]
+fn no_max_subtraction_and_empty_row_lse_show_only_in_their_regimes() {
+    use crate::ops::attention_regimes::score_view;
+    let cases = [
+        (
+            "fa_prefill",
+            json!({"dtype": "bf16", "batch": 2, "q_seq": 8, "kv_seq": 160, "num_heads": 4,
+                   "num_key_value_heads": 2, "head_dim": 32, "atten_mask": true,
+                   "softmax_lse_flag": true}),
+            "ascend_pfa_bf16",
+        ),
+        (
+            "pa_decode",
+            json!({"dtype": "bf16", "batch": 3, "num_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [200, 150, 140],
+                   "atten_mask": true, "softmax_lse_flag": true}),
+            "ascend_ifa_bf16",
+        ),
+    ];
+    for (op, params, recipe) in cases {
+        let family = ops::find(op).unwrap();
+        let fault = |name: &str, inputs: &TensorMap| {
+            run(
+                find(name).unwrap(),
+                family,
+                &params,
+                recipe,
+                inputs,
+                Threads::ONE,
+            )
+            .unwrap()
+        };
+        // The ordinary draw: scores far below exp's overflow, and no fully masked row.
+        let plain = gen_inputs(op, &params, 1);
+        let v = score_view(op, &params, &plain).unwrap();
+        let g = &v.g;
+        let rows: Vec<(usize, usize)> = (0..g.batch)
+            .flat_map(|b| (0..g.lq[b]).map(move |i| (b, i)))
+            .collect();
+        assert!(rows.iter().all(|&(b, i)| !v.row_empty(b, i)), "{op}");
+        for name in ["attn-no-max-subtraction", "attn-lse-wrong-on-empty-rows"] {
+            assert!(
+                matches!(fault(name, &plain), FaultRun::NotApplicable(_)),
+                "{op} {name}"
+            );
+        }
+        // With the regimes: NaN outputs and +Inf LSE exactly on the rows above ln(f32::MAX),
+        // -Inf LSE exactly on the empty rows, everything else as the recipe computes it.
+        let inputs = regime_inputs(op, &params, &ops::Regime::ALL);
+        let clean = family.run(&params, recipe, &inputs, Threads::ONE).unwrap();
+        let v = score_view(op, &params, &inputs).unwrap();
+        let g = &v.g;
+        let FaultRun::Outputs(o) = fault("attn-no-max-subtraction", &inputs) else {
+            panic!("{op}: not applicable with large logits");
+        };
+        let (out, lse) = (
+            o["attention_out"].to_f64_vec(),
+            o["softmax_lse"].to_f64_vec(),
+        );
+        let (out0, lse0) = (
+            clean["attention_out"].to_f64_vec(),
+            clean["softmax_lse"].to_f64_vec(),
+        );
+        let mut overflowing = 0;
+        for &(b, i) in &rows {
+            for h in 0..g.heads {
+                let big = v.max_score(b, i, h).is_some_and(|m| m > 88.8);
+                overflowing += big as usize;
+                let at = g.out_offset(b, i, h);
+                let row = &out[at..at + g.head_dim];
+                if big {
+                    assert!(row.iter().all(|x| x.is_nan()), "{op} {b} {i} {h}");
+                    assert_eq!(lse[g.lse_index(b, i, h)], f64::INFINITY);
+                } else {
+                    assert_eq!(row, &out0[at..at + g.head_dim], "{op} {b} {i} {h}");
+                    let k = g.lse_index(b, i, h);
+                    assert!(lse[k] == lse0[k] || (lse[k].is_nan() && lse0[k].is_nan()));
+                }
+            }
+        }
+        assert!(overflowing >= g.heads, "{op}: {overflowing} rows overflow");
+        let FaultRun::Outputs(o) = fault("attn-lse-wrong-on-empty-rows", &inputs) else {
+            panic!("{op}: not applicable with a fully masked row");
+        };
+        assert_eq!(o["attention_out"], clean["attention_out"], "{op}");
+        let lse = o["softmax_lse"].to_f64_vec();
+        let mut empty = 0;
+        for &(b, i) in &rows {
+            for h in 0..g.heads {
+                let k = g.lse_index(b, i, h);
+                if v.row_empty(b, i) {
+                    empty += 1;
+                    assert_eq!(lse0[k], f64::INFINITY, "{op}: the recipe's empty-row LSE");
+                    assert_eq!(lse[k], f64::NEG_INFINITY, "{op}");
+                } else {
+                    assert!(lse[k] == lse0[k] || (lse[k].is_nan() && lse0[k].is_nan()));
+                }
+            }
+        }
+        assert!(empty >= g.heads, "{op}: {empty} empty rows");
+    }
+}

@@ -8,6 +8,8 @@
 //! F64, exact and unrounded; the presets of [`crate::attention::recipe::PRESETS`] return the
 //! output dtype and F32.
 
+use super::attention_regimes::{self, ScoreView};
+use super::regime::{late_from, Regime};
 use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
     OpFamily, Tensor, TensorMap, TensorSpec, ORACLE,
@@ -414,6 +416,38 @@ impl OpFamily for FaPrefill {
         Ok(m)
     }
 
+    fn regimes(&self) -> Vec<Regime> {
+        super::regime::for_op(OP)
+    }
+
+    fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        let p: FaPrefillParams = parse_params(OP, params)?;
+        let g = p.geometry()?;
+        attention_regimes::check(OP, &g, regimes, late_from(p.kv_tile), 0)
+    }
+
+    fn generate_with_regimes(
+        &self,
+        params: &serde_json::Value,
+        regimes: &[Regime],
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        let mut m = self.generate(params, ctx)?;
+        if regimes.is_empty() {
+            return Ok(m);
+        }
+        let p: FaPrefillParams = parse_params(OP, params)?;
+        let g = p.geometry()?;
+        let offset = |b: usize, j: usize, kvh: usize| g.kv_offset(b, j, kvh);
+        let keys = attention_regimes::KeyRows {
+            tensor: "key",
+            offset: &offset,
+            first_free: 0,
+        };
+        attention_regimes::impose(OP, &g, regimes, &keys, late_from(p.kv_tile), &mut m, ctx)?;
+        Ok(m)
+    }
+
     fn run(
         &self,
         params: &serde_json::Value,
@@ -465,4 +499,19 @@ impl OpFamily for FaPrefill {
 /// through it).
 pub fn geometry_of(params: &serde_json::Value) -> Result<Geometry, OpError> {
     parse_params::<FaPrefillParams>(OP, params)?.geometry()
+}
+
+/// The scores' ingredients of an `fa_prefill` case ([`attention_regimes::score_view`]).
+pub(crate) fn score_view(
+    params: &serde_json::Value,
+    inputs: &TensorMap,
+) -> Result<ScoreView, OpError> {
+    let g = geometry_of(params)?;
+    let loaded = Loaded::read(&g, inputs)?;
+    Ok(ScoreView {
+        query: loaded.query,
+        key: loaded.key,
+        mask: loaded.mask.map(<[u8]>::to_vec),
+        g,
+    })
 }

@@ -10,6 +10,7 @@
 //! exact (or f64-accurate) and NOT rounded to the output dtype; the harness rounds once where a
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
+pub mod attention_regimes;
 pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;
@@ -17,9 +18,11 @@ pub mod mc2_matmul_allreduce;
 pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod paged_kv;
+pub mod regime;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
+pub use regime::Regime;
 pub use tensor::{ElemType, Tensor, TensorError, TensorMap};
 
 use crate::parallel::Threads;
@@ -97,6 +100,13 @@ pub enum OpError {
     MissingInput { op: String, input: String },
     #[error("op `{op}`: {message}")]
     Failed { op: String, message: String },
+    /// A declared numeric regime ([`regime`]) that this case cannot hold.
+    #[error("op `{op}`: regime `{regime}`: {message}")]
+    Regime {
+        op: String,
+        regime: String,
+        message: String,
+    },
 }
 
 /// An op family: one suite file's worth of cases.
@@ -114,6 +124,35 @@ pub trait OpFamily: Sync {
         params: &serde_json::Value,
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError>;
+    /// The numeric regimes ([`regime`]) this family's generator can guarantee.
+    fn regimes(&self) -> Vec<Regime> {
+        Vec::new()
+    }
+    /// Checks that a case with `params` can hold every regime of `regimes` (from the shape
+    /// alone), naming the first it cannot hold.
+    fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        let _ = params;
+        match regimes.first() {
+            None => Ok(()),
+            Some(r) => Err(OpError::Regime {
+                op: self.name().to_string(),
+                regime: r.name().to_string(),
+                message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
+            }),
+        }
+    }
+    /// [`OpFamily::generate`], then makes every regime of `regimes` true whatever the stream
+    /// (the stream moves where and with which values, never whether). Without regimes, the
+    /// same inputs as [`OpFamily::generate`].
+    fn generate_with_regimes(
+        &self,
+        params: &serde_json::Value,
+        regimes: &[Regime],
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        self.check_regimes(params, regimes)?;
+        self.generate(params, ctx)
+    }
     /// Runs the reference with `recipe` (or [`ORACLE`]).
     fn run(
         &self,

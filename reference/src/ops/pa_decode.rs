@@ -13,10 +13,12 @@
 //! block are 0. Every cache slot that no valid token occupies (free blocks, the tail of each
 //! last block) holds NaN.
 
+use super::attention_regimes::{self, ScoreView};
 use super::fa_prefill::{
     attention_flops, f32_values, invalid, op_error, oracle_outputs, output_specs, preset,
     recipe_outputs, values_tensor,
 };
+use super::regime::{late_from, Regime};
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
     TensorMap, TensorSpec, ORACLE,
@@ -388,6 +390,66 @@ impl OpFamily for PaDecode {
         Ok(m)
     }
 
+    fn regimes(&self) -> Vec<Regime> {
+        super::regime::for_op(OP)
+    }
+
+    fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        let p: PaDecodeParams = parse_params(OP, params)?;
+        let plan = p.plan()?;
+        attention_regimes::check(
+            OP,
+            &plan.g,
+            regimes,
+            late_from(Some(p.block_size)),
+            p.shared_prefix_blocks * p.block_size,
+        )
+    }
+
+    fn generate_with_regimes(
+        &self,
+        params: &serde_json::Value,
+        regimes: &[Regime],
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        let mut m = self.generate(params, ctx)?;
+        if regimes.is_empty() {
+            return Ok(m);
+        }
+        let p: PaDecodeParams = parse_params(OP, params)?;
+        let plan = p.plan()?;
+        let c = plan.cache;
+        let table = m
+            .get("block_table")
+            .ok_or_else(|| OpError::MissingInput {
+                op: OP.to_string(),
+                input: "block_table".to_string(),
+            })?
+            .to_i64_vec()
+            .map_err(|e| invalid(OP, "block_table", &e.to_string()))?;
+        let width = plan.max_blocks;
+        let layout = p.cache_layout;
+        let offset = |b: usize, j: usize, kvh: usize| {
+            let blk = table[b * width + j / c.block_size] as usize;
+            layout.offset(&c, blk, j % c.block_size, kvh, 0)
+        };
+        let keys = attention_regimes::KeyRows {
+            tensor: "key_cache",
+            offset: &offset,
+            first_free: p.shared_prefix_blocks * p.block_size,
+        };
+        attention_regimes::impose(
+            OP,
+            &plan.g,
+            regimes,
+            &keys,
+            late_from(Some(p.block_size)),
+            &mut m,
+            ctx,
+        )?;
+        Ok(m)
+    }
+
     fn run(
         &self,
         params: &serde_json::Value,
@@ -486,4 +548,44 @@ fn run_edited(
         let o = paged_attention(g, &r, &q, mask, &kv, threads).map_err(|e| op_error(OP, e))?;
         Ok(Some(recipe_outputs(g, &o.out, o.lse.as_deref())))
     }
+}
+
+/// The scores' ingredients of a `pa_decode` case, K gathered to the contiguous layout through
+/// the block table ([`attention_regimes::score_view`]).
+pub(crate) fn score_view(
+    params: &serde_json::Value,
+    inputs: &TensorMap,
+) -> Result<ScoreView, OpError> {
+    let p: PaDecodeParams = parse_params(OP, params)?;
+    let plan = p.plan()?;
+    let g = &plan.g;
+    let specs = PaDecode::inputs(&p, &plan);
+    let query = f32_values(OP, "query", input(OP, inputs, &specs[0])?)?;
+    let kt = input(OP, inputs, &specs[1])?;
+    let vt = input(OP, inputs, &specs[2])?;
+    let kf = f32_values(OP, "key_cache", kt)?;
+    let vf = f32_values(OP, "value_cache", vt)?;
+    let table = input(OP, inputs, &specs[3])?
+        .to_i64_vec()
+        .map_err(|e| invalid(OP, "block_table", &e.to_string()))?;
+    let mask = if g.atten_mask {
+        Some(input(OP, inputs, &specs[4])?.data.clone())
+    } else {
+        None
+    };
+    let kv = PagedKv {
+        key_cache: CacheData::F32(&kf),
+        value_cache: CacheData::F32(&vf),
+        layout: p.cache_layout,
+        cache: plan.cache,
+        block_table: &table,
+        max_blocks: plan.max_blocks,
+    };
+    let (key, _) = gather_contiguous(g, &kv).map_err(|e| op_error(OP, e))?;
+    Ok(ScoreView {
+        query,
+        key,
+        mask,
+        g: plan.g.clone(),
+    })
 }

@@ -1,0 +1,475 @@
+//! The numeric regimes of the attention families ([`super::regime`]), made true after the
+//! ordinary draw of a case's inputs, and a read-only view of a case's scores and mask (what
+//! the regime checks and the attention faults need).
+//!
+//! Construction, per batch entry with a suitable row (the row, the keys and the signs are
+//! drawn from the case's stream):
+//!
+//! - `masked_rows_lse`: when no valid query row is already without keys, one valid row (not
+//!   one the other regimes use) gets an explicit mask row of all 1s.
+//! - `large_logits` / `late_max`: a row `i` and a key `j` it sees (for `late_max`, `j` at or
+//!   after the first KV tile, and a first-tile key made visible too). For each KV head the key
+//!   row `k_j` is scaled (rounded once to the dtype) until its norm is at least 2.6 times that
+//!   of every other key the row sees, and each query head of the group gets `q_i = round(c
+//!   k_j)` with `c` chosen so that the scaled score is [`LARGE_LOGIT_TARGET`] (or
+//!   [`LATE_MAX_TARGET`]). Every term `q_d k_d` is then non-negative, so the score is the
+//!   target to within the dtype's rounding, and every other score of the row is at most
+//!   1/2.6 of it (Cauchy-Schwarz). The result is checked before it is returned.
+
+use super::regime::{Regime, LARGE_LOGIT_FLOOR, LARGE_LOGIT_TARGET, LATE_MAX_GAP, LATE_MAX_TARGET};
+use super::{ElemType, GenContext, OpError, Tensor, TensorMap};
+use crate::attention::{mask::BatchMask, Geometry};
+use crate::formats::Rounding;
+use crate::math::sqrt_f64;
+
+/// A key row's norm is raised to at least this multiple of every other visible key's norm.
+const DOMINANCE: f64 = 2.6;
+
+/// Where the key rows of a case live.
+pub(crate) struct KeyRows<'a> {
+    /// The input tensor holding them (`key`, `key_cache`).
+    pub tensor: &'static str,
+    /// Element offset of key row (b, j, KV head) in that tensor (`head_dim` values contiguous).
+    pub offset: &'a dyn Fn(usize, usize, usize) -> usize,
+    /// Keys below this may be shared with another batch entry (a shared prefix): never chosen.
+    pub first_free: usize,
+}
+
+fn regime_err(op: &str, r: Regime, message: impl Into<String>) -> OpError {
+    OpError::Regime {
+        op: op.to_string(),
+        regime: r.name().to_string(),
+        message: message.into(),
+    }
+}
+
+fn interval(g: &Geometry, b: usize, i: usize) -> (usize, usize) {
+    BatchMask::structured(g.sparse, g.lq[b], g.lk[b]).interval(i)
+}
+
+fn large_ok((lo, hi): (usize, usize), first_free: usize) -> bool {
+    hi > lo.max(first_free)
+}
+
+fn late_ok((lo, hi): (usize, usize), late: usize, first_free: usize) -> bool {
+    lo < late && hi > late.max(first_free)
+}
+
+fn valid_rows(g: &Geometry) -> impl Iterator<Item = (usize, usize)> + '_ {
+    (0..g.batch).flat_map(move |b| (0..g.lq[b]).map(move |i| (b, i)))
+}
+
+/// Checks that the geometry can hold `regimes` (before any input exists), naming the first
+/// regime it cannot hold and why.
+pub(crate) fn check(
+    op: &str,
+    g: &Geometry,
+    regimes: &[Regime],
+    late_from: usize,
+    first_free: usize,
+) -> Result<(), OpError> {
+    for &r in regimes {
+        if !r.applies_to(op) {
+            return Err(regime_err(
+                op,
+                r,
+                format!("does not apply to this op (only to {})", r.ops().join(", ")),
+            ));
+        }
+        match r {
+            Regime::MaskedRowsLse => {
+                if !g.softmax_lse_flag {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "needs softmax_lse_flag = true (the regime judges the LSE of fully masked rows)",
+                    ));
+                }
+                let structural = valid_rows(g).any(|(b, i)| {
+                    let (lo, hi) = interval(g, b, i);
+                    lo == hi
+                });
+                if !g.atten_mask && !structural {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "needs atten_mask = true (or a sparse mode or lengths that leave a valid query row without keys)",
+                    ));
+                }
+            }
+            Regime::LateMax => {
+                if !valid_rows(g).any(|(b, i)| late_ok(interval(g, b, i), late_from, first_free)) {
+                    let longest = valid_rows(g)
+                        .map(|(b, i)| {
+                            let (lo, hi) = interval(g, b, i);
+                            hi - lo
+                        })
+                        .max()
+                        .unwrap_or(0);
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs a valid query row that sees keys both before and at or after key {late_from} (one KV tile); the longest row here sees {longest} keys"
+                        ),
+                    ));
+                }
+            }
+            Regime::LargeLogits => {
+                if !valid_rows(g).any(|(b, i)| large_ok(interval(g, b, i), first_free)) {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "needs a valid query row that sees at least one key",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn norm(v: &[f64]) -> f64 {
+    sqrt_f64(v.iter().map(|x| x * x).sum())
+}
+
+/// `v` rounded once (RNE) to `et`.
+fn round_row(et: ElemType, v: &[f64]) -> Vec<f64> {
+    Tensor::round_values(et, vec![v.len()], v, Rounding::RNE).to_f64_vec()
+}
+
+/// Writes `row` (already representable in the tensor's dtype) at element `offset`.
+fn patch(t: &mut Tensor, offset: usize, row: &[f64]) {
+    let es = t.dtype.size_bytes();
+    let enc = Tensor::round_values(t.dtype, vec![row.len()], row, Rounding::RNE);
+    t.data[offset * es..(offset + row.len()) * es].copy_from_slice(&enc.data);
+}
+
+fn tensor<'a>(op: &str, inputs: &'a TensorMap, name: &str) -> Result<&'a Tensor, OpError> {
+    inputs.get(name).ok_or_else(|| OpError::MissingInput {
+        op: op.to_string(),
+        input: name.to_string(),
+    })
+}
+
+fn pick(ctx: &mut GenContext, lo: usize, hi: usize) -> usize {
+    lo + ctx.below((hi - lo) as u64) as usize
+}
+
+/// Makes every regime of `regimes` true of `inputs` (drawn as usual before), choosing rows,
+/// keys and signs from `ctx`.
+pub(crate) fn impose(
+    op: &str,
+    g: &Geometry,
+    regimes: &[Regime],
+    keys: &KeyRows,
+    late_from: usize,
+    inputs: &mut TensorMap,
+    ctx: &mut GenContext,
+) -> Result<(), OpError> {
+    if regimes.is_empty() {
+        return Ok(());
+    }
+    check(op, g, regimes, late_from, keys.first_free)?;
+    let large = regimes.contains(&Regime::LargeLogits);
+    let late = regimes.contains(&Regime::LateMax);
+    let empty = regimes.contains(&Regime::MaskedRowsLse);
+    let ff = keys.first_free;
+    let mut mask: Option<Vec<u8>> = if g.atten_mask {
+        Some(tensor(op, inputs, "atten_mask")?.data.clone())
+    } else {
+        None
+    };
+    let sees_any = |mask: &Option<Vec<u8>>, b: usize, i: usize| {
+        let m = BatchMask::new(g, b, mask.as_deref());
+        let (lo, hi) = interval(g, b, i);
+        (lo..hi).any(|j| m.allowed(i, j))
+    };
+    let fits = |b: usize, i: usize| {
+        let iv = interval(g, b, i);
+        if late {
+            late_ok(iv, late_from, ff)
+        } else {
+            large_ok(iv, ff)
+        }
+    };
+    let wants_targets = large || late;
+    let mut candidates: Vec<Vec<usize>> = (0..g.batch)
+        .map(|b| {
+            (0..g.lq[b])
+                .filter(|&i| wants_targets && fits(b, i) && sees_any(&mask, b, i))
+                .collect()
+        })
+        .collect();
+    if empty && !valid_rows(g).any(|(b, i)| !sees_any(&mask, b, i)) {
+        let total: usize = candidates.iter().map(Vec::len).sum();
+        let pool: Vec<(usize, usize)> = valid_rows(g)
+            .filter(|&(b, i)| !wants_targets || total > candidates[b].contains(&i) as usize)
+            .collect();
+        let Some(m) = mask.as_mut().filter(|_| !pool.is_empty()) else {
+            return Err(regime_err(
+                op,
+                Regime::MaskedRowsLse,
+                "needs a valid query row to mask besides the rows the other regimes use",
+            ));
+        };
+        let (b, i) = pool[ctx.below(pool.len() as u64) as usize];
+        let start = g.mask_offset(b, i, 0);
+        m[start..start + g.kv_seq].fill(1);
+        candidates[b].retain(|&x| x != i);
+    }
+    if wants_targets {
+        make_targets(
+            op,
+            g,
+            large,
+            late,
+            keys,
+            late_from,
+            &candidates,
+            &mut mask,
+            inputs,
+            ctx,
+        )?;
+    }
+    if let Some(m) = mask {
+        let t = inputs
+            .get_mut("atten_mask")
+            .ok_or_else(|| OpError::MissingInput {
+                op: op.to_string(),
+                input: "atten_mask".to_string(),
+            })?;
+        t.data = m;
+    }
+    Ok(())
+}
+
+/// The large-logit / late-maximum rows (see the module documentation).
+#[allow(clippy::too_many_arguments)]
+fn make_targets(
+    op: &str,
+    g: &Geometry,
+    large: bool,
+    late: bool,
+    keys: &KeyRows,
+    late_from: usize,
+    candidates: &[Vec<usize>],
+    mask: &mut Option<Vec<u8>>,
+    inputs: &mut TensorMap,
+    ctx: &mut GenContext,
+) -> Result<(), OpError> {
+    let main = if large {
+        Regime::LargeLogits
+    } else {
+        Regime::LateMax
+    };
+    let et = ElemType::from(g.dtype);
+    let d = g.head_dim;
+    let scale = g.scale as f64;
+    if scale.is_nan() || scale <= 0.0 {
+        return Err(regime_err(op, main, "needs a positive softmax scale"));
+    }
+    let mut q = tensor(op, inputs, "query")?.to_f64_vec();
+    let mut k = tensor(op, inputs, keys.tensor)?.to_f64_vec();
+    let mut q_rows: Vec<usize> = Vec::new();
+    let mut k_rows: Vec<usize> = Vec::new();
+    let mut targets = Vec::new();
+    let target = if large {
+        LARGE_LOGIT_TARGET
+    } else {
+        LATE_MAX_TARGET
+    };
+    let ff = keys.first_free;
+    for (b, rows) in candidates.iter().enumerate() {
+        if rows.is_empty() {
+            continue;
+        }
+        let i = rows[ctx.below(rows.len() as u64) as usize];
+        let (lo, hi) = interval(g, b, i);
+        let j = if late {
+            pick(ctx, late_from.max(ff), hi)
+        } else {
+            pick(ctx, lo.max(ff), hi)
+        };
+        let mut open = vec![j];
+        if late {
+            open.push(pick(ctx, lo, late_from.min(hi)));
+        }
+        if let Some(m) = mask.as_mut() {
+            for &x in &open {
+                m[g.mask_offset(b, i, x)] = 0;
+            }
+        }
+        let bm = BatchMask::new(g, b, mask.as_deref());
+        let others: Vec<usize> = (lo..hi).filter(|&x| x != j && bm.allowed(i, x)).collect();
+        for kvh in 0..g.kv_heads {
+            let off = (keys.offset)(b, j, kvh);
+            let mut row = k[off..off + d].to_vec();
+            let mut widest = 0f64;
+            for &x in &others {
+                let o = (keys.offset)(b, x, kvh);
+                widest = widest.max(norm(&k[o..o + d]));
+            }
+            let mut n = norm(&row);
+            if !widest.is_finite() || !n.is_finite() {
+                return Err(regime_err(
+                    op,
+                    main,
+                    "the drawn keys hold non-finite values (use finite inputs with this regime)",
+                ));
+            }
+            let need = (DOMINANCE * widest).max(1.0 / sqrt_f64(scale));
+            if n == 0.0 {
+                row = (0..d)
+                    .map(|_| if ctx.next_u64() & 1 == 0 { 1.0 } else { -1.0 })
+                    .collect();
+                n = norm(&row);
+            }
+            if n < need {
+                let f = need / n;
+                row = round_row(et, &row.iter().map(|x| x * f).collect::<Vec<_>>());
+                n = norm(&row);
+            }
+            if !n.is_finite() {
+                return Err(regime_err(
+                    op,
+                    main,
+                    format!("the key it needs overflows {}", g.dtype.name()),
+                ));
+            }
+            k[off..off + d].copy_from_slice(&row);
+            k_rows.push(off);
+            let c = target / (scale * n * n);
+            let qrow = round_row(et, &row.iter().map(|x| x * c).collect::<Vec<_>>());
+            if qrow.iter().any(|x| !x.is_finite()) {
+                return Err(regime_err(
+                    op,
+                    main,
+                    format!(
+                        "the query it needs overflows {} (the softmax scale is too small)",
+                        g.dtype.name()
+                    ),
+                ));
+            }
+            for h in (0..g.heads).filter(|&h| g.kv_head(h) == kvh) {
+                let qo = g.q_offset(b, i, h);
+                q[qo..qo + d].copy_from_slice(&qrow);
+                q_rows.push(qo);
+            }
+        }
+        targets.push((b, i, j));
+    }
+    if targets.is_empty() {
+        return Err(regime_err(
+            op,
+            main,
+            "no valid query row that sees a key is left for it",
+        ));
+    }
+    // The construction's promise, checked on the rounded values.
+    for &(b, i, j) in &targets {
+        let bm = BatchMask::new(g, b, mask.as_deref());
+        let (lo, hi) = interval(g, b, i);
+        for h in 0..g.heads {
+            let qo = g.q_offset(b, i, h);
+            let kvh = g.kv_head(h);
+            let score = |x: usize| {
+                let ko = (keys.offset)(b, x, kvh);
+                scale
+                    * q[qo..qo + d]
+                        .iter()
+                        .zip(&k[ko..ko + d])
+                        .map(|(a, c)| a * c)
+                        .sum::<f64>()
+            };
+            let sj = score(j);
+            let rest = (lo..hi)
+                .filter(|&x| x != j && bm.allowed(i, x))
+                .map(score)
+                .fold(f64::NEG_INFINITY, f64::max);
+            // NaN scores count as broken: the comparisons are written so that NaN fails them.
+            let large_holds = sj > LARGE_LOGIT_FLOOR;
+            let late_holds = sj - rest >= LATE_MAX_GAP;
+            let broken = if large && !large_holds {
+                Some(Regime::LargeLogits)
+            } else if late && !late_holds {
+                Some(Regime::LateMax)
+            } else {
+                None
+            };
+            if let Some(r) = broken {
+                return Err(OpError::Failed {
+                    op: op.to_string(),
+                    message: format!(
+                        "regime `{}`: the construction gave batch {b} head {h} row {i} a score of {sj} at key {j} (other keys up to {rest})",
+                        r.name()
+                    ),
+                });
+            }
+        }
+    }
+    let qt = inputs.get_mut("query").expect("read above");
+    for o in q_rows {
+        patch(qt, o, &q[o..o + d]);
+    }
+    let kt = inputs.get_mut(keys.tensor).expect("read above");
+    for o in k_rows {
+        patch(kt, o, &k[o..o + d]);
+    }
+    Ok(())
+}
+
+/// A case's query, keys (contiguous, in the geometry's K layout) and mask, read from its
+/// inputs: what its scores are made of.
+pub struct ScoreView {
+    pub g: Geometry,
+    pub query: Vec<f32>,
+    pub key: Vec<f32>,
+    pub mask: Option<Vec<u8>>,
+}
+
+impl ScoreView {
+    /// Whether valid row `i` of batch `b` may attend to key `j`.
+    pub fn allowed(&self, b: usize, i: usize, j: usize) -> bool {
+        BatchMask::new(&self.g, b, self.mask.as_deref()).allowed(i, j)
+    }
+
+    /// The scaled score of (b, i, head h) at key j, in f64 from the inputs' values.
+    pub fn score(&self, b: usize, i: usize, h: usize, j: usize) -> f64 {
+        let d = self.g.head_dim;
+        let qo = self.g.q_offset(b, i, h);
+        let ko = self.g.kv_offset(b, j, self.g.kv_head(h));
+        self.g.scale as f64
+            * self.query[qo..qo + d]
+                .iter()
+                .zip(&self.key[ko..ko + d])
+                .map(|(a, c)| *a as f64 * *c as f64)
+                .sum::<f64>()
+    }
+
+    /// The largest scaled score of (b, i, h) over the keys it sees (`None`: it sees none).
+    pub fn max_score(&self, b: usize, i: usize, h: usize) -> Option<f64> {
+        (0..self.g.lk[b])
+            .filter(|&j| self.allowed(b, i, j))
+            .map(|j| self.score(b, i, h, j))
+            .reduce(f64::max)
+    }
+
+    /// Whether valid row `i` of batch `b` sees no key at all.
+    pub fn row_empty(&self, b: usize, i: usize) -> bool {
+        !(0..self.g.lk[b]).any(|j| self.allowed(b, i, j))
+    }
+}
+
+/// The [`ScoreView`] of an `fa_prefill` or `pa_decode` case.
+pub fn score_view(
+    op: &str,
+    params: &serde_json::Value,
+    inputs: &TensorMap,
+) -> Result<ScoreView, OpError> {
+    match op {
+        "pa_decode" => super::pa_decode::score_view(params, inputs),
+        "fa_prefill" => super::fa_prefill::score_view(params, inputs),
+        _ => Err(OpError::UnknownOp(op.to_string())),
+    }
+}

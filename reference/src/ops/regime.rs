@@ -1,0 +1,119 @@
+//! Numeric regimes: properties of a case's inputs that put a kernel where a class of bugs
+//! shows (scores large enough to overflow exp, a row maximum that arrives late, fully masked
+//! rows with the LSE asked for). A case declares the regimes it exercises (`regimes = [...]`
+//! in its suite entry); the op's generator then guarantees each of them whatever the seed:
+//! the seed moves which rows, keys and values carry the regime, never whether it is there.
+//! A shape that cannot hold a declared regime is an error naming the regime.
+
+/// One numeric regime, with a stable name (what suites and reports use).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Regime {
+    /// In every batch entry with a row that sees a key, every query head has a row whose
+    /// largest scaled score is above [`LARGE_LOGIT_FLOOR`].
+    LargeLogits,
+    /// In every such batch entry, every query head has a row whose maximum score is at a key
+    /// at or after the first KV tile ([`late_from`]) and exceeds every other score of the row
+    /// by at least [`LATE_MAX_GAP`], while the row also sees keys of the first tile.
+    LateMax,
+    /// The case asks for `softmax_lse` and has at least one valid query row that sees no key.
+    MaskedRowsLse,
+}
+
+/// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
+/// about 88.72 on, so a kernel that does not subtract the row maximum gets Inf/NaN).
+pub const LARGE_LOGIT_FLOOR: f64 = 100.0;
+/// The score the large-logit construction aims at.
+pub const LARGE_LOGIT_TARGET: f64 = 128.0;
+/// The score the late-maximum construction aims at (when large logits are not asked too).
+pub const LATE_MAX_TARGET: f64 = 16.0;
+/// A late maximum exceeds every other score of its row by at least this much, so the
+/// rescale factor exp(m_old - m_new) of the earlier tiles is below exp(-4).
+pub const LATE_MAX_GAP: f64 = 4.0;
+/// The smallest first-tile width a late maximum must lie beyond: the 128-key KV tile of the
+/// online-softmax presets with fixed tiling.
+pub const LATE_MAX_FROM: usize = 128;
+
+const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
+
+impl Regime {
+    /// Every regime, in a stable order.
+    pub const ALL: [Regime; 3] = [Regime::LargeLogits, Regime::LateMax, Regime::MaskedRowsLse];
+
+    /// The stable name (`large_logits`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Regime::LargeLogits => "large_logits",
+            Regime::LateMax => "late_max",
+            Regime::MaskedRowsLse => "masked_rows_lse",
+        }
+    }
+
+    /// What the regime guarantees, in one line.
+    pub fn description(self) -> &'static str {
+        match self {
+            Regime::LargeLogits => {
+                "every (batch, head) has a row whose largest scaled score is above 100: exp overflows f32 unless the row maximum is subtracted"
+            }
+            Regime::LateMax => {
+                "every (batch, head) has a row whose maximum score (4 or more above the rest) lies at key 128 or later (after the first KV tile), so the online rescale matters"
+            }
+            Regime::MaskedRowsLse => {
+                "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
+            }
+        }
+    }
+
+    /// The regime called `name`.
+    pub fn parse(name: &str) -> Option<Regime> {
+        Regime::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The ops whose generators can guarantee this regime.
+    pub fn ops(self) -> &'static [&'static str] {
+        ATTENTION
+    }
+
+    /// Whether the regime applies to op `op`.
+    pub fn applies_to(self, op: &str) -> bool {
+        self.ops().contains(&op)
+    }
+}
+
+/// The regimes that apply to op `op` (what the regime map of `conform adequacy` lists).
+pub fn for_op(op: &str) -> Vec<Regime> {
+    Regime::ALL
+        .into_iter()
+        .filter(|r| r.applies_to(op))
+        .collect()
+}
+
+/// The key from which a late maximum counts as late: the case's own KV tile (or cache block)
+/// when it is longer than [`LATE_MAX_FROM`], else [`LATE_MAX_FROM`].
+pub fn late_from(tile: Option<usize>) -> usize {
+    tile.unwrap_or(0).max(LATE_MAX_FROM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_distinct() {
+        for r in Regime::ALL {
+            assert_eq!(Regime::parse(r.name()), Some(r));
+            assert_eq!(
+                serde_json::to_value(r).unwrap(),
+                serde_json::json!(r.name())
+            );
+            assert!(!r.description().is_empty());
+        }
+        assert_eq!(Regime::parse("huge_logits"), None);
+        assert_eq!(for_op("fa_prefill").len(), 3);
+        assert!(for_op("mxfp4_dequant").is_empty());
+        assert_eq!(late_from(Some(64)), 128);
+        assert_eq!(late_from(Some(256)), 256);
+    }
+}

@@ -1,0 +1,312 @@
+//! The declared numeric regimes of the attention families hold on every seed: the scores and
+//! the mask are recomputed here from the generated tensors (keys read through the block table
+//! for `pa_decode`), independently of the generator's construction.
+
+use conform_reference::attention::mask::BatchMask;
+use conform_reference::attention::Geometry;
+use conform_reference::kv::{CacheGeometry, KvCacheLayout};
+use conform_reference::ops::{self, GenContext, OpError, Regime, TensorMap, ValueDist};
+use conform_reference::splitmix::SplitMix64;
+use serde_json::json;
+
+const SEEDS: u64 = 120;
+
+fn generate(
+    op: &str,
+    params: &serde_json::Value,
+    regimes: &[Regime],
+    seed: u64,
+    dist: ValueDist,
+) -> Result<TensorMap, OpError> {
+    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED);
+    let mut bits = move || g.next_u64();
+    let mut ctx = GenContext::new(&mut bits, dist);
+    ops::find(op)?.generate_with_regimes(params, regimes, &mut ctx)
+}
+
+fn normal() -> ValueDist {
+    ValueDist::Normal {
+        mean: 0.0,
+        std: 1.0,
+    }
+}
+
+/// Scores of a generated case, recomputed from its tensors.
+struct Scores {
+    g: Geometry,
+    q: Vec<f64>,
+    /// Key row (b, j, kv head) as f64.
+    key: Box<dyn Fn(usize, usize, usize) -> Vec<f64>>,
+    mask: Option<Vec<u8>>,
+}
+
+impl Scores {
+    fn of(op: &str, params: &serde_json::Value, inputs: &TensorMap) -> Scores {
+        let q = inputs["query"].to_f64_vec();
+        let mask = inputs.get("atten_mask").map(|t| t.data.clone());
+        if op == "fa_prefill" {
+            let g = ops::fa_prefill::geometry_of(params).unwrap();
+            let k = inputs["key"].to_f64_vec();
+            let gk = g.clone();
+            let d = g.head_dim;
+            Scores {
+                key: Box::new(move |b, j, kvh| {
+                    let o = gk.kv_offset(b, j, kvh);
+                    k[o..o + d].to_vec()
+                }),
+                g,
+                q,
+                mask,
+            }
+        } else {
+            let g = ops::pa_decode::geometry_of(params).unwrap();
+            let kc = &inputs["key_cache"];
+            let layout: KvCacheLayout = serde_json::from_value(
+                params
+                    .get("cache_layout")
+                    .cloned()
+                    .unwrap_or(json!("BnBsH")),
+            )
+            .unwrap();
+            let bs = params["block_size"].as_u64().unwrap() as usize;
+            let cache = CacheGeometry {
+                num_blocks: kc.shape[0],
+                block_size: bs,
+                kv_heads: g.kv_heads,
+                head_dim: g.head_dim,
+            };
+            let table = inputs["block_table"].to_i64_vec().unwrap();
+            let width = inputs["block_table"].shape[1];
+            let k = kc.to_f64_vec();
+            let d = g.head_dim;
+            Scores {
+                key: Box::new(move |b, j, kvh| {
+                    let blk = table[b * width + j / bs] as usize;
+                    let o = layout.offset(&cache, blk, j % bs, kvh, 0);
+                    k[o..o + d].to_vec()
+                }),
+                g,
+                q,
+                mask,
+            }
+        }
+    }
+
+    fn sees(&self, b: usize, i: usize) -> Vec<usize> {
+        let m = BatchMask::new(&self.g, b, self.mask.as_deref());
+        (0..self.g.lk[b]).filter(|&j| m.allowed(i, j)).collect()
+    }
+
+    fn score(&self, b: usize, i: usize, h: usize, j: usize) -> f64 {
+        let d = self.g.head_dim;
+        let o = self.g.q_offset(b, i, h);
+        let k = (self.key)(b, j, self.g.kv_head(h));
+        self.g.scale as f64
+            * self.q[o..o + d]
+                .iter()
+                .zip(&k)
+                .map(|(a, c)| a * c)
+                .sum::<f64>()
+    }
+
+    /// For each (b, h) of a batch with a row that sees a key: whether some row has a largest
+    /// score above 100.
+    fn large_logits(&self) -> Vec<bool> {
+        let g = &self.g;
+        let mut v = Vec::new();
+        for b in 0..g.batch {
+            let rows: Vec<(usize, Vec<usize>)> = (0..g.lq[b])
+                .map(|i| (i, self.sees(b, i)))
+                .filter(|(_, s)| !s.is_empty())
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            for h in 0..g.heads {
+                v.push(rows.iter().any(|(i, keys)| {
+                    keys.iter()
+                        .map(|&j| self.score(b, *i, h, j))
+                        .fold(f64::NEG_INFINITY, f64::max)
+                        > 100.0
+                }));
+            }
+        }
+        v
+    }
+
+    /// For each (b, h) as above: whether some row that also sees a key before 128 has its
+    /// maximum at key 128 or later, 4 or more above every other score.
+    fn late_max(&self) -> Vec<bool> {
+        let g = &self.g;
+        let mut v = Vec::new();
+        for b in 0..g.batch {
+            let rows: Vec<(usize, Vec<usize>)> = (0..g.lq[b])
+                .map(|i| (i, self.sees(b, i)))
+                .filter(|(_, s)| !s.is_empty())
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            for h in 0..g.heads {
+                v.push(rows.iter().any(|(i, keys)| {
+                    let mut s: Vec<(f64, usize)> =
+                        keys.iter().map(|&j| (self.score(b, *i, h, j), j)).collect();
+                    s.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    keys[0] < 128 && s[0].1 >= 128 && s.len() > 1 && s[0].0 - s[1].0 >= 4.0
+                }));
+            }
+        }
+        v
+    }
+
+    fn masked_rows(&self) -> usize {
+        let g = &self.g;
+        (0..g.batch)
+            .map(|b| (0..g.lq[b]).filter(|&i| self.sees(b, i).is_empty()).count())
+            .sum()
+    }
+}
+
+fn fa_params() -> serde_json::Value {
+    json!({ "dtype": "bf16", "batch": 2, "q_seq": 16, "kv_seq": 200, "num_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "atten_mask": true,
+            "softmax_lse_flag": true })
+}
+
+fn pa_params() -> serde_json::Value {
+    json!({ "dtype": "f16", "batch": 3, "num_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 64, "block_size": 16, "actual_seq_lengths_kv": [300, 200, 150],
+            "shared_prefix_blocks": 1, "cache_layout": "BnNBsD", "atten_mask": true,
+            "softmax_lse_flag": true })
+}
+
+fn check_all_seeds(op: &str, params: &serde_json::Value, regimes: &[Regime], dist: ValueDist) {
+    let mut positions = std::collections::BTreeSet::new();
+    for seed in 0..SEEDS {
+        let inputs = generate(op, params, regimes, seed, dist.clone())
+            .unwrap_or_else(|e| panic!("{op} seed {seed}: {e}"));
+        let s = Scores::of(op, params, &inputs);
+        if regimes.contains(&Regime::LargeLogits) {
+            let v = s.large_logits();
+            assert!(
+                !v.is_empty() && v.iter().all(|&x| x),
+                "{op} seed {seed}: large_logits {v:?}"
+            );
+        }
+        if regimes.contains(&Regime::LateMax) {
+            let v = s.late_max();
+            assert!(
+                !v.is_empty() && v.iter().all(|&x| x),
+                "{op} seed {seed}: late_max {v:?}"
+            );
+        }
+        if regimes.contains(&Regime::MaskedRowsLse) {
+            assert!(s.masked_rows() > 0, "{op} seed {seed}: no fully masked row");
+            let desc = ops::find(op).unwrap().describe(params).unwrap();
+            assert!(desc.outputs.iter().any(|o| o.name == "softmax_lse"));
+        }
+        // Where the regime sits: the seed moves it.
+        let g = &s.g;
+        let top = (0..g.lq[0])
+            .flat_map(|i| s.sees(0, i).into_iter().map(move |j| (i, j)))
+            .max_by(|a, b| s.score(0, a.0, 0, a.1).total_cmp(&s.score(0, b.0, 0, b.1)));
+        positions.insert(top);
+    }
+    assert!(
+        positions.len() > SEEDS as usize / 4,
+        "{op}: the seed hardly moves the regime ({} positions)",
+        positions.len()
+    );
+}
+
+#[test]
+fn fa_prefill_regimes_hold_on_every_seed() {
+    let all = Regime::ALL;
+    check_all_seeds("fa_prefill", &fa_params(), &all, normal());
+    check_all_seeds("fa_prefill", &fa_params(), &[Regime::LateMax], normal());
+    let mut causal = fa_params();
+    causal["sparse_mode"] = json!(3);
+    causal["dtype"] = json!("f16");
+    check_all_seeds(
+        "fa_prefill",
+        &causal,
+        &[Regime::LargeLogits, Regime::MaskedRowsLse],
+        ValueDist::Uniform {
+            low: -1.0,
+            high: 1.0,
+        },
+    );
+}
+
+#[test]
+fn pa_decode_regimes_hold_on_every_seed() {
+    check_all_seeds("pa_decode", &pa_params(), &Regime::ALL, normal());
+    let mut bf = pa_params();
+    bf["dtype"] = json!("bf16");
+    bf["cache_layout"] = json!("BnBsH");
+    check_all_seeds(
+        "pa_decode",
+        &bf,
+        &[Regime::LargeLogits, Regime::LateMax],
+        ValueDist::CannOutliers {
+            fraction: 0.01,
+            outlier_scale: 1000.0,
+        },
+    );
+}
+
+#[test]
+fn without_regimes_the_inputs_are_the_ordinary_draw() {
+    for (op, p) in [("fa_prefill", fa_params()), ("pa_decode", pa_params())] {
+        let mut g = SplitMix64::new(7);
+        let mut bits = move || g.next_u64();
+        let mut ctx = GenContext::new(&mut bits, normal());
+        let plain = ops::find(op).unwrap().generate(&p, &mut ctx).unwrap();
+        let mut g = SplitMix64::new(7);
+        let mut bits = move || g.next_u64();
+        let mut ctx = GenContext::new(&mut bits, normal());
+        let none = ops::find(op)
+            .unwrap()
+            .generate_with_regimes(&p, &[], &mut ctx)
+            .unwrap();
+        assert_eq!(plain, none, "{op}");
+    }
+}
+
+fn regime_error(op: &str, params: serde_json::Value, r: Regime) -> String {
+    let e = ops::find(op)
+        .unwrap()
+        .check_regimes(&params, &[r])
+        .expect_err("the shape cannot hold it");
+    assert!(
+        matches!(&e, OpError::Regime { regime, .. } if regime == r.name()),
+        "{e:?}"
+    );
+    let g = generate(op, &params, &[r], 0, normal()).expect_err("generation refuses too");
+    assert_eq!(g.to_string(), e.to_string());
+    e.to_string()
+}
+
+#[test]
+fn shapes_that_cannot_hold_a_regime_are_refused_by_name() {
+    let mut p = fa_params();
+    p["softmax_lse_flag"] = json!(false);
+    let e = regime_error("fa_prefill", p, Regime::MaskedRowsLse);
+    assert!(e.contains("softmax_lse_flag"), "{e}");
+    let mut p = fa_params();
+    p["atten_mask"] = json!(false);
+    let e = regime_error("fa_prefill", p, Regime::MaskedRowsLse);
+    assert!(e.contains("atten_mask"), "{e}");
+    let mut p = fa_params();
+    p["kv_seq"] = json!(100);
+    let e = regime_error("fa_prefill", p, Regime::LateMax);
+    assert!(e.contains("key 128"), "{e}");
+    let mut p = pa_params();
+    p["actual_seq_lengths_kv"] = json!([120, 64, 16]);
+    regime_error("pa_decode", p, Regime::LateMax);
+    let e = ops::find("mxfp4_dequant")
+        .unwrap()
+        .check_regimes(&json!({}), &[Regime::LargeLogits])
+        .unwrap_err();
+    assert!(e.to_string().contains("large_logits"), "{e}");
+}
