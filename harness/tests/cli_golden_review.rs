@@ -25,9 +25,9 @@ fn staged(dir: &Path, id: &str) -> PathBuf {
     dir.join("golden").join(format!("{id}.safetensors.new"))
 }
 
-/// A scratch copy of the project where bless has staged changes for A and B (new seeds) and C
-/// (its manifest digest edited, so bless restores it).
-fn project_with_three_staged_cases() -> tempfile::TempDir {
+/// A scratch copy of the project (suites and golden store) where cases A and B have new
+/// seeds, so a bless changes both.
+fn project_with_new_seeds_for_a_and_b() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("suites"), &dir.path().join("suites"));
     copy_dir(&repo().join("golden"), &dir.path().join("golden"));
@@ -43,6 +43,13 @@ fn project_with_three_staged_cases() -> tempfile::TempDir {
             "description = \"edge: every slot is padding; the cache must not change\"\nseed = 9",
         );
     std::fs::write(&suite, s).unwrap();
+    dir
+}
+
+/// A scratch copy of the project where bless has staged changes for A and B (new seeds) and C
+/// (its manifest digest edited, so bless restores it).
+fn project_with_three_staged_cases() -> tempfile::TempDir {
+    let dir = project_with_new_seeds_for_a_and_b();
     let manifest = dir.path().join("golden/MANIFEST.toml");
     let m = std::fs::read_to_string(&manifest).unwrap();
     let c_digest = "1e182507b5f02df163c63d28be3676a899e5f36b37b66aa6ce7a96742daafca4";
@@ -204,22 +211,8 @@ fn review_is_refused_under_ci_and_for_staged_data_of_a_changed_case() {
 /// (its manifest entries and its `.new` files), so accepting after both moves in both.
 #[test]
 fn a_second_bless_keeps_what_the_first_staged() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = project_with_new_seeds_for_a_and_b();
     let root = dir.path();
-    copy_dir(&repo().join("suites"), &root.join("suites"));
-    copy_dir(&repo().join("golden"), &root.join("golden"));
-    let suite = root.join("suites/paged_kv.toml");
-    let s = std::fs::read_to_string(&suite).unwrap();
-    let s = s
-        .replace(
-            "description = \"edge: one decode token\"",
-            "description = \"edge: one decode token\"\nseed = 7",
-        )
-        .replace(
-            "description = \"edge: every slot is padding; the cache must not change\"",
-            "description = \"edge: every slot is padding; the cache must not change\"\nseed = 9",
-        );
-    std::fs::write(&suite, s).unwrap();
     for id in [A, B] {
         let o = conform(
             root,
