@@ -11,6 +11,7 @@
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
 pub mod attention_regimes;
+pub mod attention_ties;
 pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;

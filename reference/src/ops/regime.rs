@@ -20,6 +20,11 @@ pub enum Regime {
     LateMax,
     /// The case asks for `softmax_lse` and has at least one valid query row that sees no key.
     MaskedRowsLse,
+    /// Under the case's recipe, at least [`TIES_FLOOR`](super::attention_ties::TIES_FLOOR)
+    /// output elements are exact ties of the output cast and as many P elements exact ties of
+    /// the P cast, each rounded apart by ties-to-even and ties-away (where the recipe has such
+    /// a cast: [`super::attention_ties`]).
+    RoundingTies,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -40,7 +45,12 @@ const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 3] = [Regime::LargeLogits, Regime::LateMax, Regime::MaskedRowsLse];
+    pub const ALL: [Regime; 4] = [
+        Regime::LargeLogits,
+        Regime::LateMax,
+        Regime::MaskedRowsLse,
+        Regime::RoundingTies,
+    ];
 
     /// The stable name (`large_logits`).
     pub fn name(self) -> &'static str {
@@ -48,6 +58,7 @@ impl Regime {
             Regime::LargeLogits => "large_logits",
             Regime::LateMax => "late_max",
             Regime::MaskedRowsLse => "masked_rows_lse",
+            Regime::RoundingTies => "rounding_ties",
         }
     }
 
@@ -62,6 +73,9 @@ impl Regime {
             }
             Regime::MaskedRowsLse => {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
+            }
+            Regime::RoundingTies => {
+                "under the case's recipe, 8 or more output elements and 8 or more P elements are exact ties of their casts that ties-to-even and ties-away round apart (where the recipe has such a cast)"
             }
         }
     }
@@ -111,7 +125,7 @@ mod tests {
             assert!(!r.description().is_empty());
         }
         assert_eq!(Regime::parse("huge_logits"), None);
-        assert_eq!(for_op("fa_prefill").len(), 3);
+        assert_eq!(for_op("fa_prefill").len(), 4);
         assert!(for_op("mxfp4_dequant").is_empty());
         assert_eq!(late_from(Some(64)), 128);
         assert_eq!(late_from(Some(256)), 256);
