@@ -14,6 +14,7 @@ const SEEDS: u64 = 12;
 const MARGIN: usize = 8;
 const P: &str = "attn-p-rounding-swapped";
 const O: &str = "attn-output-rounding-swapped";
+const C: &str = "pa-v2-combine-swapped";
 
 fn generate(op: &str, params: &Value, recipe: &str, seed: u64) -> Result<TensorMap, OpError> {
     let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x71E5);

@@ -149,6 +149,10 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     if !survivors.is_empty() {
         crate::out!("{survivors}");
     }
+    let thin = msg::thin_kills(&report);
+    if !thin.is_empty() {
+        crate::out!("{thin}");
+    }
     let regime_map = adequacy::regimes::text(&report);
     if !regime_map.is_empty() {
         crate::out!("{regime_map}");

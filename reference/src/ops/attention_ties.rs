@@ -54,7 +54,7 @@ const P_TIES_PER_SLOT: usize = 8;
 pub const P_TIES_TARGET: usize = 16;
 /// The fewest P ties the regime promises under a two-pass recipe (one per query slot: see the
 /// module documentation).
-pub const TWO_PASS_FLOOR: usize = 2;
+pub const TWO_PASS_FLOOR: usize = 1;
 /// Output value columns carrying ties per output slot (at most `head_dim`).
 const TIE_COLUMNS: usize = 16;
 /// The fewest P ties / output ties the regime promises (when the recipe can hold them).
@@ -82,6 +82,9 @@ pub struct Planted {
     pub p_ties: usize,
     /// Output elements that are exact ties of the output cast.
     pub out_ties: usize,
+    /// Output elements whose exact value, combined from two split-KV partitions, is the
+    /// midpoint of two neighbours of the output dtype.
+    pub combine_ties: usize,
 }
 
 /// Whether the recipe's output cast sees an f32 value (no earlier cast of O made it exact).
@@ -331,6 +334,27 @@ pub(crate) fn impose(
             ));
         }
     }
+    if let Some(split) = recipe.split.as_ref() {
+        planted.combine_ties = plant_combine(
+            &mut w,
+            keys,
+            mask.as_deref(),
+            split.partition,
+            &rows,
+            a,
+            neg_x,
+            ctx,
+        );
+        if planted.combine_ties < TIES_FLOOR {
+            return Err(err(
+                op,
+                format!(
+                    "recipe `{}` combines {}-key partitions: the case needs a query row whose keys span two of them",
+                    recipe.name, split.partition
+                ),
+            ));
+        }
+    }
     if p_ok {
         planted.p_ties = plant_p(&mut w, keys, mask.as_deref(), recipe, &rows, a, neg_x, ctx)?;
         let floor = if recipe.algorithm == Algorithm::TwoPass {
@@ -370,6 +394,16 @@ fn shuffle<T>(v: &mut [T], ctx: &mut GenContext) {
         let j = ctx.below(n as u64 + 1) as usize;
         v.swap(n, j);
     }
+}
+
+/// The value `1 + k ulp` (any `k`), with a random sign, and its neighbour away from zero.
+fn any_pair(dtype: DType, ctx: &mut GenContext) -> (f64, f64) {
+    let bits = mantissa_bits(dtype);
+    let ulp = 1.0 / (1u64 << bits) as f64;
+    let k = ctx.below((1u64 << bits) - 1) as f64;
+    let lo = 1.0 + k * ulp;
+    let sign = if ctx.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
+    (sign * lo, sign * (lo + ulp))
 }
 
 /// The value `1 + k ulp` with `k` even (so the midpoint to the next value rounds to it under
@@ -637,4 +671,118 @@ pub(crate) fn recipe_of(op: &str, ctx: &GenContext, dtype: DType) -> Result<Reci
         recipe: name.to_string(),
         known: crate::attention::PRESETS.join(", "),
     })
+}
+
+/// Split-KV combine ties: a query slot whose weights are exactly equal on one set of keys in
+/// each of two partitions (2 to 16 keys, all with the same score, every other key excluded),
+/// with chosen value columns holding `t_lo` on the first set and `t_hi` on the second. Each
+/// partial output is then exactly `t_lo` or `t_hi` (a mean of equal values, with a weight of
+/// exactly `1/n`), so the combined output is their midpoint up to the combine formula's own
+/// rounding: the formulas (exp-sum weights and `1 / (W + eps)`, LSE weights, sum-max weights)
+/// land on, just below or just above it, and round it apart. The set size, the common score
+/// and each column's last bit come from the stream, so the slots land differently. At most
+/// half of the eligible slots (at least one) take one, so P ties keep slots. Returns the
+/// number of tie columns planted.
+#[allow(clippy::too_many_arguments)]
+fn plant_combine(
+    w: &mut Work,
+    keys: &KeyRows,
+    mask: Option<&[u8]>,
+    partition: usize,
+    rows: &[(usize, usize)],
+    a: f64,
+    neg_x: f64,
+    ctx: &mut GenContext,
+) -> usize {
+    let g = w.g;
+    let mut slots: Vec<(usize, usize, usize)> = rows
+        .iter()
+        .filter(|&&(b, _)| g.lk[b] > partition)
+        .flat_map(|&(b, i)| (0..g.heads).map(move |h| (b, i, h)))
+        .collect();
+    shuffle(&mut slots, ctx);
+    let budget = (slots.len() / 2).max(1).min(4);
+    let bits = mantissa_bits(g.dtype);
+    let mut total = 0;
+    let mut planted = 0;
+    for (b, i, h) in slots {
+        if planted >= budget {
+            break;
+        }
+        if w.slots.contains(&(b, i, h)) {
+            continue;
+        }
+        let kvh = g.kv_head(h);
+        let size = 2usize << ctx.below(4);
+        let free_row = |w: &Work, j: usize| !w.tie_value_rows.contains(&(keys.offset)(b, j, kvh));
+        // Per partition, the blocks that hold `size` free keys the row sees.
+        let parts = g.lk[b].div_ceil(partition);
+        let mut sets: Vec<Vec<usize>> = Vec::new();
+        for part in 0..parts {
+            let first = part * partition / BLOCK;
+            let last = ((part + 1) * partition).min(g.lk[b]).div_ceil(BLOCK);
+            let mut blocks: Vec<Vec<usize>> = (first..last)
+                .map(|blk| {
+                    block_keys(g, mask, b, i, blk)
+                        .into_iter()
+                        .filter(|&j| free_row(w, j))
+                        .collect::<Vec<_>>()
+                })
+                .filter(|ks| ks.len() >= size)
+                .collect();
+            if !blocks.is_empty() {
+                let pick = ctx.below(blocks.len() as u64) as usize;
+                let mut ks = blocks.swap_remove(pick);
+                ks.truncate(size);
+                sets.push(ks);
+            }
+        }
+        if sets.len() < 2 {
+            continue;
+        }
+        let first = sets.swap_remove(ctx.below(sets.len() as u64) as usize);
+        let second = sets.swap_remove(ctx.below(sets.len() as u64) as usize);
+        let Some(c) = w.take_component(kvh, ctx) else {
+            continue;
+        };
+        // The common score: 0, or a small value of either sign.
+        let r = ctx.next_u64();
+        let delta = if r & 3 == 0 {
+            0.0
+        } else {
+            let sign = if (r >> 2) & 1 == 0 { 1.0 } else { -1.0 };
+            sign * value(-8 + ((r >> 3) % 5) as i32, r >> 8, bits)
+        };
+        let delta = w.round(delta);
+        for j in 0..g.lk[b] {
+            let x = if first.contains(&j) || second.contains(&j) {
+                delta
+            } else {
+                neg_x
+            };
+            w.set_key(keys, b, j, kvh, c, x);
+        }
+        let mut cols: Vec<usize> = (0..g.head_dim).collect();
+        shuffle(&mut cols, ctx);
+        cols.truncate(TIE_COLUMNS.min(g.head_dim));
+        for &col in &cols {
+            let (lo, hi) = any_pair(g.dtype, ctx);
+            for &j in &first {
+                w.set_value(keys, b, j, kvh, col, lo);
+            }
+            for &j in &second {
+                w.set_value(keys, b, j, kvh, col, hi);
+            }
+        }
+        w.tie_value_rows.extend(
+            first
+                .iter()
+                .chain(&second)
+                .map(|&j| (keys.offset)(b, j, kvh)),
+        );
+        w.set_query(b, i, h, &[(c, a)]);
+        total += cols.len();
+        planted += 1;
+    }
+    total
 }

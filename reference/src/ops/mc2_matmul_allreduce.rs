@@ -17,6 +17,7 @@
 //! over ranks and K in f64 (products of 16-bit floats are exact in f64), plus bias and x3,
 //! returned unrounded as F64.
 
+use super::regime::Regime;
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
     TensorMap, TensorSpec, ORACLE,
@@ -106,6 +107,16 @@ impl Params {
         Ok((p, dtype, ElemType::from(dtype)))
     }
 
+    fn tie_shape(&self, dtype: DType) -> super::mc2_ties::Shape {
+        super::mc2_ties::Shape {
+            dtype,
+            ranks: self.ranks,
+            m: self.m,
+            k: self.k,
+            n: self.n,
+        }
+    }
+
     fn specs(&self, et: ElemType) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let mut inputs = vec![
             TensorSpec::new("x1", et, vec![self.ranks, self.m, self.k], &["r", "m", "k"]),
@@ -190,6 +201,42 @@ impl OpFamily for Mc2MatmulAllReduce {
             );
         }
         Ok(out)
+    }
+
+    fn regimes(&self) -> Vec<Regime> {
+        super::regime::for_op(NAME)
+    }
+
+    fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        let (p, dtype, _) = Params::parse(params)?;
+        for &r in regimes {
+            if !r.applies_to(NAME) {
+                return Err(OpError::Regime {
+                    op: NAME.to_string(),
+                    regime: r.name().to_string(),
+                    message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
+                });
+            }
+            if r == Regime::RoundingTies {
+                super::mc2_ties::check(NAME, &p.tie_shape(dtype))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn generate_with_regimes(
+        &self,
+        params: &serde_json::Value,
+        regimes: &[Regime],
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        self.check_regimes(params, regimes)?;
+        let mut m = self.generate(params, ctx)?;
+        if regimes.contains(&Regime::RoundingTies) {
+            let (p, dtype, _) = Params::parse(params)?;
+            super::mc2_ties::impose(NAME, &p.tie_shape(dtype), &mut m, ctx)?;
+        }
+        Ok(m)
     }
 
     fn run(

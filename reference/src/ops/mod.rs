@@ -16,6 +16,7 @@ pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
+pub mod mc2_ties;
 pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod paged_kv;

@@ -20,10 +20,9 @@ pub enum Regime {
     LateMax,
     /// The case asks for `softmax_lse` and has at least one valid query row that sees no key.
     MaskedRowsLse,
-    /// Under the case's recipe, at least [`TIES_FLOOR`](super::attention_ties::TIES_FLOOR)
-    /// output elements are exact ties of the output cast and as many P elements exact ties of
-    /// the P cast, each rounded apart by ties-to-even and ties-away (where the recipe has such
-    /// a cast: [`super::attention_ties`]).
+    /// Under the case's recipe, at least 8 elements are exact ties of a cast, rounded apart by
+    /// ties-to-even and ties-away: attention's output and P casts and split-KV combines
+    /// ([`super::attention_ties`]), MC2's cast of a rank's product ([`super::mc2_ties`]).
     RoundingTies,
 }
 
@@ -42,6 +41,7 @@ pub const LATE_MAX_GAP: f64 = 4.0;
 pub const LATE_MAX_FROM: usize = 128;
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
+const TIES: &[&str] = &["fa_prefill", "pa_decode", "mc2_matmul_allreduce"];
 
 impl Regime {
     /// Every regime, in a stable order.
@@ -75,7 +75,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more output elements and 8 or more P elements are exact ties of their casts that ties-to-even and ties-away round apart (where the recipe has such a cast)"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product"
             }
         }
     }
@@ -87,7 +87,10 @@ impl Regime {
 
     /// The ops whose generators can guarantee this regime.
     pub fn ops(self) -> &'static [&'static str] {
-        ATTENTION
+        match self {
+            Regime::RoundingTies => TIES,
+            _ => ATTENTION,
+        }
     }
 
     /// Whether the regime applies to op `op`.
