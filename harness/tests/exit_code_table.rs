@@ -424,14 +424,15 @@ fn row_2_usage_suite_golden_store_input_file_and_output_path_errors_before_any_c
         ),
         (
             &root,
+            // (run's own bad paths: cli_honest_exits.rs) a --json that is a directory.
             vec![
-                "run",
+                "adequacy",
                 "--suite",
                 "paged_kv",
                 "--json",
-                "/nonexistent/dir/r.json",
+                d.path().to_str().unwrap(),
             ],
-            "/nonexistent/dir",
+            "is a directory",
         ),
     ];
     for (project, args, named) in cases {
