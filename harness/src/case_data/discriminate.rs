@@ -8,13 +8,11 @@
 //! tie where it shows, instead of hoping the seed does.
 
 use super::CaseDataError;
-use crate::runner::expected::Expectation;
-use crate::runner::trial::{judge, policies};
 use crate::suite::Case;
+use crate::verdict::judge;
 use conform_reference::faults::{self, FaultRun};
 use conform_reference::ops::{self, TensorMap, ORACLE};
 use conform_reference::parallel::Threads;
-use conform_targets::Execution;
 
 /// How many input sets the search tries before it gives up with an error.
 pub const MAX_ATTEMPTS: u32 = 2000;
@@ -41,7 +39,9 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseData
     let desc = family
         .describe(&case.params)
         .map_err(|e| err(case, e.to_string()))?;
-    let policies = policies(case, &desc).map_err(|e| err(case, e))?;
+    let policies = case
+        .output_policies(&desc, false)
+        .map_err(|e| err(case, e))?;
     let threads = Threads::ONE;
     let expected = family
         .run(&case.params, &case.recipe, inputs, threads)
@@ -54,13 +54,6 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseData
         )
     } else {
         None
-    };
-    let exp = Expectation {
-        seed: 0,
-        inputs: inputs.clone(),
-        expected,
-        from_golden: false,
-        oracle,
     };
     let mut left = Vec::new();
     for name in &case.discriminates {
@@ -77,19 +70,15 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseData
                 ))
             }
         };
-        let exec = Execution {
-            outputs,
-            timings_us: Vec::new(),
-            cpu_us: Vec::new(),
-            setup_us: None,
-            notes: Vec::new(),
-            stderr_tail: String::new(),
-        };
-        let opts = crate::runner::RunOptions {
+        let metrics = judge(
+            &desc,
+            &policies,
+            &expected,
+            oracle.as_ref(),
+            &outputs,
             threads,
-            ..Default::default()
-        };
-        let metrics = judge(&desc, &policies, &exp, &exec, &opts).map_err(|e| err(case, e))?;
+        )
+        .map_err(|e| err(case, e))?;
         if metrics.values().all(|m| m.passed) {
             left.push(name.clone());
         }

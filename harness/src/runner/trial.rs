@@ -6,7 +6,7 @@ use crate::golden::diff::describe_change;
 use crate::results::{CaseResult, OutputMetrics, Status};
 use crate::seed::second_run_seed;
 use crate::suite::Case;
-use crate::verdict::{evaluate, CheckPolicy, Comparison};
+use crate::verdict::{judge, CheckPolicy};
 use conform_reference::ops::{self, OpDescription};
 use conform_targets::target::{Availability, ExecRequest, Execution, Target, TimingRequest};
 use std::collections::BTreeMap;
@@ -15,39 +15,6 @@ use std::time::Instant;
 
 /// The name of the in-process reference target.
 pub use conform_targets::REFERENCE_TARGET;
-
-/// The check policy of every output of `case` (read when its suite was loaded); an error
-/// names an output that has none.
-pub fn policies(
-    case: &Case,
-    desc: &OpDescription,
-) -> Result<BTreeMap<String, CheckPolicy>, String> {
-    policies_for(case, desc, false)
-}
-
-/// The check policies of every output: the case's own (`own_recipe = false`), or those for a
-/// target that runs its own recipe (`checks_without_recipe` where given).
-pub fn policies_for(
-    case: &Case,
-    desc: &OpDescription,
-    own_recipe: bool,
-) -> Result<BTreeMap<String, CheckPolicy>, String> {
-    let typed = if own_recipe {
-        &case.policies_without_recipe
-    } else {
-        &case.policies
-    };
-    desc.outputs
-        .iter()
-        .map(|spec| match typed.get(&spec.name) {
-            Some(p) => Ok((spec.name.clone(), p.clone())),
-            None => Err(format!(
-                "output `{}` has no check policy (the case was not loaded by `load_all`, which reads them)",
-                spec.name
-            )),
-        })
-        .collect()
-}
 
 fn result(case: &Case, target: &str, seed: u64, status: Status, message: String) -> CaseResult {
     CaseResult {
@@ -150,7 +117,7 @@ fn admit(
         Ok(d) => d,
         Err(e) => return Done(result(case, name, seed, Status::Error, e.to_string())),
     };
-    let mut policies = match policies(case, &desc) {
+    let mut policies = match case.output_policies(&desc, false) {
         Ok(p) => p,
         Err(e) => return Done(result(case, name, seed, Status::Error, e)),
     };
@@ -175,7 +142,7 @@ fn admit(
             // The target runs its own recipe: outputs with a recipe-free policy are judged by
             // it (against the oracle); an output still checked exactly against the case's
             // recipe makes the case inapplicable.
-            policies = match policies_for(case, &desc, true) {
+            policies = match case.output_policies(&desc, true) {
                 Ok(p) => p,
                 Err(e) => return Done(result(case, name, seed, Status::Error, e)),
             };
@@ -304,8 +271,15 @@ impl TrialRun<'_> {
         if exp.from_golden {
             self.check_golden_drift(&exp, &exec);
         }
-        let metrics = judge(&self.desc, &self.policies, &exp, &exec, self.opts)
-            .map_err(|e| (Status::Error, e))?;
+        let metrics = judge(
+            &self.desc,
+            &self.policies,
+            &exp.expected,
+            exp.oracle.as_ref(),
+            &exec.outputs,
+            self.opts.threads,
+        )
+        .map_err(|e| (Status::Error, e))?;
         self.record_metrics(set, set_seed, metrics);
         self.check_against_first_run(request, exec);
         Ok(())
@@ -491,44 +465,6 @@ impl TrialRun<'_> {
             self.first_run = Some((request, exec));
         }
     }
-}
-
-pub(crate) fn judge(
-    desc: &OpDescription,
-    policies: &BTreeMap<String, CheckPolicy>,
-    exp: &Expectation,
-    exec: &Execution,
-    opts: &RunOptions,
-) -> Result<BTreeMap<String, OutputMetrics>, String> {
-    let mut metrics = BTreeMap::new();
-    for spec in &desc.outputs {
-        let policy = &policies[&spec.name];
-        let expected = exp
-            .expected
-            .get(&spec.name)
-            .ok_or_else(|| format!("the reference produced no `{}`", spec.name))?;
-        let Some(actual) = exec.outputs.get(&spec.name) else {
-            metrics.insert(
-                spec.name.clone(),
-                OutputMetrics {
-                    policy: policy.label(spec.dtype),
-                    passed: false,
-                    reason: "output missing".into(),
-                    ..Default::default()
-                },
-            );
-            continue;
-        };
-        let poison = [conform_targets::poison::pattern_bits(spec.dtype)];
-        let mut cmp = Comparison::new(spec, actual, expected).with_poison(&poison);
-        let oracle_t = exp.oracle.as_ref().and_then(|o| o.get(&spec.name));
-        if let Some(o) = oracle_t {
-            cmp = cmp.with_oracle(o).with_baseline(expected);
-        }
-        let m = evaluate(policy, &cmp, opts.threads).map_err(|e| e.to_string())?;
-        metrics.insert(spec.name.clone(), m);
-    }
-    Ok(metrics)
 }
 
 /// The first 16 hex digits of blake3 over the case's parameters as JSON (keys sorted).

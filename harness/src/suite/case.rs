@@ -68,3 +68,30 @@ impl Case {
         PathBuf::from(format!("{}.safetensors", self.id))
     }
 }
+
+impl Case {
+    /// The check policy of every output of the op `desc` describes: the case's own
+    /// (`own_recipe = false`), or those for a target that runs its own recipe
+    /// (`checks_without_recipe` where given). An error names an output that has none.
+    pub fn output_policies(
+        &self,
+        desc: &conform_reference::ops::OpDescription,
+        own_recipe: bool,
+    ) -> Result<std::collections::BTreeMap<String, CheckPolicy>, String> {
+        let typed = if own_recipe {
+            &self.policies_without_recipe
+        } else {
+            &self.policies
+        };
+        desc.outputs
+            .iter()
+            .map(|spec| match typed.get(&spec.name) {
+                Some(p) => Ok((spec.name.clone(), p.clone())),
+                None => Err(format!(
+                    "output `{}` has no check policy (the case was not loaded by `load_all`, which reads them)",
+                    spec.name
+                )),
+            })
+            .collect()
+    }
+}

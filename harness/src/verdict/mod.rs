@@ -11,6 +11,7 @@ mod evaluate;
 mod heatmap;
 mod histogram;
 mod index;
+mod judge;
 mod kernel;
 pub mod lane;
 mod metrics;
@@ -22,6 +23,7 @@ pub use comparison::Comparison;
 pub use evaluate::{evaluate, VerdictError};
 pub use heatmap::HEATMAP_MAX_SIDE;
 pub use index::format_index;
+pub use judge::judge;
 pub use metrics::{CANN_EPS, CHUNK, FLASHINFER_EPS};
 pub use policy::{
     CannDtype, CannLevel, CannRatioLimits, CheckError, CheckPolicy, Needs, PolicyError,

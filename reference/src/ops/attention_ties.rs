@@ -701,7 +701,7 @@ fn plant_combine(
         .flat_map(|&(b, i)| (0..g.heads).map(move |h| (b, i, h)))
         .collect();
     shuffle(&mut slots, ctx);
-    let budget = (slots.len() / 2).max(1).min(4);
+    let budget = (slots.len() / 2).clamp(1, 4);
     let bits = mantissa_bits(g.dtype);
     let mut total = 0;
     let mut planted = 0;
