@@ -116,7 +116,13 @@ fn cases() -> Vec<Case> {
             op: "pa_decode",
             params: pa("bf16", [600, 33]),
             recipe: "vllm_pa_v2",
-            pinned: &[P],
+            pinned: &[P, C],
+        },
+        Case {
+            op: "pa_decode",
+            params: json!({ "dtype": "bf16", "batch": 1, "num_heads": 2, "num_key_value_heads": 1, "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [1100] }),
+            recipe: "vllm_pa_v2",
+            pinned: &[P, C],
         },
     ]
 }

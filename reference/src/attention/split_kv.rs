@@ -79,62 +79,16 @@ pub fn split_rows(
             continue;
         }
         has_key[r] = true;
-        match split.combine {
-            Combine::Lse => {
-                let mut mm = f32::NEG_INFINITY;
-                for p in &live {
-                    if p.lse[r] > mm {
-                        mm = p.lse[r];
-                    }
-                }
-                let mut total = 0.0f32;
-                for p in &live {
-                    total += math::exp_f32(p.lse[r] - mm);
-                }
-                let big_l = math::ln_f32(total) + mm;
-                for p in &live {
-                    let w = math::exp_f32(p.lse[r] - big_l);
-                    for (o, &x) in orow.iter_mut().zip(&p.out[r * dim..(r + 1) * dim]) {
-                        *o += w * x;
-                    }
-                }
-                lse[r] = big_l;
-                max[r] = mm;
-                sum[r] = total;
-            }
-            Combine::VllmExpSum => {
-                let mut mm = f32::NEG_INFINITY;
-                for p in &live {
-                    if p.max[r] > mm {
-                        mm = p.max[r];
-                    }
-                }
-                let w: Vec<f32> = live
-                    .iter()
-                    .map(|p| p.sum[r] * math::exp_f32(p.max[r] - mm))
-                    .collect();
-                let mut g = 0.0f32;
-                for &x in &w {
-                    g += x;
-                }
-                let inv = 1.0 / (g + 1e-6);
-                for (p, &ws) in live.iter().zip(&w) {
-                    for (o, &x) in orow.iter_mut().zip(&p.out[r * dim..(r + 1) * dim]) {
-                        *o += x * ws * inv;
-                    }
-                }
-                lse[r] = math::ln_f32(g) + mm;
-                max[r] = mm;
-                sum[r] = g;
-            }
-            Combine::AscendSumMax => {
-                let parts: Vec<(f32, f32, &[f32])> = live
-                    .iter()
-                    .map(|p| (p.max[r], p.sum[r], &p.out[r * dim..(r + 1) * dim]))
-                    .collect();
-                (lse[r], max[r], sum[r]) = ascend_sum_max(&parts, orow);
-            }
-        }
+        let parts: Vec<PartialRow> = live
+            .iter()
+            .map(|p| PartialRow {
+                lse: p.lse[r],
+                max: p.max[r],
+                sum: p.sum[r],
+                out: &p.out[r * dim..(r + 1) * dim],
+            })
+            .collect();
+        (lse[r], max[r], sum[r]) = combine_row(split.combine, &parts, orow);
     }
     RowsResult {
         out,
@@ -142,6 +96,73 @@ pub fn split_rows(
         max,
         sum,
         has_key,
+    }
+}
+
+/// One row of one partition, as the combine sees it.
+pub(crate) struct PartialRow<'a> {
+    pub lse: f32,
+    pub max: f32,
+    pub sum: f32,
+    /// The partition's normalised output row (after the partial rounding).
+    pub out: &'a [f32],
+}
+
+/// Combines one row's partials (each partition with an allowed key, in order) into `orow`
+/// (zeroed) by `combine`; returns the row's (lse, max, sum).
+pub(crate) fn combine_row(
+    combine: Combine,
+    parts: &[PartialRow],
+    orow: &mut [f32],
+) -> (f32, f32, f32) {
+    match combine {
+        Combine::Lse => {
+            let mut mm = f32::NEG_INFINITY;
+            for p in parts {
+                if p.lse > mm {
+                    mm = p.lse;
+                }
+            }
+            let mut total = 0.0f32;
+            for p in parts {
+                total += math::exp_f32(p.lse - mm);
+            }
+            let big_l = math::ln_f32(total) + mm;
+            for p in parts {
+                let w = math::exp_f32(p.lse - big_l);
+                for (o, &x) in orow.iter_mut().zip(p.out) {
+                    *o += w * x;
+                }
+            }
+            (big_l, mm, total)
+        }
+        Combine::VllmExpSum => {
+            let mut mm = f32::NEG_INFINITY;
+            for p in parts {
+                if p.max > mm {
+                    mm = p.max;
+                }
+            }
+            let w: Vec<f32> = parts
+                .iter()
+                .map(|p| p.sum * math::exp_f32(p.max - mm))
+                .collect();
+            let mut g = 0.0f32;
+            for &x in &w {
+                g += x;
+            }
+            let inv = 1.0 / (g + 1e-6);
+            for (p, &ws) in parts.iter().zip(&w) {
+                for (o, &x) in orow.iter_mut().zip(p.out) {
+                    *o += x * ws * inv;
+                }
+            }
+            (math::ln_f32(g) + mm, mm, g)
+        }
+        Combine::AscendSumMax => {
+            let sm: Vec<(f32, f32, &[f32])> = parts.iter().map(|p| (p.max, p.sum, p.out)).collect();
+            ascend_sum_max(&sm, orow)
+        }
     }
 }
 

@@ -11,6 +11,17 @@ use super::rows::{HeadTask, RowsResult};
 use crate::math;
 use std::ops::Range;
 
+/// A row's LSE from its row sum and its maximum in the scaled (natural) domain, by the
+/// recipe's formula.
+pub(crate) fn row_lse(recipe: &Recipe, sum: f32, scaled_max: f32) -> f32 {
+    match recipe.lse {
+        LseFormula::LnSumPlusMax => math::ln_f32(sum) + scaled_max,
+        LseFormula::Log2Domain => {
+            (math::log2_f32(sum) + scaled_max * math::LOG2_E_F32) * std::f32::consts::LN_2
+        }
+    }
+}
+
 /// vLLM-style two-pass attention of `rows` of `task` over `keys`.
 pub fn two_pass_rows(
     recipe: &Recipe,
@@ -71,13 +82,11 @@ pub fn two_pass_rows(
             lse[r] = v;
             continue;
         }
-        let ms = arith.scaled_max(SoftmaxArith::guard(max[r]));
-        lse[r] = match recipe.lse {
-            LseFormula::LnSumPlusMax => math::ln_f32(sum[r]) + ms,
-            LseFormula::Log2Domain => {
-                (math::log2_f32(sum[r]) + ms * math::LOG2_E_F32) * std::f32::consts::LN_2
-            }
-        };
+        lse[r] = row_lse(
+            recipe,
+            sum[r],
+            arith.scaled_max(SoftmaxArith::guard(max[r])),
+        );
     }
     RowsResult {
         out,

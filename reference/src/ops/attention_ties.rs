@@ -41,7 +41,9 @@ use super::regime::Regime;
 use super::{ElemType, GenContext, OpError, Tensor, TensorMap};
 use crate::attention::mask::BatchMask;
 use crate::attention::online::SoftmaxArith;
-use crate::attention::recipe::{Algorithm, ORescale, ScorePrecision};
+use crate::attention::recipe::{Algorithm, Combine, ORescale, ScorePrecision, SplitKv};
+use crate::attention::split_kv::{combine_row, PartialRow};
+use crate::attention::two_pass::row_lse;
 use crate::attention::{Geometry, Recipe};
 use crate::formats::{DType, Rounding};
 
@@ -64,6 +66,8 @@ const OUT_SLOTS: usize = 4;
 /// Draws per planted P tie before the construction gives up (a tie is about 1 in 2^17 draws
 /// for bf16 P, so this is never reached in practice).
 const MAX_DRAWS: usize = 4_000_000;
+/// Common scores tried per combine slot.
+const COMBINE_CANDIDATES: usize = 32;
 /// An excluded key's scaled score is at most minus this (exp underflows to exactly 0).
 const EXCLUDE: f64 = 256.0;
 
@@ -339,7 +343,8 @@ pub(crate) fn impose(
             &mut w,
             keys,
             mask.as_deref(),
-            split.partition,
+            recipe,
+            split,
             &rows,
             a,
             neg_x,
@@ -396,11 +401,13 @@ fn shuffle<T>(v: &mut [T], ctx: &mut GenContext) {
     }
 }
 
-/// The value `1 + k ulp` (any `k`), with a random sign, and its neighbour away from zero.
-fn any_pair(dtype: DType, ctx: &mut GenContext) -> (f64, f64) {
+/// The value `1 + k ulp` with `k` odd, with a random sign, and its neighbour away from zero
+/// (their exact midpoint rounds to the neighbour under ties-to-even, to the value below it
+/// when a combine lands just short of it).
+fn odd_pair(dtype: DType, ctx: &mut GenContext) -> (f64, f64) {
     let bits = mantissa_bits(dtype);
     let ulp = 1.0 / (1u64 << bits) as f64;
-    let k = ctx.below((1u64 << bits) - 1) as f64;
+    let k = (2 * ctx.below((1u64 << (bits - 1)) - 1) + 1) as f64;
     let lo = 1.0 + k * ulp;
     let sign = if ctx.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
     (sign * lo, sign * (lo + ulp))
@@ -674,34 +681,43 @@ pub(crate) fn recipe_of(op: &str, ctx: &GenContext, dtype: DType) -> Result<Reci
 }
 
 /// Split-KV combine ties: a query slot whose weights are exactly equal on one set of keys in
-/// each of two partitions (2 to 16 keys, all with the same score, every other key excluded),
+/// each of two partitions (1 to 8 keys, all with the same score, every other key excluded),
 /// with chosen value columns holding `t_lo` on the first set and `t_hi` on the second. Each
 /// partial output is then exactly `t_lo` or `t_hi` (a mean of equal values, with a weight of
 /// exactly `1/n`), so the combined output is their midpoint up to the combine formula's own
 /// rounding: the formulas (exp-sum weights and `1 / (W + eps)`, LSE weights, sum-max weights)
-/// land on, just below or just above it, and round it apart. The set size, the common score
-/// and each column's last bit come from the stream, so the slots land differently. At most
-/// half of the eligible slots (at least one) take one, so P ties keep slots. Returns the
-/// number of tie columns planted.
+/// land on, just below or just above it (the exp-sum formula's `1e-6` always puts it below for
+/// sets of 8 keys or fewer), and round it apart. `t_lo` has an odd last bit, so an exact
+/// midpoint rounds (to even) to `t_hi`. The set size and the common score differ from slot to
+/// slot, so the slots land differently. Up to 4 slots take one, leaving one for P ties when
+/// every slot of the case is eligible. Returns the number of tie columns planted.
 #[allow(clippy::too_many_arguments)]
 fn plant_combine(
     w: &mut Work,
     keys: &KeyRows,
     mask: Option<&[u8]>,
-    partition: usize,
+    recipe: &Recipe,
+    split: &SplitKv,
     rows: &[(usize, usize)],
     a: f64,
     neg_x: f64,
     ctx: &mut GenContext,
 ) -> usize {
     let g = w.g;
+    let partition = split.partition.max(1);
     let mut slots: Vec<(usize, usize, usize)> = rows
         .iter()
         .filter(|&&(b, _)| g.lk[b] > partition)
         .flat_map(|&(b, i)| (0..g.heads).map(move |h| (b, i, h)))
         .collect();
     shuffle(&mut slots, ctx);
-    let budget = (slots.len() / 2).clamp(1, 4);
+    // Every eligible slot up to 4, but one left for a P tie when no other slot could hold it.
+    let all = rows.len() * g.heads;
+    let spare = usize::from(slots.len() == all && slots.len() > 1);
+    let budget = (slots.len() - spare).clamp(1, 4);
+    // Set sizes 1, 2, 4, 8 (powers of two, so a weight of 1/n is exact), in a drawn order.
+    let mut sizes = [1usize, 2, 4, 8];
+    shuffle(&mut sizes, ctx);
     let bits = mantissa_bits(g.dtype);
     let mut total = 0;
     let mut planted = 0;
@@ -713,7 +729,7 @@ fn plant_combine(
             continue;
         }
         let kvh = g.kv_head(h);
-        let size = 2usize << ctx.below(4);
+        let size = sizes[planted % sizes.len()];
         let free_row = |w: &Work, j: usize| !w.tie_value_rows.contains(&(keys.offset)(b, j, kvh));
         // Per partition, the blocks that hold `size` free keys the row sees.
         let parts = g.lk[b].div_ceil(partition);
@@ -740,20 +756,52 @@ fn plant_combine(
         if sets.len() < 2 {
             continue;
         }
-        let first = sets.swap_remove(ctx.below(sets.len() as u64) as usize);
-        let second = sets.swap_remove(ctx.below(sets.len() as u64) as usize);
+        let x = sets.swap_remove(ctx.below(sets.len() as u64) as usize);
+        let y = sets.swap_remove(ctx.below(sets.len() as u64) as usize);
+        // In partition order; which of the two holds t_lo is drawn.
+        let (early, late) = if x[0] < y[0] { (x, y) } else { (y, x) };
+        let (first, second) = if ctx.next_u64() & 1 == 0 {
+            (early, late)
+        } else {
+            (late, early)
+        };
         let Some(c) = w.take_component(kvh, ctx) else {
             continue;
         };
-        // The common score: 0, or a small value of either sign.
-        let r = ctx.next_u64();
-        let delta = if r & 3 == 0 {
-            0.0
-        } else {
-            let sign = if (r >> 2) & 1 == 0 { 1.0 } else { -1.0 };
-            sign * value(-8 + ((r >> 3) % 5) as i32, r >> 8, bits)
-        };
-        let delta = w.round(delta);
+        let mut cols: Vec<usize> = (0..g.head_dim).collect();
+        shuffle(&mut cols, ctx);
+        cols.truncate(TIE_COLUMNS.min(g.head_dim));
+        let pairs: Vec<(f64, f64)> = cols.iter().map(|_| odd_pair(g.dtype, ctx)).collect();
+        // The common score: among drawn candidates, the one under which the recipe's combine
+        // rounds most columns apart from every other combine formula (computed with the
+        // reference's own combine of two partials).
+        let mut best: Option<(usize, f64)> = None;
+        for attempt in 0..COMBINE_CANDIDATES {
+            let r = ctx.next_u64();
+            let delta = if attempt == 0 {
+                0.0
+            } else {
+                let sign = if r & 1 == 0 { 1.0 } else { -1.0 };
+                w.round(sign * value(-8 + ((r >> 1) % 6) as i32, r >> 8, bits))
+            };
+            let apart = combine_apart(
+                w.g,
+                recipe,
+                split,
+                a,
+                delta,
+                size,
+                first[0] > second[0],
+                &pairs,
+            );
+            if best.is_none_or(|(n, _)| apart > n) {
+                best = Some((apart, delta));
+            }
+            if apart == cols.len() {
+                break;
+            }
+        }
+        let delta = best.map_or(0.0, |(_, d)| d);
         for j in 0..g.lk[b] {
             let x = if first.contains(&j) || second.contains(&j) {
                 delta
@@ -762,11 +810,7 @@ fn plant_combine(
             };
             w.set_key(keys, b, j, kvh, c, x);
         }
-        let mut cols: Vec<usize> = (0..g.head_dim).collect();
-        shuffle(&mut cols, ctx);
-        cols.truncate(TIE_COLUMNS.min(g.head_dim));
-        for &col in &cols {
-            let (lo, hi) = any_pair(g.dtype, ctx);
+        for (&col, &(lo, hi)) in cols.iter().zip(&pairs) {
             for &j in &first {
                 w.set_value(keys, b, j, kvh, col, lo);
             }
@@ -785,4 +829,57 @@ fn plant_combine(
         planted += 1;
     }
     total
+}
+
+/// How many of `pairs` (t_lo, t_hi per column) the recipe's combine rounds apart from every
+/// other combine formula, for two partials of `size` keys each with common key component
+/// `delta` (query `a`), holding t_lo (the first partition unless `hi_first`) and t_hi.
+#[allow(clippy::too_many_arguments)]
+fn combine_apart(
+    g: &Geometry,
+    recipe: &Recipe,
+    split: &SplitKv,
+    a: f64,
+    delta: f64,
+    size: usize,
+    hi_first: bool,
+    pairs: &[(f64, f64)],
+) -> usize {
+    let arith = SoftmaxArith::new(recipe, g.scale);
+    let m = arith.score((a as f32) * (delta as f32));
+    let sum = size as f32;
+    let lse = row_lse(recipe, sum, arith.scaled_max(m));
+    let lo: Vec<f32> = pairs.iter().map(|p| p.0 as f32).collect();
+    let hi: Vec<f32> = pairs.iter().map(|p| p.1 as f32).collect();
+    let (o1, o2) = if hi_first { (&hi, &lo) } else { (&lo, &hi) };
+    let parts = [
+        PartialRow {
+            lse,
+            max: m,
+            sum,
+            out: o1,
+        },
+        PartialRow {
+            lse,
+            max: m,
+            sum,
+            out: o2,
+        },
+    ];
+    let result = |c: Combine| -> Vec<f32> {
+        let mut o = vec![0.0f32; pairs.len()];
+        combine_row(c, &parts, &mut o);
+        o.iter()
+            .map(|&x| g.dtype.quantize_f32(x, recipe.output_rounding))
+            .collect()
+    };
+    let own = result(split.combine);
+    let others: Vec<Vec<f32>> = [Combine::Lse, Combine::VllmExpSum, Combine::AscendSumMax]
+        .into_iter()
+        .filter(|&c| c != split.combine)
+        .map(result)
+        .collect();
+    (0..pairs.len())
+        .filter(|&i| others.iter().all(|o| o[i].to_bits() != own[i].to_bits()))
+        .count()
 }
