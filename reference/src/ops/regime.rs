@@ -1,6 +1,7 @@
 //! Numeric regimes: properties of a case's inputs that put a kernel where a class of bugs
 //! shows (scores large enough to overflow exp, a row maximum that arrives late, fully masked
-//! rows with the LSE asked for). A case declares the regimes it exercises (`regimes = [...]`
+//! rows with the LSE asked for; outputs that overflow to +-Inf or fall in the subnormal range
+//! of the output dtype, inputs at a quantised format's extreme codes). A case declares the regimes it exercises (`regimes = [...]`
 //! in its suite entry); the op's generator then guarantees each of them whatever the seed:
 //! the seed moves which rows, keys and values carry the regime, never whether it is there.
 //! A shape that cannot hold a declared regime is an error naming the regime.
@@ -20,6 +21,17 @@ pub enum Regime {
     LateMax,
     /// The case asks for `softmax_lse` and has at least one valid query row that sees no key.
     MaskedRowsLse,
+    /// Some outputs overflow to +Inf and some to -Inf in the output dtype (f16 or bf16): their
+    /// exact value is at least twice the dtype's largest finite value, so every rounding mode
+    /// and operation order of the recipes gives the infinity ([`super::range_regimes`]).
+    OverflowToInf,
+    /// Some outputs are positive and some negative subnormals of the output dtype (nonzero,
+    /// below its smallest normal), exact or one rounding away in every recipe.
+    SubnormalOutputs,
+    /// The quantised inputs hold their format's extreme codes: the smallest and the largest
+    /// finite positive scale code (E8M0 2^-127 and 2^127; E4M3FN 2^-9 and 448), each in a
+    /// group that also holds the element format's largest magnitude of both signs.
+    FormatExtremes,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -37,10 +49,38 @@ pub const LATE_MAX_GAP: f64 = 4.0;
 pub const LATE_MAX_FROM: usize = 128;
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
+/// The ops whose outputs can overflow the output dtype by construction. The attention
+/// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
+/// data without arithmetic.
+const OVERFLOW: &[&str] = &[
+    "mxfp4_dequant",
+    "nvfp4_dequant",
+    "w4a16_matmul",
+    "mc2_matmul_allreduce",
+];
+/// The ops whose outputs can be subnormal by construction.
+const SUBNORMAL: &[&str] = &[
+    "mxfp4_dequant",
+    "nvfp4_dequant",
+    "w4a16_matmul",
+    "mc2_matmul_allreduce",
+];
+/// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
+/// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
+/// code makes its weights infinite, and the matmul's sum of +-Inf weights is then NaN or Inf
+/// by the order of the sum, no longer a decode property.
+const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant"];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 3] = [Regime::LargeLogits, Regime::LateMax, Regime::MaskedRowsLse];
+    pub const ALL: [Regime; 6] = [
+        Regime::LargeLogits,
+        Regime::LateMax,
+        Regime::MaskedRowsLse,
+        Regime::OverflowToInf,
+        Regime::SubnormalOutputs,
+        Regime::FormatExtremes,
+    ];
 
     /// The stable name (`large_logits`).
     pub fn name(self) -> &'static str {
@@ -48,6 +88,9 @@ impl Regime {
             Regime::LargeLogits => "large_logits",
             Regime::LateMax => "late_max",
             Regime::MaskedRowsLse => "masked_rows_lse",
+            Regime::OverflowToInf => "overflow_to_inf",
+            Regime::SubnormalOutputs => "subnormal_outputs",
+            Regime::FormatExtremes => "format_extremes",
         }
     }
 
@@ -63,6 +106,15 @@ impl Regime {
             Regime::MaskedRowsLse => {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
+            Regime::OverflowToInf => {
+                "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
+            }
+            Regime::SubnormalOutputs => {
+                "some outputs are positive and some negative subnormals of the output dtype: a kernel that flushes them to zero is caught"
+            }
+            Regime::FormatExtremes => {
+                "the smallest and largest finite scale codes (E8M0 2^-127 and 2^127, E4M3FN 2^-9 and 448) each in a group that holds the largest FP4 magnitude of both signs"
+            }
         }
     }
 
@@ -73,7 +125,12 @@ impl Regime {
 
     /// The ops whose generators can guarantee this regime.
     pub fn ops(self) -> &'static [&'static str] {
-        ATTENTION
+        match self {
+            Regime::LargeLogits | Regime::LateMax | Regime::MaskedRowsLse => ATTENTION,
+            Regime::OverflowToInf => OVERFLOW,
+            Regime::SubnormalOutputs => SUBNORMAL,
+            Regime::FormatExtremes => EXTREMES,
+        }
     }
 
     /// Whether the regime applies to op `op`.
@@ -112,7 +169,10 @@ mod tests {
         }
         assert_eq!(Regime::parse("huge_logits"), None);
         assert_eq!(for_op("fa_prefill").len(), 3);
-        assert!(for_op("mxfp4_dequant").is_empty());
+        assert_eq!(for_op("mxfp4_dequant").len(), 3);
+        assert_eq!(for_op("w4a16_matmul").len(), 2);
+        assert!(for_op("paged_kv").is_empty());
+        assert!(!Regime::LargeLogits.applies_to("mc2_matmul_allreduce"));
         assert_eq!(late_from(Some(64)), 128);
         assert_eq!(late_from(Some(256)), 256);
     }
