@@ -67,21 +67,14 @@ pub fn holds(regime: Regime, et: ElemType, exact: &[f64]) -> bool {
     let Some((max, min_normal)) = limits(et) else {
         return false;
     };
-    let (pos, neg): (Box<dyn Fn(f64) -> bool>, Box<dyn Fn(f64) -> bool>) = match regime {
-        Regime::OverflowToInf => (
-            Box::new(move |v: f64| v >= 2.0 * max),
-            Box::new(move |v: f64| v <= -2.0 * max),
-        ),
-        Regime::SubnormalOutputs => {
-            let lo = pow2(band(regime, et).map_or(0, |b| b.0));
-            (
-                Box::new(move |v: f64| v >= lo && v < min_normal),
-                Box::new(move |v: f64| v <= -lo && v > -min_normal),
-            )
-        }
+    // The magnitudes that count: [lo, hi) (hi infinite for overflow).
+    let (lo, hi) = match regime {
+        Regime::OverflowToInf => (2.0 * max, f64::INFINITY),
+        Regime::SubnormalOutputs => (pow2(band(regime, et).map_or(0, |b| b.0)), min_normal),
         _ => return false,
     };
-    exact.iter().any(|&v| pos(v)) && exact.iter().any(|&v| neg(v))
+    let inside = |m: f64| m >= lo && m < hi;
+    exact.iter().any(|&v| v > 0.0 && inside(v)) && exact.iter().any(|&v| v < 0.0 && inside(-v))
 }
 
 /// The error for a regime a case cannot hold.
