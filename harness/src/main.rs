@@ -1,8 +1,9 @@
 //! The `conform` binary: parse arguments, run the command, exit with its documented code.
-//! Errors reach here as `anyhow` values only at this edge.
+//! Errors reach here as `cli::error::CliError` values, printed and mapped to their documented
+//! exit code in one place (`cli::error::report`).
 
 use clap::Parser;
-use conform_harness::{cli, console, exit_code, messages};
+use conform_harness::{cli, console, exit_code};
 
 /// Whether a panic is `println!` failing on a closed stdout (`conform list | head -1`).
 fn is_broken_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
@@ -35,10 +36,7 @@ fn main() {
         // commands (run, validate, ...) wrote their files and keep their own code.
         Ok(Ok(_)) if prints_to_stdout && console::stdout_closed() => exit_code::BROKEN_PIPE,
         Ok(Ok(code)) => code,
-        Ok(Err(e)) => {
-            conform_harness::errln!("{}", messages::error_line(&format!("{e:#}")));
-            exit_code::USAGE
-        }
+        Ok(Err(e)) => cli::error::report(&e),
         Err(p) if is_broken_stdout(&*p) => exit_code::BROKEN_PIPE,
         Err(p) => std::panic::resume_unwind(p),
     };

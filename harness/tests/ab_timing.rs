@@ -7,7 +7,6 @@
 //! with the reason, unless CONFORM_REQUIRE_TARGETS names a CPU worker (CI), where it runs and
 //! fails.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[path = "support/copy_dir.rs"]
@@ -19,12 +18,9 @@ mod trials;
 #[path = "support/venv.rs"]
 mod venv;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo_canonical as repo;
 
 const FILTER: &str = "mxfp4/bf16/n4-k7168/low_first";
 

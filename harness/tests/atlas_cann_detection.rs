@@ -8,12 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo_canonical as repo;
 
 fn script() -> PathBuf {
     repo().join("ci/atlas/setup-torch-npu.sh")

@@ -7,12 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use yaml_rust2::{Yaml, YamlLoader};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo;
 
 fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {

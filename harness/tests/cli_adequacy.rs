@@ -3,17 +3,11 @@
 //! makes adequacy name that fault and exit 1.
 
 use conform_reference::faults::{self, Requirement};
-use std::path::Path;
-use std::process::Output;
 
 #[path = "support/cli.rs"]
 mod cli;
-use cli::{repo, text};
-
-/// `conform` with no root or required targets inherited from the caller's environment.
-fn conform(root: &Path, args: &[&str]) -> Output {
-    cli::conform_without(root, args, &["CONFORM_ROOT", "CONFORM_REQUIRE_TARGETS"])
-}
+// `conform` with no root or required targets inherited from the caller's environment.
+use cli::{conform_clean as conform, repo, text};
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;

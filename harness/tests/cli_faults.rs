@@ -21,13 +21,13 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{repo, text};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -274,14 +274,6 @@ fn closed_pipe() -> OwnedFd {
         libc::close(fds[0]);
         OwnedFd::from_raw_fd(fds[1])
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn json(p: &Path) -> serde_json::Value {

@@ -3,41 +3,13 @@
 //! refused before any case runs, broken pipes, negative numbers, absurd MC2 shapes and a binary
 //! started outside any checkout.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn conform_in(cwd: &Path, root: Option<&Path>, args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_conform"));
-    if let Some(r) = root {
-        c.arg("--root").arg(r);
-    }
-    let o = c
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("CI")
-        .env_remove("CONFORM_ROOT")
-        .env_remove("CONFORM_REQUIRE_TARGETS")
-        .output()
-        .expect("conform runs");
-    no_panic(&o);
-    o
-}
-
-fn conform(root: &Path, args: &[&str]) -> Output {
-    conform_in(&repo(), Some(root), args)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+#[path = "support/cli.rs"]
+mod cli;
+// `conform` with no root or required targets inherited from the caller's environment.
+use cli::{conform_clean as conform, conform_in, repo, text};
 
 fn no_panic(o: &Output) {
     assert!(!text(o).contains("panicked at"), "{}", text(o));

@@ -6,44 +6,24 @@ use conform_harness::case_data::{generate_inputs, reference_outputs};
 use conform_harness::suite::select::load_all;
 use conform_reference::parallel::Threads;
 use conform_targets::tensor_file;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn conform(args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(repo())
-        .args(args)
-        .current_dir(repo())
-        .env_remove("CI")
-        .env_remove("CONFORM_ROOT")
-        .env_remove("CONFORM_REQUIRE_TARGETS")
-        .output()
-        .expect("conform runs");
-    assert!(!text(&o).contains("panicked at"), "{}", text(&o));
-    o
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{repo, text};
 
 fn keep_run(dir: &Path) -> Output {
-    conform(&[
-        "run",
-        "--keep-outputs",
-        dir.to_str().unwrap(),
-        "--filter",
-        "special-scales",
-    ])
+    cli::conform_clean(
+        &repo(),
+        &[
+            "run",
+            "--keep-outputs",
+            dir.to_str().unwrap(),
+            "--filter",
+            "special-scales",
+        ],
+    )
 }
 
 #[test]

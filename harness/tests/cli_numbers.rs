@@ -8,7 +8,6 @@ use clap::Parser;
 use conform_harness::cli::{Cli, Command};
 use conform_reference::parallel::Threads;
 use proptest::prelude::*;
-use std::path::{Path, PathBuf};
 
 /// Extreme spellings of numbers: huge, negative, fractional, exponents, non-finite, empty.
 fn number_text() -> impl Strategy<Value = String> {
@@ -157,22 +156,9 @@ proptest! {
 
 // A few real invocations: the values that parse are refused (or clamped) with a message.
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn conform(args: &[&str]) -> std::process::Output {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("--root")
-        .arg(repo())
-        .args(args)
-        .env_remove("CI")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("panicked"), "{args:?}: {err}");
-    o
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo;
 
 #[test]
 fn extreme_values_end_with_a_message_and_exit_2() {
@@ -208,7 +194,7 @@ fn extreme_values_end_with_a_message_and_exit_2() {
             "",
         ),
     ] {
-        let o = conform(&args);
+        let o = cli::conform(&repo(), &args);
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&o.stdout),

@@ -2,23 +2,17 @@
 //! clear message with exit code 2 for each kind of bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 const SEED_COSTS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../suites/mc2/costs-seed-example.toml"
 );
 
-fn conform(args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .output()
-        .expect("running the conform binary");
-    // No CLI run in the tests may panic, whatever its exit code.
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("panicked at"), "{err}");
-    o
-}
+#[path = "support/cli.rs"]
+mod cli;
+// The commands under test read only the files they are given: no project, no --root.
+use cli::conform_files as conform;
 
 fn plan(m: &str, dtype: &str, costs: &Path, json: bool) -> Output {
     let costs = costs.to_str().unwrap();

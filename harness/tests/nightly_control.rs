@@ -10,7 +10,7 @@
 //!   which sees the same commit as its reference, calls its own move environment drift;
 //! - night 3: back to normal, exit 0 (the failed night's build never became the control).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 #[path = "support/copy_dir.rs"]
@@ -21,12 +21,9 @@ use copy_dir::copy_dir;
 /// spreads its samples by a few percent, not by whole scheduler slices.
 const CASE: &str = "w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo_canonical as repo;
 
 struct Project {
     repo: PathBuf,

@@ -21,12 +21,9 @@ mod trials;
 #[path = "support/venv.rs"]
 mod venv;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo_canonical as repo;
 
 #[path = "support/slowable_worker.rs"]
 mod slowable_worker;

@@ -1,7 +1,7 @@
-//! Snapshots (insta) of the files conform writes: the results JSON of `conform run --json`
-//! (docs/results.md) and the HTML page of `conform report` (docs/report.md). A change to their
-//! structure or content shows up as a snapshot diff to review (`cargo insta review`, or
-//! `INSTA_UPDATE=always` then `git diff`); the snapshots are in tests/snapshots/.
+//! Snapshots (snapbox, as the CLI's) of the files conform writes: the results JSON of `conform
+//! run --json` (docs/results.md) and the HTML page of `conform report` (docs/report.md). A
+//! change to their structure or content shows up as a snapshot diff to review
+//! (`SNAPSHOTS=overwrite` rewrites tests/snapshots/, then `git diff`).
 //!
 //! What differs between runs and machines is redacted: the start time, durations, the thread
 //! count in the reference's description, versions and temporary paths. Everything else is
@@ -13,12 +13,12 @@ mod cli;
 use cli::{conform, repo, text};
 
 use conform_metadata::exit_code;
-use insta::internals::{Content, ContentPath};
+use snapbox::{assert_data_eq, file};
 use std::path::{Path, PathBuf};
 
-/// Snapshot settings whose filters replace what differs between runs and machines.
-fn filtered(tmp: &Path) -> insta::Settings {
-    let mut settings = insta::Settings::clone_current();
+/// `text` with what differs between runs and machines replaced, and one final newline.
+fn filtered(tmp: &Path, text: &str) -> String {
+    let mut text = text.to_string();
     for (regex, replacement) in [
         (regex::escape(tmp.to_str().unwrap()), "[TMP]".to_string()),
         (
@@ -35,18 +35,75 @@ fn filtered(tmp: &Path) -> insta::Settings {
             "total trial time [DURATION] s".to_string(),
         ),
     ] {
-        settings.add_filter(&regex, replacement);
+        text = regex::Regex::new(&regex)
+            .unwrap()
+            .replace_all(&text, replacement.as_str())
+            .into_owned();
     }
-    settings
+    format!("{}\n", text.trim_end())
 }
 
-/// The target description with its thread count redacted (the machine's core count).
-fn redact_threads(value: Content, _path: ContentPath<'_>) -> String {
-    let s = value.as_str().expect("a description is a string");
-    regex::Regex::new(r"\d+ thread\(s\)")
-        .unwrap()
-        .replace(s, "[N] thread(s)")
-        .into_owned()
+/// `v` with what differs between runs and machines redacted: the start time, the version,
+/// durations and the thread count in target descriptions (the machine's core count).
+fn redacted(mut v: serde_json::Value) -> serde_json::Value {
+    let text = |s: &str| serde_json::Value::String(s.to_string());
+    v["started_at"] = text("[TIMESTAMP]");
+    v["conform_version"] = text("[VERSION]");
+    for c in v["cases"].as_array_mut().expect("cases") {
+        c["duration_ms"] = text("[DURATION]");
+    }
+    let threads = regex::Regex::new(r"\d+ thread\(s\)").unwrap();
+    for t in v["targets"].as_array_mut().expect("targets") {
+        t["versions"]["conform-reference"] = text("[VERSION]");
+        let d = t["description"]
+            .as_str()
+            .expect("a description is a string");
+        t["description"] = text(&threads.replace(d, "[N] thread(s)"));
+    }
+    v
+}
+
+/// `v` as pretty JSON (two-space indent) with every float written in full decimal notation,
+/// a whole number with `.0` (`0.0000006947412292124255`, never `6.947412292124255e-7`): the
+/// notation of the stored snapshot.
+fn pretty(v: &serde_json::Value, depth: usize, out: &mut String) {
+    use serde_json::Value;
+    let indent = |n: usize| "  ".repeat(n);
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap();
+            let s = f.to_string();
+            out.push_str(&s);
+            if !s.contains('.') {
+                out.push_str(".0");
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                out.push_str(if i == 0 { "\n" } else { ",\n" });
+                out.push_str(&indent(depth + 1));
+                pretty(item, depth + 1, out);
+            }
+            out.push('\n');
+            out.push_str(&indent(depth));
+            out.push(']');
+        }
+        Value::Object(fields) if !fields.is_empty() => {
+            out.push('{');
+            for (i, (key, value)) in fields.iter().enumerate() {
+                out.push_str(if i == 0 { "\n" } else { ",\n" });
+                out.push_str(&indent(depth + 1));
+                out.push_str(&serde_json::to_string(key).unwrap());
+                out.push_str(": ");
+                pretty(value, depth + 1, out);
+            }
+            out.push('\n');
+            out.push_str(&indent(depth));
+            out.push('}');
+        }
+        other => out.push_str(&serde_json::to_string(other).unwrap()),
+    }
 }
 
 /// Runs the w4a16_matmul suite (quick tier) on the reference and writes its results JSON into
@@ -95,13 +152,13 @@ fn results_json_of_a_run_on_the_reference() {
     let json = run_w4a16_matmul(dir.path());
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    insta::assert_json_snapshot!("results_w4a16_matmul", v, {
-        ".started_at" => "[TIMESTAMP]",
-        ".conform_version" => "[VERSION]",
-        ".cases[].duration_ms" => "[DURATION]",
-        ".targets[].versions[\"conform-reference\"]" => "[VERSION]",
-        ".targets[].description" => insta::dynamic_redaction(redact_threads),
-    });
+    let mut text = String::new();
+    pretty(&redacted(v), 0, &mut text);
+    text.push('\n');
+    assert_data_eq!(
+        text,
+        file!["snapshots/results_w4a16_matmul.json": Text].raw()
+    );
 }
 
 #[test]
@@ -109,7 +166,10 @@ fn html_report_of_a_run_on_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let json = run_w4a16_matmul(dir.path());
     let html = report(dir.path(), &json, &[]);
-    filtered(dir.path()).bind(|| insta::assert_snapshot!("report_w4a16_matmul", html));
+    assert_data_eq!(
+        filtered(dir.path(), &html),
+        file!["snapshots/report_w4a16_matmul.html": Text].raw()
+    );
 }
 
 /// The page with every section filled: failures, perf records, a baseline comparison and an
@@ -133,5 +193,8 @@ fn html_report_of_failing_results_with_perf_baseline_and_mc2() {
     .map(fixture)
     .collect();
     let html = report(dir.path(), &fixture("results-failing.json"), &extra);
-    filtered(dir.path()).bind(|| insta::assert_snapshot!("report_failing_full", html));
+    assert_data_eq!(
+        filtered(dir.path(), &html),
+        file!["snapshots/report_failing_full.html": Text].raw()
+    );
 }

@@ -1,21 +1,23 @@
-//! Property tests over every reader of outside input: the suite loader, the worker protocol
-//! reader, the safetensors reader, and the perf and results readers. Inputs are arbitrary
-//! bytes and structured mutations of real files (a line deleted or duplicated, a value
-//! replaced, bytes flipped, a file truncated). The property: no panic, no hang, and every error
-//! names its file (or, for protocol lines, is a typed parse error). The number of inputs each
-//! property tries is in docs/PERFORMANCE.md.
+//! Property tests over conform's own readers of outside input: the suite loader, the golden
+//! store's MANIFEST reader, the safetensors reader, a worker's `target.toml` reader, and the
+//! perf and results readers. Inputs are arbitrary bytes and structured mutations of real files
+//! (a line deleted or duplicated, a value replaced, bytes flipped, a file truncated). The
+//! property: no panic, no hang, and every error is the reader's typed error naming its file.
+//! The number of inputs each property tries is in docs/PERFORMANCE.md.
 
-use conform_harness::perf::{PerfFile, PerfFileIo};
+use conform_harness::golden::manifest::Manifest;
+use conform_harness::golden::GoldenError;
+use conform_harness::perf::{PerfError, PerfFile, PerfFileIo};
 use conform_harness::report::ReportInputs;
 use conform_harness::suite::load::parse_suite;
 use conform_targets::tensor_file;
-use conform_targets::worker::protocol::WorkerMessage;
+use conform_targets::worker::{ConfigError, WorkerConfig};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo;
 
 /// Inputs per property: the same in every build (the parsers are cheap).
 const CASES: u32 = 2000;
@@ -74,6 +76,19 @@ fn suite_texts() -> Vec<(PathBuf, String)> {
         .collect()
 }
 
+fn target_texts() -> Vec<(PathBuf, String)> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(repo().join("targets")).unwrap() {
+        let p = e.unwrap().path().join("target.toml");
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            all.push((p, t));
+        }
+    }
+    assert!(!all.is_empty(), "no targets/*/target.toml");
+    all.sort();
+    all
+}
+
 fn token() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("-1".to_string()),
@@ -109,16 +124,21 @@ proptest! {
     }
 
     #[test]
-    fn the_protocol_reader_never_panics(
-        raw in "\\PC{0,200}", op in any::<u8>(), at in any::<usize>(), tok in token(),
+    fn the_target_toml_reader_never_panics_and_names_the_file(
+        which in any::<usize>(), op in any::<u8>(), at in any::<usize>(), tok in token(),
+        raw in "\\PC{0,200}",
     ) {
-        let _ = serde_json::from_str::<WorkerMessage>(&raw);
-        let hello = r#"{"type": "hello", "protocol": 1, "worker": {"name": "w", "version": "1"},
-            "libraries": {}, "device": "cpu", "capabilities": {"ops": {"x": {"recipes": []}}}}"#;
-        let result = r#"{"type": "result", "id": "1", "status": "ok", "outputs": "/tmp/o"}"#;
-        for base in [hello, result] {
-            let m = mutate_lines(&base.replace(", ", ",\n"), op, at, &tok);
-            let _ = serde_json::from_str::<WorkerMessage>(&m.replace('\n', " "));
+        let declarations = target_texts();
+        let (path, text) = &declarations[which % declarations.len()];
+        let mutated = mutate_lines(text, op, at, &tok);
+        for (path, text) in [(path.as_path(), mutated.as_str()), (Path::new("raw/target.toml"), &raw)] {
+            match WorkerConfig::parse(path, text) {
+                Ok(_) => {}
+                Err(e @ (ConfigError::Parse { .. } | ConfigError::Invalid { .. })) => {
+                    prop_assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+                }
+                Err(e) => prop_assert!(false, "parsing text gave {e:?}"),
+            }
         }
     }
 
@@ -155,11 +175,18 @@ proptest! {
         let fixture = repo().join("harness/tests/fixtures/perf/baseline.json");
         let text = std::fs::read_to_string(&fixture).unwrap();
         let mutated = mutate_lines(&text, op, at, &tok);
-        if let Err(e) = PerfFile::from_json(&mutated, &fixture) {
-            prop_assert!(e.to_string().contains("baseline.json"), "{e}");
-        }
-        if let Err(e) = PerfFile::from_json(&raw, Path::new("raw.json")) {
-            prop_assert!(e.to_string().contains("raw.json"), "{e}");
+        for (path, text) in [(fixture.as_path(), mutated.as_str()), (Path::new("raw.json"), &raw)] {
+            if let Err(e) = PerfFile::from_json(text, path) {
+                let typed = matches!(
+                    e,
+                    PerfError::PerfJson { .. }
+                        | PerfError::InvalidArgument { .. }
+                        | PerfError::InvalidCase { .. }
+                        | PerfError::DuplicateCase { .. }
+                );
+                prop_assert!(typed, "{e:?}");
+                prop_assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            }
         }
     }
 }
@@ -186,6 +213,24 @@ proptest! {
         std::fs::write(&path, mutated).unwrap();
         if let Err(e) = ReportInputs::load(&path, &[], None, None) {
             prop_assert!(e.to_string().contains("results.json"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_golden_manifest_reader_never_panics_and_names_the_file(
+        op in any::<u8>(), at in any::<usize>(), tok in token(), raw in "\\PC{0,200}",
+    ) {
+        let text = std::fs::read_to_string(repo().join("golden/MANIFEST.toml")).unwrap();
+        let mutated = mutate_lines(&text, op, at, &tok);
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [("MANIFEST.toml", mutated.as_str()), ("raw/MANIFEST.toml", &raw)] {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            if let Err(e) = Manifest::read(&path, false) {
+                prop_assert!(matches!(e, GoldenError::Manifest { .. }), "{e:?}");
+                prop_assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            }
         }
     }
 }

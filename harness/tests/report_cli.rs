@@ -2,7 +2,6 @@
 //! user string escaped, failures first, and bad inputs name the file and field.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -10,16 +9,10 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn conform(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .output()
-        .expect("run conform");
-    // No CLI run in the tests may panic, whatever its exit code.
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("panicked at"), "{err}");
-    o
-}
+#[path = "support/cli.rs"]
+mod cli;
+// The commands under test read only the files they are given: no project, no --root.
+use cli::conform_files as conform;
 
 fn full_report(out: &Path) -> String {
     let mut args: Vec<std::ffi::OsString> = vec!["report".into(), "--input".into()];

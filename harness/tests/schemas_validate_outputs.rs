@@ -10,8 +10,9 @@ use std::process::Output;
 mod cli;
 use cli::repo;
 
-fn conform(args: &[&str]) -> Output {
-    let o = cli::conform_without(&repo(), args, &["CONFORM_ROOT", "CONFORM_REQUIRE_TARGETS"]);
+/// `conform ARGS...` on the repository, which must succeed.
+fn succeeds(args: &[&str]) -> Output {
+    let o = cli::conform_clean(&repo(), args);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -51,7 +52,7 @@ fn results_perf_and_comparison_files_match_their_schemas() {
     let d = tempfile::tempdir().unwrap();
     let p = |n: &str| d.path().join(n).to_str().unwrap().to_string();
     let (results, perf, cmp) = (p("results.json"), p("perf.json"), p("compare.json"));
-    conform(&[
+    succeeds(&[
         "run",
         "--suite",
         "fp4_dequant",
@@ -65,7 +66,7 @@ fn results_perf_and_comparison_files_match_their_schemas() {
     assert!(!doc["cases"].as_array().unwrap().is_empty());
     assert!(doc["cases"][0]["perf"].is_object(), "{}", doc["cases"][0]);
 
-    conform(&[
+    succeeds(&[
         "perf",
         "record",
         "--suite",
@@ -78,7 +79,7 @@ fn results_perf_and_comparison_files_match_their_schemas() {
     let doc = assert_valid("perf", Path::new(&perf));
     assert!(!doc["cases"][0]["samples_us"].as_array().unwrap().is_empty());
 
-    conform(&[
+    succeeds(&[
         "perf",
         "compare",
         "--baseline",
@@ -96,7 +97,7 @@ fn results_perf_and_comparison_files_match_their_schemas() {
 fn an_adequacy_report_matches_its_schema() {
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("adequacy.json");
-    conform(&[
+    succeeds(&[
         "adequacy",
         "--suite",
         "fp4_dequant",

@@ -27,14 +27,13 @@ mod trials;
 #[path = "support/venv.rs"]
 mod venv;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::repo_canonical as repo;
 
-fn conform(args: &[&str], standin: bool, require: Option<&str>) -> (Option<i32>, String) {
+/// `conform ARGS...` from the repository, on the stand-in or not, requiring `require`; the exit
+/// code and everything printed.
+fn conform_standin(args: &[&str], standin: bool, require: Option<&str>) -> (Option<i32>, String) {
     conform_env(args, standin, require, &[])
 }
 
@@ -58,13 +57,8 @@ fn conform_env(
         c.env_remove("CONFORM_TORCH_NPU_STANDIN");
     }
     c.envs(env.iter().copied());
-    let o = c.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code(), text)
+    let o = cli::output(c);
+    (o.status.code(), cli::text(&o))
 }
 
 /// Runs `args` (a `conform run`) with a results file; returns the exit code, the output and
@@ -149,7 +143,7 @@ fn print_skips(title: &str, skips: &std::collections::BTreeMap<String, Vec<Strin
 fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let (code, text) = conform(
+    let (code, text) = conform_standin(
         &[
             "run",
             "--target",
@@ -423,7 +417,7 @@ fn the_stand_in_catches_the_old_worker_lines() {
 }
 
 fn without_torch_npu_a_required_target_fails_with_the_import_error() {
-    let (code, text) = conform(
+    let (code, text) = conform_standin(
         &["run", "--target", "torch_npu", "--suite", "fa_prefill"],
         false,
         Some("torch_npu"),

@@ -21,7 +21,16 @@ pub struct SeedSet {
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum SetOutcome {
     /// A case failed: which one, with which input seed, and by which check.
-    Killed { case: String, seed: u64, by: String },
+    Killed {
+        case: String,
+        seed: u64,
+        by: String,
+        /// The kill's margin: output elements its element-wise checks judged wrong (summed
+        /// over the failing outputs). Absent when no element-wise check failed (an aggregate
+        /// check such as an error ratio, a crash, poison, a nondeterministic repeat).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        margin: Option<u64>,
+    },
     /// Every case it applies to passed.
     Survived { cases: usize },
     /// No case of the suite is one it changes.
@@ -63,6 +72,17 @@ pub struct FaultSummary {
     pub killed_by: Vec<String>,
     /// The seed sets (indices) in which it survived.
     pub survived_sets: Vec<u32>,
+    /// The smallest margin of its kills (see [`SetOutcome::Killed`]) over the seed sets;
+    /// absent when no kill had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_margin: Option<u64>,
+    /// The margin a gated kill must reach: a kill by fewer wrong elements is one seed away
+    /// from no kill, and fails the gate.
+    #[serde(default)]
+    pub margin_floor: u64,
+    /// The seed sets (indices) whose kill had a margin below the floor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thin_sets: Vec<u32>,
     /// Whether this run gates it, and whether it passes that gate.
     pub gated: bool,
     pub passes: bool,
@@ -108,6 +128,10 @@ pub struct AdequacyReport {
     /// quick-tier cases declare (and so guarantee on every seed) and which none does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regimes: Vec<SuiteRegimes>,
+    /// Gated faults killed on every seed set, but in some set only by fewer wrong elements
+    /// than their margin floor ([`FaultSummary::thin_sets`]): one seed away from surviving.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thin_kills: Vec<String>,
 }
 
 /// A fault x suite x seed set that an interrupted matrix never measured.
@@ -140,10 +164,11 @@ pub struct RegimeCoverage {
 }
 
 impl AdequacyReport {
-    /// Whether every gated fault was killed on every seed set (never for an interrupted,
-    /// partial matrix).
+    /// Whether every gated fault was killed on every seed set, each kill at or above its
+    /// margin floor (never for an interrupted, partial matrix).
     pub fn passes(&self) -> bool {
         self.required_survivors.is_empty()
+            && self.thin_kills.is_empty()
             && self.errors.is_empty()
             && self.interrupted.is_none()
             && self.regime_holes() == 0

@@ -62,10 +62,26 @@ pub fn section(r: &AdequacyReport) -> String {
             );
         }
         let rate = f.kill_rate.map_or("n/a".into(), |x| num(x * 100.0) + "%");
+        let rate = match f.min_margin {
+            Some(m) => format!("{rate} (margin {m})"),
+            None => rate,
+        };
         let rate = if f.passes {
             rate
         } else if r.required_survivors.contains(&f.name) {
             format!("{rate} {}", badge("survives", "failed"))
+        } else if r.thin_kills.contains(&f.name) {
+            format!(
+                "{rate} {}",
+                badge(
+                    &format!(
+                        "thin: margin {} < {}",
+                        f.min_margin.unwrap_or(0),
+                        f.margin_floor
+                    ),
+                    "failed"
+                )
+            )
         } else {
             format!("{rate} {}", badge("unfinished", "borderline"))
         };

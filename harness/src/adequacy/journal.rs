@@ -243,6 +243,7 @@ mod tests {
                 case: "c".into(),
                 seed: 3,
                 by: "out: bitwise".into(),
+                margin: Some(12),
             },
             elapsed_s: 0.5,
         });

@@ -54,13 +54,19 @@ pub(super) fn summarise(
         matrix.extend(fault_cells(fault, by_suite, suites));
     }
     let suite_scores = suite_scores(suites, &matrix);
+    let thin = |f: &FaultSummary| f.gated && !f.thin_sets.is_empty();
     let required_survivors = summaries
         .iter()
         .filter(|f| {
             !f.passes
                 && (!f.survived_sets.is_empty()
-                    || !partial.unfinished.iter().any(|u| u.fault == f.name))
+                    || (!thin(f) && !partial.unfinished.iter().any(|u| u.fault == f.name)))
         })
+        .map(|f| f.name.clone())
+        .collect();
+    let thin_kills = summaries
+        .iter()
+        .filter(|f| thin(f) && f.survived_sets.is_empty())
         .map(|f| f.name.clone())
         .collect();
     AdequacyReport {
@@ -76,6 +82,7 @@ pub(super) fn summarise(
         interrupted: partial.interrupted,
         unfinished: partial.unfinished,
         regimes: Vec::new(),
+        thin_kills,
     }
 }
 
@@ -92,6 +99,9 @@ fn fault_summary(
 ) -> FaultSummary {
     let (mut applicable_sets, mut killed_sets) = (0, 0);
     let mut survived_sets = Vec::new();
+    let mut thin_sets = Vec::new();
+    let mut min_margin: Option<u64> = None;
+    let floor = fault.margin_floor();
     let mut killed_by: Vec<String> = Vec::new();
     for set in sets {
         let i = set.index as usize;
@@ -107,10 +117,30 @@ fn fault_summary(
                 _ => None,
             })
             .collect();
+        // The set's margin: the widest of its suites' kills; a kill not measured in elements
+        // (an aggregate check, a crash, poison) leaves the set without one.
+        let margins: Vec<Option<u64>> = here
+            .iter()
+            .filter_map(|o| match o {
+                SetOutcome::Killed { margin, .. } => Some(*margin),
+                _ => None,
+            })
+            .collect();
+        let margin = if margins.iter().any(Option::is_none) {
+            None
+        } else {
+            margins.iter().flatten().max().copied()
+        };
         if killers.is_empty() {
             survived_sets.push(set.index);
         } else {
             killed_sets += 1;
+            if let Some(m) = margin {
+                min_margin = Some(min_margin.map_or(m, |x| x.min(m)));
+                if m < floor {
+                    thin_sets.push(set.index);
+                }
+            }
         }
         for k in killers {
             if !killed_by.contains(k) {
@@ -121,7 +151,8 @@ fn fault_summary(
     let gated = super::gated(fault.requirement, opts);
     // A gated fault defined for an op of the selection that no case exercises is a gap.
     let never_applies = applicable_sets == 0 && ops.iter().any(|op| fault.applies_to(op));
-    let passes = !gated || (complete && killed_sets == applicable_sets && !never_applies);
+    let passes = !gated
+        || (complete && killed_sets == applicable_sets && !never_applies && thin_sets.is_empty());
     FaultSummary {
         name: fault.name.to_string(),
         family: fault.family.to_string(),
@@ -132,6 +163,9 @@ fn fault_summary(
         kill_rate: rate(killed_sets, applicable_sets),
         killed_by,
         survived_sets,
+        min_margin,
+        margin_floor: floor,
+        thin_sets,
         gated,
         passes,
     }
@@ -200,4 +234,78 @@ fn set_errors(matrix: &[Cell]) -> Vec<String> {
         }
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::RunOptions;
+    use conform_reference::faults;
+
+    fn opts() -> AdequacyOptions {
+        AdequacyOptions {
+            seed_sets: 1,
+            base_seed: Some(1),
+            gates_quick: true,
+            run: RunOptions::default(),
+            journal: None,
+        }
+    }
+
+    fn kill(margin: Option<u64>) -> SetOutcome {
+        SetOutcome::Killed {
+            case: "s/c".into(),
+            seed: 1,
+            by: "out: bitwise".into(),
+            margin,
+        }
+    }
+
+    fn report(fault: &'static Fault, outcomes: Vec<SetOutcome>) -> AdequacyReport {
+        let sets = (0..outcomes.len() as u32)
+            .map(|i| SeedSet {
+                index: i,
+                seed: (i > 0).then_some(7),
+            })
+            .collect();
+        let mut by_suite = BTreeMap::new();
+        by_suite.insert("s", outcomes);
+        let mut all = BTreeMap::new();
+        all.insert(fault.name, by_suite);
+        summarise(
+            &[fault],
+            &["pa_decode"],
+            &["s"],
+            sets,
+            all,
+            &opts(),
+            0.0,
+            Partial::default(),
+        )
+    }
+
+    #[test]
+    fn a_required_kill_below_its_margin_floor_fails_the_gate_and_says_so() {
+        let f = faults::find("pa-v2-combine-swapped").unwrap();
+        assert_eq!(f.margin_floor(), faults::margins::DEFAULT_MARGIN_FLOOR);
+        // Killed on both sets, once by 3 elements: thin, not a survivor, not a pass.
+        let r = report(f, vec![kill(Some(40)), kill(Some(3))]);
+        let s = &r.faults[0];
+        assert_eq!(
+            (s.killed_sets, s.min_margin, s.margin_floor),
+            (2, Some(3), 8)
+        );
+        assert_eq!(s.thin_sets, vec![1]);
+        assert!(!s.passes && !r.passes());
+        assert_eq!(r.thin_kills, vec![f.name.to_string()]);
+        assert!(r.required_survivors.is_empty());
+        // At the floor, and a kill not counted in elements: a pass.
+        let r = report(f, vec![kill(Some(8)), kill(None)]);
+        assert!(r.passes(), "{r:?}");
+        assert_eq!(r.faults[0].min_margin, Some(8));
+        // A lower floor with its reason: one element is enough.
+        let nan = faults::find("any-nan-in-largest-output").unwrap();
+        assert!(nan.margin_floor_reason().is_some());
+        assert!(report(nan, vec![kill(Some(1)), kill(Some(1))]).passes());
+    }
 }

@@ -76,12 +76,30 @@ fn kill_reason(r: &crate::results::CaseResult) -> String {
     msg
 }
 
+/// A kill's margin: the output elements its exact checks (bitwise, ULP: the checks that pin a
+/// recipe's knobs) judged wrong. None when no exact check failed: an aggregate check (an error
+/// ratio, a CANN standard) measures the whole tensor, and a crash, poison or a
+/// nondeterministic repeat is not counted in elements.
+fn kill_margin(case: &Case, r: &crate::results::CaseResult) -> Option<u64> {
+    if r.status != Status::Failed {
+        return None;
+    }
+    let wrong: u64 = r
+        .metrics
+        .iter()
+        .filter(|(name, m)| !m.passed && case.policies.get(*name).is_some_and(|p| p.is_exact()))
+        .map(|(_, m)| m.mismatches.max(m.non_finite + m.unwritten))
+        .sum();
+    (wrong > 0).then_some(wrong)
+}
+
 /// Runs `fault` over the cases of one suite with seed `seed` (`None`: each case's own), the
 /// case that killed it last time first. None when an interrupt (SIGINT, SIGTERM) stopped it
 /// before it could conclude: the cell is unfinished.
 fn run_cell(
     cases: &[&Case],
     target: &mut FaultTarget,
+    floor: u64,
     seed: Option<u64>,
     hint: Option<&str>,
     opts: &RunOptions,
@@ -94,6 +112,13 @@ fn run_cell(
         order.insert(0, c);
     }
     let mut applicable = 0;
+    // A kill below the margin floor keeps looking for a wider one among the other cases; the
+    // widest is the cell's kill.
+    let mut thin: Option<SetOutcome> = None;
+    let margin_of = |o: &Option<SetOutcome>| match o {
+        Some(SetOutcome::Killed { margin, .. }) => margin.unwrap_or(0),
+        _ => 0,
+    };
     for case in order {
         if crate::interrupt::received().is_some() {
             return None;
@@ -114,13 +139,24 @@ fn run_cell(
             Status::Passed => applicable += 1,
             Status::Skipped => {}
             _ => {
-                return Some(SetOutcome::Killed {
+                let margin = kill_margin(case, &r);
+                let kill = Some(SetOutcome::Killed {
                     case: case.id.clone(),
                     seed: s,
                     by: kill_reason(&r),
-                })
+                    margin,
+                });
+                if margin.is_none_or(|m| m >= floor) {
+                    return kill;
+                }
+                if margin_of(&kill) > margin_of(&thin) {
+                    thin = kill;
+                }
             }
         }
+    }
+    if thin.is_some() {
+        return thin;
     }
     Some(if applicable == 0 {
         SetOutcome::NotApplicable
@@ -195,7 +231,14 @@ pub fn measure(
                     Some(SetOutcome::NotApplicable)
                 } else {
                     let hint = hints.get(&(fault.name, *suite)).map(String::as_str);
-                    run_cell(&relevant, &mut target, set.seed, hint, &run)
+                    run_cell(
+                        &relevant,
+                        &mut target,
+                        fault.margin_floor(),
+                        set.seed,
+                        hint,
+                        &run,
+                    )
                 };
                 let Some(outcome) = outcome else {
                     unfinished.push(UnfinishedCell {

@@ -37,7 +37,7 @@ fn generate_from_stream(case: &Case, seed: u64) -> Result<TensorMap, CaseDataErr
     let family = ops::find(&case.op).map_err(|e| compute_err(case, e))?;
     let mut rng = seed::input_stream(&case.id, seed);
     let mut words = seed::words(&mut rng);
-    let mut ctx = GenContext::new(&mut words, case.inputs.clone());
+    let mut ctx = GenContext::new(&mut words, case.inputs.clone()).with_recipe(&case.recipe);
     family
         .generate_with_regimes(&case.params, &case.regimes, &mut ctx)
         .map_err(|e| compute_err(case, e))

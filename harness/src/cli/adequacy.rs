@@ -6,6 +6,7 @@
 //! interrupted, and the command exits 130 / 143 like `run`. After SIGKILL, `conform report
 //! --input PATH.journal --out DIR` recovers it.
 
+use super::error::CliError;
 use super::list::SelectArgs;
 use super::paths::Paths;
 use crate::adequacy::{self, AdequacyOptions};
@@ -65,31 +66,23 @@ fn list_faults() -> i32 {
     exit_code::SUCCESS
 }
 
-pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
+pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
     if args.list_faults {
         return Ok(list_faults());
     }
-    let checked = args
-        .json
+    args.json
         .as_deref()
         .map_or(Ok(()), crate::atomic_file::check_writable)
         .and_then(|_| {
             args.report
                 .as_deref()
                 .map_or(Ok(()), crate::atomic_file::check_dir_target)
-        });
-    if let Err(e) = checked {
-        crate::errln!("{}", messages::error_line(&e));
-        return Ok(exit_code::USAGE);
-    }
-    let selected = match args.select.load_selected(paths)? {
-        Ok(cases) => cases,
-        Err(code) => return Ok(code),
-    };
+        })
+        .map_err(CliError::OutputPath)?;
+    let selected = args.select.load_selected(paths)?;
     let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
-        crate::errln!("{}", messages::error_line(&messages::no_cases_selected()));
-        return Ok(exit_code::NOTHING_JUDGED);
+        return Err(CliError::NothingJudged(messages::no_cases_selected()));
     }
     let all = faults::catalogue();
     let chosen_faults: Vec<_> = if args.faults.is_empty() {
@@ -102,8 +95,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
             .cloned()
             .collect();
         if !unknown.is_empty() {
-            crate::errln!("{}", messages::error_line(&msg::unknown_faults(&unknown)));
-            return Ok(exit_code::USAGE);
+            return Err(CliError::Usage(msg::unknown_faults(&unknown)));
         }
         all.into_iter()
             .filter(|f| args.faults.iter().any(|n| n == f.name))
@@ -111,13 +103,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     };
     let base = args.seed.unwrap_or_else(crate::seed::fresh_seed);
     let tier = args.select.tier.unwrap_or(crate::suite::TierChoice::Quick);
-    let journal = match journal_path(&args) {
-        Ok(j) => j,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
-    };
+    let journal = journal_path(&args).map_err(CliError::OutputPath)?;
     let opts = AdequacyOptions {
         journal: journal.clone(),
         seed_sets: args.seed_sets,
@@ -149,6 +135,10 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     if !survivors.is_empty() {
         crate::out!("{survivors}");
     }
+    let thin = msg::thin_kills(&report);
+    if !thin.is_empty() {
+        crate::out!("{thin}");
+    }
     let regime_map = adequacy::regimes::text(&report);
     if !regime_map.is_empty() {
         crate::out!("{regime_map}");
@@ -164,15 +154,11 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> anyhow::Result<i32> {
     // The matrix is computed: an output that cannot be written now is exit 1, not a usage error
     // (an interrupt keeps its own code), and the journal stays: it is the only record left.
     if let Err(e) = write_adequacy_outputs(&report, &args) {
-        crate::errln!("{}", messages::error_line(&e));
-        if let Some(j) = &journal {
-            crate::errln!("{}", msg::journal_kept(j));
-        }
-        return Ok(if verdict == exit_code::SUCCESS {
-            exit_code::FAILURE
-        } else {
-            verdict
-        });
+        let message = match &journal {
+            Some(j) => format!("{e}\n{}", msg::journal_kept(j)),
+            None => e,
+        };
+        return Err(CliError::after_work(message, verdict));
     }
     if let Some(j) = &journal {
         let _ = std::fs::remove_file(j);

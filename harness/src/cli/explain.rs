@@ -1,5 +1,6 @@
 //! `conform explain <case>`: parameters, tensor shapes, recipe, checks and golden file.
 
+use super::error::CliError;
 use super::paths::Paths;
 use crate::exit_code;
 use crate::golden::format::definition_digest;
@@ -17,25 +18,19 @@ pub struct ExplainArgs {
     pub case: String,
 }
 
-pub fn run(paths: &Paths, args: ExplainArgs) -> anyhow::Result<i32> {
-    let cases = match load_all(&paths.suites) {
-        Ok(c) => c,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
-    };
+pub fn run(paths: &Paths, args: ExplainArgs) -> Result<i32, CliError> {
+    let cases = load_all(&paths.suites)?;
     let Some(case) = cases.iter().find(|c| c.id == args.case) else {
-        let text = if cases.iter().any(|c| c.suite == args.case) {
-            messages::suite_not_case(&args.case)
-        } else {
-            messages::unknown_case(&args.case)
-        };
-        crate::errln!("{}", messages::error_line(&text));
-        return Ok(exit_code::USAGE);
+        return Err(CliError::Usage(
+            if cases.iter().any(|c| c.suite == args.case) {
+                messages::suite_not_case(&args.case)
+            } else {
+                messages::unknown_case(&args.case)
+            },
+        ));
     };
-    let family = ops::find(&case.op)?;
-    let desc = family.describe(&case.params)?;
+    let describe = |case: &crate::suite::Case| ops::find(&case.op)?.describe(&case.params);
+    let desc = describe(case).map_err(|e| CliError::Usage(e.to_string()))?;
     crate::outln!(
         "{}",
         messages::explain(case, &desc, &paths.golden, &definition_digest(case))
@@ -49,7 +44,7 @@ pub fn run(paths: &Paths, args: ExplainArgs) -> anyhow::Result<i32> {
     if need.inputs <= EXPLAIN_INPUT_LIMIT {
         match crate::case_data::generate_inputs(case, case.seed) {
             Ok(inputs) => crate::outln!("{}", messages::explain_inputs(&inputs)),
-            Err(e) => crate::errln!("{}", messages::error_line(&e)),
+            Err(e) => super::error::print(&e),
         }
     }
     Ok(exit_code::SUCCESS)

@@ -1,5 +1,6 @@
 //! `conform golden verify | bless | accept | review`.
 
+use super::error::CliError;
 use super::list::SelectArgs;
 use super::paths::Paths;
 use crate::exit_code;
@@ -52,7 +53,7 @@ pub enum GoldenCommand {
     },
 }
 
-pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
+pub fn run(paths: &Paths, cmd: GoldenCommand) -> Result<i32, CliError> {
     match cmd {
         GoldenCommand::Verify { select, threads } => {
             with_cases(paths, &select, |cases, all_ids| {
@@ -92,7 +93,7 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> anyhow::Result<i32> {
             accept,
             reject,
             list,
-        } => Ok(review(paths, &accept, &reject, list)),
+        } => review(paths, &accept, &reject, list),
     }
 }
 
@@ -108,14 +109,8 @@ fn with_cases(
         &[&crate::suite::Case],
         &std::collections::BTreeSet<&str>,
     ) -> Result<i32, crate::golden::GoldenError>,
-) -> anyhow::Result<i32> {
-    let cases = match load_all(&paths.suites) {
-        Ok(c) => c,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
-    };
+) -> Result<i32, CliError> {
+    let cases = load_all(&paths.suites)?;
     // golden commands default to every tier: full-tier digests are part of the store.
     let mut select = select.clone();
     if select.tier.is_none() {
@@ -125,53 +120,30 @@ fn with_cases(
     let all_ids: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     let chosen: Vec<&crate::suite::Case> = cases.iter().filter(|c| sel.matches(c)).collect();
     if chosen.is_empty() {
-        crate::errln!("{}", messages::error_line(&messages::no_cases_selected()));
-        return Ok(exit_code::NOTHING_JUDGED);
+        return Err(CliError::NothingJudged(messages::no_cases_selected()));
     }
-    match f(&chosen, &all_ids) {
-        Ok(code) => Ok(code),
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            Ok(exit_code::USAGE)
-        }
-    }
+    Ok(f(&chosen, &all_ids)?)
 }
 
 /// `golden accept` against the suites as they are now: staged entries blessed for another
 /// definition of a case (the suite changed back, or again, after bless) are refused.
-fn accept(paths: &Paths) -> anyhow::Result<Option<review::Accepted>> {
-    let cases = load_all(&paths.suites).map_err(|e| anyhow::anyhow!("{e}"))?;
+fn accept(paths: &Paths) -> Result<Option<review::Accepted>, CliError> {
+    let cases = load_all(&paths.suites)?;
     Ok(review::accept(&paths.golden, &cases)?)
 }
 
-/// `golden review`: the exit code, every message printed.
-fn review(paths: &Paths, accept: &[String], reject: &[String], list: bool) -> i32 {
-    match review_inner(paths, accept, reject, list) {
-        Ok(code) => code,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            exit_code::USAGE
-        }
-    }
-}
-
-fn review_inner(
+/// `golden review`: the exit code of the decisions taken, or why none could be.
+fn review(
     paths: &Paths,
     accept: &[String],
     reject: &[String],
     list: bool,
-) -> Result<i32, ReviewError> {
+) -> Result<i32, CliError> {
     use std::io::IsTerminal;
     if std::env::var_os("CI").is_some() {
-        return Err(ReviewError::OnCi);
+        return Err(ReviewError::OnCi.into());
     }
-    let cases = match load_all(&paths.suites) {
-        Ok(c) => c,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
-    };
+    let cases = load_all(&paths.suites)?;
     let Some(mut review) = Review::open(&paths.golden, &cases)? else {
         crate::outln!("{}", messages::golden_review::nothing_to_review());
         return Ok(exit_code::SUCCESS);
@@ -196,11 +168,9 @@ fn review_inner(
             "{}",
             messages::golden_review::pending_list(review.pending())
         );
-        crate::errln!(
-            "{}",
-            messages::error_line(&messages::golden_review::needs_terminal_or_flags())
-        );
-        return Ok(exit_code::USAGE);
+        return Err(CliError::Usage(
+            messages::golden_review::needs_terminal_or_flags().to_string(),
+        ));
     };
     crate::outln!(
         "{}",

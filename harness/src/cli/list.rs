@@ -1,5 +1,6 @@
 //! `conform list`: the cases of the suites (after validating every suite file).
 
+use super::error::CliError;
 use super::paths::Paths;
 use crate::exit_code;
 use crate::messages;
@@ -24,31 +25,24 @@ pub struct SelectArgs {
 
 impl SelectArgs {
     /// The cases a command acts on: every suite loaded (and so validated), then those this
-    /// selection matches. `Err` holds the exit code once the reason is printed: a suite that
-    /// does not load, or a `--suite` that names no suite (both usage errors).
-    pub fn load_selected(&self, paths: &Paths) -> anyhow::Result<Result<Vec<Case>, i32>> {
-        let cases = match load_all(&paths.suites) {
-            Ok(c) => c,
-            Err(e) => {
-                crate::errln!("{}", messages::error_line(&e));
-                return Ok(Err(exit_code::USAGE));
-            }
-        };
+    /// selection matches; or why not: a suite that does not load, a `--filter` that is no
+    /// regex, a `--suite` that names no suite (all usage errors).
+    pub fn load_selected(&self, paths: &Paths) -> Result<Vec<Case>, CliError> {
+        let cases = load_all(&paths.suites)?;
         let sel = self.selection()?;
         let unknown = sel.unknown_suites(&cases);
         if !unknown.is_empty() {
-            crate::errln!(
-                "{}",
-                messages::error_line(&messages::unknown_suites(&unknown))
-            );
-            return Ok(Err(exit_code::USAGE));
+            return Err(CliError::Usage(messages::unknown_suites(&unknown)));
         }
-        Ok(Ok(cases.into_iter().filter(|c| sel.matches(c)).collect()))
+        Ok(cases.into_iter().filter(|c| sel.matches(c)).collect())
     }
 
-    pub fn selection(&self) -> anyhow::Result<Selection> {
+    /// The selection these arguments make; a usage error for a `--filter` that is no regex.
+    pub fn selection(&self) -> Result<Selection, CliError> {
         let filter = match &self.filter {
-            Some(f) => Some(regex::Regex::new(f).map_err(|e| anyhow::anyhow!("--filter: {e}"))?),
+            Some(f) => {
+                Some(regex::Regex::new(f).map_err(|e| CliError::Usage(format!("--filter: {e}")))?)
+            }
             None => None,
         };
         let (tier, all_tiers) = match self.tier.unwrap_or(TierChoice::Quick) {
@@ -74,14 +68,13 @@ pub struct ListArgs {
     pub json: bool,
 }
 
-pub fn run(paths: &Paths, args: ListArgs) -> anyhow::Result<i32> {
-    let selected = match args.select.load_selected(paths)? {
-        Ok(cases) => cases,
-        Err(code) => return Ok(code),
-    };
+pub fn run(paths: &Paths, args: ListArgs) -> Result<i32, CliError> {
+    let selected = args.select.load_selected(paths)?;
     let chosen: Vec<_> = selected.iter().collect();
     if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&chosen)?);
+        let text = serde_json::to_string_pretty(&chosen)
+            .map_err(|e| CliError::Usage(format!("--json: {e}")))?;
+        crate::outln!("{text}");
     } else {
         for c in &chosen {
             crate::outln!("{}", messages::list_line(&c.id, c.tier.name(), &c.recipe));

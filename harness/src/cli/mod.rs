@@ -1,7 +1,10 @@
 //! The `conform` command line: argument types and dispatch. Each command lives in its own file;
-//! every message it prints comes from `crate::messages`.
+//! every message it prints comes from `crate::messages`. Commands return the code their work
+//! earned or a [`error::CliError`], which carries its own exit code; `main` prints it with
+//! [`error::report`].
 
 pub mod adequacy;
+pub mod error;
 pub mod explain;
 pub mod gate_output;
 pub mod golden;
@@ -93,8 +96,9 @@ impl Command {
     }
 }
 
-/// Runs a parsed command; returns the process exit code.
-pub fn run(cli: Cli) -> anyhow::Result<i32> {
+/// Runs a parsed command; returns the exit code its work earned, or why it could not run or
+/// deliver it (the error knows its own exit code).
+pub fn run(cli: Cli) -> Result<i32, error::CliError> {
     // Only the commands that read suites, golden data or target declarations need a project:
     // report, mc2 plan and perf compare read the files they are given, from any directory.
     let paths = || paths::Paths::discover(cli.root.as_deref());
@@ -104,16 +108,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Golden(c) => golden::run(&paths()?, c),
         Command::Run(a) => run::run(&paths()?, *a),
         Command::Targets(a) => targets::run(&paths()?, a),
-        Command::Mc2(a) => match mc2::run(&a, &mut std::io::stdout().lock()) {
-            Ok(()) => Ok(crate::exit_code::SUCCESS),
-            Err(e) => {
-                crate::errln!("{}", crate::messages::error_line(&e));
-                Ok(e.exit_code())
-            }
-        },
+        Command::Mc2(a) => mc2::run(&a, &mut std::io::stdout().lock())
+            .map(|()| crate::exit_code::SUCCESS)
+            .map_err(error::CliError::from),
         Command::Validate(a) => validate::run(&paths()?, a),
         Command::Adequacy(a) => adequacy::run(&paths()?, a),
-        Command::Perf(c) => Ok(perf::run(&paths, &c)),
-        Command::Report(a) => Ok(report::run_command(&a)),
+        Command::Perf(c) => perf::run(&paths, &c),
+        Command::Report(a) => report::run_command(&a),
     }
 }

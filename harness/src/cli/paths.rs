@@ -1,5 +1,6 @@
 //! Where the project's suites, golden data and target declarations live.
 
+use super::error::CliError;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug)]
@@ -15,19 +16,21 @@ impl Paths {
     /// directory holding `suites/` and `golden/`. Outside any checkout this is an error naming
     /// both ways out: silently using the checkout the binary was built from would test other
     /// suites than the user thinks.
-    pub fn discover(root: Option<&Path>) -> anyhow::Result<Paths> {
+    pub fn discover(root: Option<&Path>) -> Result<Paths, CliError> {
         let root = match root {
             Some(r) => r.to_path_buf(),
             None => {
-                let cwd = std::env::current_dir()?;
+                let cwd = std::env::current_dir().map_err(|e| CliError::Project(e.to_string()))?;
                 cwd.ancestors()
                     .find(|d| is_root(d))
                     .map(Path::to_path_buf)
-                    .ok_or_else(|| anyhow::anyhow!(crate::messages::no_project_root(&cwd)))?
+                    .ok_or_else(|| CliError::Project(crate::messages::no_project_root(&cwd)))?
             }
         };
         if !is_root(&root) {
-            anyhow::bail!(crate::messages::not_a_project_root(&root));
+            return Err(CliError::Project(crate::messages::not_a_project_root(
+                &root,
+            )));
         }
         Ok(Paths::at(&root))
     }

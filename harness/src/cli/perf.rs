@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use crate::messages::perf as messages;
 use crate::perf::{compare, EnvironmentCapture, PerfError, PerfFile, PerfFileIo};
 
+use super::error::CliError;
 use crate::exit_code;
 
 #[derive(Debug, Subcommand)]
@@ -91,45 +92,50 @@ fn cpu_samples(mut file: PerfFile, path: &std::path::Path) -> Result<PerfFile, P
     Ok(file)
 }
 
-/// Run a `perf` subcommand; returns the process exit status.
-/// Runs a perf command; `paths` finds the project, which only `record` needs.
-pub fn run(paths: &dyn Fn() -> anyhow::Result<crate::cli::paths::Paths>, cmd: &PerfCommand) -> i32 {
+/// Runs a perf command; `paths` finds the project, which only `record` needs. Returns the
+/// code the command's work earned, or why it could not run or deliver it.
+pub fn run(
+    paths: &dyn Fn() -> Result<crate::cli::paths::Paths, CliError>,
+    cmd: &PerfCommand,
+) -> Result<i32, CliError> {
     match cmd {
-        PerfCommand::Record(args) => match paths().and_then(|p| record(&p, args)) {
-            Ok(code) => code,
-            Err(e) => {
-                crate::errln!("{}", crate::messages::error_line(&format!("{e:#}")));
-                exit_code::USAGE
-            }
-        },
+        PerfCommand::Record(args) => record(&paths()?, args),
         PerfCommand::History(c) => crate::cli::perf_history::run(c),
         PerfCommand::ServeReference(a) => serve_reference(a),
-        PerfCommand::Compare(args) => match run_compare(args) {
-            Ok((table, _, 0)) => {
-                crate::out!("{table}");
-                crate::outln!("{}", messages::nothing_compared());
-                exit_code::NOTHING_JUDGED
-            }
-            Ok((table, regressed, _)) => {
-                crate::out!("{table}");
-                if regressed {
-                    exit_code::FAILURE
-                } else {
-                    exit_code::SUCCESS
-                }
-            }
-            Err(e) => {
-                crate::errln!("{}", messages::bad_input(&e));
-                exit_code::USAGE
-            }
-        },
+        PerfCommand::Compare(args) => compare_command(args),
     }
+}
+
+/// `conform perf compare`: the table, then the verdict; the comparison's `--json` written last
+/// (lost after the comparison was made: exit 1, see [`CliError::OutputAfterWork`]).
+fn compare_command(args: &CompareArgs) -> Result<i32, CliError> {
+    let cfg = args.gate.check()?;
+    let cmp = run_compare(args, &cfg)?;
+    let table = messages::comparison_table(&cmp);
+    let code = if cmp.judged() == 0 {
+        exit_code::NOTHING_JUDGED
+    } else if cmp.has_regression() {
+        exit_code::FAILURE
+    } else {
+        exit_code::SUCCESS
+    };
+    let written = args.gate.write_json(&cmp);
+    crate::out!("{table}");
+    match written {
+        Ok(Some(line)) => crate::outln!("{line}"),
+        Ok(None) => {}
+        Err(e) => return Err(CliError::after_work(e, code)),
+    }
+    if code == exit_code::NOTHING_JUDGED {
+        crate::outln!("{}", messages::nothing_compared());
+    }
+    Ok(code)
 }
 
 /// `conform perf serve-reference`: this build's reference as a worker (its timings slowed as
 /// `CONFORM_REFERENCE_SLOWDOWN` says, like the in-process reference's; the nightly script's
 /// kept build clears the variable in its target.toml, since it stands for another build).
-fn serve_reference(args: &ServeArgs) -> i32 {
+fn serve_reference(args: &ServeArgs) -> Result<i32, CliError> {
     use conform_reference::parallel::Threads;
     let threads = args.threads.map(Threads).unwrap_or_default();
     let mut target = conform_targets::ReferenceTarget::new(threads);
@@ -145,53 +151,79 @@ fn serve_reference(args: &ServeArgs) -> i32 {
         &mut stdin.lock(),
         &mut stdout.lock(),
     ) {
-        Ok(()) => exit_code::SUCCESS,
-        Err(e) => {
-            crate::errln!(
-                "{}",
-                crate::messages::error_line(&format!("serve-reference: {e}"))
-            );
-            exit_code::USAGE
-        }
+        Ok(()) => Ok(exit_code::SUCCESS),
+        Err(e) => Err(CliError::Usage(format!("serve-reference: {e}"))),
     }
 }
 
-/// The comparison as a printed table, whether anything regressed, and how many cases were on
-/// both sides (judged).
-pub fn run_compare(args: &CompareArgs) -> Result<(String, bool, usize), PerfError> {
-    let cfg = args.gate.check()?;
+/// The comparison of the two files `args` names under the gate `cfg` (checked, with its
+/// `--json` path, by [`super::gate_output::GateOutputArgs::check`]).
+pub fn run_compare(
+    args: &CompareArgs,
+    cfg: &crate::perf::GateConfig,
+) -> Result<crate::perf::Comparison, PerfError> {
     let mut baseline = PerfFile::read(&args.baseline)?;
     let mut candidate = PerfFile::read(&args.candidate)?;
     if args.metric == Metric::Cpu {
         baseline = cpu_samples(baseline, &args.baseline)?;
         candidate = cpu_samples(candidate, &args.candidate)?;
     }
-    let cmp = compare(&baseline, &candidate, &cfg);
-    let mut table = messages::comparison_table(&cmp);
-    if let Some(line) = args.gate.write_json(&cmp)? {
-        table.push_str(&line);
-        table.push('\n');
-    }
-    Ok((table, cmp.has_regression(), cmp.judged()))
+    Ok(compare(&baseline, &candidate, cfg))
 }
 
 /// `conform perf record`: `conform run --perf` on the selection, then the samples of every
 /// timed case as a perf file. Exits like `conform run` (1 if a case failed or broke a budget).
-fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result<i32> {
+fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> Result<i32, CliError> {
     let mut run_args = args.run.clone();
     run_args.perf = true;
     if run_args.json.is_none() {
         run_args.journal_beside = Some(args.out.clone());
     }
-    if let Err(e) = crate::cli::run::check_output_paths(&run_args, &[&args.out]) {
-        crate::errln!("{}", crate::messages::error_line(&e));
-        return Ok(exit_code::USAGE);
-    }
+    crate::cli::run::check_output_paths(&run_args, &[&args.out]).map_err(CliError::OutputPath)?;
     let (results, code) = crate::cli::run::execute(paths, &run_args)?;
-    let Some(results) = results else {
-        return Ok(code);
+    // The results files are written first; one that cannot be is the command's error, after
+    // the perf file was still written (one lost file must not cost the other).
+    let lost = crate::cli::run::write_outputs_or_fail(&results, &run_args, code).err();
+    // The cases ran: a perf file that cannot be made or written now is an output lost after
+    // the work (exit 1), not a usage error.
+    let written = perf_file(paths, &run_args, &results).and_then(|file| {
+        file.write(&args.out)?;
+        Ok(file)
+    });
+    let file = match written {
+        Ok(file) => file,
+        Err(e) => {
+            if let Some(lost) = &lost {
+                super::error::print(lost);
+            }
+            return Err(CliError::after_work(e, code));
+        }
     };
-    let code = crate::cli::run::write_outputs_or_fail(&results, &run_args, code);
+    if run_args.journal_beside.is_some()
+        && let Some(j) = crate::runner::journal::path_for_output(&args.out)
+    {
+        let _ = std::fs::remove_file(j);
+    }
+    crate::outln!("{}", crate::messages::wrote("perf record", &args.out));
+    if let Some(lost) = lost {
+        return Err(lost);
+    }
+    // An interrupt (130/143) or a failure outranks "nothing recorded": the exit code says why
+    // the file is short.
+    if file.cases.is_empty() && matches!(code, exit_code::SUCCESS | exit_code::NOTHING_JUDGED) {
+        crate::outln!("{}", messages::nothing_recorded());
+        return Ok(exit_code::NOTHING_JUDGED);
+    }
+    Ok(code)
+}
+
+/// The perf file of a finished `perf record` run: its environment and every timed case's
+/// samples.
+fn perf_file(
+    paths: &crate::cli::paths::Paths,
+    run_args: &crate::cli::run::RunArgs,
+    results: &crate::results::RunResults,
+) -> Result<PerfFile, PerfError> {
     let mut versions = std::collections::BTreeMap::new();
     versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
     let mut env = crate::perf::Environment::capture(versions, None, git_commit(&paths.root));
@@ -211,28 +243,12 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> anyhow::Result
     let mut file = PerfFile::new(env);
     for c in &results.cases {
         if let Some(p) = &c.perf {
-            let rec: crate::perf::PerfRecord = serde_json::from_value(p.clone())?;
+            let rec: crate::perf::PerfRecord =
+                serde_json::from_value(p.clone()).map_err(PerfError::Serialise)?;
             file.push(rec)?;
         }
     }
-    if let Err(e) = file.write(&args.out) {
-        // The cases ran: a perf file that cannot be written now is exit 1, not a usage error.
-        crate::errln!("{}", crate::messages::error_line(&e));
-        return Ok(exit_code::FAILURE);
-    }
-    if run_args.journal_beside.is_some()
-        && let Some(j) = crate::runner::journal::path_for_output(&args.out)
-    {
-        let _ = std::fs::remove_file(j);
-    }
-    crate::outln!("{}", crate::messages::wrote("perf record", &args.out));
-    // An interrupt (130/143) or a failure outranks "nothing recorded": the exit code says why
-    // the file is short.
-    if file.cases.is_empty() && matches!(code, exit_code::SUCCESS | exit_code::NOTHING_JUDGED) {
-        crate::outln!("{}", messages::nothing_recorded());
-        return Ok(exit_code::NOTHING_JUDGED);
-    }
-    Ok(code)
+    Ok(file)
 }
 
 fn git_commit(root: &std::path::Path) -> Option<String> {

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::error::CliError;
 use crate::exit_code;
 use crate::messages::perf as perf_messages;
 use crate::messages::perf_history as messages;
@@ -100,18 +101,9 @@ pub struct GateArgs {
     pub gate: super::gate_output::GateOutputArgs,
 }
 
-/// Runs a history subcommand; returns the exit status.
-pub fn run(cmd: &HistoryCommand) -> i32 {
-    match execute(cmd) {
-        Ok(code) => code,
-        Err(e) => {
-            crate::errln!("{}", crate::messages::error_line(&e));
-            exit_code::USAGE
-        }
-    }
-}
-
-fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
+/// Runs a history subcommand; returns the code its work earned, or why it could not run or
+/// deliver it.
+pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
     match cmd {
         HistoryCommand::Ingest(a) => {
             // Every file is read and validated before the store is touched.
@@ -122,8 +114,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                 .collect::<Result<Vec<_>, PerfError>>()?;
             // A run without a case would be a night with nothing in it: refused, nothing added.
             if let Some((p, _)) = files.iter().find(|(_, f)| f.cases.is_empty()) {
-                crate::errln!("{}", crate::messages::error_line(&messages::no_case(p)));
-                return Ok(exit_code::NOTHING_JUDGED);
+                return Err(CliError::NothingJudged(messages::no_case(p)));
             }
             if !history::store::is_postgres_url(&a.db.db)
                 && let Some(dir) = std::path::Path::new(&a.db.db).parent()
@@ -171,6 +162,16 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::Export(a) => {
+            let to_stdout = a.csv.as_os_str() == "-";
+            // The CSV path is checked before the store is read, as every output is.
+            if !to_stdout {
+                crate::atomic_file::check_writable(&a.csv).map_err(|problem| {
+                    PerfError::InvalidArgument {
+                        field: "--csv",
+                        problem,
+                    }
+                })?;
+            }
             let re = a
                 .case
                 .as_deref()
@@ -181,16 +182,18 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
                     problem: e.to_string(),
                 })?;
             let mut h = History::open(&a.db.db)?;
-            let to_stdout = a.csv.as_os_str() == "-";
             let mut buf = Vec::new();
             let rows = h.export_csv(&mut buf, re.as_ref())?;
             if to_stdout {
                 use std::io::Write as _;
                 let _ = std::io::stdout().write_all(&buf);
             } else {
-                crate::atomic_file::write(&a.csv, &buf).map_err(|source| PerfError::Write {
-                    path: a.csv.clone(),
-                    source,
+                crate::atomic_file::write(&a.csv, &buf).map_err(|source| {
+                    let e = PerfError::Write {
+                        path: a.csv.clone(),
+                        source,
+                    };
+                    CliError::after_work(e, exit_code::SUCCESS)
                 })?;
                 crate::outln!("{}", messages::exported(rows, &a.csv.display().to_string()));
             }
@@ -200,7 +203,7 @@ fn execute(cmd: &HistoryCommand) -> Result<i32, HistoryError> {
     }
 }
 
-fn gate(a: &GateArgs) -> Result<i32, HistoryError> {
+fn gate(a: &GateArgs) -> Result<i32, CliError> {
     let cfg = a.gate.check()?;
     let candidate = PerfFile::read(&a.candidate)?;
     let mut h = History::open(&a.db.db)?;
@@ -215,16 +218,22 @@ fn gate(a: &GateArgs) -> Result<i32, HistoryError> {
             );
         }
     }
-    if let Some(line) = a.gate.write_json(&result)? {
-        crate::outln!("{line}");
-    }
-    if result.comparison.judged() == 0 {
-        crate::outln!("{}", messages::first_run(h.location()));
-        return Ok(exit_code::NOTHING_JUDGED);
-    }
-    Ok(if result.comparison.has_regression() {
+    let code = if result.comparison.judged() == 0 {
+        exit_code::NOTHING_JUDGED
+    } else if result.comparison.has_regression() {
         exit_code::FAILURE
     } else {
         exit_code::SUCCESS
-    })
+    };
+    // The comparison is made: a JSON that cannot be written now is an output lost after the
+    // work (exit 1).
+    match a.gate.write_json(&result) {
+        Ok(Some(line)) => crate::outln!("{line}"),
+        Ok(None) => {}
+        Err(e) => return Err(CliError::after_work(e, code)),
+    }
+    if code == exit_code::NOTHING_JUDGED {
+        crate::outln!("{}", messages::first_run(h.location()));
+    }
+    Ok(code)
 }

@@ -27,19 +27,15 @@ pub struct ReportArgs {
 }
 
 /// Runs `conform report`; returns the exit code: 0 written, 4 written but the results judged
-/// nothing (no case, or every case skipped), 2 an input that cannot be read or a report that
-/// cannot be written.
-pub fn run_command(args: &ReportArgs) -> i32 {
-    match run(args) {
-        Ok(outcome) if outcome.judged => crate::exit_code::SUCCESS,
-        Ok(_) => {
-            crate::errln!("{}", msg::nothing_judged(&args.input));
-            crate::exit_code::NOTHING_JUDGED
-        }
-        Err(e) => {
-            crate::errln!("{}", crate::messages::error_line(&e));
-            crate::exit_code::USAGE
-        }
+/// nothing (no case, or every case skipped); or the error of an input that cannot be read or
+/// a report that cannot be written (2).
+pub fn run_command(args: &ReportArgs) -> Result<i32, crate::cli::error::CliError> {
+    let outcome = run(args)?;
+    if outcome.judged {
+        Ok(crate::exit_code::SUCCESS)
+    } else {
+        crate::errln!("{}", msg::nothing_judged(&args.input));
+        Ok(crate::exit_code::NOTHING_JUDGED)
     }
 }
 

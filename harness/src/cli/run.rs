@@ -2,6 +2,7 @@
 //! With no arguments it is the main job: every quick-tier case on the reference target, with
 //! the reference's outputs verified bitwise against the golden store.
 
+use super::error::CliError;
 use super::list::SelectArgs;
 use super::paths::Paths;
 use crate::exit_code;
@@ -100,37 +101,26 @@ pub struct RunArgs {
     pub journal_beside: Option<PathBuf>,
 }
 
-pub fn run(paths: &Paths, args: RunArgs) -> anyhow::Result<i32> {
-    if let Err(e) = check_output_paths(&args, &[]) {
-        crate::errln!("{}", messages::error_line(&e));
-        return Ok(exit_code::USAGE);
-    }
+pub fn run(paths: &Paths, args: RunArgs) -> Result<i32, CliError> {
+    check_output_paths(&args, &[]).map_err(CliError::OutputPath)?;
     let (results, code) = execute(paths, &args)?;
-    Ok(match &results {
-        Some(r) => write_outputs_or_fail(r, &args, code),
-        None => code,
-    })
+    write_outputs_or_fail(&results, &args, code)
 }
 
-/// Writes the outputs of a finished run; when one cannot be written (its directory was
-/// removed during the run, the disk is full), says so and returns exit 1 (the work was done,
-/// its output was not written) unless `code` already says something worse.
-pub fn write_outputs_or_fail(results: &RunResults, args: &RunArgs, code: i32) -> i32 {
-    match write_outputs(results, args) {
-        Ok(()) => code,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&format!("{e:#}")));
-            if code == exit_code::SUCCESS || code == exit_code::NOTHING_JUDGED {
-                exit_code::FAILURE
-            } else {
-                code
-            }
-        }
-    }
+/// Writes the outputs of a finished run whose work earned `code`; when one cannot be written
+/// (its directory was removed during the run, the disk is full), the error of an output lost
+/// after the work (exit 1 unless `code` already says something worse).
+pub fn write_outputs_or_fail(
+    results: &RunResults,
+    args: &RunArgs,
+    code: i32,
+) -> Result<i32, CliError> {
+    write_outputs(results, args).map_err(|e| CliError::after_work(format!("{e:#}"), code))?;
+    Ok(code)
 }
 
-/// Runs and prints; returns the results (None when nothing ran) and the exit code.
-pub fn execute(paths: &Paths, args: &RunArgs) -> anyhow::Result<(Option<RunResults>, i32)> {
+/// Runs and prints; returns the results and the code the run earned, or why nothing ran.
+pub fn execute(paths: &Paths, args: &RunArgs) -> Result<(RunResults, i32), CliError> {
     execute_on(paths, args, None)
 }
 
@@ -139,15 +129,11 @@ pub fn execute_on(
     paths: &Paths,
     args: &RunArgs,
     given: Option<Vec<Box<dyn conform_targets::Target>>>,
-) -> anyhow::Result<(Option<RunResults>, i32)> {
-    let selected = match args.select.load_selected(paths)? {
-        Ok(cases) => cases,
-        Err(code) => return Ok((None, code)),
-    };
+) -> Result<(RunResults, i32), CliError> {
+    let selected = args.select.load_selected(paths)?;
     let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
-        crate::errln!("{}", messages::error_line(&messages::no_cases_selected()));
-        return Ok((None, exit_code::NOTHING_JUDGED));
+        return Err(CliError::NothingJudged(messages::no_cases_selected()));
     }
     let names = if args.targets.is_empty() && args.workers.is_empty() {
         vec![REFERENCE_TARGET.to_string()]
@@ -155,21 +141,9 @@ pub fn execute_on(
         args.targets.clone()
     };
     let threads = args.threads.map(Threads).unwrap_or_default();
-    let ab_gate = match ab_settings(args) {
-        Ok(g) => g,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok((None, exit_code::USAGE));
-        }
-    };
+    let ab_gate = ab_settings(args)?;
     let mut against = match &args.against {
-        Some(name) => match super::targets::open(paths, std::slice::from_ref(name), threads) {
-            Ok(mut t) => t.pop(),
-            Err(e) => {
-                crate::errln!("{}", messages::error_line(&e));
-                return Ok((None, exit_code::USAGE));
-            }
-        },
+        Some(name) => super::targets::open(paths, std::slice::from_ref(name), threads)?.pop(),
         None => None,
     };
     let mut worker_declarations = std::collections::BTreeMap::new();
@@ -188,42 +162,23 @@ pub fn execute_on(
             Ok(t)
         }),
     };
-    let mut targets = match opened {
-        Ok(t) => t,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok((None, exit_code::USAGE));
-        }
-    };
-    let hardware = match hardware_profile(paths, args) {
-        Ok(h) => h,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok((None, exit_code::USAGE));
-        }
-    };
+    let mut targets = opened?;
+    let hardware = hardware_profile(paths, args)?;
     // The golden store is opened (and its MANIFEST checked) whenever the reference target is
     // verified against it: a missing or malformed manifest stops the run before any case.
     let verifies_golden = !args.no_golden && targets.iter().any(|t| t.name() == REFERENCE_TARGET);
     let golden = if verifies_golden {
-        match crate::golden::GoldenStore::open(&paths.golden) {
-            Ok(s) => Some(std::sync::Arc::new(s)),
-            Err(e) => {
-                crate::errln!("{}", messages::error_line(&e));
-                return Ok((None, exit_code::USAGE));
-            }
-        }
+        Some(std::sync::Arc::new(crate::golden::GoldenStore::open(
+            &paths.golden,
+        )?))
     } else {
         None
     };
     let keep_outputs = match &args.keep_outputs {
-        Some(dir) => match runner::keep::KeepOutputs::open(dir) {
-            Ok(k) => Some(std::sync::Arc::new(k)),
-            Err(e) => {
-                crate::errln!("{}", messages::error_line(&e));
-                return Ok((None, exit_code::USAGE));
-            }
-        },
+        Some(dir) => Some(std::sync::Arc::new(
+            runner::keep::KeepOutputs::open(dir)
+                .map_err(|e| CliError::OutputPath(e.to_string()))?,
+        )),
         None => None,
     };
     let mut opts = run_options(args, threads);
@@ -252,7 +207,7 @@ pub fn execute_on(
     drop(against);
     print_report(&results, opts.keep_outputs.as_deref());
     let code = outcome_code(&results, args.allow_skips);
-    Ok((Some(results), code))
+    Ok((results, code))
 }
 
 /// The options `args` give a run (golden store, hardware profile and kept outputs are the
@@ -439,7 +394,7 @@ pub fn write_outputs(results: &RunResults, args: &RunArgs) -> anyhow::Result<()>
     let mut keep = |r: anyhow::Result<()>| {
         if let Err(e) = r {
             if first.is_some() {
-                crate::errln!("{}", messages::error_line(&format!("{e:#}")));
+                super::error::print(&format!("{e:#}"));
             } else {
                 first = Some(e);
             }

@@ -1,8 +1,8 @@
 //! `conform targets` and opening targets by name.
 
+use super::error::CliError;
 use super::paths::Paths;
 use crate::exit_code;
-use crate::messages;
 use clap::Args;
 use conform_reference::parallel::Threads;
 use conform_targets::registry;
@@ -26,16 +26,16 @@ pub fn open(
     registry::open(&paths.root, names, threads).map_err(|e| e.to_string())
 }
 
-pub fn run(paths: &Paths, _args: TargetsArgs) -> anyhow::Result<i32> {
+pub fn run(paths: &Paths, _args: TargetsArgs) -> Result<i32, CliError> {
     let names = known(paths);
-    let mut targets = open(paths, &names, Threads::available()).map_err(|e| anyhow::anyhow!(e))?;
+    let mut targets = open(paths, &names, Threads::available()).map_err(CliError::Usage)?;
     for t in targets.iter_mut() {
         crate::outln!("{}", registry::status_line(t.as_mut()));
     }
     let required = registry::required_targets();
     let errors = registry::check_required(&mut targets, &required);
     for e in &errors {
-        crate::errln!("{}", messages::error_line(e));
+        super::error::print(e);
     }
     Ok(if errors.is_empty() {
         exit_code::SUCCESS

@@ -3,10 +3,10 @@
 //! default), correctness and performance budgets, and a report directory to attach to the
 //! pull request: `index.html`, `results.json`, `junit.xml`.
 
+use super::error::CliError;
 use super::list::SelectArgs;
 use super::paths::Paths;
 use super::run::{check_output_paths, execute_on, write_outputs_or_fail, RunArgs};
-use crate::exit_code;
 use crate::messages;
 use clap::Args;
 use conform_targets::{Target, WorkerTarget};
@@ -60,17 +60,11 @@ pub fn open_worker(paths: &Paths, worker: &Path) -> Result<(WorkerTarget, PathBu
     Ok((w, dir.join("target.toml")))
 }
 
-pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
-    let worker = match open_worker(paths, &args.worker) {
-        Ok((w, _)) => w,
-        Err(e) => {
-            crate::errln!("{}", messages::error_line(&e));
-            return Ok(exit_code::USAGE);
-        }
-    };
+pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
+    let (worker, _) = open_worker(paths, &args.worker)?;
     crate::outln!("{}", messages::validate_start(worker.name(), &args.out));
     std::fs::create_dir_all(&args.out)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.out.display()))?;
+        .map_err(|e| CliError::OutputPath(format!("{}: {e}", args.out.display())))?;
     let run_args = RunArgs {
         select: SelectArgs {
             suites: args.suites.clone(),
@@ -89,14 +83,8 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> anyhow::Result<i32> {
         ..RunArgs::default()
     };
     // The report directory's files are checked before any case runs, as `run` checks its own.
-    if let Err(e) = check_output_paths(&run_args, &[]) {
-        crate::errln!("{}", messages::error_line(&e));
-        return Ok(exit_code::USAGE);
-    }
+    check_output_paths(&run_args, &[]).map_err(CliError::OutputPath)?;
     drop(worker);
     let (results, code) = execute_on(paths, &run_args, None)?;
-    Ok(match &results {
-        Some(r) => write_outputs_or_fail(r, &run_args, code),
-        None => code,
-    })
+    write_outputs_or_fail(&results, &run_args, code)
 }

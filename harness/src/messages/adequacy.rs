@@ -75,7 +75,7 @@ pub fn matrix(r: &AdequacyReport) -> String {
     for (i, _) in suites.iter().enumerate() {
         let _ = write!(s, " {:>3}", format!("S{}", i + 1));
     }
-    let _ = writeln!(s, "  {:>5}  killed by", "rate");
+    let _ = writeln!(s, "  {:>5}  {:>6}  killed by", "rate", "margin");
     for f in &r.faults {
         let _ = write!(s, "{:<34} {:<9}", f.name, f.requirement);
         for suite in &suites {
@@ -86,12 +86,15 @@ pub fn matrix(r: &AdequacyReport) -> String {
             let _ = write!(s, " {:>3}", mark(cell.and_then(|c| c.kill_rate)));
         }
         let flag = if f.passes {
-            ""
+            String::new()
         } else if r.required_survivors.contains(&f.name) {
-            "  <- SURVIVES"
+            "  <- SURVIVES".to_string()
+        } else if r.thin_kills.contains(&f.name) {
+            format!("  <- THIN (floor {})", f.margin_floor)
         } else {
-            "  (not measured to the end)"
+            "  (not measured to the end)".to_string()
         };
+        let margin = f.min_margin.map_or("-".to_string(), |m| m.to_string());
         let by = f
             .killed_by
             .first()
@@ -103,7 +106,7 @@ pub fn matrix(r: &AdequacyReport) -> String {
                 }
             })
             .unwrap_or_default();
-        let _ = writeln!(s, "  {:>5}  {by}{flag}", pct(f.kill_rate));
+        let _ = writeln!(s, "  {:>5}  {margin:>6}  {by}{flag}", pct(f.kill_rate));
     }
     let _ = writeln!(s, "suites:");
     for (i, sc) in r.suites.iter().enumerate() {
@@ -165,6 +168,33 @@ pub fn survivors(r: &AdequacyReport) -> String {
     s
 }
 
+/// How each thin kill was thin: the seed sets whose kill judged fewer elements wrong than the
+/// fault's margin floor.
+pub fn thin_kills(r: &AdequacyReport) -> String {
+    let mut s = String::new();
+    for f in r.faults.iter().filter(|f| r.thin_kills.contains(&f.name)) {
+        let sets: Vec<String> = f
+            .thin_sets
+            .iter()
+            .map(
+                |i| match r.seed_sets.get(*i as usize).and_then(|x| x.seed) {
+                    Some(seed) => format!("set {i} (--seed {seed})"),
+                    None => format!("set {i} (the cases' own seeds)"),
+                },
+            )
+            .collect();
+        let _ = writeln!(
+            s,
+            "required fault `{}` was killed by fewer than {} wrong element(s) (smallest margin {}) on {}: one seed away from surviving",
+            f.name,
+            f.margin_floor,
+            f.min_margin.unwrap_or(0),
+            sets.join(", ")
+        );
+    }
+    s
+}
+
 /// The HTML page's note on a partial matrix.
 pub const PARTIAL_NOTE: &str = "This matrix was stopped before every cell was measured: the \
 rates are over the seed sets measured, a fault not measured to the end passes no gate, and the \
@@ -220,6 +250,12 @@ pub fn verdict(r: &AdequacyReport) -> String {
     }
     if r.passes() {
         "adequacy: every required fault was killed on every seed set".to_string()
+    } else if r.required_survivors.is_empty() && !r.thin_kills.is_empty() {
+        format!(
+            "adequacy: {} required fault(s) killed below their margin floor: {}",
+            r.thin_kills.len(),
+            r.thin_kills.join(", ")
+        )
     } else if r.required_survivors.is_empty() {
         format!(
             "adequacy: {} regime(s) of the op families are covered by no quick-tier case (see the regime map)",
@@ -241,7 +277,15 @@ pub fn progress(fault: &str, set: usize, sets: usize) -> String {
 /// The text of one outcome, for the HTML page's cell titles.
 pub fn outcome_text(o: &SetOutcome) -> String {
     match o {
-        SetOutcome::Killed { case, seed, by } => format!("killed by {case} (seed {seed}): {by}"),
+        SetOutcome::Killed {
+            case,
+            seed,
+            by,
+            margin,
+        } => match margin {
+            Some(m) => format!("killed by {case} (seed {seed}): {by}; margin {m} element(s)"),
+            None => format!("killed by {case} (seed {seed}): {by}"),
+        },
         SetOutcome::Survived { cases } => format!("survived {cases} case(s)"),
         SetOutcome::NotApplicable => "not applicable".to_string(),
         SetOutcome::Error {

@@ -11,6 +11,12 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The repository root as an absolute path without symbolic links or `..` (for what compares
+/// or prints it: scripts' arguments, workers' paths, replay lines).
+pub fn repo_canonical() -> PathBuf {
+    repo().canonicalize().expect("the repository root")
+}
+
 /// `conform --root ROOT ARGS...` with `CI` and the variables in `unset` removed from its
 /// environment; panics (failing the test) when the run panicked.
 pub fn conform_without(root: &Path, args: &[&str], unset: &[&str]) -> Output {
@@ -53,4 +59,39 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// The variables of the caller's environment that would change what a test's `conform`
+/// does: the project root and the targets a run must find.
+pub const CALLER_ENV: [&str; 2] = ["CONFORM_ROOT", "CONFORM_REQUIRE_TARGETS"];
+
+/// `conform --root ROOT ARGS...` without `CI`, `CONFORM_ROOT` or `CONFORM_REQUIRE_TARGETS` from
+/// the caller's environment.
+pub fn conform_clean(root: &Path, args: &[&str]) -> Output {
+    conform_without(root, args, &CALLER_ENV)
+}
+
+/// `conform ARGS...` as a user runs it from `cwd`: `--root ROOT` only when `root` is given,
+/// stdin closed, without `CI` or [`CALLER_ENV`]; panics (failing the test) when it panicked.
+pub fn conform_in(cwd: &Path, root: Option<&Path>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    if let Some(r) = root {
+        cmd.arg("--root").arg(r);
+    }
+    cmd.args(args)
+        .current_dir(cwd)
+        .env_remove("CI")
+        .stdin(Stdio::null());
+    for var in CALLER_ENV {
+        cmd.env_remove(var);
+    }
+    output(cmd)
+}
+
+/// `conform ARGS...` with no project (the commands that only read the files they are given:
+/// `report`, `mc2 plan`, `perf compare`), stdin closed; panics when it panicked.
+pub fn conform_files<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    cmd.args(args).env_remove("CI").stdin(Stdio::null());
+    output(cmd)
 }

@@ -12,6 +12,7 @@
 mod any;
 mod attention;
 mod fp4;
+pub mod margins;
 mod mc2;
 mod paged_kv;
 mod range;

@@ -115,6 +115,16 @@ pub(crate) fn check(
                     ));
                 }
             }
+            Regime::RoundingTies => {
+                if regimes.contains(&Regime::LargeLogits) || regimes.contains(&Regime::LateMax) {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "cannot be combined with large_logits or late_max in one case (they rebuild whole query and key rows); declare it in another case",
+                    ));
+                }
+                super::attention_ties::check_shape(op, g)?;
+            }
             Regime::LargeLogits => {
                 if !valid_rows(g).any(|(b, i)| large_ok(interval(g, b, i), first_free)) {
                     return Err(regime_err(
@@ -169,10 +179,16 @@ pub(crate) fn impose(
     inputs: &mut TensorMap,
     ctx: &mut GenContext,
 ) -> Result<(), OpError> {
+    check(op, g, regimes, late_from, keys.first_free)?;
+    let regimes: Vec<Regime> = regimes
+        .iter()
+        .copied()
+        .filter(|&r| r != Regime::RoundingTies)
+        .collect();
+    let regimes = regimes.as_slice();
     if regimes.is_empty() {
         return Ok(());
     }
-    check(op, g, regimes, late_from, keys.first_free)?;
     let large = regimes.contains(&Regime::LargeLogits);
     let late = regimes.contains(&Regime::LateMax);
     let empty = regimes.contains(&Regime::MaskedRowsLse);

@@ -9,6 +9,7 @@
 //! output dtype and F32.
 
 use super::attention_regimes::{self, ScoreView};
+use super::attention_ties;
 use super::regime::{late_from, Regime};
 use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
@@ -445,6 +446,10 @@ impl OpFamily for FaPrefill {
             first_free: 0,
         };
         attention_regimes::impose(OP, &g, regimes, &keys, late_from(p.kv_tile), &mut m, ctx)?;
+        if regimes.contains(&Regime::RoundingTies) {
+            let recipe = attention_ties::recipe_of(OP, ctx, g.dtype)?;
+            attention_ties::impose(OP, &g, &recipe, &keys, "value", &mut m, ctx)?;
+        }
         Ok(m)
     }
 

@@ -62,12 +62,25 @@ pub struct SpecialValues {
 pub struct GenContext<'a> {
     bits: &'a mut dyn FnMut() -> u64,
     pub dist: ValueDist,
+    /// The recipe the case's expected outputs come from, for the regimes that depend on it
+    /// (`rounding_ties`); `None` where the caller has none.
+    pub recipe: Option<String>,
 }
 
 impl<'a> GenContext<'a> {
     /// Wraps a bit source.
     pub fn new(bits: &'a mut dyn FnMut() -> u64, dist: ValueDist) -> GenContext<'a> {
-        GenContext { bits, dist }
+        GenContext {
+            bits,
+            dist,
+            recipe: None,
+        }
+    }
+
+    /// The same context, for a case whose expected outputs come from `recipe`.
+    pub fn with_recipe(mut self, recipe: &str) -> GenContext<'a> {
+        self.recipe = Some(recipe.to_string());
+        self
     }
 
     /// 64 random bits.

@@ -111,6 +111,16 @@ impl Params {
         Ok((p, dtype, ElemType::from(dtype)))
     }
 
+    fn tie_shape(&self, dtype: DType) -> super::mc2_ties::Shape {
+        super::mc2_ties::Shape {
+            dtype,
+            ranks: self.ranks,
+            m: self.m,
+            k: self.k,
+            n: self.n,
+        }
+    }
+
     fn specs(&self, et: ElemType) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let mut inputs = vec![
             TensorSpec::new("x1", et, vec![self.ranks, self.m, self.k], &["r", "m", "k"]),
@@ -202,8 +212,12 @@ impl OpFamily for Mc2MatmulAllReduce {
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
-        let (p, _, _) = Params::parse(params)?;
-        check(&p, regimes)
+        let (p, dtype, _) = Params::parse(params)?;
+        check(&p, regimes)?;
+        if regimes.contains(&Regime::RoundingTies) {
+            super::mc2_ties::check(NAME, &p.tie_shape(dtype))?;
+        }
+        Ok(())
     }
 
     fn generate_with_regimes(
@@ -212,10 +226,13 @@ impl OpFamily for Mc2MatmulAllReduce {
         regimes: &[Regime],
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError> {
-        let (p, _, et) = Params::parse(params)?;
-        check(&p, regimes)?;
+        self.check_regimes(params, regimes)?;
+        let (p, dtype, et) = Params::parse(params)?;
         let mut m = self.generate(params, ctx)?;
-        if regimes.is_empty() {
+        if regimes.contains(&Regime::RoundingTies) {
+            super::mc2_ties::impose(NAME, &p.tie_shape(dtype), &mut m, ctx)?;
+        }
+        if rr::banded(regimes).is_empty() {
             return Ok(m);
         }
         impose(&p, et, regimes, &mut m, ctx)?;
@@ -268,6 +285,13 @@ fn check(p: &Params, regimes: &[Regime]) -> Result<(), OpError> {
     let Some(&first) = banded.first() else {
         return Ok(());
     };
+    if regimes.contains(&Regime::RoundingTies) {
+        return Err(rr::regime_err(
+            NAME,
+            first,
+            "cannot share a case with rounding_ties (the range rows would overwrite planted ties)",
+        ));
+    }
     if p.m < banded.len() {
         return Err(rr::regime_err(
             NAME,

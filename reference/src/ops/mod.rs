@@ -11,10 +11,12 @@
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
 pub mod attention_regimes;
+pub mod attention_ties;
 pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
+pub mod mc2_ties;
 pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod paged_kv;

@@ -14,6 +14,7 @@
 //! last block) holds NaN.
 
 use super::attention_regimes::{self, ScoreView};
+use super::attention_ties;
 use super::fa_prefill::{
     attention_flops, f32_values, invalid, op_error, oracle_outputs, output_specs, preset,
     recipe_outputs, values_tensor,
@@ -447,6 +448,10 @@ impl OpFamily for PaDecode {
             &mut m,
             ctx,
         )?;
+        if regimes.contains(&Regime::RoundingTies) {
+            let recipe = attention_ties::recipe_of(OP, ctx, plan.g.dtype)?;
+            attention_ties::impose(OP, &plan.g, &recipe, &keys, "value_cache", &mut m, ctx)?;
+        }
         Ok(m)
     }
 

@@ -21,6 +21,10 @@ pub enum Regime {
     LateMax,
     /// The case asks for `softmax_lse` and has at least one valid query row that sees no key.
     MaskedRowsLse,
+    /// Under the case's recipe, at least 8 elements are exact ties of a cast, rounded apart by
+    /// ties-to-even and ties-away: attention's output and P casts and split-KV combines
+    /// ([`super::attention_ties`]), MC2's cast of a rank's product ([`super::mc2_ties`]).
+    RoundingTies,
     /// Some outputs overflow to +Inf and some to -Inf in the output dtype (f16 or bf16): their
     /// exact value is at least twice the dtype's largest finite value, so every rounding mode
     /// and operation order of the recipes gives the infinity ([`super::range_regimes`]).
@@ -49,6 +53,8 @@ pub const LATE_MAX_GAP: f64 = 4.0;
 pub const LATE_MAX_FROM: usize = 128;
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
+const TIES: &[&str] = &["fa_prefill", "pa_decode", "mc2_matmul_allreduce"];
+
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
 /// data without arithmetic.
@@ -73,10 +79,11 @@ const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant"];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 6] = [
+    pub const ALL: [Regime; 7] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
+        Regime::RoundingTies,
         Regime::OverflowToInf,
         Regime::SubnormalOutputs,
         Regime::FormatExtremes,
@@ -88,6 +95,7 @@ impl Regime {
             Regime::LargeLogits => "large_logits",
             Regime::LateMax => "late_max",
             Regime::MaskedRowsLse => "masked_rows_lse",
+            Regime::RoundingTies => "rounding_ties",
             Regime::OverflowToInf => "overflow_to_inf",
             Regime::SubnormalOutputs => "subnormal_outputs",
             Regime::FormatExtremes => "format_extremes",
@@ -105,6 +113,9 @@ impl Regime {
             }
             Regime::MaskedRowsLse => {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
+            }
+            Regime::RoundingTies => {
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
@@ -127,6 +138,7 @@ impl Regime {
     pub fn ops(self) -> &'static [&'static str] {
         match self {
             Regime::LargeLogits | Regime::LateMax | Regime::MaskedRowsLse => ATTENTION,
+            Regime::RoundingTies => TIES,
             Regime::OverflowToInf => OVERFLOW,
             Regime::SubnormalOutputs => SUBNORMAL,
             Regime::FormatExtremes => EXTREMES,
@@ -168,9 +180,10 @@ mod tests {
             assert!(!r.description().is_empty());
         }
         assert_eq!(Regime::parse("huge_logits"), None);
-        assert_eq!(for_op("fa_prefill").len(), 3);
+        assert_eq!(for_op("fa_prefill").len(), 4);
         assert_eq!(for_op("mxfp4_dequant").len(), 3);
         assert_eq!(for_op("w4a16_matmul").len(), 2);
+        assert_eq!(for_op("mc2_matmul_allreduce").len(), 3);
         assert!(for_op("paged_kv").is_empty());
         assert!(!Regime::LargeLogits.applies_to("mc2_matmul_allreduce"));
         assert_eq!(late_from(Some(64)), 128);
