@@ -26,8 +26,9 @@ pub enum Regime {
     /// ([`super::attention_ties`]), MC2's cast of a rank's product ([`super::mc2_ties`]).
     RoundingTies,
     /// Some outputs overflow to +Inf and some to -Inf in the output dtype (f16 or bf16): their
-    /// exact value is at least twice the dtype's largest finite value, so every rounding mode
-    /// and operation order of the recipes gives the infinity ([`super::range_regimes`]).
+    /// exact value is at least twice the dtype's largest finite value, so round-to-nearest
+    /// (either tie rule) gives the infinity whatever the operation order
+    /// ([`super::range_regimes`]).
     OverflowToInf,
     /// Some outputs are positive and some negative subnormals of the output dtype (nonzero,
     /// below its smallest normal), exact or one rounding away in every recipe.
