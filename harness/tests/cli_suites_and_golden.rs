@@ -123,22 +123,24 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes: [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-golden verify: 12 cases checked, 0 drifted, 1 store errors
+golden verify: 14 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/12] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
-[2/12] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
-[3/12] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
-[4/12] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
-[5/12] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
-[6/12] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
-[7/12] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
-[8/12] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
-[9/12] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
-[10/12] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
-[11/12] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
-[12/12] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
+[1/14] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
+[2/14] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
+[3/14] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
+[4/14] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
+[5/14] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
+[6/14] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
+[7/14] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
+[8/14] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
+[9/14] mc2_matmul_allreduce/f16/r4-m8-k32-n32/range
+[10/14] mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3
+[11/14] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
+[12/14] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
+[13/14] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
+[14/14] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
 
 "#]]);
     // The main job also catches it, as corruption of the store (naming file and tensor),
@@ -147,8 +149,8 @@ golden verify: 12 cases checked, 0 drifted, 1 store errors
         .code(exit_code::FAILURE)
         .stdout_eq(str![[r#"
 suite                    target          passed  failed skipped   error timeout crashed
-mc2_matmul_allreduce     reference           11       0       0       1       0       0
-total                                        11       0       0       1       0       0
+mc2_matmul_allreduce     reference           13       0       0       1       0       0
+total                                        13       0       0       1       0       0
 
 ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
   [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
@@ -168,6 +170,8 @@ PASSED   mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order [reference] ([MS] ms
 PASSED   mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r4-m8-k32-n32/range [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3 [reference] ([MS] ms)
 
 "#]].unordered());
 }
@@ -341,17 +345,19 @@ fn an_unlisted_golden_file_is_a_store_error() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  [ROOT]/golden/stray.safetensors: unlisted file in the golden store (not in MANIFEST.toml)
-golden verify: 7 cases checked, 0 drifted, 1 store errors
+golden verify: 9 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/7] w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp
-[2/7] w4a16_matmul/nvfp4/m1-n5-k16/single-token-one-group
-[3/7] w4a16_matmul/nvfp4/m2-n4-k768/f16-out
-[4/7] w4a16_matmul/nvfp4/m4-n16-k768/qwen3-moe-expert
-[5/7] w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert
-[6/7] w4a16_matmul/nvfp4/m64-n2048-k7168/deepseek-v3-expert-gate
-[7/7] w4a16_matmul/nvfp4/m32-n4096-k14336/llama3-8b-down
+[1/9] w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp
+[2/9] w4a16_matmul/nvfp4/m1-n5-k16/single-token-one-group
+[3/9] w4a16_matmul/nvfp4/m2-n4-k768/f16-out
+[4/9] w4a16_matmul/nvfp4/m2-n8-k768/f16-range
+[5/9] w4a16_matmul/mxfp4/m2-n8-k256/bf16-subnormal
+[6/9] w4a16_matmul/nvfp4/m4-n16-k768/qwen3-moe-expert
+[7/9] w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert
+[8/9] w4a16_matmul/nvfp4/m64-n2048-k7168/deepseek-v3-expert-gate
+[9/9] w4a16_matmul/nvfp4/m32-n4096-k14336/llama3-8b-down
 
 "#]]);
 }

@@ -307,7 +307,7 @@ fn shapes_that_cannot_hold_a_regime_are_refused_by_name() {
     regime_error("pa_decode", p, Regime::LateMax);
     let e = ops::find("mxfp4_dequant")
         .unwrap()
-        .check_regimes(&json!({}), &[Regime::LargeLogits])
+        .check_regimes(&json!({"n": 1, "k": 32}), &[Regime::LargeLogits])
         .unwrap_err();
     assert!(e.to_string().contains("large_logits"), "{e}");
 }

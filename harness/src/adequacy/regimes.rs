@@ -20,6 +20,8 @@ pub fn map(cases: &[&Case], gated: bool) -> Vec<SuiteRegimes> {
     let mut out = Vec::new();
     for (suite, cases) in suites {
         let mut ops: Vec<&str> = cases.iter().map(|c| c.op.as_str()).collect();
+        // A suite may mix ops (fp4_dequant: MXFP4 and NVFP4 cases interleaved): each once.
+        ops.sort_unstable();
         ops.dedup();
         let applicable: Vec<regime::Regime> = regime::Regime::ALL
             .into_iter()
@@ -154,7 +156,33 @@ mod tests {
             && s.missing.len() == regime::for_op(&s.suite).len()
             && s.gated));
         // Suites whose op has no regimes are not listed.
-        let fp4: Vec<&Case> = cases.iter().filter(|c| c.suite == "fp4_dequant").collect();
-        assert!(!fp4.is_empty() && map(&fp4, true).is_empty());
+        let kv: Vec<&Case> = cases.iter().filter(|c| c.suite == "paged_kv").collect();
+        assert!(!kv.is_empty() && map(&kv, true).is_empty());
+    }
+
+    #[test]
+    fn the_other_families_cover_every_range_regime_that_applies_to_them() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites");
+        let cases = load_all(&root).expect("the suites load");
+        for (suite, regimes) in [
+            ("fp4_dequant", 3),
+            ("w4a16_matmul", 2),
+            ("mc2_matmul_allreduce", 3),
+        ] {
+            let of: Vec<&Case> = cases.iter().filter(|c| c.suite == suite).collect();
+            let m = map(&of, true);
+            assert_eq!(m.len(), 1, "{suite}");
+            assert!(m[0].missing.is_empty(), "{suite}: {:?}", m[0].missing);
+            assert_eq!(m[0].covered.len(), regimes, "{suite}");
+            assert!(!m[0].op.contains(", ") || m[0].op == "mxfp4_dequant, nvfp4_dequant");
+            // Without its range cases, the suite has holes.
+            let without: Vec<&Case> = of
+                .iter()
+                .copied()
+                .filter(|c| c.regimes.is_empty())
+                .collect();
+            let m = map(&without, true);
+            assert_eq!(m[0].missing.len(), regimes, "{suite}");
+        }
     }
 }

@@ -151,8 +151,8 @@ pub struct Entry {
     /// input set on which each of them fails the case's checks, or ends with an error naming
     /// the faults it could not pin. See docs/adequacy.md.
     pub discriminates: Option<Vec<String>>,
-    /// Numeric regimes the case exercises (`large_logits`, `late_max`, `masked_rows_lse`):
-    /// the op's input generator guarantees each of them on every seed, or the suite is
+    /// Numeric regimes the case exercises (`large_logits`, `late_max`, `masked_rows_lse`,
+    /// `overflow_to_inf`, `subnormal_outputs`, `format_extremes`): the op's input generator guarantees each of them on every seed, or the suite is
     /// refused with an error naming the regime. See docs/suites.md.
     pub regimes: Option<Vec<String>>,
 }

@@ -15,6 +15,7 @@ mod fp4;
 pub mod margins;
 mod mc2;
 mod paged_kv;
+mod range;
 mod tensors;
 
 use crate::dequant::Fp4DequantRecipe;
@@ -150,7 +151,7 @@ pub struct Fault {
     /// Stable name (`attn-o-not-rescaled`), used on the command line and in suites.
     pub name: &'static str,
     /// The group it belongs to, for reports: `fp4`, `w4a16`, `attention`, `paged_attention`,
-    /// `paged_kv`, `mc2`, `any`.
+    /// `paged_kv`, `mc2`, `range`, `any`.
     pub family: &'static str,
     /// The ops it applies to; empty means every op.
     pub ops: &'static [&'static str],
@@ -182,6 +183,7 @@ pub fn catalogue() -> Vec<&'static Fault> {
         .chain(attention::FAULTS)
         .chain(paged_kv::FAULTS)
         .chain(mc2::FAULTS)
+        .chain(range::FAULTS)
         .chain(any::FAULTS)
         .collect()
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::ops::{self, GenContext, ValueDist};
+use crate::ops::{self, ElemType, GenContext, ValueDist};
 use serde_json::json;
 
 fn gen_inputs(op: &str, params: &serde_json::Value, seed: u64) -> TensorMap {
@@ -338,4 +338,129 @@ fn no_max_subtraction_and_empty_row_lse_show_only_in_their_regimes() {
         }
         assert!(empty >= g.heads, "{op}: {empty} empty rows");
     }
+}
+
+#[test]
+fn range_faults_change_exactly_the_infinities_and_subnormals_of_their_dtype() {
+    use crate::ops::Regime::{FormatExtremes, OverflowToInf, SubnormalOutputs};
+    let cases = [
+        (
+            "mxfp4_dequant",
+            "mx_ocp",
+            json!({"n": 4, "k": 256}),
+            ElemType::Bf16,
+        ),
+        (
+            "mxfp4_dequant",
+            "mx_ocp",
+            json!({"n": 4, "k": 256, "dtype": "f16"}),
+            ElemType::F16,
+        ),
+        (
+            "mc2_matmul_allreduce",
+            "kernel_rank_order",
+            json!({"dtype": "bf16", "ranks": 2, "m": 4, "k": 8, "n": 8}),
+            ElemType::Bf16,
+        ),
+    ];
+    for (op, recipe, params, et) in cases {
+        let family = ops::find(op).unwrap();
+        let regimes: Vec<ops::Regime> = [OverflowToInf, SubnormalOutputs, FormatExtremes]
+            .into_iter()
+            .filter(|r| r.applies_to(op))
+            .collect();
+        let inputs = regime_inputs(op, &params, &regimes);
+        let clean = family.run(&params, recipe, &inputs, Threads::ONE).unwrap();
+        let bits = |m: &TensorMap| m.values().next().unwrap().bits16().unwrap();
+        let before = bits(&clean);
+        let (exp, max) = if et == ElemType::F16 {
+            (0x7C00u16, 0x7BFFu16)
+        } else {
+            (0x7F80, 0x7F7F)
+        };
+        let suffix = if et == ElemType::F16 { "f16" } else { "bf16" };
+        let other = if et == ElemType::F16 { "bf16" } else { "f16" };
+        let run_fault = |name: &str| {
+            run(
+                find(name).unwrap(),
+                family,
+                &params,
+                recipe,
+                &inputs,
+                Threads::ONE,
+            )
+            .unwrap()
+        };
+        let FaultRun::Outputs(sat) = run_fault(&format!("range-inf-saturated-{suffix}")) else {
+            panic!("{op}: saturation not applicable");
+        };
+        let FaultRun::Outputs(ftz) = run_fault(&format!("range-subnormals-flushed-{suffix}"))
+        else {
+            panic!("{op}: flush not applicable");
+        };
+        let (sat, ftz) = (bits(&sat), bits(&ftz));
+        let mut infs = 0;
+        let mut subs = 0;
+        for i in 0..before.len() {
+            let (b, mag) = (before[i], before[i] & 0x7FFF);
+            if mag == exp {
+                infs += 1;
+                assert_eq!(sat[i], (b & 0x8000) | max, "{op} element {i}");
+            } else {
+                assert_eq!(sat[i], b, "{op} element {i}");
+            }
+            if mag != 0 && b & exp == 0 {
+                subs += 1;
+                assert_eq!(ftz[i], b & 0x8000, "{op} element {i}");
+            } else {
+                assert_eq!(ftz[i], b, "{op} element {i}");
+            }
+        }
+        assert!(infs >= 2 && subs >= 2, "{op}: {infs} Inf, {subs} subnormal");
+        // The other dtype's faults change nothing here.
+        for name in [
+            format!("range-inf-saturated-{other}"),
+            format!("range-subnormals-flushed-{other}"),
+        ] {
+            assert!(
+                matches!(run_fault(&name), FaultRun::NotApplicable(_)),
+                "{name}"
+            );
+        }
+    }
+    // The ordinary draw of MXFP4 (scales 2^-10..2^10) holds neither an E8M0 code 0 nor an
+    // infinite output: the clamp and the saturation have nothing to change there.
+    let p = json!({"n": 4, "k": 256});
+    for f in ["e8m0-exponent-clamped", "range-inf-saturated-bf16"] {
+        assert!(
+            matches!(
+                outputs(f, "mxfp4_dequant", &p, "mx_ocp"),
+                FaultRun::NotApplicable(_)
+            ),
+            "{f}"
+        );
+    }
+    // With format_extremes, the clamp doubles the groups of scale 2^-127 (bf16 subnormals).
+    let inputs = regime_inputs("mxfp4_dequant", &p, &[FormatExtremes]);
+    let family = ops::find("mxfp4_dequant").unwrap();
+    let clean = family.run(&p, "mx_ocp", &inputs, Threads::ONE).unwrap();
+    let FaultRun::Outputs(clamped) = run(
+        find("e8m0-exponent-clamped").unwrap(),
+        family,
+        &p,
+        "mx_ocp",
+        &inputs,
+        Threads::ONE,
+    )
+    .unwrap() else {
+        panic!("clamp not applicable with format_extremes");
+    };
+    let (a, b) = (clean["out"].to_f64_vec(), clamped["out"].to_f64_vec());
+    let doubled = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| **x != 0.0 && **y == 2.0 * **x)
+        .count();
+    assert!(doubled >= 2, "{doubled} elements doubled");
+    assert!(a.iter().zip(&b).all(|(x, y)| x == y || *y == 2.0 * *x));
 }

@@ -16,7 +16,11 @@
 //! `high_precision_golden` (f32 sums rounded once, CANN's own test golden). `oracle`: the sum
 //! over ranks and K in f64 (products of 16-bit floats are exact in f64), plus bias and x3,
 //! returned unrounded as F64.
+//!
+//! Regimes ([`super::range_regimes`]): `overflow_to_inf` and `subnormal_outputs`, each on its
+//! own output row (see [`impose`]).
 
+use super::range_regimes::{self as rr, pow2};
 use super::regime::Regime;
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
@@ -209,17 +213,9 @@ impl OpFamily for Mc2MatmulAllReduce {
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
         let (p, dtype, _) = Params::parse(params)?;
-        for &r in regimes {
-            if !r.applies_to(NAME) {
-                return Err(OpError::Regime {
-                    op: NAME.to_string(),
-                    regime: r.name().to_string(),
-                    message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
-                });
-            }
-            if r == Regime::RoundingTies {
-                super::mc2_ties::check(NAME, &p.tie_shape(dtype))?;
-            }
+        check(&p, regimes)?;
+        if regimes.contains(&Regime::RoundingTies) {
+            super::mc2_ties::check(NAME, &p.tie_shape(dtype))?;
         }
         Ok(())
     }
@@ -231,10 +227,20 @@ impl OpFamily for Mc2MatmulAllReduce {
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError> {
         self.check_regimes(params, regimes)?;
+        let (p, dtype, et) = Params::parse(params)?;
         let mut m = self.generate(params, ctx)?;
         if regimes.contains(&Regime::RoundingTies) {
-            let (p, dtype, _) = Params::parse(params)?;
             super::mc2_ties::impose(NAME, &p.tie_shape(dtype), &mut m, ctx)?;
+        }
+        if rr::banded(regimes).is_empty() {
+            return Ok(m);
+        }
+        impose(&p, et, regimes, &mut m, ctx)?;
+        let exact = self.run(params, ORACLE, &m, Threads::ONE)?["out"].to_f64_vec();
+        for r in rr::banded(regimes) {
+            if !rr::holds(r, et, &exact) {
+                return Err(rr::broken(NAME, r, "the exact outputs miss a sign"));
+            }
         }
         Ok(m)
     }
@@ -265,6 +271,125 @@ impl OpFamily for Mc2MatmulAllReduce {
             _ => Ok(None),
         }
     }
+}
+
+/// Whether a case of `p` can hold `regimes`: one output row per regime, two output columns,
+/// and (with both regimes) two distinct (rank, k) positions.
+fn check(p: &Params, regimes: &[Regime]) -> Result<(), OpError> {
+    for &r in regimes {
+        if !r.applies_to(NAME) {
+            return Err(rr::not_for_op(NAME, r));
+        }
+    }
+    let banded = rr::banded(regimes);
+    let Some(&first) = banded.first() else {
+        return Ok(());
+    };
+    if regimes.contains(&Regime::RoundingTies) {
+        return Err(rr::regime_err(
+            NAME,
+            first,
+            "cannot share a case with rounding_ties (the range rows would overwrite planted ties)",
+        ));
+    }
+    if p.m < banded.len() {
+        return Err(rr::regime_err(
+            NAME,
+            banded[p.m],
+            format!(
+                "needs m >= {} (one output row per range regime), this case has m = {}",
+                banded.len(),
+                p.m
+            ),
+        ));
+    }
+    if p.n < 2 {
+        return Err(rr::regime_err(
+            NAME,
+            first,
+            "needs n >= 2 (one output column per sign)",
+        ));
+    }
+    if p.ranks * p.k < banded.len() {
+        return Err(rr::regime_err(
+            NAME,
+            banded[1],
+            "needs ranks * k >= 2 (each range regime its own rank and k position)",
+        ));
+    }
+    Ok(())
+}
+
+/// The range regimes on drawn MC2 inputs. Each regime takes its own output row `i`, a rank
+/// `r` and a reduction index `c` (distinct from the other regime's), and two output columns
+/// `j+ != j-`: row `i` of `x1` becomes zero on every rank except `x1[r, i, c] = 2^a`, and
+/// `x2[r, c, j+] = +B`, `x2[r, c, j-] = -B` with `B = 2^b (1 + t/8)`, so `out[i, j+-]` is the
+/// single product `+-2^a B` (plus no bias or x3: those are zero at `j+-`), in the band of
+/// the dtype, exact in f32 and in the dtype for the subnormal band. The rest of row `i` is
+/// `2^a x2[r, c, j]`: finite, and never summed with another large term.
+fn impose(
+    p: &Params,
+    et: ElemType,
+    regimes: &[Regime],
+    m: &mut TensorMap,
+    ctx: &mut GenContext,
+) -> Result<(), OpError> {
+    let banded = rr::banded(regimes);
+    let mut x1 = m["x1"].to_f64_vec();
+    let mut x2 = m["x2"].to_f64_vec();
+    let mut bias = m.get("bias").map(Tensor::to_f64_vec);
+    let mut x3 = m.get("x3").map(Tensor::to_f64_vec);
+    let (mm, k, n) = (p.m, p.k, p.n);
+    let mut rows: Vec<usize> = (0..mm).collect();
+    ctx.shuffle(&mut rows);
+    let mut positions: Vec<usize> = (0..p.ranks * k).collect();
+    ctx.shuffle(&mut positions);
+    for (idx, &reg) in banded.iter().enumerate() {
+        let (lo, _) = rr::band(reg, et).expect("f16/bf16");
+        let i = rows[idx];
+        let (r, c) = (positions[idx] / k, positions[idx] % k);
+        let jp = ctx.below(n as u64) as usize;
+        let jm = (jp + 1 + ctx.below(n as u64 - 1) as usize) % n;
+        // 2^a in the dtype's normal range, then B = 2^b (1 + t/8) with a + b = lo + 1 or
+        // lo + 2: the product is in [2^(lo + 1), 2^(lo + 3)), inside the band, with 4
+        // significant bits (its last one at 2^(lo - 2) or above: exact in f16 and bf16).
+        let a = match (reg, et) {
+            (Regime::OverflowToInf, ElemType::F16) => 7 + ctx.below(2) as i32,
+            (Regime::OverflowToInf, _) => 64 + ctx.below(2) as i32,
+            (_, ElemType::F16) => -8 - ctx.below(2) as i32,
+            _ => -64 - ctx.below(2) as i32,
+        };
+        let b = lo + 1 - a + ctx.below(2) as i32;
+        let big = pow2(b) * (1.0 + ctx.below(8) as f64 / 8.0);
+        for rank in 0..p.ranks {
+            let o = (rank * mm + i) * k;
+            x1[o..o + k].fill(0.0);
+        }
+        x1[(r * mm + i) * k + c] = pow2(a);
+        x2[(r * k + c) * n + jp] = big;
+        x2[(r * k + c) * n + jm] = -big;
+        for j in [jp, jm] {
+            if let Some(bv) = bias.as_mut() {
+                bv[j] = 0.0;
+            }
+            if let Some(xv) = x3.as_mut() {
+                xv[i * n + j] = 0.0;
+            }
+        }
+    }
+    let mut put = |name: &str, v: &[f64]| {
+        let t = m.get_mut(name).expect("drawn above");
+        *t = Tensor::round_values(et, t.shape.clone(), v, Rounding::RNE);
+    };
+    put("x1", &x1);
+    put("x2", &x2);
+    if let Some(v) = bias {
+        put("bias", &v);
+    }
+    if let Some(v) = x3 {
+        put("x3", &v);
+    }
+    Ok(())
 }
 
 /// [`OpFamily::run`] of MC2, with the numerics changed by `edit` first (`None` when the edit

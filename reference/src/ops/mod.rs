@@ -20,6 +20,7 @@ pub mod mc2_ties;
 pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod paged_kv;
+pub mod range_regimes;
 pub mod regime;
 pub mod tensor;
 

@@ -1,6 +1,7 @@
 //! Numeric regimes: properties of a case's inputs that put a kernel where a class of bugs
 //! shows (scores large enough to overflow exp, a row maximum that arrives late, fully masked
-//! rows with the LSE asked for). A case declares the regimes it exercises (`regimes = [...]`
+//! rows with the LSE asked for; outputs that overflow to +-Inf or fall in the subnormal range
+//! of the output dtype, inputs at a quantised format's extreme codes). A case declares the regimes it exercises (`regimes = [...]`
 //! in its suite entry); the op's generator then guarantees each of them whatever the seed:
 //! the seed moves which rows, keys and values carry the regime, never whether it is there.
 //! A shape that cannot hold a declared regime is an error naming the regime.
@@ -24,6 +25,18 @@ pub enum Regime {
     /// ties-to-even and ties-away: attention's output and P casts and split-KV combines
     /// ([`super::attention_ties`]), MC2's cast of a rank's product ([`super::mc2_ties`]).
     RoundingTies,
+    /// Some outputs overflow to +Inf and some to -Inf in the output dtype (f16 or bf16): their
+    /// exact value is at least twice the dtype's largest finite value, so round-to-nearest
+    /// (either tie rule) gives the infinity whatever the operation order
+    /// ([`super::range_regimes`]).
+    OverflowToInf,
+    /// Some outputs are positive and some negative subnormals of the output dtype (nonzero,
+    /// below its smallest normal), exact or one rounding away in every recipe.
+    SubnormalOutputs,
+    /// The quantised inputs hold their format's extreme codes: the smallest and the largest
+    /// finite positive scale code (E8M0 2^-127 and 2^127; E4M3FN 2^-9 and 448), each in a
+    /// group that also holds the element format's largest magnitude of both signs.
+    FormatExtremes,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -43,13 +56,38 @@ pub const LATE_MAX_FROM: usize = 128;
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
 const TIES: &[&str] = &["fa_prefill", "pa_decode", "mc2_matmul_allreduce"];
 
+/// The ops whose outputs can overflow the output dtype by construction. The attention
+/// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
+/// data without arithmetic.
+const OVERFLOW: &[&str] = &[
+    "mxfp4_dequant",
+    "nvfp4_dequant",
+    "w4a16_matmul",
+    "mc2_matmul_allreduce",
+];
+/// The ops whose outputs can be subnormal by construction.
+const SUBNORMAL: &[&str] = &[
+    "mxfp4_dequant",
+    "nvfp4_dequant",
+    "w4a16_matmul",
+    "mc2_matmul_allreduce",
+];
+/// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
+/// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
+/// code makes its weights infinite, and the matmul's sum of +-Inf weights is then NaN or Inf
+/// by the order of the sum, no longer a decode property.
+const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant"];
+
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 4] = [
+    pub const ALL: [Regime; 7] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
         Regime::RoundingTies,
+        Regime::OverflowToInf,
+        Regime::SubnormalOutputs,
+        Regime::FormatExtremes,
     ];
 
     /// The stable name (`large_logits`).
@@ -59,6 +97,9 @@ impl Regime {
             Regime::LateMax => "late_max",
             Regime::MaskedRowsLse => "masked_rows_lse",
             Regime::RoundingTies => "rounding_ties",
+            Regime::OverflowToInf => "overflow_to_inf",
+            Regime::SubnormalOutputs => "subnormal_outputs",
+            Regime::FormatExtremes => "format_extremes",
         }
     }
 
@@ -77,6 +118,15 @@ impl Regime {
             Regime::RoundingTies => {
                 "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product"
             }
+            Regime::OverflowToInf => {
+                "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
+            }
+            Regime::SubnormalOutputs => {
+                "some outputs are positive and some negative subnormals of the output dtype: a kernel that flushes them to zero is caught"
+            }
+            Regime::FormatExtremes => {
+                "the smallest and largest finite scale codes (E8M0 2^-127 and 2^127, E4M3FN 2^-9 and 448) each in a group that holds the largest FP4 magnitude of both signs"
+            }
         }
     }
 
@@ -88,8 +138,11 @@ impl Regime {
     /// The ops whose generators can guarantee this regime.
     pub fn ops(self) -> &'static [&'static str] {
         match self {
+            Regime::LargeLogits | Regime::LateMax | Regime::MaskedRowsLse => ATTENTION,
             Regime::RoundingTies => TIES,
-            _ => ATTENTION,
+            Regime::OverflowToInf => OVERFLOW,
+            Regime::SubnormalOutputs => SUBNORMAL,
+            Regime::FormatExtremes => EXTREMES,
         }
     }
 
@@ -129,7 +182,11 @@ mod tests {
         }
         assert_eq!(Regime::parse("huge_logits"), None);
         assert_eq!(for_op("fa_prefill").len(), 4);
-        assert!(for_op("mxfp4_dequant").is_empty());
+        assert_eq!(for_op("mxfp4_dequant").len(), 3);
+        assert_eq!(for_op("w4a16_matmul").len(), 2);
+        assert_eq!(for_op("mc2_matmul_allreduce").len(), 3);
+        assert!(for_op("paged_kv").is_empty());
+        assert!(!Regime::LargeLogits.applies_to("mc2_matmul_allreduce"));
         assert_eq!(late_from(Some(64)), 128);
         assert_eq!(late_from(Some(256)), 256);
     }

@@ -1,0 +1,429 @@
+//! The range regimes (`overflow_to_inf`, `subnormal_outputs`, `format_extremes`) of the FP4
+//! and MC2 families hold on every seed: checked here on the bits the recipes produce and on
+//! the raw input codes, independently of the generator's own check; the seed moves where they
+//! are; a shape that cannot hold one is an error naming it.
+
+use conform_reference::dequant::packing::{self, PackingLayout};
+use conform_reference::ops::{self, ElemType, GenContext, OpError, Regime, TensorMap, ValueDist};
+use conform_reference::parallel::Threads;
+use conform_reference::splitmix::SplitMix64;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+const SEEDS: u64 = 60;
+
+fn ctx_gen(
+    op: &str,
+    params: &Value,
+    regimes: &[Regime],
+    seed: u64,
+    dist: ValueDist,
+) -> Result<TensorMap, OpError> {
+    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xFA57);
+    let mut bits = move || g.next_u64();
+    let mut ctx = GenContext::new(&mut bits, dist);
+    ops::find(op)?.generate_with_regimes(params, regimes, &mut ctx)
+}
+
+fn generate(op: &str, params: &Value, regimes: &[Regime], seed: u64) -> TensorMap {
+    let dist = ValueDist::Normal {
+        mean: 0.0,
+        std: 1.0,
+    };
+    ctx_gen(op, params, regimes, seed, dist)
+        .unwrap_or_else(|e| panic!("{op} {params} seed {seed}: {e}"))
+}
+
+/// (exponent mask, sign bit) of a 16-bit float output.
+fn exp_mask(dtype: ElemType) -> u16 {
+    match dtype {
+        ElemType::F16 => 0x7C00,
+        ElemType::Bf16 => 0x7F80,
+        other => panic!("not a 16-bit float: {other:?}"),
+    }
+}
+
+/// Positions of +Inf, -Inf, positive and negative nonzero subnormals in a recipe's output.
+#[derive(Default, Debug)]
+struct Found {
+    pos_inf: Vec<usize>,
+    neg_inf: Vec<usize>,
+    pos_sub: Vec<usize>,
+    neg_sub: Vec<usize>,
+}
+
+fn classify(out: &ops::Tensor) -> Found {
+    let exp = exp_mask(out.dtype);
+    let mut f = Found::default();
+    for (i, b) in out.bits16().unwrap().into_iter().enumerate() {
+        let neg = b & 0x8000 != 0;
+        let mag = b & 0x7FFF;
+        if mag == exp {
+            if neg { &mut f.neg_inf } else { &mut f.pos_inf }.push(i);
+        } else if mag != 0 && b & exp == 0 {
+            if neg { &mut f.neg_sub } else { &mut f.pos_sub }.push(i);
+        }
+    }
+    f
+}
+
+struct Case {
+    op: &'static str,
+    recipe: &'static str,
+    params: Value,
+    regimes: Vec<Regime>,
+}
+
+fn cases() -> Vec<Case> {
+    use Regime::*;
+    let all = vec![OverflowToInf, SubnormalOutputs, FormatExtremes];
+    vec![
+        Case {
+            op: "mxfp4_dequant",
+            recipe: "mx_ocp",
+            params: json!({"n": 4, "k": 256}),
+            regimes: all.clone(),
+        },
+        Case {
+            op: "mxfp4_dequant",
+            recipe: "mx_ocp",
+            params: json!({"n": 4, "k": 256, "dtype": "f16", "packing": "high_first"}),
+            regimes: all,
+        },
+        Case {
+            op: "mxfp4_dequant",
+            recipe: "mx_ocp",
+            params: json!({"n": 2, "k": 64, "element": "e1m2", "dtype": "f16"}),
+            regimes: vec![OverflowToInf, SubnormalOutputs],
+        },
+        Case {
+            op: "nvfp4_dequant",
+            recipe: "vllm_nvfp4",
+            params: json!({"n": 4, "k": 256}),
+            regimes: vec![OverflowToInf, FormatExtremes],
+        },
+        Case {
+            op: "nvfp4_dequant",
+            recipe: "vllm_nvfp4",
+            params: json!({"n": 4, "k": 256, "dtype": "f16"}),
+            regimes: vec![SubnormalOutputs, FormatExtremes],
+        },
+        Case {
+            op: "nvfp4_dequant",
+            recipe: "ascend_qingcheng_fp4_dequant",
+            params: json!({"n": 4, "k": 768, "packing": "split_halves"}),
+            regimes: vec![SubnormalOutputs, FormatExtremes],
+        },
+        Case {
+            op: "nvfp4_dequant",
+            recipe: "vllm_nvfp4",
+            params: json!({"n": 4, "k": 256, "dtype": "f16"}),
+            regimes: vec![OverflowToInf],
+        },
+        Case {
+            op: "w4a16_matmul",
+            recipe: "ascend_qingcheng_w4a16",
+            params: json!({"format": "nvfp4", "m": 2, "n": 8, "k": 768, "dtype": "f16"}),
+            regimes: vec![OverflowToInf, SubnormalOutputs],
+        },
+        Case {
+            op: "w4a16_matmul",
+            recipe: "mx_ocp",
+            params: json!({"format": "mxfp4", "m": 1, "n": 8, "k": 256}),
+            regimes: vec![SubnormalOutputs],
+        },
+        Case {
+            op: "w4a16_matmul",
+            recipe: "ascend_qingcheng_w4a16",
+            params: json!({"format": "nvfp4", "m": 2, "n": 4, "k": 16}),
+            regimes: vec![SubnormalOutputs],
+        },
+        Case {
+            op: "mc2_matmul_allreduce",
+            recipe: "kernel_ring",
+            params: json!({"dtype": "f16", "ranks": 4, "m": 8, "k": 32, "n": 32}),
+            regimes: vec![OverflowToInf, SubnormalOutputs],
+        },
+        Case {
+            op: "mc2_matmul_allreduce",
+            recipe: "kernel_binary_tree",
+            params: json!({"dtype": "bf16", "ranks": 2, "m": 8, "k": 32, "n": 32, "bias": true, "x3": true}),
+            regimes: vec![OverflowToInf, SubnormalOutputs],
+        },
+        Case {
+            op: "mc2_matmul_allreduce",
+            recipe: "high_precision_golden",
+            params: json!({"dtype": "bf16", "ranks": 1, "m": 2, "k": 2, "n": 2}),
+            regimes: vec![OverflowToInf, SubnormalOutputs],
+        },
+    ]
+}
+
+fn layout(params: &Value) -> PackingLayout {
+    match params.get("packing").and_then(Value::as_str) {
+        Some("high_first") => PackingLayout::HIGH_FIRST,
+        Some("split_halves") => PackingLayout::split_halves(
+            conform_reference::dequant::recipe::QINGCHENG_SPLIT_HALVES_BYTES,
+        ),
+        _ => PackingLayout::LOW_FIRST,
+    }
+}
+
+/// `format_extremes`, read from the raw inputs: the smallest and largest finite scale codes
+/// each sit in a group that holds both largest-magnitude element codes.
+fn extremes_hold(op: &str, params: &Value, inputs: &TensorMap) -> bool {
+    let (scale_name, group, codes) = if op == "mxfp4_dequant" {
+        ("scale", 32, [0u8, 254])
+    } else {
+        ("block_scale", 16, [1u8, 0x7E])
+    };
+    let n = params["n"].as_u64().unwrap() as usize;
+    let k = params["k"].as_u64().unwrap() as usize;
+    let q = packing::unpack(&inputs["weight"].data, n * k, &layout(params)).unwrap();
+    let scales = &inputs[scale_name].data;
+    codes.iter().all(|&s| {
+        scales.iter().enumerate().any(|(gi, &x)| {
+            let g = &q[gi * group..(gi + 1) * group];
+            x == s && g.contains(&7) && g.contains(&15)
+        })
+    })
+}
+
+#[test]
+fn range_regimes_hold_on_every_seed_and_the_seed_moves_them() {
+    for case in cases() {
+        let family = ops::find(case.op).unwrap();
+        let mut inf_positions = BTreeSet::new();
+        let mut sub_positions = BTreeSet::new();
+        let mut numel = 0;
+        for seed in 0..SEEDS {
+            let inputs = generate(case.op, &case.params, &case.regimes, seed);
+            let out = family
+                .run(&case.params, case.recipe, &inputs, Threads::ONE)
+                .unwrap();
+            let out = out.values().next().unwrap();
+            numel = out.numel();
+            let f = classify(out);
+            let what = format!("{} {} seed {seed}", case.op, case.params);
+            if case.regimes.contains(&Regime::OverflowToInf) {
+                assert!(
+                    !f.pos_inf.is_empty() && !f.neg_inf.is_empty(),
+                    "{what}: {f:?}"
+                );
+                inf_positions.insert((f.pos_inf.clone(), f.neg_inf.clone()));
+            }
+            if case.regimes.contains(&Regime::SubnormalOutputs) {
+                assert!(
+                    !f.pos_sub.is_empty() && !f.neg_sub.is_empty(),
+                    "{what}: {f:?}"
+                );
+                sub_positions.insert((f.pos_sub.clone(), f.neg_sub.clone()));
+            }
+            if case.regimes.contains(&Regime::FormatExtremes) {
+                assert!(extremes_hold(case.op, &case.params, &inputs), "{what}");
+            }
+            // The exact outputs hold them too (what a kernel with its own rounding meets).
+            let exact = family
+                .run(&case.params, ops::ORACLE, &inputs, Threads::ONE)
+                .unwrap();
+            let exact = exact.values().next().unwrap().to_f64_vec();
+            for r in ops::range_regimes::banded(&case.regimes) {
+                assert!(
+                    ops::range_regimes::holds(r, out.dtype, &exact),
+                    "{what}: {r:?}"
+                );
+            }
+        }
+        // Many distinct placements over the seeds (as many as a 2 x 2 output has).
+        let enough = numel.min(SEEDS as usize / 2);
+        for positions in [&inf_positions, &sub_positions] {
+            assert!(
+                positions.is_empty() || positions.len() >= enough,
+                "{} {}: the seed barely moves the regime's elements ({} distinct of {SEEDS})",
+                case.op,
+                case.params,
+                positions.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn without_regimes_the_inputs_are_the_ordinary_draw() {
+    for case in cases() {
+        for seed in 0..3 {
+            let plain = generate(case.op, &case.params, &[], seed);
+            let dist = ValueDist::Normal {
+                mean: 0.0,
+                std: 1.0,
+            };
+            let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xFA57);
+            let mut bits = move || g.next_u64();
+            let mut ctx = GenContext::new(&mut bits, dist);
+            let drawn = ops::find(case.op)
+                .unwrap()
+                .generate(&case.params, &mut ctx)
+                .unwrap();
+            assert_eq!(plain, drawn);
+        }
+    }
+}
+
+#[test]
+fn the_special_draw_keeps_its_extremes_beside_the_regimes() {
+    // A special draw's extreme scale codes (every one, whatever the seed) survive the regimes.
+    let params = json!({"n": 12, "k": 64});
+    let dist = ValueDist::Special {
+        fraction: 0.25,
+        non_finite: true,
+    };
+    for seed in 0..SEEDS {
+        let inputs = ctx_gen(
+            "mxfp4_dequant",
+            &params,
+            &[Regime::SubnormalOutputs, Regime::FormatExtremes],
+            seed,
+            dist.clone(),
+        )
+        .unwrap();
+        let s = &inputs["scale"].data;
+        for code in [0u8, 1, 127, 253, 254, 0xFF] {
+            assert!(s.contains(&code), "seed {seed}: scale code {code} lost");
+        }
+        assert!(extremes_hold("mxfp4_dequant", &params, &inputs));
+    }
+}
+
+#[test]
+fn a_shape_or_parameter_that_cannot_hold_a_regime_is_an_error_naming_it() {
+    use Regime::*;
+    let refused = [
+        // 1 scale group, 4 needed.
+        (
+            "mxfp4_dequant",
+            json!({"n": 1, "k": 32}),
+            vec![OverflowToInf, SubnormalOutputs, FormatExtremes],
+            "format_extremes",
+            "needs 4 scale groups",
+        ),
+        // E1M2's largest MXFP4 product stays finite in bf16.
+        (
+            "mxfp4_dequant",
+            json!({"n": 2, "k": 64, "element": "e1m2"}),
+            vec![OverflowToInf],
+            "overflow_to_inf",
+            "1.75 x 2^127",
+        ),
+        // One global scale cannot serve both bands.
+        (
+            "nvfp4_dequant",
+            json!({"n": 4, "k": 64}),
+            vec![OverflowToInf, SubnormalOutputs],
+            "subnormal_outputs",
+            "global scale",
+        ),
+        (
+            "nvfp4_dequant",
+            json!({"n": 4, "k": 64, "tie_global_scale": true}),
+            vec![SubnormalOutputs],
+            "subnormal_outputs",
+            "tie_global_scale",
+        ),
+        (
+            "nvfp4_dequant",
+            json!({"n": 16, "k": 768, "order_witness": "b_rne"}),
+            vec![FormatExtremes],
+            "format_extremes",
+            "order_witness",
+        ),
+        // W4A16: bf16 output overflow is the accumulator's; rows and columns.
+        (
+            "w4a16_matmul",
+            json!({"format": "nvfp4", "m": 2, "n": 4, "k": 16}),
+            vec![OverflowToInf],
+            "overflow_to_inf",
+            "dtype = \"f16\"",
+        ),
+        (
+            "w4a16_matmul",
+            json!({"format": "nvfp4", "m": 1, "n": 4, "k": 16, "dtype": "f16"}),
+            vec![OverflowToInf, SubnormalOutputs],
+            "subnormal_outputs",
+            "needs m >= 2",
+        ),
+        (
+            "w4a16_matmul",
+            json!({"format": "nvfp4", "m": 1, "n": 1, "k": 16}),
+            vec![SubnormalOutputs],
+            "subnormal_outputs",
+            "n >= 2",
+        ),
+        (
+            "w4a16_matmul",
+            json!({"format": "mxfp4", "m": 2, "n": 4, "k": 32}),
+            vec![FormatExtremes],
+            "format_extremes",
+            "does not apply",
+        ),
+        // MC2: rows, columns, (rank, k) positions.
+        (
+            "mc2_matmul_allreduce",
+            json!({"dtype": "f16", "ranks": 2, "m": 1, "k": 8, "n": 8}),
+            vec![OverflowToInf, SubnormalOutputs],
+            "subnormal_outputs",
+            "needs m >= 2",
+        ),
+        (
+            "mc2_matmul_allreduce",
+            json!({"dtype": "f16", "ranks": 2, "m": 4, "k": 8, "n": 1}),
+            vec![SubnormalOutputs],
+            "subnormal_outputs",
+            "n >= 2",
+        ),
+        (
+            "mc2_matmul_allreduce",
+            json!({"dtype": "f16", "ranks": 1, "m": 4, "k": 1, "n": 4}),
+            vec![OverflowToInf, SubnormalOutputs],
+            "subnormal_outputs",
+            "ranks * k >= 2",
+        ),
+        (
+            "mc2_matmul_allreduce",
+            json!({"dtype": "f16", "ranks": 2, "m": 4, "k": 8, "n": 4}),
+            vec![FormatExtremes],
+            "format_extremes",
+            "does not apply",
+        ),
+        // Ops without range regimes.
+        (
+            "paged_kv",
+            json!({"dtype": "f16", "layout": "BnBsH", "num_blocks": 2, "block_size": 16, "num_key_value_heads": 1, "head_dim": 16, "num_tokens": 2}),
+            vec![SubnormalOutputs],
+            "subnormal_outputs",
+            "does not apply",
+        ),
+        (
+            "fa_prefill",
+            json!({"dtype": "bf16", "batch": 1, "q_seq": 4, "kv_seq": 4, "num_heads": 1, "num_key_value_heads": 1, "head_dim": 16}),
+            vec![OverflowToInf],
+            "overflow_to_inf",
+            "does not apply",
+        ),
+    ];
+    for (op, params, regimes, name, says) in refused {
+        let family = ops::find(op).unwrap();
+        let e = family
+            .check_regimes(&params, &regimes)
+            .expect_err(&format!("{op} {params} {regimes:?}"));
+        let msg = e.to_string();
+        assert!(
+            matches!(&e, OpError::Regime { regime, .. } if regime == name) && msg.contains(says),
+            "{op} {params}: {msg}"
+        );
+        // Generation refuses the same way, before drawing anything.
+        assert_eq!(
+            ctx_gen(op, &params, &regimes, 1, ValueDist::default()),
+            Err(e)
+        );
+    }
+}
