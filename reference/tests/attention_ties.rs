@@ -210,17 +210,35 @@ fn a_recipe_without_a_cast_to_tie_or_no_recipe_is_an_error_naming_the_regime() {
         e.contains("rounding_ties") && e.contains("exact_f32"),
         "{e}"
     );
-    // The f16 high-performance kernel rounds P inside its f16 exp and holds O in f16: neither
-    // cast sees an f32 value.
-    let f16p = json!({ "dtype": "f16", "batch": 1, "q_seq": 4, "kv_seq": 48, "num_heads": 2, "num_key_value_heads": 2, "head_dim": 16 });
+    // The f16 high-performance kernel's only tie-able cast is its row sum's: a row must see 17
+    // keys of a 32-key block.
+    let f16p = json!({ "dtype": "f16", "batch": 1, "q_seq": 4, "kv_seq": 12, "num_heads": 2, "num_key_value_heads": 2, "head_dim": 16 });
     let e = generate("fa_prefill", &f16p, "ascend_pfa_f16_high_perf", 1)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("no cast where ties can be planted"), "{e}");
+    assert!(e.contains("row sum") && e.contains("17 keys"), "{e}");
     let e = ops::find("fa_prefill")
         .unwrap()
         .check_regimes(&params, &[Regime::RoundingTies, Regime::LargeLogits])
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot be combined"), "{e}");
+}
+
+#[test]
+fn the_f16_high_performance_row_sum_cast_differs_in_8_or_more_elements_on_every_seed() {
+    let params = json!({ "dtype": "f16", "batch": 2, "q_seq": 8, "kv_seq": 160, "num_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "sparse_mode": 3 });
+    for seed in 0..SEEDS {
+        let inputs = generate("fa_prefill", &params, "ascend_pfa_f16_high_perf", seed)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let m = margin(
+            "fa_prefill",
+            &params,
+            "ascend_pfa_f16_high_perf",
+            "attn-f16-rowsum-rounding-swapped",
+            &inputs,
+        )
+        .expect("applies to the f16 high-performance recipe");
+        assert!(m >= MARGIN, "seed {seed}: {m} output elements differ");
+    }
 }

@@ -5,7 +5,7 @@ use super::fp4::swap_rounding_ties;
 use super::tensors::{get_mut, ints, nan_bytes, param_usize, set_element, set_ints};
 use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::attention::recipe::{
-    Algorithm, Combine, EmptyRow, KvTiling, MaskFill, ORescale, RowSumOf,
+    Algorithm, Combine, EmptyRow, KvTiling, MaskFill, Normalize, ORescale, RowSumOf,
 };
 use crate::attention::{Geometry, Recipe};
 use crate::formats::DType;
@@ -451,6 +451,17 @@ pub(super) static FAULTS: &[Fault] = &[
             }
             r.kv_tile /= 2;
             true
+        })),
+    },
+    Fault {
+        name: "attn-f16-rowsum-rounding-swapped",
+        family: "attention",
+        ops: FA,
+        requirement: Requirement::Quick,
+        description: "the f16 high-performance kernel casts its f32 row sum to f16 with ties to even (CAST_RINT) where the recipe rounds ties away (CAST_ROUND), or the reverse, before dividing O by it",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| match &mut r.normalize {
+            Normalize::DivideF16 { sum_rounding } => swap_rounding_ties(sum_rounding),
+            _ => false,
         })),
     },
     Fault {

@@ -41,7 +41,7 @@ use super::regime::Regime;
 use super::{ElemType, GenContext, OpError, Tensor, TensorMap};
 use crate::attention::mask::BatchMask;
 use crate::attention::online::SoftmaxArith;
-use crate::attention::recipe::{Algorithm, Combine, ORescale, ScorePrecision, SplitKv};
+use crate::attention::recipe::{Algorithm, Combine, Normalize, ORescale, ScorePrecision, SplitKv};
 use crate::attention::split_kv::{combine_row, PartialRow};
 use crate::attention::two_pass::row_lse;
 use crate::attention::{Geometry, Recipe};
@@ -66,6 +66,11 @@ const OUT_SLOTS: usize = 4;
 /// Draws per planted P tie before the construction gives up (a tie is about 1 in 2^17 draws
 /// for bf16 P, so this is never reached in practice).
 const MAX_DRAWS: usize = 4_000_000;
+/// Keys of weight exactly 1 in a row-sum tie (the sum is then 16 plus the planted key's
+/// 2^-7: the midpoint of 16 and the next f16 value).
+const SUM_KEYS: usize = 16;
+/// Row-sum tie slots (at most).
+const SUM_SLOTS: usize = 2;
 /// Common scores tried per combine slot.
 const COMBINE_CANDIDATES: usize = 32;
 /// An excluded key's scaled score is at most minus this (exp underflows to exactly 0).
@@ -86,6 +91,8 @@ pub struct Planted {
     pub p_ties: usize,
     /// Output elements that are exact ties of the output cast.
     pub out_ties: usize,
+    /// Row sums that are exact ties of their cast to f16 (recipes that divide O by an f16 sum).
+    pub sum_ties: usize,
     /// Output elements whose exact value, combined from two split-KV partitions, is the
     /// midpoint of two neighbours of the output dtype.
     pub combine_ties: usize,
@@ -273,7 +280,8 @@ pub(crate) fn impose(
 ) -> Result<Planted, OpError> {
     let out_ok = output_can_tie(g, recipe);
     let p_ok = p_can_tie(recipe);
-    if !out_ok && !p_ok {
+    let sum_ok = matches!(recipe.normalize, Normalize::DivideF16 { .. });
+    if !out_ok && !p_ok && !sum_ok && recipe.split.is_none() {
         return Err(err(
             op,
             format!(
@@ -334,6 +342,21 @@ pub(crate) fn impose(
                 format!(
                     "only {} output ties fit (at least {TIES_FLOOR} needed): the case needs a query row that sees a whole pair of keys inside a 16-key block, and head_dim of 8 or more",
                     planted.out_ties
+                ),
+            ));
+        }
+    }
+    if sum_ok {
+        planted.sum_ties =
+            plant_rowsum(&mut w, keys, mask.as_deref(), recipe, &rows, a, neg_x, ctx);
+        if planted.sum_ties == 0 {
+            return Err(err(
+                op,
+                format!(
+                    "recipe `{}` casts its row sum to f16: the case needs a query row that sees {} keys inside one {}-key block",
+                    recipe.name,
+                    SUM_KEYS + 1,
+                    2 * BLOCK
                 ),
             ));
         }
@@ -882,4 +905,93 @@ fn combine_apart(
     (0..pairs.len())
         .filter(|&i| others.iter().all(|o| o[i].to_bits() != own[i].to_bits()))
         .count()
+}
+
+/// Row-sum ties, for recipes that cast the f32 row sum to f16 before dividing O by it (the f16
+/// high-performance prompt kernel): a query slot sees 16 keys of score 0 (weight exactly 1)
+/// and one key whose weight, computed with the recipe's own f16 score and exp arithmetic, is
+/// exactly 2^-7, all inside one 32-key block (so inside one KV tile, whose running maximum is
+/// then 0), every other key excluded. Its row sum is 16 + 2^-7 exactly, the midpoint of 16
+/// and the next f16 value: ties-to-even gives 16, ties-away 16 + 2^-6, and every output
+/// element of the row is divided by one or the other. Returns the slots planted.
+#[allow(clippy::too_many_arguments)]
+fn plant_rowsum(
+    w: &mut Work,
+    keys: &KeyRows,
+    mask: Option<&[u8]>,
+    recipe: &Recipe,
+    rows: &[(usize, usize)],
+    a: f64,
+    neg_x: f64,
+    ctx: &mut GenContext,
+) -> usize {
+    let g = w.g;
+    let arith = SoftmaxArith::new(recipe, g.scale);
+    let target = 1.0f32 / 128.0;
+    // The key value whose weight is exactly 2^-7 (the f16 exp rounds near it).
+    let scale = g.scale as f64;
+    let centre = crate::math::ln_f64(1.0 / 128.0) / (a * scale);
+    let bits = mantissa_bits(g.dtype) as i32;
+    let mut delta = None;
+    // From 2% beyond the centre towards zero, one representable value at a time.
+    let mut x = w.round(centre * 1.02);
+    for _ in 0..1024 {
+        if !(x < 0.0) {
+            break;
+        }
+        let s = arith.score((a as f32) * (x as f32));
+        if arith.p(s, 0.0) == target {
+            delta = Some(x);
+            break;
+        }
+        x = w.round(x + f64::from_bits(((binade(-x) - bits + 1023) as u64) << 52));
+    }
+    let Some(delta) = delta else {
+        return 0;
+    };
+    let mut slots: Vec<(usize, usize, usize)> = rows
+        .iter()
+        .flat_map(|&(b, i)| (0..g.heads).map(move |h| (b, i, h)))
+        .collect();
+    shuffle(&mut slots, ctx);
+    let mut planted = 0;
+    for (b, i, h) in slots {
+        if planted >= SUM_SLOTS {
+            break;
+        }
+        if w.slots.contains(&(b, i, h)) {
+            continue;
+        }
+        let kvh = g.kv_head(h);
+        let blocks: Vec<Vec<usize>> = (0..g.lk[b].div_ceil(2 * BLOCK))
+            .map(|blk| {
+                let mut ks = block_keys(g, mask, b, i, 2 * blk);
+                ks.extend(block_keys(g, mask, b, i, 2 * blk + 1));
+                ks
+            })
+            .filter(|ks| ks.len() > SUM_KEYS)
+            .collect();
+        if blocks.is_empty() {
+            continue;
+        }
+        let mut ks = blocks[ctx.below(blocks.len() as u64) as usize].clone();
+        shuffle(&mut ks, ctx);
+        ks.truncate(SUM_KEYS + 1);
+        let Some(c) = w.take_component(kvh, ctx) else {
+            continue;
+        };
+        for j in 0..g.lk[b] {
+            let v = if j == ks[0] {
+                delta
+            } else if ks.contains(&j) {
+                0.0
+            } else {
+                neg_x
+            };
+            w.set_key(keys, b, j, kvh, c, v);
+        }
+        w.set_query(b, i, h, &[(c, a)]);
+        planted += 1;
+    }
+    planted
 }
