@@ -19,6 +19,11 @@ pub const SMALLER_FLOORS: &[(&str, u64, &str)] = &[
         "it writes NaN into exactly one element by definition, and no check lets a NaN pass, so a kill by one element is certain on every seed, not luck",
     ),
     (
+        "any-nondeterministic-last-ulp",
+        1,
+        "it moves one element by one ulp in one of two calls with the same inputs, by definition; the determinism check compares the two calls' bits, so a kill by that one element is certain on every seed, not luck",
+    ),
+    (
         "attn-lse-wrong-on-empty-rows",
         1,
         "it changes only the LSE of fully masked rows (one element per such row and head); the masked_rows_lse regime guarantees such a row on every seed, so the kill does not rest on a tie",

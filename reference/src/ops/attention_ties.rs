@@ -936,7 +936,7 @@ fn plant_rowsum(
     // From 2% beyond the centre towards zero, one representable value at a time.
     let mut x = w.round(centre * 1.02);
     for _ in 0..1024 {
-        if !(x < 0.0) {
+        if x.is_nan() || x >= 0.0 {
             break;
         }
         let s = arith.score((a as f32) * (x as f32));
