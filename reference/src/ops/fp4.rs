@@ -1032,6 +1032,14 @@ impl Fp4Family {
                 codes[j * c.k + col] = code;
                 scales[j * gpr + col / group] = s;
             }
+            // The row's other outputs are exactly 0: as single products of a drawn weight
+            // they could land where the output's rounding depends on the kernel's own
+            // intermediate precision (between the largest finite value and the overflow
+            // threshold, or at a subnormal rounding boundary), and an honest kernel with
+            // other intermediates would be judged wrong there.
+            for j in (0..c.n).filter(|&j| j != jp && j != jm) {
+                codes[j * c.k + col] = 0;
+            }
             let e = rr::exponent(w);
             let (a_lo, a_hi) = (lo - e, hi - e - 2);
             if a_lo > a_hi || a_lo < -133 || a_hi > 127 {
