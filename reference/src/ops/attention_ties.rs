@@ -332,7 +332,7 @@ pub(crate) fn impose(
     let mut rows: Vec<(usize, usize)> = (0..g.batch)
         .flat_map(|b| (0..g.lq[b]).map(move |i| (b, i)))
         .collect();
-    shuffle(&mut rows, ctx);
+    ctx.shuffle(&mut rows);
     let mut planted = Planted::default();
     if out_ok {
         planted.out_ties = plant_output(&mut w, keys, mask.as_deref(), &rows, a, neg_x, ctx)?;
@@ -417,11 +417,17 @@ fn write_back(inputs: &mut TensorMap, name: &str, vals: &[f64], dirty: &[usize],
     }
 }
 
-fn shuffle<T>(v: &mut [T], ctx: &mut GenContext) {
-    for n in (1..v.len()).rev() {
-        let j = ctx.below(n as u64 + 1) as usize;
-        v.swap(n, j);
-    }
+/// Every query slot (batch, row, head) of `rows`, in an order drawn from the stream.
+fn query_slots(
+    rows: impl Iterator<Item = (usize, usize)>,
+    heads: usize,
+    ctx: &mut GenContext,
+) -> Vec<(usize, usize, usize)> {
+    let mut slots: Vec<(usize, usize, usize)> = rows
+        .flat_map(|(b, i)| (0..heads).map(move |h| (b, i, h)))
+        .collect();
+    ctx.shuffle(&mut slots);
+    slots
 }
 
 /// The value `1 + k ulp` with `k` odd, with a random sign, and its neighbour away from zero
@@ -491,7 +497,7 @@ fn plant_output(
         }
         // Values: whole pairs (t_lo, t_hi) on the chosen columns.
         let mut cols: Vec<usize> = (0..g.head_dim).collect();
-        shuffle(&mut cols, ctx);
+        ctx.shuffle(&mut cols);
         cols.truncate(TIE_COLUMNS.min(g.head_dim));
         w.tie_value_rows
             .extend(set.iter().map(|&j| (keys.offset)(b, j, kvh)));
@@ -518,7 +524,7 @@ fn plant_output(
                         .all(|&j| BatchMask::new(g, b, mask).allowed(i2, j))
             })
             .collect();
-        shuffle(&mut more, ctx);
+        ctx.shuffle(&mut more);
         slots.extend(more.into_iter().take(OUT_SLOTS - 1));
         for &(i2, h2) in &slots {
             w.set_query(b, i2, h2, &[(c, a)]);
@@ -558,11 +564,7 @@ fn plant_p(
     let (m_lo, m_hi) = (-s_hi / (a1 * scale), -s_lo / (a1 * scale));
     let (e_lo, e_hi) = (binade(m_lo), binade(m_hi));
     let bits = mantissa_bits(g.dtype);
-    let mut slots: Vec<(usize, usize, usize)> = rows
-        .iter()
-        .flat_map(|&(b, i)| (0..g.heads).map(move |h| (b, i, h)))
-        .collect();
-    shuffle(&mut slots, ctx);
+    let slots = query_slots(rows.iter().copied(), g.heads, ctx);
     let mut total = 0;
     for (b, i, h) in slots {
         if total >= P_TIES_TARGET {
@@ -573,7 +575,7 @@ fn plant_p(
         }
         let blocks = g.lk[b].div_ceil(BLOCK);
         let mut order: Vec<usize> = (0..blocks).collect();
-        shuffle(&mut order, ctx);
+        ctx.shuffle(&mut order);
         let Some(ks) = order
             .into_iter()
             .map(|blk| block_keys(g, mask, b, i, blk))
@@ -598,7 +600,7 @@ fn plant_p(
         }
         let top = tops[ctx.below(tops.len() as u64) as usize];
         let mut tie_keys: Vec<usize> = ks.iter().copied().filter(|&j| j != top).collect();
-        shuffle(&mut tie_keys, ctx);
+        ctx.shuffle(&mut tie_keys);
         tie_keys.truncate(per_slot);
         for j in 0..g.lk[b] {
             if j != top && !tie_keys.contains(&j) {
@@ -728,19 +730,18 @@ fn plant_combine(
 ) -> usize {
     let g = w.g;
     let partition = split.partition.max(1);
-    let mut slots: Vec<(usize, usize, usize)> = rows
-        .iter()
-        .filter(|&&(b, _)| g.lk[b] > partition)
-        .flat_map(|&(b, i)| (0..g.heads).map(move |h| (b, i, h)))
-        .collect();
-    shuffle(&mut slots, ctx);
+    let slots = query_slots(
+        rows.iter().copied().filter(|&(b, _)| g.lk[b] > partition),
+        g.heads,
+        ctx,
+    );
     // Every eligible slot up to 4, but one left for a P tie when no other slot could hold it.
     let all = rows.len() * g.heads;
     let spare = usize::from(slots.len() == all && slots.len() > 1);
     let budget = (slots.len() - spare).clamp(1, 4);
     // Set sizes 1, 2, 4, 8 (powers of two, so a weight of 1/n is exact), in a drawn order.
     let mut sizes = [1usize, 2, 4, 8];
-    shuffle(&mut sizes, ctx);
+    ctx.shuffle(&mut sizes);
     let bits = mantissa_bits(g.dtype);
     let mut total = 0;
     let mut planted = 0;
@@ -792,7 +793,7 @@ fn plant_combine(
             continue;
         };
         let mut cols: Vec<usize> = (0..g.head_dim).collect();
-        shuffle(&mut cols, ctx);
+        ctx.shuffle(&mut cols);
         cols.truncate(TIE_COLUMNS.min(g.head_dim));
         let pairs: Vec<(f64, f64)> = cols.iter().map(|_| odd_pair(g.dtype, ctx)).collect();
         // The common score: among drawn candidates, the one under which the recipe's combine
@@ -949,11 +950,7 @@ fn plant_rowsum(
     let Some(delta) = delta else {
         return 0;
     };
-    let mut slots: Vec<(usize, usize, usize)> = rows
-        .iter()
-        .flat_map(|&(b, i)| (0..g.heads).map(move |h| (b, i, h)))
-        .collect();
-    shuffle(&mut slots, ctx);
+    let slots = query_slots(rows.iter().copied(), g.heads, ctx);
     let mut planted = 0;
     for (b, i, h) in slots {
         if planted >= SUM_SLOTS {
@@ -975,7 +972,7 @@ fn plant_rowsum(
             continue;
         }
         let mut ks = blocks[ctx.below(blocks.len() as u64) as usize].clone();
-        shuffle(&mut ks, ctx);
+        ctx.shuffle(&mut ks);
         ks.truncate(SUM_KEYS + 1);
         let Some(c) = w.take_component(kvh, ctx) else {
             continue;

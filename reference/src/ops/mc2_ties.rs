@@ -102,8 +102,8 @@ pub(crate) fn impose(
     let ulp = 1.0 / (1u64 << bits) as f64;
     let mut rows: Vec<usize> = (0..s.m).collect();
     let mut cols: Vec<usize> = (0..s.n).collect();
-    shuffle(&mut rows, ctx);
-    shuffle(&mut cols, ctx);
+    ctx.shuffle(&mut rows);
+    ctx.shuffle(&mut cols);
     rows.truncate(ROWS);
     cols.truncate(COLUMNS);
     // K positions of x2 already taken, per rank (a pair per row).
@@ -157,11 +157,4 @@ pub(crate) fn impose(
         ));
     }
     Ok(planted)
-}
-
-fn shuffle<T>(v: &mut [T], ctx: &mut GenContext) {
-    for n in (1..v.len()).rev() {
-        let j = ctx.below(n as u64 + 1) as usize;
-        v.swap(n, j);
-    }
 }
