@@ -315,10 +315,10 @@ fn the_regime_map_lists_the_attention_regimes_and_a_missing_one_is_a_hole() {
     );
     assert!(!t.contains("NOT covered"), "{t}");
     // Without the case that declares the regimes, the fault survives and the map names the
-    // three regimes no quick case covers: exit 1.
+    // six regimes no quick case covers: exit 1.
     let d = project_with("pa_decode.toml", |s| {
         s.replace(
-            "regimes = [\"large_logits\", \"late_max\", \"masked_rows_lse\"]\n",
+            "regimes = [\"large_logits\", \"late_max\", \"masked_rows_lse\", \"batch_distinct\", \"seq_ne_heads\", \"gqa_groups\"]\n",
             "",
         )
     });
@@ -339,13 +339,13 @@ fn the_regime_map_lists_the_attention_regimes_and_a_missing_one_is_a_hole() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let t = text(&o);
     assert!(
-        t.contains("NOT covered: large_logits, late_max, masked_rows_lse  <- HOLE"),
+        t.contains("NOT covered: large_logits, late_max, masked_rows_lse, batch_distinct, seq_ne_heads, gqa_groups  <- HOLE"),
         "{t}"
     );
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r["regimes"][0]["suite"], "pa_decode");
-    assert_eq!(r["regimes"][0]["missing"].as_array().unwrap().len(), 3);
+    assert_eq!(r["regimes"][0]["missing"].as_array().unwrap().len(), 6);
 }
 
 #[test]

@@ -311,3 +311,97 @@ fn shapes_that_cannot_hold_a_regime_are_refused_by_name() {
         .unwrap_err();
     assert!(e.to_string().contains("large_logits"), "{e}");
 }
+
+/// A shape with every structural regime: padded rows with the LSE, two batch entries, S != N,
+/// GQA groups of 2 over 2 KV heads.
+fn fa_shape_params() -> serde_json::Value {
+    json!({ "dtype": "bf16", "batch": 2, "q_seq": 16, "kv_seq": 200, "num_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "atten_mask": true,
+            "softmax_lse_flag": true, "actual_seq_lengths": [16, 11] })
+}
+
+const SHAPE_REGIMES: [Regime; 3] = [Regime::BatchDistinct, Regime::SeqNeHeads, Regime::GqaGroups];
+
+#[test]
+fn structural_regimes_move_no_value_and_combine_with_the_others() {
+    for (op, p, extra) in [
+        ("fa_prefill", fa_shape_params(), Some(Regime::PaddedRowsLse)),
+        ("pa_decode", pa_params(), None),
+    ] {
+        for base in [&[][..], &SCORE_REGIMES[..]] {
+            let mut with: Vec<Regime> = base.to_vec();
+            with.extend(SHAPE_REGIMES);
+            with.extend(extra);
+            for seed in 0..8 {
+                let plain = generate(op, &p, base, seed, normal()).unwrap();
+                let shaped = generate(op, &p, &with, seed, normal())
+                    .unwrap_or_else(|e| panic!("{op} seed {seed}: {e}"));
+                assert_eq!(plain, shaped, "{op} seed {seed} {with:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn shapes_that_cannot_hold_a_structural_regime_are_refused_by_name() {
+    let with = |base: serde_json::Value, k: &str, v: serde_json::Value| {
+        let mut p = base;
+        p[k] = v;
+        p
+    };
+    let e = regime_error(
+        "fa_prefill",
+        with(fa_shape_params(), "softmax_lse_flag", json!(false)),
+        Regime::PaddedRowsLse,
+    );
+    assert!(e.contains("softmax_lse_flag"), "{e}");
+    let e = regime_error("fa_prefill", fa_params(), Regime::PaddedRowsLse);
+    assert!(e.contains("padded row"), "{e}");
+    let e = regime_error(
+        "fa_prefill",
+        with(
+            with(fa_shape_params(), "batch", json!(1)),
+            "actual_seq_lengths",
+            json!([11]),
+        ),
+        Regime::BatchDistinct,
+    );
+    assert!(e.contains("batch >= 2"), "{e}");
+    let e = regime_error(
+        "fa_prefill",
+        with(
+            with(fa_shape_params(), "q_seq", json!(4)),
+            "actual_seq_lengths",
+            json!([4, 3]),
+        ),
+        Regime::SeqNeHeads,
+    );
+    assert!(e.contains("q_seq 4 with 4 heads"), "{e}");
+    let e = regime_error(
+        "fa_prefill",
+        with(fa_shape_params(), "num_key_value_heads", json!(1)),
+        Regime::GqaGroups,
+    );
+    assert!(e.contains("1 KV heads"), "{e}");
+    let e = regime_error(
+        "fa_prefill",
+        with(fa_shape_params(), "num_key_value_heads", json!(4)),
+        Regime::GqaGroups,
+    );
+    assert!(e.contains("group 1"), "{e}");
+    let mut p = pa_params();
+    p["num_heads"] = json!(16);
+    p["num_key_value_heads"] = json!(16);
+    let e = regime_error("pa_decode", p, Regime::SeqNeHeads);
+    assert!(e.contains("block_size 16, 16 KV heads"), "{e}");
+    // A batch entry whose keys are all shared prefix holds no data of its own.
+    let mut p = pa_params();
+    p["actual_seq_lengths_kv"] = json!([300, 200, 16]);
+    let e = regime_error("pa_decode", p, Regime::BatchDistinct);
+    assert!(e.contains("entry 2"), "{e}");
+    let e = ops::find("pa_decode")
+        .unwrap()
+        .check_regimes(&pa_params(), &[Regime::PaddedRowsLse])
+        .unwrap_err();
+    assert!(e.to_string().contains("only to fa_prefill"), "{e}");
+}

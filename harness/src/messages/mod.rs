@@ -230,6 +230,16 @@ pub fn explain(
     for r in &case.regimes {
         s.push_str(&format!("regime      {}: {}\n", r.name(), r.description()));
     }
+    for r in conform_reference::ops::Regime::ALL
+        .into_iter()
+        .filter(|r| r.by_runner() && r.applies_to(&case.op))
+    {
+        s.push_str(&format!(
+            "regime      {} (the runner, every case): {}\n",
+            r.name(),
+            r.description()
+        ));
+    }
     for t in &desc.inputs {
         s.push_str(&format!(
             "input       {} {} {:?} axes {:?}\n",

@@ -313,6 +313,15 @@ fn resolve(
                 ),
             });
         };
+        if r.by_runner() {
+            return Err(SuiteError::Case {
+                path: path.to_path_buf(),
+                id: id.clone(),
+                message: format!(
+                    "`regimes`: `{name}` is not declared: the runner holds it for every case"
+                ),
+            });
+        }
         if !regimes.contains(&r) {
             regimes.push(r);
         }
@@ -447,6 +456,19 @@ only = [ { batch = "2" }, { dtype = "bf16" } ]
         let e = parse(text).unwrap_err().to_string();
         assert!(e.starts_with("suites/demo.toml:7:1:"), "{e}");
         assert!(e.contains("recipee"), "{e}");
+    }
+
+    #[test]
+    fn the_runners_repeated_call_is_never_declared() {
+        let text = "[suite]\nname = \"demo\"\nop = \"x\"\n\n[[case]]\nname = \"a\"\nrecipe = \"r\"\nregimes = [\"repeated_call\"]\n";
+        let e = parse(text).unwrap_err().to_string();
+        assert!(
+            e.contains("demo/a")
+                && e.contains(
+                    "`repeated_call` is not declared: the runner holds it for every case"
+                ),
+            "{e}"
+        );
     }
 
     #[test]

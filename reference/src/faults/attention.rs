@@ -299,6 +299,176 @@ fn lse_wrong_on_empty_rows(
     Ok(changed)
 }
 
+/// Copies `rows` whole rows of `width` bytes: row `to(r)` of `t` takes row `from(r)` of its
+/// original contents.
+fn move_rows(
+    t: &mut crate::ops::Tensor,
+    width: usize,
+    moves: impl Iterator<Item = (usize, usize)>,
+) -> bool {
+    let src = t.data.clone();
+    let mut changed = false;
+    for (to, from) in moves {
+        let (to, from) = (to * width, from * width);
+        if src[to..to + width] != src[from..from + width] {
+            changed = true;
+        }
+        t.data[to..to + width].copy_from_slice(&src[from..from + width]);
+    }
+    changed
+}
+
+/// A kernel whose query batch stride is 0: every batch entry reads the query rows of entry 0
+/// (row i of entry b is row i of entry 0, for the rows both have).
+fn query_of_batch_0(params: &serde_json::Value, inputs: &mut TensorMap) -> Result<bool, OpError> {
+    let g = geometry(params)?;
+    if g.batch < 2 {
+        return Ok(false);
+    }
+    let q = get_mut("attention", inputs, "query")?;
+    let d = g.head_dim;
+    let width = q.dtype.size_bytes() * d;
+    let moves = (1..g.batch).flat_map(|b| {
+        let rows = g.q_rows(b).min(g.q_rows(0));
+        let g = &g;
+        (0..rows).flat_map(move |i| {
+            (0..g.heads).map(move |h| (g.q_offset(b, i, h) / d, g.q_offset(0, i, h) / d))
+        })
+    });
+    Ok(move_rows(q, width, moves))
+}
+
+/// Within one slab of `outer * inner` rows laid out outer-major, the row a kernel reads for
+/// (o, i) when it takes the outer stride from the other axis: `(o * wrong + i) mod (outer *
+/// inner)` instead of `o * inner + i`. The same row exactly when `wrong == inner`.
+fn swapped_stride_row(o: usize, i: usize, inner: usize, wrong: usize, outer: usize) -> usize {
+    (o * wrong + i) % (outer * inner)
+}
+
+/// A kernel that reads the query with the strides of the sequence and head axes swapped
+/// (BSND: token stride N*D taken as S*D; BNSD: head stride S*D taken as N*D). Invisible when
+/// S == N; otherwise most rows read another row's data.
+fn query_strides_swapped(
+    params: &serde_json::Value,
+    inputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    use crate::attention::InputLayout;
+    let g = geometry(params)?;
+    let (s, n) = (g.q_seq, g.heads);
+    let bnsd = match g.layout {
+        InputLayout::Bsnd | InputLayout::Bsh => false,
+        InputLayout::Bnsd | InputLayout::BnsdBsnd => true,
+        InputLayout::Tnd => return Ok(false),
+    };
+    if s == n {
+        return Ok(false);
+    }
+    let q = get_mut("attention", inputs, "query")?;
+    let d = g.head_dim;
+    let width = q.dtype.size_bytes() * d;
+    let slab = s * n;
+    let moves = (0..g.batch).flat_map(move |b| {
+        (0..s).flat_map(move |i| {
+            (0..n).map(move |h| {
+                let (o, inner, wrong, outer, idx) = if bnsd {
+                    (h, s, n, n, i)
+                } else {
+                    (i, n, s, s, h)
+                };
+                let from = swapped_stride_row(o, idx, inner, wrong, outer);
+                let to = o * inner + idx;
+                (b * slab + to, b * slab + from)
+            })
+        })
+    });
+    Ok(move_rows(q, width, moves))
+}
+
+/// A kernel that reads the paged key and value caches with the strides of the slot and head
+/// axes swapped inside a block (BnBsH: slot stride Hkv*D taken as block_size*D; BnNBsD: head
+/// stride block_size*D taken as Hkv*D). Invisible when block_size == Hkv.
+fn cache_strides_swapped(
+    params: &serde_json::Value,
+    inputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    let p: crate::ops::pa_decode::PaDecodeParams = crate::ops::parse_params("pa_decode", params)?;
+    let (bs, kvh, d) = (p.block_size, p.num_key_value_heads, p.head_dim);
+    let heads_major = match p.cache_layout {
+        KvCacheLayout::BnBsH => false,
+        KvCacheLayout::BnNBsD => true,
+        KvCacheLayout::VllmKey { .. } | KvCacheLayout::VllmValue => return Ok(false),
+    };
+    if bs == kvh {
+        return Ok(false);
+    }
+    let mut changed = false;
+    for name in ["key_cache", "value_cache"] {
+        let t = get_mut("pa_decode", inputs, name)?;
+        let width = t.dtype.size_bytes() * d;
+        let slab = bs * kvh;
+        let blocks = t.data.len() / (width * slab).max(1);
+        let moves = (0..blocks).flat_map(move |blk| {
+            (0..bs).flat_map(move |j| {
+                (0..kvh).map(move |h| {
+                    let (o, inner, wrong, outer, idx) = if heads_major {
+                        (h, bs, kvh, kvh, j)
+                    } else {
+                        (j, kvh, bs, bs, h)
+                    };
+                    let from = swapped_stride_row(o, idx, inner, wrong, outer);
+                    (blk * slab + o * inner + idx, blk * slab + from)
+                })
+            })
+        });
+        changed |= move_rows(t, width, moves);
+    }
+    Ok(changed)
+}
+
+/// A kernel that lays the LSE of each (batch, head) out by the entry's actual query length
+/// instead of the padded length S: valid row i of head h lands at `h * lq + i` of the entry's
+/// `N * S` slab, and the slab's other positions keep the padded-row value. Invisible when no
+/// row is padded.
+fn lse_strided_by_actual_length(
+    params: &serde_json::Value,
+    _inputs: &TensorMap,
+    outputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    let g = geometry(params)?;
+    if g.layout.is_varlen() {
+        return Ok(false);
+    }
+    let Some(l) = outputs.get_mut("softmax_lse") else {
+        return Ok(false);
+    };
+    let w = l.dtype.size_bytes();
+    let src = l.data.clone();
+    let mut changed = false;
+    for b in 0..g.batch {
+        let lq = g.lq[b];
+        if lq >= g.q_seq {
+            continue;
+        }
+        // The padded-row value, as the kernel under test would have written it.
+        let pad = g.lse_index(b, lq, 0) * w;
+        let pad = src[pad..pad + w].to_vec();
+        let slab = g.lse_index(b, 0, 0);
+        for k in 0..g.heads * g.q_seq {
+            l.data[(slab + k) * w..(slab + k + 1) * w].copy_from_slice(&pad);
+        }
+        for h in 0..g.heads {
+            for i in 0..lq {
+                let from = g.lse_index(b, i, h) * w;
+                let to = (slab + h * lq + i) * w;
+                l.data[to..to + w].copy_from_slice(&src[from..from + w]);
+            }
+        }
+        changed |= l.data[slab * w..(slab + g.heads * g.q_seq) * w]
+            != src[slab * w..(slab + g.heads * g.q_seq) * w];
+    }
+    Ok(changed)
+}
+
 fn online(r: &Recipe) -> bool {
     r.algorithm == Algorithm::Online
 }
@@ -391,6 +561,50 @@ pub(super) static FAULTS: &[Fault] = &[
         edit: Edit {
             inputs: Some(permute_query),
             outputs: Some(unpermute_outputs),
+            ..Edit::EMPTY
+        },
+    },
+    Fault {
+        name: "attn-query-of-batch-0",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the query's batch stride is 0: every batch entry attends with entry 0's query rows",
+        edit: Edit {
+            inputs: Some(query_of_batch_0),
+            ..Edit::EMPTY
+        },
+    },
+    Fault {
+        name: "attn-query-strides-swapped",
+        family: "attention",
+        ops: FA,
+        requirement: Requirement::Quick,
+        description: "the query read with the sequence and head strides swapped (BSND's token stride taken as S*D, BNSD's head stride as N*D): right only when S == N",
+        edit: Edit {
+            inputs: Some(query_strides_swapped),
+            ..Edit::EMPTY
+        },
+    },
+    Fault {
+        name: "pa-cache-strides-swapped",
+        family: "paged_attention",
+        ops: PA,
+        requirement: Requirement::Quick,
+        description: "the cache blocks read with the slot and head strides swapped (BnBsH's slot stride taken as block_size*D, BnNBsD's head stride as Hkv*D): right only when block_size == Hkv",
+        edit: Edit {
+            inputs: Some(cache_strides_swapped),
+            ..Edit::EMPTY
+        },
+    },
+    Fault {
+        name: "attn-lse-strided-by-actual-length",
+        family: "attention",
+        ops: FA,
+        requirement: Requirement::Quick,
+        description: "softmax_lse laid out by each entry's actual query length instead of the padded S: valid rows land on padded positions",
+        edit: Edit {
+            outputs: Some(lse_strided_by_actual_length),
             ..Edit::EMPTY
         },
     },

@@ -464,3 +464,105 @@ fn range_faults_change_exactly_the_infinities_and_subnormals_of_their_dtype() {
     assert!(doubled >= 2, "{doubled} elements doubled");
     assert!(a.iter().zip(&b).all(|(x, y)| x == y || *y == 2.0 * *x));
 }
+
+#[test]
+fn shape_regime_faults_show_exactly_where_their_regime_holds() {
+    let fa = |extra: serde_json::Value| {
+        let mut p = json!({"dtype": "bf16", "batch": 2, "q_seq": 8, "kv_seq": 12, "num_heads": 4,
+                           "num_key_value_heads": 2, "head_dim": 32, "softmax_lse_flag": true});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let pa = |extra: serde_json::Value| {
+        let mut p = json!({"dtype": "bf16", "batch": 2, "num_heads": 4, "num_key_value_heads": 2,
+                           "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [37, 20]});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let (bf, pab) = ("ascend_pfa_bf16", "ascend_ifa_bf16");
+    // Where the regime holds, the fault changes the outputs.
+    changes("attn-query-of-batch-0", "fa_prefill", fa(json!({})), bf);
+    changes("attn-query-of-batch-0", "pa_decode", pa(json!({})), pab);
+    for layout in ["BSND", "BSH", "BNSD"] {
+        changes(
+            "attn-query-strides-swapped",
+            "fa_prefill",
+            fa(json!({"input_layout": layout})),
+            bf,
+        );
+    }
+    for layout in ["BnBsH", "BnNBsD"] {
+        changes(
+            "pa-cache-strides-swapped",
+            "pa_decode",
+            pa(json!({"cache_layout": layout})),
+            pab,
+        );
+    }
+    changes(
+        "attn-lse-strided-by-actual-length",
+        "fa_prefill",
+        fa(json!({"actual_seq_lengths": [8, 5]})),
+        bf,
+    );
+    // Where it does not, the fault is not applicable: the same bits as the clean kernel.
+    let not_applicable = |fault: &str, op: &str, params: serde_json::Value, recipe: &str| {
+        assert!(
+            matches!(
+                outputs(fault, op, &params, recipe),
+                FaultRun::NotApplicable(_)
+            ),
+            "{fault} on {params}"
+        );
+    };
+    not_applicable(
+        "attn-query-of-batch-0",
+        "fa_prefill",
+        fa(json!({"batch": 1})),
+        bf,
+    );
+    not_applicable(
+        "attn-query-of-batch-0",
+        "pa_decode",
+        pa(json!({"batch": 1, "actual_seq_lengths_kv": [37]})),
+        pab,
+    );
+    // S == N (and the TND layout, which has no S axis).
+    not_applicable(
+        "attn-query-strides-swapped",
+        "fa_prefill",
+        fa(json!({"q_seq": 4})),
+        bf,
+    );
+    not_applicable(
+        "attn-query-strides-swapped",
+        "fa_prefill",
+        fa(
+            json!({"input_layout": "TND", "actual_seq_lengths": [8, 13], "actual_seq_lengths_kv": [12, 19]}),
+        ),
+        bf,
+    );
+    not_applicable(
+        "pa-cache-strides-swapped",
+        "pa_decode",
+        pa(json!({"num_heads": 16, "num_key_value_heads": 16})),
+        pab,
+    );
+    // No padded row, or no LSE asked for.
+    not_applicable(
+        "attn-lse-strided-by-actual-length",
+        "fa_prefill",
+        fa(json!({})),
+        bf,
+    );
+    not_applicable(
+        "attn-lse-strided-by-actual-length",
+        "fa_prefill",
+        fa(json!({"actual_seq_lengths": [8, 5], "softmax_lse_flag": false})),
+        bf,
+    );
+}

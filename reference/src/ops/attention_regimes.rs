@@ -33,6 +33,8 @@ pub(crate) struct KeyRows<'a> {
     pub offset: &'a dyn Fn(usize, usize, usize) -> usize,
     /// Keys below this may be shared with another batch entry (a shared prefix): never chosen.
     pub first_free: usize,
+    /// The paged cache's block size (`None`: the keys are a contiguous tensor).
+    pub block: Option<usize>,
 }
 
 fn regime_err(op: &str, r: Regime, message: impl Into<String>) -> OpError {
@@ -67,6 +69,7 @@ pub(crate) fn check(
     regimes: &[Regime],
     late_from: usize,
     first_free: usize,
+    block: Option<usize>,
 ) -> Result<(), OpError> {
     for &r in regimes {
         if !r.applies_to(op) {
@@ -134,8 +137,145 @@ pub(crate) fn check(
                     ));
                 }
             }
-            // The range regimes apply to no attention op: refused above.
-            Regime::OverflowToInf | Regime::SubnormalOutputs | Regime::FormatExtremes => {}
+            Regime::PaddedRowsLse => {
+                if !g.softmax_lse_flag {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "needs softmax_lse_flag = true (the regime judges the LSE of padded rows)",
+                    ));
+                }
+                if g.layout.is_varlen() {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "needs a padded layout (BSND, BSH, BNSD): TND has no padded rows",
+                    ));
+                }
+                if !(0..g.batch).any(|b| g.lq[b] < g.q_seq) {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs a batch entry whose actual_seq_lengths is below q_seq {} (a padded row)",
+                            g.q_seq
+                        ),
+                    ));
+                }
+            }
+            Regime::BatchDistinct => {
+                if g.batch < 2 {
+                    return Err(regime_err(op, r, "needs batch >= 2"));
+                }
+                if let Some(b) = (0..g.batch).find(|&b| g.lq[b] == 0 || g.lk[b] <= first_free) {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs every batch entry to have a query row and a key beyond the shared prefix ({first_free} keys); entry {b} has {} query rows and {} keys",
+                            g.lq[b], g.lk[b]
+                        ),
+                    ));
+                }
+            }
+            Regime::SeqNeHeads => match block {
+                Some(bs) => {
+                    if g.heads < 2 || bs == g.kv_heads {
+                        return Err(regime_err(
+                            op,
+                            r,
+                            format!(
+                                "needs num_heads >= 2 (decode's S is 1) and block_size != num_key_value_heads; here {} heads, block_size {bs}, {} KV heads",
+                                g.heads, g.kv_heads
+                            ),
+                        ));
+                    }
+                }
+                None => {
+                    if g.layout.is_varlen() || g.q_seq == g.heads || g.kv_seq == g.kv_heads {
+                        return Err(regime_err(
+                            op,
+                            r,
+                            format!(
+                                "needs a padded layout with q_seq != num_heads and kv_seq != num_key_value_heads; here {} layout, q_seq {} with {} heads, kv_seq {} with {} KV heads",
+                                g.layout.name(),
+                                g.q_seq,
+                                g.heads,
+                                g.kv_seq,
+                                g.kv_heads
+                            ),
+                        ));
+                    }
+                }
+            },
+            Regime::GqaGroups => {
+                if g.kv_heads < 2 || g.group < 2 {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs num_key_value_heads >= 2 and num_heads / num_key_value_heads >= 2; here {} KV heads, group {}",
+                            g.kv_heads, g.group
+                        ),
+                    ));
+                }
+            }
+            // The range regimes apply to no attention op (refused above); the runner holds
+            // the repeated call.
+            Regime::OverflowToInf
+            | Regime::SubnormalOutputs
+            | Regime::FormatExtremes
+            | Regime::RepeatedCall => {}
+        }
+    }
+    Ok(())
+}
+
+/// Checks, after every construction, that the batch entries of `inputs` hold data of their
+/// own (the `batch_distinct` regime): the first query row of every pair of entries differs,
+/// and so do the key and value rows at the first unshared key. The ordinary draw gives this
+/// on every seed (two equal rows of `head_dim` random values have no practical chance); the
+/// check makes the guarantee explicit.
+pub(crate) fn verify_distinct_batches(
+    op: &str,
+    g: &Geometry,
+    keys: &KeyRows,
+    value_tensor: &str,
+    inputs: &TensorMap,
+) -> Result<(), OpError> {
+    let d = g.head_dim;
+    let q = tensor(op, inputs, "query")?;
+    let k = tensor(op, inputs, keys.tensor)?;
+    let v = tensor(op, inputs, value_tensor)?;
+    let row = |t: &Tensor, offset: usize| {
+        let es = t.dtype.size_bytes();
+        t.data[offset * es..(offset + d) * es].to_vec()
+    };
+    let query = |b: usize| {
+        (0..g.heads)
+            .flat_map(|h| row(q, g.q_offset(b, 0, h)))
+            .collect::<Vec<u8>>()
+    };
+    let key = |t: &Tensor, b: usize| {
+        (0..g.kv_heads)
+            .flat_map(|kvh| row(t, (keys.offset)(b, keys.first_free, kvh)))
+            .collect::<Vec<u8>>()
+    };
+    for b in 0..g.batch {
+        for c in 0..b {
+            for (what, same) in [
+                ("query rows", query(b) == query(c)),
+                ("key rows", key(k, b) == key(k, c)),
+                ("value rows", key(v, b) == key(v, c)),
+            ] {
+                if same {
+                    return Err(regime_err(
+                        op,
+                        Regime::BatchDistinct,
+                        format!("batch entries {c} and {b} were drawn with the same {what}"),
+                    ));
+                }
+            }
         }
     }
     Ok(())
@@ -179,11 +319,12 @@ pub(crate) fn impose(
     inputs: &mut TensorMap,
     ctx: &mut GenContext,
 ) -> Result<(), OpError> {
-    check(op, g, regimes, late_from, keys.first_free)?;
+    check(op, g, regimes, late_from, keys.first_free, keys.block)?;
+    // Ties are planted afterwards (attention_ties); the structural regimes move no value.
     let regimes: Vec<Regime> = regimes
         .iter()
         .copied()
-        .filter(|&r| r != Regime::RoundingTies)
+        .filter(|&r| r != Regime::RoundingTies && !r.is_structural() && !r.by_runner())
         .collect();
     let regimes = regimes.as_slice();
     if regimes.is_empty() {

@@ -424,7 +424,7 @@ impl OpFamily for FaPrefill {
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
         let p: FaPrefillParams = parse_params(OP, params)?;
         let g = p.geometry()?;
-        attention_regimes::check(OP, &g, regimes, late_from(p.kv_tile), 0)
+        attention_regimes::check(OP, &g, regimes, late_from(p.kv_tile), 0, None)
     }
 
     fn generate_with_regimes(
@@ -444,11 +444,15 @@ impl OpFamily for FaPrefill {
             tensor: "key",
             offset: &offset,
             first_free: 0,
+            block: None,
         };
         attention_regimes::impose(OP, &g, regimes, &keys, late_from(p.kv_tile), &mut m, ctx)?;
         if regimes.contains(&Regime::RoundingTies) {
             let recipe = attention_ties::recipe_of(OP, ctx, g.dtype)?;
             attention_ties::impose(OP, &g, &recipe, &keys, "value", &mut m, ctx)?;
+        }
+        if regimes.contains(&Regime::BatchDistinct) {
+            attention_regimes::verify_distinct_batches(OP, &g, &keys, "value", &m)?;
         }
         Ok(m)
     }

@@ -404,6 +404,7 @@ impl OpFamily for PaDecode {
             regimes,
             late_from(Some(p.block_size)),
             p.shared_prefix_blocks * p.block_size,
+            Some(p.block_size),
         )
     }
 
@@ -438,6 +439,7 @@ impl OpFamily for PaDecode {
             tensor: "key_cache",
             offset: &offset,
             first_free: p.shared_prefix_blocks * p.block_size,
+            block: Some(c.block_size),
         };
         attention_regimes::impose(
             OP,
@@ -451,6 +453,9 @@ impl OpFamily for PaDecode {
         if regimes.contains(&Regime::RoundingTies) {
             let recipe = attention_ties::recipe_of(OP, ctx, plan.g.dtype)?;
             attention_ties::impose(OP, &plan.g, &recipe, &keys, "value_cache", &mut m, ctx)?;
+        }
+        if regimes.contains(&Regime::BatchDistinct) {
+            attention_regimes::verify_distinct_batches(OP, &plan.g, &keys, "value_cache", &m)?;
         }
         Ok(m)
     }

@@ -1,6 +1,6 @@
 //! Numeric regimes: properties of a case's inputs that put a kernel where a class of bugs
 //! shows (scores large enough to overflow exp, a row maximum that arrives late, fully masked
-//! rows with the LSE asked for; outputs that overflow to +-Inf or fall in the subnormal range
+//! rows with the LSE asked for, padded rows, distinct batch entries, S != N, GQA groups; outputs that overflow to +-Inf or fall in the subnormal range
 //! of the output dtype, inputs at a quantised format's extreme codes). A case declares the regimes it exercises (`regimes = [...]`
 //! in its suite entry); the op's generator then guarantees each of them whatever the seed:
 //! the seed moves which rows, keys and values carry the regime, never whether it is there.
@@ -37,6 +37,28 @@ pub enum Regime {
     /// finite positive scale code (E8M0 2^-127 and 2^127; E4M3FN 2^-9 and 448), each in a
     /// group that also holds the element format's largest magnitude of both signs.
     FormatExtremes,
+    /// The case asks for `softmax_lse` and has padded query rows (a batch entry whose
+    /// `actual_seq_lengths` is below the padded length S), so every output of a padded row is
+    /// judged where it sits: a kernel that lays out the LSE (or output) by actual rather than
+    /// padded length writes valid rows over padded positions.
+    PaddedRowsLse,
+    /// Two or more batch entries, each with its own data: their queries differ, and so do the
+    /// first keys and values each sees that are not a shared prefix. A kernel that reads one
+    /// entry's data for another (a batch stride of 0, an offset of the wrong entry) is caught.
+    BatchDistinct,
+    /// The sequence and head axes have different sizes wherever a layout puts them side by
+    /// side (query S != N and KV length != KV heads; for a paged cache block_size != KV
+    /// heads, and more than one query head), so a stride taken from the wrong axis reads other
+    /// data instead of coinciding with the right one.
+    SeqNeHeads,
+    /// Grouped-query attention with at least two KV heads and at least two query heads per KV
+    /// head, so the query-to-KV head mapping (h / group, not h % kv_heads, not always 0) is
+    /// judged.
+    GqaGroups,
+    /// An input set given to the target twice in one run, whose outputs must have identical
+    /// bits. The runner guarantees it for every case (its determinism check), so no suite
+    /// declares it.
+    RepeatedCall,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -77,10 +99,23 @@ const SUBNORMAL: &[&str] = &[
 /// code makes its weights infinite, and the matmul's sum of +-Inf weights is then NaN or Inf
 /// by the order of the sum, no longer a decode property.
 const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant"];
+/// Padded query rows exist only in the prefill layouts with a padded length (decode has one
+/// query row per batch entry).
+const PADDED: &[&str] = &["fa_prefill"];
+/// Every op family the runner knows: the determinism check repeats an input set of each.
+const EVERY_OP: &[&str] = &[
+    "mxfp4_dequant",
+    "nvfp4_dequant",
+    "w4a16_matmul",
+    "fa_prefill",
+    "pa_decode",
+    "paged_kv",
+    "mc2_matmul_allreduce",
+];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 7] = [
+    pub const ALL: [Regime; 12] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -88,6 +123,11 @@ impl Regime {
         Regime::OverflowToInf,
         Regime::SubnormalOutputs,
         Regime::FormatExtremes,
+        Regime::PaddedRowsLse,
+        Regime::BatchDistinct,
+        Regime::SeqNeHeads,
+        Regime::GqaGroups,
+        Regime::RepeatedCall,
     ];
 
     /// The stable name (`large_logits`).
@@ -100,6 +140,11 @@ impl Regime {
             Regime::OverflowToInf => "overflow_to_inf",
             Regime::SubnormalOutputs => "subnormal_outputs",
             Regime::FormatExtremes => "format_extremes",
+            Regime::PaddedRowsLse => "padded_rows_lse",
+            Regime::BatchDistinct => "batch_distinct",
+            Regime::SeqNeHeads => "seq_ne_heads",
+            Regime::GqaGroups => "gqa_groups",
+            Regime::RepeatedCall => "repeated_call",
         }
     }
 
@@ -127,6 +172,21 @@ impl Regime {
             Regime::FormatExtremes => {
                 "the smallest and largest finite scale codes (E8M0 2^-127 and 2^127, E4M3FN 2^-9 and 448) each in a group that holds the largest FP4 magnitude of both signs"
             }
+            Regime::PaddedRowsLse => {
+                "softmax_lse is asked for and some batch entry has padded query rows (actual length below S): an output laid out by actual instead of padded length is caught"
+            }
+            Regime::BatchDistinct => {
+                "two or more batch entries with data of their own (queries, and the first unshared keys and values, differ): a kernel that reads one entry's data for another is caught"
+            }
+            Regime::SeqNeHeads => {
+                "sequence and head axes of different sizes (S != N and KV length != KV heads; a paged cache's block_size != KV heads): a stride taken from the wrong axis is caught"
+            }
+            Regime::GqaGroups => {
+                "two or more KV heads, each shared by two or more query heads: the query-to-KV head mapping is judged"
+            }
+            Regime::RepeatedCall => {
+                "input set 0 is given to the target twice in every run and the two outputs must have the same bits (the runner's determinism check, for every case)"
+            }
         }
     }
 
@@ -143,7 +203,25 @@ impl Regime {
             Regime::OverflowToInf => OVERFLOW,
             Regime::SubnormalOutputs => SUBNORMAL,
             Regime::FormatExtremes => EXTREMES,
+            Regime::PaddedRowsLse => PADDED,
+            Regime::BatchDistinct | Regime::SeqNeHeads | Regime::GqaGroups => ATTENTION,
+            Regime::RepeatedCall => EVERY_OP,
         }
+    }
+
+    /// Whether the runner, not the op's generator, guarantees the regime (for every case, so
+    /// no case declares it).
+    pub fn by_runner(self) -> bool {
+        self == Regime::RepeatedCall
+    }
+
+    /// Whether the regime is a property of the case's shape and of distinct data, held by the
+    /// ordinary draw (checked, never constructed): it moves no value of the inputs.
+    pub fn is_structural(self) -> bool {
+        matches!(
+            self,
+            Regime::PaddedRowsLse | Regime::BatchDistinct | Regime::SeqNeHeads | Regime::GqaGroups
+        )
     }
 
     /// Whether the regime applies to op `op`.
@@ -181,11 +259,23 @@ mod tests {
             assert!(!r.description().is_empty());
         }
         assert_eq!(Regime::parse("huge_logits"), None);
-        assert_eq!(for_op("fa_prefill").len(), 4);
-        assert_eq!(for_op("mxfp4_dequant").len(), 3);
-        assert_eq!(for_op("w4a16_matmul").len(), 2);
-        assert_eq!(for_op("mc2_matmul_allreduce").len(), 3);
-        assert!(for_op("paged_kv").is_empty());
+        assert_eq!(for_op("fa_prefill").len(), 9);
+        assert_eq!(for_op("pa_decode").len(), 8);
+        assert_eq!(for_op("mxfp4_dequant").len(), 4);
+        assert_eq!(for_op("w4a16_matmul").len(), 3);
+        assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
+        assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
+        assert!(Regime::ALL
+            .iter()
+            .all(|r| r.by_runner() == (*r == Regime::RepeatedCall)));
+        // The runner repeats an input set of every case: every registered op is listed.
+        for family in super::super::registry() {
+            assert!(
+                Regime::RepeatedCall.applies_to(family.name()),
+                "{} is missing from EVERY_OP",
+                family.name()
+            );
+        }
         assert!(!Regime::LargeLogits.applies_to("mc2_matmul_allreduce"));
         assert_eq!(late_from(Some(64)), 128);
         assert_eq!(late_from(Some(256)), 256);
