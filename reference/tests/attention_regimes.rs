@@ -204,6 +204,13 @@ fn check_all_seeds(op: &str, params: &serde_json::Value, regimes: &[Regime], dis
         }
         if regimes.contains(&Regime::MaskedRowsLse) {
             assert!(s.masked_rows() > 0, "{op} seed {seed}: no fully masked row");
+            // Wide enough for the adequacy margin floor: 8 LSE elements of masked rows.
+            assert!(
+                s.masked_rows() * s.g.heads >= 8,
+                "{op} seed {seed}: {} masked rows of {} heads",
+                s.masked_rows(),
+                s.g.heads
+            );
             let desc = ops::find(op).unwrap().describe(params).unwrap();
             assert!(desc.outputs.iter().any(|o| o.name == "softmax_lse"));
         }

@@ -22,6 +22,10 @@ use crate::attention::{mask::BatchMask, Geometry};
 use crate::formats::Rounding;
 use crate::math::sqrt_f64;
 
+/// `masked_rows_lse` masks rows until this many LSE elements (rows x heads) belong to fully
+/// masked rows, where the shape has the rows to spare.
+const EMPTY_ROW_ELEMENTS: usize = 8;
+
 /// A key row's norm is raised to at least this multiple of every other visible key's norm.
 const DOMINANCE: f64 = 2.6;
 
@@ -360,12 +364,25 @@ pub(crate) fn impose(
                 .collect()
         })
         .collect();
-    if empty && !valid_rows(g).any(|(b, i)| !sees_any(&mask, b, i)) {
+    // Enough fully masked rows that their LSE elements (rows x heads) reach the adequacy
+    // margin floor where the shape has the rows: one row is the guarantee, the rest widen it.
+    let wanted = EMPTY_ROW_ELEMENTS.div_ceil(g.heads.max(1));
+    while empty {
+        let have = valid_rows(g)
+            .filter(|&(b, i)| !sees_any(&mask, b, i))
+            .count();
+        if have >= wanted {
+            break;
+        }
         let total: usize = candidates.iter().map(Vec::len).sum();
         let pool: Vec<(usize, usize)> = valid_rows(g)
+            .filter(|&(b, i)| sees_any(&mask, b, i))
             .filter(|&(b, i)| !wants_targets || total > candidates[b].contains(&i) as usize)
             .collect();
         let Some(m) = mask.as_mut().filter(|_| !pool.is_empty()) else {
+            if have > 0 {
+                break;
+            }
             return Err(regime_err(
                 op,
                 Regime::MaskedRowsLse,

@@ -1026,10 +1026,9 @@ impl Fp4Family {
             let (lo, hi) = rr::band(r, c.out_type).expect("checked");
             let i = rows[idx];
             let col = cols[idx];
-            let jp = ctx.below(c.n as u64) as usize;
-            let jm = (jp + 1 + ctx.below(c.n as u64 - 1) as usize) % c.n;
-            for (j, code) in [(jp, q), (jm, q | 8)] {
-                codes[j * c.k + col] = code;
+            let signed = rr::signed_columns(c.n, ctx);
+            for &(j, sign) in &signed {
+                codes[j * c.k + col] = if sign > 0.0 { q } else { q | 8 };
                 scales[j * gpr + col / group] = s;
             }
             // The row's other outputs are exactly 0: as single products of a drawn weight
@@ -1037,7 +1036,7 @@ impl Fp4Family {
             // intermediate precision (between the largest finite value and the overflow
             // threshold, or at a subnormal rounding boundary), and an honest kernel with
             // other intermediates would be judged wrong there.
-            for j in (0..c.n).filter(|&j| j != jp && j != jm) {
+            for j in (0..c.n).filter(|&j| !signed.iter().any(|&(s, _)| s == j)) {
                 codes[j * c.k + col] = 0;
             }
             let e = rr::exponent(w);

@@ -321,9 +321,10 @@ fn check(p: &Params, regimes: &[Regime]) -> Result<(), OpError> {
 }
 
 /// The range regimes on drawn MC2 inputs. Each regime takes its own output row `i`, a rank
-/// `r` and a reduction index `c` (distinct from the other regime's), and two output columns
-/// `j+ != j-`: row `i` of `x1` becomes zero on every rank except `x1[r, i, c] = 2^a`, and
-/// `x2[r, c, j+] = +B`, `x2[r, c, j-] = -B` with `B = 2^b (1 + t/8)`, so `out[i, j+-]` is the
+/// `r` and a reduction index `c` (distinct from the other regime's), and up to
+/// [`rr::BANDED_COLUMNS`] output columns of alternating sign ([`rr::signed_columns`]): row `i`
+/// of `x1` becomes zero on every rank except `x1[r, i, c] = 2^a`, and `x2[r, c, j] = +-B` with
+/// `B = 2^b (1 + t/8)`, so `out[i, j]` is the
 /// single product `+-2^a B` (plus no bias or x3: those are zero at `j+-`), in the band of
 /// the dtype, exact in f32 and in the dtype for the subnormal band. The rest of row `i` is
 /// `2^a x2[r, c, j]`: finite, and never summed with another large term.
@@ -348,8 +349,7 @@ fn impose(
         let (lo, _) = rr::band(reg, et).expect("f16/bf16");
         let i = rows[idx];
         let (r, c) = (positions[idx] / k, positions[idx] % k);
-        let jp = ctx.below(n as u64) as usize;
-        let jm = (jp + 1 + ctx.below(n as u64 - 1) as usize) % n;
+        let cols = rr::signed_columns(n, ctx);
         // 2^a in the dtype's normal range, then B = 2^b (1 + t/8) with a + b = lo + 1 or
         // lo + 2: the product is in [2^(lo + 1), 2^(lo + 3)), inside the band, with 4
         // significant bits (its last one at 2^(lo - 2) or above: exact in f16 and bf16).
@@ -366,9 +366,10 @@ fn impose(
             x1[o..o + k].fill(0.0);
         }
         x1[(r * mm + i) * k + c] = pow2(a);
-        x2[(r * k + c) * n + jp] = big;
-        x2[(r * k + c) * n + jm] = -big;
-        for j in [jp, jm] {
+        for &(j, sign) in &cols {
+            x2[(r * k + c) * n + j] = sign * big;
+        }
+        for &(j, _) in &cols {
             if let Some(bv) = bias.as_mut() {
                 bv[j] = 0.0;
             }

@@ -19,7 +19,7 @@
 //! sum and no +Inf meets a -Inf.
 
 use super::regime::Regime;
-use super::{ElemType, OpError};
+use super::{ElemType, GenContext, OpError};
 
 /// The band `[2^lo, 2^hi)` of exact magnitudes a family aims at for `regime` in output
 /// dtype `et` (`None`: the regime has no band, or the dtype is not f16/bf16).
@@ -112,6 +112,23 @@ pub fn banded(regimes: &[Regime]) -> Vec<Regime> {
         .iter()
         .copied()
         .filter(|r| matches!(r, Regime::OverflowToInf | Regime::SubnormalOutputs))
+        .collect()
+}
+
+/// How many output columns of a banded row carry the regime (when the row has that many):
+/// enough that a fault confined to the regime's elements (a saturating or flushing cast) is
+/// wrong on at least the adequacy margin floor of 8 elements.
+pub const BANDED_COLUMNS: usize = 8;
+
+/// The columns of a banded output row, with their signs: `min(n, BANDED_COLUMNS)` distinct
+/// columns drawn from `ctx`, alternately + and -, so both signs are present (n >= 2).
+pub(crate) fn signed_columns(n: usize, ctx: &mut GenContext) -> Vec<(usize, f64)> {
+    let mut cols: Vec<usize> = (0..n).collect();
+    ctx.shuffle(&mut cols);
+    cols.truncate(n.min(BANDED_COLUMNS));
+    cols.into_iter()
+        .enumerate()
+        .map(|(t, j)| (j, if t % 2 == 0 { 1.0 } else { -1.0 }))
         .collect()
 }
 
