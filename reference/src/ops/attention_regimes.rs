@@ -367,13 +367,13 @@ pub(crate) fn impose(
     // Enough fully masked rows that their LSE elements (rows x heads) reach the adequacy
     // margin floor where the shape has the rows: one row is the guarantee, the rest widen it.
     let wanted = EMPTY_ROW_ELEMENTS.div_ceil(g.heads.max(1));
-    while empty {
-        let have = valid_rows(g)
-            .filter(|&(b, i)| !sees_any(&mask, b, i))
-            .count();
-        if have >= wanted {
-            break;
-        }
+    let masked_rows = |mask: &Option<Vec<u8>>| {
+        valid_rows(g)
+            .filter(|&(b, i)| !sees_any(mask, b, i))
+            .count()
+    };
+    while empty && masked_rows(&mask) < wanted {
+        let have = masked_rows(&mask);
         let total: usize = candidates.iter().map(Vec::len).sum();
         let pool: Vec<(usize, usize)> = valid_rows(g)
             .filter(|&(b, i)| sees_any(&mask, b, i))
