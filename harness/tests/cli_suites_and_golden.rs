@@ -123,25 +123,26 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes: [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-golden verify: 15 cases checked, 0 drifted, 1 store errors
+golden verify: 16 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/15] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
-[2/15] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
-[3/15] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
-[4/15] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
-[5/15] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits
-[6/15] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
-[7/15] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
-[8/15] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
-[9/15] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
-[10/15] mc2_matmul_allreduce/f16/r4-m8-k32-n32/range
-[11/15] mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3
-[12/15] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
-[13/15] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
-[14/15] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
-[15/15] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
+[1/16] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
+[2/16] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
+[3/16] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
+[4/16] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
+[5/16] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits
+[6/16] mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits
+[7/16] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
+[8/16] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
+[9/16] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
+[10/16] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
+[11/16] mc2_matmul_allreduce/f16/r4-m8-k32-n32/range
+[12/16] mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3
+[13/16] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
+[14/16] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
+[15/16] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
+[16/16] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
 
 "#]]);
     // The main job also catches it, as corruption of the store (naming file and tensor),
@@ -150,8 +151,8 @@ golden verify: 15 cases checked, 0 drifted, 1 store errors
         .code(exit_code::FAILURE)
         .stdout_eq(str![[r#"
 suite                    target          passed  failed skipped   error timeout crashed
-mc2_matmul_allreduce     reference           14       0       0       1       0       0
-total                                        14       0       0       1       0       0
+mc2_matmul_allreduce     reference           15       0       0       1       0       0
+total                                        15       0       0       1       0       0
 
 ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
   [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
@@ -174,6 +175,7 @@ PASSED   mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers [reference] ([MS] 
 PASSED   mc2_matmul_allreduce/f16/r4-m8-k32-n32/range [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3 [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits [reference] ([MS] ms)
 
 "#]].unordered());
 }
