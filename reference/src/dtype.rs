@@ -137,10 +137,12 @@ impl TryFrom<ElemType> for DType {
             ElemType::F32 => Ok(DType::F32),
             ElemType::F16 => Ok(DType::F16),
             ElemType::Bf16 => Ok(DType::Bf16),
-            ElemType::F64 | ElemType::U8 | ElemType::I8 | ElemType::I32 | ElemType::I64 => Err(NotInSubset {
-                dtype: e,
-                subset: DTYPE_SUBSET,
-            }),
+            ElemType::F64 | ElemType::U8 | ElemType::I8 | ElemType::I32 | ElemType::I64 => {
+                Err(NotInSubset {
+                    dtype: e,
+                    subset: DTYPE_SUBSET,
+                })
+            }
         }
     }
 }
@@ -224,7 +226,7 @@ impl FromStr for HalfType {
 mod tests {
     use super::*;
 
-    const ALL: [ElemType; 7] = ElemType::ALL;
+    const ALL: [ElemType; 8] = ElemType::ALL;
 
     #[test]
     fn the_table_lists_every_elem_type_once_in_declaration_order() {
@@ -287,7 +289,7 @@ mod tests {
     #[test]
     fn unknown_names_and_narrowing_are_typed_errors() {
         for s in [
-            "", "f8", "bf 16", "float", "e4m3", "hif32", "tf32", "int8", " f16",
+            "", "f8", "bf 16", "float", "e4m3", "hif32", "tf32", "int4", " f16",
         ] {
             assert_eq!(
                 s.parse::<ElemType>(),

@@ -37,6 +37,10 @@ pub enum Regime {
     /// finite positive scale code (E8M0 2^-127 and 2^127; E4M3FN 2^-9 and 448), each in a
     /// group that also holds the element format's largest magnitude of both signs.
     FormatExtremes,
+    /// `dynamic_quant`: all-zero rows, a row whose largest magnitude is negative, a row holding
+    /// the input dtype's largest finite value, a row of tiny values, and rows whose scale
+    /// tells the recipe's scale form from the others ([`super::dynamic_quant`]).
+    QuantEdgeRows,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -54,7 +58,13 @@ pub const LATE_MAX_GAP: f64 = 4.0;
 pub const LATE_MAX_FROM: usize = 128;
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
-const TIES: &[&str] = &["fa_prefill", "pa_decode", "mc2_matmul_allreduce"];
+const TIES: &[&str] = &[
+    "fa_prefill",
+    "pa_decode",
+    "mc2_matmul_allreduce",
+    "dynamic_quant",
+];
+const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -80,7 +90,7 @@ const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant"];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 7] = [
+    pub const ALL: [Regime; 8] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -88,6 +98,7 @@ impl Regime {
         Regime::OverflowToInf,
         Regime::SubnormalOutputs,
         Regime::FormatExtremes,
+        Regime::QuantEdgeRows,
     ];
 
     /// The stable name (`large_logits`).
@@ -100,6 +111,7 @@ impl Regime {
             Regime::OverflowToInf => "overflow_to_inf",
             Regime::SubnormalOutputs => "subnormal_outputs",
             Regime::FormatExtremes => "format_extremes",
+            Regime::QuantEdgeRows => "quant_edge_rows",
         }
     }
 
@@ -127,6 +139,9 @@ impl Regime {
             Regime::FormatExtremes => {
                 "the smallest and largest finite scale codes (E8M0 2^-127 and 2^127, E4M3FN 2^-9 and 448) each in a group that holds the largest FP4 magnitude of both signs"
             }
+            Regime::QuantEdgeRows => {
+                "8 all-zero rows (scale 0, never NaN), a row whose largest magnitude is negative, a row holding the input dtype's largest finite value, a row of tiny values (f16: all subnormal), and 8 rows whose scale under the recipe's scale form differs from the other forms'"
+            }
         }
     }
 
@@ -143,6 +158,7 @@ impl Regime {
             Regime::OverflowToInf => OVERFLOW,
             Regime::SubnormalOutputs => SUBNORMAL,
             Regime::FormatExtremes => EXTREMES,
+            Regime::QuantEdgeRows => QUANT_EDGES,
         }
     }
 
@@ -186,6 +202,7 @@ mod tests {
         assert_eq!(for_op("w4a16_matmul").len(), 2);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 3);
         assert!(for_op("paged_kv").is_empty());
+        assert_eq!(for_op("dynamic_quant").len(), 2);
         assert!(!Regime::LargeLogits.applies_to("mc2_matmul_allreduce"));
         assert_eq!(late_from(Some(64)), 128);
         assert_eq!(late_from(Some(256)), 256);
