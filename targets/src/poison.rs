@@ -107,7 +107,7 @@ mod tests {
     use super::*;
     use conform_reference::formats::{bf16, f16};
 
-    const ALL: [ElemType; 7] = ElemType::ALL;
+    const ALL: [ElemType; 8] = ElemType::ALL;
 
     #[test]
     fn float_patterns_are_signalling_nans() {
