@@ -160,7 +160,7 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
             .map(|n| n.knobs(recipe)),
         "dynamic_quant" if recipe == "ascend_a2" => {
             crate::ops::dynamic_quant::DqRecipe::preset(recipe).map(|r| {
-                let mut k = r.knobs();
+                let mut k = r.knobs(recipe);
                 k.extend(
                     DYNAMIC_QUANT_CLAIMS
                         .iter()
@@ -200,7 +200,7 @@ pub fn knob_ids() -> Vec<String> {
         }
     }
     if let Some(r) = crate::ops::dynamic_quant::DqRecipe::preset("ascend_a2") {
-        ids.extend(r.knobs().into_iter().map(|k| k.id));
+        ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
     }
     ids.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));

@@ -147,9 +147,10 @@ impl DqRecipe {
         }
     }
 
-    /// The ledger knobs of this recipe (docs/ascend.md, ids `dynq.<field>`); destructures
-    /// the struct, so a new field does not compile until it has a knob.
-    pub fn knobs(&self) -> Vec<Knob> {
+    /// The ledger knobs of this recipe as preset `preset` (docs/ascend.md, ids
+    /// `dynq.<preset>.<field>`); destructures the struct, so a new field does not compile
+    /// until it has a knob.
+    pub fn knobs(&self, preset: &str) -> Vec<Knob> {
         let DqRecipe {
             qmax,
             scale,
@@ -164,26 +165,29 @@ impl DqRecipe {
             group_lookup,
         } = self;
         vec![
-            Knob::new("dynq.qmax", format!("{qmax}")),
-            Knob::new("dynq.scale", format!("{scale:?}")),
-            Knob::new("dynq.apply", format!("{apply:?}")),
+            Knob::new(format!("dynq.{preset}.qmax"), format!("{qmax}")),
+            Knob::new(format!("dynq.{preset}.scale"), format!("{scale:?}")),
+            Knob::new(format!("dynq.{preset}.apply"), format!("{apply:?}")),
             Knob::new(
-                "dynq.rounding",
+                format!("dynq.{preset}.rounding"),
                 crate::fidelity::rounding_name(&Rounding::ieee(*rounding)),
             ),
             Knob::new(
-                "dynq.saturation",
+                format!("dynq.{preset}.saturation"),
                 format!("[{}, {}]", saturation.0, saturation.1),
             ),
-            Knob::new("dynq.smooth", format!("{smooth:?}")),
-            Knob::new("dynq.per_tensor", format!("{per_tensor}")),
-            Knob::new("dynq.zero_row", format!("{zero_row:?}")),
+            Knob::new(format!("dynq.{preset}.smooth"), format!("{smooth:?}")),
+            Knob::new(format!("dynq.{preset}.per_tensor"), format!("{per_tensor}")),
+            Knob::new(format!("dynq.{preset}.zero_row"), format!("{zero_row:?}")),
             Knob::new(
-                "dynq.flush_input_subnormals",
+                format!("dynq.{preset}.flush_input_subnormals"),
                 format!("{flush_input_subnormals}"),
             ),
-            Knob::new("dynq.signed_max", format!("{signed_max}")),
-            Knob::new("dynq.group_lookup", format!("{group_lookup:?}")),
+            Knob::new(format!("dynq.{preset}.signed_max"), format!("{signed_max}")),
+            Knob::new(
+                format!("dynq.{preset}.group_lookup"),
+                format!("{group_lookup:?}"),
+            ),
         ]
     }
 
