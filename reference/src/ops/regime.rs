@@ -128,7 +128,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
