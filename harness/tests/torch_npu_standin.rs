@@ -182,13 +182,15 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     let (passed, skips) = check_cases(cases);
     print_skips("quick tier on the stand-in (Ascend910B4, Atlas A2)", &skips);
     // Every path of the worker ran on the simulated Atlas A2: attention (FA, PA with block
-    // tables), MC2 ranks, W4A16, the cache writes. (The FP4 cast is Ascend950's: below.)
+    // tables), MC2 ranks, W4A16, the cache writes, the per-token INT8 quantisation. (The FP4
+    // cast is Ascend950's: below.)
     for suite in [
         "fa_prefill",
         "pa_decode",
         "mc2_matmul_allreduce",
         "w4a16_matmul",
         "paged_kv",
+        "dynamic_quant",
     ] {
         assert!(passed.contains(suite), "no {suite} case passed: {passed:?}");
     }
@@ -414,6 +416,27 @@ fn the_stand_in_catches_the_old_worker_lines() {
         varlen,
     );
     assert_eq!(got[0].1, "failed", "padded rows from the kernel: {got:?}");
+    // npu_dynamic_quant without its smooth_scales: the smooth cases fail bit for bit (the
+    // MoE case's group_index then has no smooth rows to select: the call is rejected).
+    let smooth = "^dynamic_quant/a2/bf16/t(24-h5120/qwen3-32b-smooth|32-h2048/moe-e4)/edges-ties$";
+    for (id, st, msg) in run_patched(&[], smooth) {
+        assert_eq!(st, "passed", "{id}: {msg}");
+    }
+    let got = run_patched(
+        &[(
+            "worker.py",
+            "    if p.get(\"smooth\"):\n        kwargs[\"smooth_scales\"]",
+            "    if False:\n        kwargs[\"smooth_scales\"]",
+        )],
+        smooth,
+    );
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (id, st, msg) in got {
+        assert!(
+            st == "failed" || st == "error",
+            "smooth dropped: {id} {st} {msg}"
+        );
+    }
 }
 
 fn without_torch_npu_a_required_target_fails_with_the_import_error() {

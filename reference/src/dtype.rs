@@ -34,7 +34,7 @@ pub struct DtypeNames {
 }
 
 /// The alias table: every [`ElemType`] once, in declaration order.
-pub const NAMES: [DtypeNames; 7] = [
+pub const NAMES: [DtypeNames; 8] = [
     names(ElemType::F64, "F64", "f64", &["float64"]),
     names(ElemType::F32, "F32", "f32", &["float32", "fp32"]),
     names(ElemType::F16, "F16", "f16", &["float16", "fp16", "half"]),
@@ -42,6 +42,7 @@ pub const NAMES: [DtypeNames; 7] = [
     names(ElemType::U8, "U8", "u8", &["uint8"]),
     names(ElemType::I32, "I32", "i32", &["int32"]),
     names(ElemType::I64, "I64", "i64", &["int64"]),
+    names(ElemType::I8, "I8", "i8", &["int8"]),
 ];
 
 const fn names(
@@ -136,10 +137,12 @@ impl TryFrom<ElemType> for DType {
             ElemType::F32 => Ok(DType::F32),
             ElemType::F16 => Ok(DType::F16),
             ElemType::Bf16 => Ok(DType::Bf16),
-            ElemType::F64 | ElemType::U8 | ElemType::I32 | ElemType::I64 => Err(NotInSubset {
-                dtype: e,
-                subset: DTYPE_SUBSET,
-            }),
+            ElemType::F64 | ElemType::U8 | ElemType::I8 | ElemType::I32 | ElemType::I64 => {
+                Err(NotInSubset {
+                    dtype: e,
+                    subset: DTYPE_SUBSET,
+                })
+            }
         }
     }
 }
@@ -223,7 +226,7 @@ impl FromStr for HalfType {
 mod tests {
     use super::*;
 
-    const ALL: [ElemType; 7] = ElemType::ALL;
+    const ALL: [ElemType; 8] = ElemType::ALL;
 
     #[test]
     fn the_table_lists_every_elem_type_once_in_declaration_order() {
@@ -235,7 +238,7 @@ mod tests {
 
     #[test]
     fn every_name_and_alias_parses_in_any_case() {
-        let expected: [(ElemType, &[&str]); 7] = [
+        let expected: [(ElemType, &[&str]); 8] = [
             (ElemType::F64, &["F64", "f64", "float64", "FLOAT64"]),
             (ElemType::F32, &["F32", "f32", "float32", "fp32", "FP32"]),
             (
@@ -246,6 +249,7 @@ mod tests {
             (ElemType::U8, &["U8", "u8", "uint8", "UINT8"]),
             (ElemType::I32, &["I32", "i32", "int32", "INT32"]),
             (ElemType::I64, &["I64", "i64", "int64", "INT64"]),
+            (ElemType::I8, &["I8", "i8", "int8", "INT8"]),
         ];
         for (e, spellings) in expected {
             for s in spellings {
@@ -285,7 +289,7 @@ mod tests {
     #[test]
     fn unknown_names_and_narrowing_are_typed_errors() {
         for s in [
-            "", "f8", "bf 16", "float", "e4m3", "hif32", "tf32", "int8", " f16",
+            "", "f8", "bf 16", "float", "e4m3", "hif32", "tf32", "int4", " f16",
         ] {
             assert_eq!(
                 s.parse::<ElemType>(),

@@ -99,6 +99,31 @@ pub const CAST_CLAIMS: [(&str, &str); 2] = [
     ),
 ];
 
+/// Claims about `dynamic_quant` (the A2 kernel's arithmetic) fixed in the code rather than a
+/// recipe field.
+pub const DYNAMIC_QUANT_CLAIMS: [(&str, &str); 5] = [
+    (
+        "dynq.claim.widening",
+        "x and smooth_scales are widened to f32 exactly (CAST_NONE) and multiplied once in f32",
+    ),
+    (
+        "dynq.claim.int_chain",
+        "the int32 result goes to half (CAST_ROUND) and then to int8 (CAST_TRUNC), both exact for |v| <= 127",
+    ),
+    (
+        "dynq.claim.f32_subnormals",
+        "f32 subnormal products (bf16 subnormal inputs) are kept, not flushed",
+    ),
+    (
+        "dynq.claim.tiny_rows",
+        "a bf16 row whose max is below 127 / f32max makes the quotient +Inf: scale 0, y saturated; no case builds one",
+    ),
+    (
+        "dynq.claim.non_finite",
+        "NaN and Inf inputs have no documented result; no case holds one",
+    ),
+];
+
 /// A rounding as the ledger names it.
 pub fn rounding_name(r: &Rounding) -> String {
     let mode = match r.mode {
@@ -133,6 +158,17 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
         }
         "mc2_matmul_allreduce" => crate::ops::mc2_matmul_allreduce::recipe_numerics(recipe, dtype)
             .map(|n| n.knobs(recipe)),
+        "dynamic_quant" if recipe == "ascend_a2" => {
+            crate::ops::dynamic_quant::DqRecipe::preset(recipe).map(|r| {
+                let mut k = r.knobs(recipe);
+                k.extend(
+                    DYNAMIC_QUANT_CLAIMS
+                        .iter()
+                        .map(|(id, v)| Knob::new(*id, *v)),
+                );
+                k
+            })
+        }
         "paged_kv" if recipe == "reference" => Some(
             PAGED_KV_CLAIMS
                 .iter()
@@ -163,6 +199,10 @@ pub fn knob_ids() -> Vec<String> {
             ids.extend(n.knobs(p).into_iter().map(|k| k.id));
         }
     }
+    if let Some(r) = crate::ops::dynamic_quant::DqRecipe::preset("ascend_a2") {
+        ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
+    }
+    ids.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(CAST_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(

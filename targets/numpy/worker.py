@@ -2,7 +2,8 @@
 one rounding to the output dtype) and W4A16 matmul (FP4 weights decoded by table, scaled in
 f32, X @ W through BLAS in f32, one rounding) — an independent implementation with a
 different operation order from the reference, to show tolerance policies accept correct
-kernels. PA cases gather KV through the block table first."""
+kernels. PA cases gather KV through the block table first. dynamic_quant: the documented
+per-token INT8 arithmetic, row-vectorised (judged bit for bit)."""
 import sys
 
 import conform_worker as cw
@@ -110,6 +111,42 @@ def paged_kv(case):
     return out
 
 
+def dynamic_quant(case):
+    """Per-token INT8 quantisation from the documented arithmetic, row-vectorised in numpy f32:
+    v = x * smooth (f32), amax = max |v| per row; `ascend_a2`: r = 127 / amax, scale = 1 / r,
+    q = v * r; `ops_nn_golden`: scale = amax * (1 / 127), q = v / scale; then np.rint (ties to
+    even), a zero row's NaN to 0, clip to [-128, 127]."""
+    p = case.params
+    dt = case.input_dtypes["x"]
+    x = cw.to_f32(case.inputs["x"], dt)
+    if p.get("smooth"):
+        s = cw.to_f32(case.inputs["smooth_scales"], dt)
+        if p.get("groups"):
+            ends = np.asarray(case.inputs["group_index"]).astype(np.int64)
+            if np.any(np.diff(ends) < 0) or ends[-1] != x.shape[0]:
+                raise ValueError("group_index must ascend and end at the row count")
+            # Row r takes the first group whose end exceeds r.
+            s = s[np.searchsorted(ends, np.arange(x.shape[0]), side="right")]
+        v = np.multiply(x, s, dtype=np.float32)
+    else:
+        v = x
+    amax = np.max(np.abs(v), axis=1)
+    one, qmax = np.float32(1), np.float32(127)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if case.recipe == "ascend_a2":
+            r = qmax / amax
+            scale = one / r
+            q = v * r[:, None]
+        elif case.recipe == "ops_nn_golden":
+            scale = amax * (one / qmax)
+            q = v / scale[:, None]
+        else:
+            raise cw.Unsupported("dynamic_quant recipe %s" % case.recipe)
+    q = np.clip(np.nan_to_num(np.rint(q), nan=0.0), -128, 127).astype(np.int8)
+    case.note("numpy dynamic_quant: f32 row-vectorised, np.rint (ties to even)")
+    return {"y": q, "scale": scale.astype(np.float32)}
+
+
 ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
              "layouts": ["BSND", "BNSD", "BSH", "TND", "BNSD_BSND"],
              "limits": {"sparse_mode": {"one_of": [0, 2, 3, 4]}},
@@ -119,7 +156,7 @@ if __name__ == "__main__":
         name="numpy",
         version="1",
         ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
-             "paged_kv": paged_kv},
+             "paged_kv": paged_kv, "dynamic_quant": dynamic_quant},
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
@@ -128,6 +165,7 @@ if __name__ == "__main__":
                                         "element": {"one_of": ["e2m1"]}}},
             "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": list(KV_LAYOUTS),
                          "recipes": ["reference"]},
+            "dynamic_quant": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2", "ops_nn_golden"]},
         }},
         libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
         device="CPU (numpy %s, BLAS)" % np.__version__,

@@ -49,6 +49,7 @@ POISON = {
     "F32": 0x7FA5A5A5,
     "F64": 0x7FF4A5A5A5A5A5A5,
     "U8": 0xA5,
+    "I8": 0xA5,
     "I32": 0xA5A5A5A5,
     "I64": 0xA5A5A5A5A5A5A5A5,
 }

@@ -31,6 +31,7 @@ pub const F16: u16 = 0x7DA5;
 pub const F32: u32 = 0x7FA5_A5A5;
 pub const F64: u64 = 0x7FF4_A5A5_A5A5_A5A5;
 pub const U8: u8 = 0xA5;
+pub const I8: u8 = 0xA5;
 pub const I32: u32 = 0xA5A5_A5A5;
 pub const I64: u64 = 0xA5A5_A5A5_A5A5_A5A5;
 
@@ -43,6 +44,7 @@ pub fn pattern_bits(dtype: ElemType) -> u64 {
         ElemType::F32 => u64::from(F32),
         ElemType::F64 => F64,
         ElemType::U8 => u64::from(U8),
+        ElemType::I8 => u64::from(I8),
         ElemType::I32 => u64::from(I32),
         ElemType::I64 => I64,
     }
@@ -105,7 +107,7 @@ mod tests {
     use super::*;
     use conform_reference::formats::{bf16, f16};
 
-    const ALL: [ElemType; 7] = ElemType::ALL;
+    const ALL: [ElemType; 8] = ElemType::ALL;
 
     #[test]
     fn float_patterns_are_signalling_nans() {

@@ -36,7 +36,7 @@ pub enum TensorFileError {
     #[error("{path}: corrupt or truncated safetensors file: {message}")]
     Corrupt { path: PathBuf, message: String },
     /// A tensor uses a dtype conform does not exchange (FP4/E8M0 must be stored as U8).
-    #[error("{path}: tensor `{tensor}`: unsupported dtype {dtype} (conform exchanges F64, F32, F16, BF16, U8, I32, I64; store FP4 codes and E8M0 scales as U8)")]
+    #[error("{path}: tensor `{tensor}`: unsupported dtype {dtype} (conform exchanges F64, F32, F16, BF16, U8, I8, I32, I64; store FP4 codes and E8M0 scales as U8)")]
     UnknownDtype {
         path: PathBuf,
         tensor: String,
@@ -72,6 +72,7 @@ fn to_dtype(t: ElemType) -> Dtype {
         ElemType::U8 => Dtype::U8,
         ElemType::I32 => Dtype::I32,
         ElemType::I64 => Dtype::I64,
+        ElemType::I8 => Dtype::I8,
     }
 }
 
@@ -84,6 +85,7 @@ fn from_dtype(d: Dtype) -> Option<ElemType> {
         Dtype::U8 => ElemType::U8,
         Dtype::I32 => ElemType::I32,
         Dtype::I64 => ElemType::I64,
+        Dtype::I8 => ElemType::I8,
         _ => return None,
     })
 }

@@ -272,13 +272,15 @@ FAMILIES = (
 # - the FP4 cast (npu_dtype_cast from float4_e2m1fn_x2, torch_npu 26.0 / CANN 9.0 on): its
 #   op-plugin test runs on Ascend950 only;
 # - aclnnWeightQuantBatchMatmulV2 per-group: Atlas A2, A3 and Ascend950 (310P per-channel only);
-# - the cache writes (ATB ReshapeAndCache, aclnnScatterNdUpdate with BF16): Atlas A2, A3.
+# - the cache writes (ATB ReshapeAndCache, aclnnScatterNdUpdate with BF16): Atlas A2, A3;
+# - npu_dynamic_quant (aclnnDynamicQuant): Atlas A2, A3 (torch_npu 7.0.0 page).
 PRODUCTS = {
     "fia": ("Atlas A2", "Atlas A3"),
     "mc2": ("Atlas A2",),
     "fp4_cast": ("Ascend950",),
     "weight_quant": ("Atlas A2", "Atlas A3", "Ascend950"),
     "cache_write": ("Atlas A2", "Atlas A3"),
+    "dynamic_quant": ("Atlas A2", "Atlas A3"),
 }
 
 
@@ -341,6 +343,12 @@ def probe(torch_npu, device_name):
         why = _device_reason("cache_write", "the BF16 cache writes", device_name)
         if why:
             reasons["paged_kv"] = why
+    if not hasattr(torch_npu, "npu_dynamic_quant"):
+        reasons["dynamic_quant"] = "torch_npu %s has no npu_dynamic_quant" % version
+    else:
+        why = _device_reason("dynamic_quant", "npu_dynamic_quant", device_name)
+        if why:
+            reasons["dynamic_quant"] = why
     return reasons
 
 

@@ -2,7 +2,8 @@
 FP4 -> BF16 through npu_dtype_cast, MC2 MatmulAllReduce through npu_mm_all_reduce_base under
 torchrun with HCCL (this worker coordinates: one process per rank, see mc2_rank.py), MXFP4
 W4A16 through npu_weight_quant_batchmatmul (per-group), paged KV writes through
-_npu_reshape_and_cache / npu_scatter_nd_update_. Every argument mapping, constraint and device
+_npu_reshape_and_cache / npu_scatter_nd_update_, per-token INT8 quantisation through
+npu_dynamic_quant. Every argument mapping, constraint and device
 limit is traced to its source in docs/ascend.md ("The torch_npu worker").
 
 Argument building and layout handling are plain functions in fia_args.py (tested anywhere).
@@ -299,6 +300,28 @@ def paged_kv(case):
             "value_cache_out": to_host(vc, storage).reshape(vc_in.shape)}
 
 
+def dynamic_quant(case):
+    """Per-token INT8 quantisation through npu_dynamic_quant(x, smooth_scales=..., group_index=...):
+    y int8 with x's shape, scale f32 with x's shape less its last axis. dst_type is left at its
+    default (int8)."""
+    p = case.params
+    dt = case.input_dtypes["x"]
+    x = to_device(case.inputs["x"], dt)
+    kwargs = {}
+    if p.get("smooth"):
+        kwargs["smooth_scales"] = to_device(case.inputs["smooth_scales"], dt)
+    if p.get("groups"):
+        kwargs["group_index"] = to_device(
+            np.asarray(case.inputs["group_index"]).astype(np.int32), "I32")
+
+    def call():
+        return torch_npu.npu_dynamic_quant(x, **kwargs)
+
+    case.note(MODULE_NOTE)
+    y, scale = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
+    return {"y": to_host(y, "I8"), "scale": to_host(scale, "F32")}
+
+
 if __name__ == "__main__":
     try:
         props = torch.npu.get_device_name(0)
@@ -332,6 +355,8 @@ if __name__ == "__main__":
                                     "element": {"one_of": ["e2m1"]}}},
         "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": ["BnBsH", "BnNBsD", "vllm"],
                      "recipes": ["reference"]},
+        # The A2 kernel's own arithmetic: its cases are judged bit for bit.
+        "dynamic_quant": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
     }
     # What this build and device cannot run: those cases are skipped with the reason.
     for op, why in fa.probe(torch_npu, props).items():
@@ -340,7 +365,8 @@ if __name__ == "__main__":
         name="torch_npu",
         version="2",
         ops={"fa_prefill": attention, "pa_decode": attention, "mxfp4_dequant": fp4_dequant,
-             "mc2_matmul_allreduce": mc2, "w4a16_matmul": w4a16, "paged_kv": paged_kv},
+             "mc2_matmul_allreduce": mc2, "w4a16_matmul": w4a16, "paged_kv": paged_kv,
+             "dynamic_quant": dynamic_quant},
         capabilities={"ops": caps},
         libraries=libs,
         device=("%s (conform CPU stand-in simulating it: numpy, no NPU)" % props if STANDIN

@@ -32,6 +32,7 @@ pub(crate) struct F16Lane;
 pub(crate) struct F32Lane;
 pub(crate) struct F64Lane;
 pub(crate) struct U8Lane;
+pub(crate) struct I8Lane;
 pub(crate) struct I32Lane;
 pub(crate) struct I64Lane;
 
@@ -132,6 +133,26 @@ impl Lane for U8Lane {
     #[inline(always)]
     fn ord(bits: u64) -> i64 {
         bits as i64
+    }
+}
+
+impl Lane for I8Lane {
+    const BYTES: usize = 1;
+    #[inline(always)]
+    fn load(b: &[u8]) -> u64 {
+        b[0] as u64
+    }
+    #[inline(always)]
+    fn value(bits: u64) -> f64 {
+        bits as u8 as i8 as f64
+    }
+    #[inline(always)]
+    fn is_nan(_: u64) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn ord(bits: u64) -> i64 {
+        bits as u8 as i8 as i64
     }
 }
 

@@ -12,7 +12,7 @@ use super::heatmap::HeatGeometry;
 use super::histogram::{labelled, rel_label, ulp_label, REL_BUCKETS, ULP_BUCKETS};
 use super::index::format_index;
 use super::kernel::{baseline_chunk, pass_chunk, KernelPath};
-use super::lane::{Bf16Lane, F16Lane, F32Lane, F64Lane, I32Lane, I64Lane, Lane, U8Lane};
+use super::lane::{Bf16Lane, F16Lane, F32Lane, F64Lane, I32Lane, I64Lane, I8Lane, Lane, U8Lane};
 use super::worst::WorstList;
 use crate::results::{OutputMetrics, WorstElement};
 use conform_reference::ops::{ElemType, Tensor};
@@ -292,6 +292,7 @@ pub(crate) fn run_baseline_pass_on(
         ElemType::F32 => lane!(F32Lane),
         ElemType::F64 => typed::<F64Lane, F64Lane>(b, g, numel, small_value, threads, path),
         ElemType::U8 => lane!(U8Lane),
+        ElemType::I8 => lane!(I8Lane),
         ElemType::I32 => lane!(I32Lane),
         ElemType::I64 => lane!(I64Lane),
     }
@@ -336,6 +337,7 @@ pub(crate) fn run_pass_on(
         ElemType::F32 => typed!(F32Lane),
         ElemType::F64 => pass_typed::<F64Lane, F64Lane>(a, e, g, numel, cfg, threads, path),
         ElemType::U8 => typed!(U8Lane),
+        ElemType::I8 => typed!(I8Lane),
         ElemType::I32 => typed!(I32Lane),
         ElemType::I64 => typed!(I64Lane),
     }

@@ -11,6 +11,7 @@
 
 mod any;
 mod attention;
+mod dynamic_quant;
 mod fp4;
 pub mod margins;
 mod mc2;
@@ -59,6 +60,7 @@ pub enum RecipeEdit {
     Attention(fn(&mut crate::attention::Recipe) -> bool),
     Fp4(fn(&mut Fp4DequantRecipe) -> bool),
     Mc2(fn(&mut Mc2Numerics) -> bool),
+    DynamicQuant(fn(&mut crate::ops::dynamic_quant::DqRecipe) -> bool),
 }
 
 /// A behaviour of a whole target rather than of one computation: the runner's anti-cheat and
@@ -151,7 +153,7 @@ pub struct Fault {
     /// Stable name (`attn-o-not-rescaled`), used on the command line and in suites.
     pub name: &'static str,
     /// The group it belongs to, for reports: `fp4`, `w4a16`, `attention`, `paged_attention`,
-    /// `paged_kv`, `mc2`, `range`, `any`.
+    /// `paged_kv`, `mc2`, `dynamic_quant`, `range`, `any`.
     pub family: &'static str,
     /// The ops it applies to; empty means every op.
     pub ops: &'static [&'static str],
@@ -183,6 +185,7 @@ pub fn catalogue() -> Vec<&'static Fault> {
         .chain(attention::FAULTS)
         .chain(paged_kv::FAULTS)
         .chain(mc2::FAULTS)
+        .chain(dynamic_quant::FAULTS)
         .chain(range::FAULTS)
         .chain(any::FAULTS)
         .collect()

@@ -12,6 +12,7 @@
 
 pub mod attention_regimes;
 pub mod attention_ties;
+pub mod dynamic_quant;
 pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;
@@ -190,6 +191,7 @@ pub fn registry() -> Vec<&'static dyn OpFamily> {
         &fp4::MXFP4_DEQUANT,
         &fp4::NVFP4_DEQUANT,
         &fp4::W4A16_MATMUL,
+        &dynamic_quant::DynamicQuant,
     ]
 }
 

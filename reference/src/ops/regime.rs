@@ -59,6 +59,10 @@ pub enum Regime {
     /// bits. The runner guarantees it for every case (its determinism check), so no suite
     /// declares it.
     RepeatedCall,
+    /// `dynamic_quant`: all-zero rows, a row whose largest magnitude is negative, a row holding
+    /// the input dtype's largest finite value, a row of tiny values, and rows whose scale
+    /// tells the recipe's scale form from the others ([`super::dynamic_quant`]).
+    QuantEdgeRows,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -76,7 +80,13 @@ pub const LATE_MAX_GAP: f64 = 4.0;
 pub const LATE_MAX_FROM: usize = 128;
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
-const TIES: &[&str] = &["fa_prefill", "pa_decode", "mc2_matmul_allreduce"];
+const TIES: &[&str] = &[
+    "fa_prefill",
+    "pa_decode",
+    "mc2_matmul_allreduce",
+    "dynamic_quant",
+];
+const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -111,11 +121,12 @@ const EVERY_OP: &[&str] = &[
     "pa_decode",
     "paged_kv",
     "mc2_matmul_allreduce",
+    "dynamic_quant",
 ];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 12] = [
+    pub const ALL: [Regime; 13] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -128,6 +139,7 @@ impl Regime {
         Regime::SeqNeHeads,
         Regime::GqaGroups,
         Regime::RepeatedCall,
+        Regime::QuantEdgeRows,
     ];
 
     /// The stable name (`large_logits`).
@@ -145,6 +157,7 @@ impl Regime {
             Regime::SeqNeHeads => "seq_ne_heads",
             Regime::GqaGroups => "gqa_groups",
             Regime::RepeatedCall => "repeated_call",
+            Regime::QuantEdgeRows => "quant_edge_rows",
         }
     }
 
@@ -161,7 +174,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
@@ -187,6 +200,9 @@ impl Regime {
             Regime::RepeatedCall => {
                 "input set 0 is given to the target twice in every run and the two outputs must have the same bits (the runner's determinism check, for every case)"
             }
+            Regime::QuantEdgeRows => {
+                "8 all-zero rows (scale 0, never NaN), a row whose largest magnitude is negative, a row holding the input dtype's largest finite value, a row of tiny values (f16: all subnormal), and 8 rows whose scale under the recipe's scale form differs from the other forms'"
+            }
         }
     }
 
@@ -206,6 +222,7 @@ impl Regime {
             Regime::PaddedRowsLse => PADDED,
             Regime::BatchDistinct | Regime::SeqNeHeads | Regime::GqaGroups => ATTENTION,
             Regime::RepeatedCall => EVERY_OP,
+            Regime::QuantEdgeRows => QUANT_EDGES,
         }
     }
 
@@ -264,6 +281,7 @@ mod tests {
         assert_eq!(for_op("mxfp4_dequant").len(), 4);
         assert_eq!(for_op("w4a16_matmul").len(), 3);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
+        assert_eq!(for_op("dynamic_quant").len(), 3);
         assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
         assert!(Regime::ALL
             .iter()

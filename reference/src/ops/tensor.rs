@@ -20,11 +20,13 @@ pub enum ElemType {
     U8,
     I32,
     I64,
+    /// Signed 8-bit integers (`dynamic_quant`'s quantised output, torch.int8).
+    I8,
 }
 
 impl ElemType {
     /// Every element type, in declaration order (for exhaustive tests and tables).
-    pub const ALL: [ElemType; 7] = [
+    pub const ALL: [ElemType; 8] = [
         ElemType::F64,
         ElemType::F32,
         ElemType::F16,
@@ -32,6 +34,7 @@ impl ElemType {
         ElemType::U8,
         ElemType::I32,
         ElemType::I64,
+        ElemType::I8,
     ];
 
     /// Bytes per element.
@@ -40,7 +43,7 @@ impl ElemType {
             ElemType::F64 | ElemType::I64 => 8,
             ElemType::F32 | ElemType::I32 => 4,
             ElemType::F16 | ElemType::Bf16 => 2,
-            ElemType::U8 => 1,
+            ElemType::U8 | ElemType::I8 => 1,
         }
     }
 
@@ -148,6 +151,16 @@ impl Tensor {
         }
     }
 
+    /// An I8 tensor.
+    pub fn from_i8(shape: Vec<usize>, values: &[i8]) -> Tensor {
+        debug_assert_eq!(shape.iter().product::<usize>(), values.len());
+        Tensor {
+            dtype: ElemType::I8,
+            shape,
+            data: values.iter().map(|&v| v as u8).collect(),
+        }
+    }
+
     /// An I32 tensor.
     pub fn from_i32(shape: Vec<usize>, values: &[i32]) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), values.len());
@@ -185,6 +198,14 @@ impl Tensor {
                     bf16::f64_to_bf16(x, rounding)
                 });
                 Tensor::from_bits16(ElemType::Bf16, shape, &v)
+            }
+            ElemType::I8 => {
+                // Saturating to int8 (callers hold exact integers here, the oracle's outputs).
+                let v: Vec<i8> = values
+                    .iter()
+                    .map(|&x| x.clamp(i8::MIN as f64, i8::MAX as f64) as i8)
+                    .collect();
+                Tensor::from_i8(shape, &v)
             }
             ElemType::U8 | ElemType::I32 | ElemType::I64 => {
                 // Integers: round to nearest with the given mode's tie rule is not meaningful;
@@ -234,6 +255,7 @@ impl Tensor {
                 .map(|c| bf16::bf16_to_f64(u16::from_le_bytes([c[0], c[1]])))
                 .collect(),
             ElemType::U8 => self.data.iter().map(|&b| b as f64).collect(),
+            ElemType::I8 => self.data.iter().map(|&b| b as i8 as f64).collect(),
             ElemType::I32 => self
                 .data
                 .chunks_exact(4)

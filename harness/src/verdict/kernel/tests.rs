@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::verdict::heatmap::HeatGeometry;
-use crate::verdict::lane::{Bf16Lane, F16Lane, F32Lane, F64Lane, I32Lane, I64Lane, U8Lane};
+use crate::verdict::lane::{Bf16Lane, F16Lane, F32Lane, F64Lane, I32Lane, I64Lane, I8Lane, U8Lane};
 use crate::verdict::metrics::{run_baseline_pass_on, run_pass_on, CHUNK};
 use conform_reference::ops::{ElemType, Tensor};
 use conform_reference::parallel::Threads;
@@ -85,6 +85,14 @@ fn kind(dtype: ElemType) -> Kind {
             float: false,
             value: U8Lane::value,
             specials: &[0, 255],
+            poison: &[0xA5],
+        },
+        ElemType::I8 => Kind {
+            dtype,
+            bytes: 1,
+            float: false,
+            value: I8Lane::value,
+            specials: &[0, 0x7F, 0x80, 0xFF],
             poison: &[0xA5],
         },
         ElemType::I32 => Kind {
@@ -472,6 +480,7 @@ fn reference_for(a: &Tensor, e: &Tensor, g: &Tensor, cfg: &PassConfig<'_>) -> Pa
         ElemType::F32 => run!(F32Lane),
         ElemType::F64 => run!(F64Lane),
         ElemType::U8 => run!(U8Lane),
+        ElemType::I8 => run!(I8Lane),
         ElemType::I32 => run!(I32Lane),
         ElemType::I64 => run!(I64Lane),
     }
@@ -528,6 +537,7 @@ fn every_path_gives_the_reference_figures_for_every_rule_and_lane() {
         ElemType::U8,
         ElemType::I32,
         ElemType::I64,
+        ElemType::I8,
     ];
     let mut clean_blocks_seen = 0;
     for (di, &dtype) in dtypes.iter().enumerate() {

@@ -16,6 +16,11 @@ refuses the products its page does not list, with the aclnn error the real call 
   + bias, per-tensor / per-channel / per-group scales; INT8 weights.
 - _npu_reshape_and_cache (ATB ReshapeAndCacheOperation) and npu_scatter_nd_update_: in-place
   cache writes, bit for bit.
+- npu_dynamic_quant (aclnnDynamicQuant, Atlas A2 / A3): per-token symmetric int8 with the A2
+  kernel's arithmetic as its open source writes it (hicann/ops-nn
+  quant/dynamic_quant/op_kernel/dynamic_quant.h): f32 product with the smooth row, 127 divided
+  by the row max of the magnitudes, the values multiplied by that quotient and cast with
+  CAST_RINT, the scale stored as the quotient's reciprocal.
 """
 import math
 import os
@@ -243,6 +248,60 @@ def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=No
     if bias is not None:
         y = (y + _dev(bias, "bias")._f32().reshape(1, n)).astype(np.float32)
     return _to(y, dt)
+
+
+# --------------------------------------------------------------------------- dynamic quant
+
+_DQ = "aclnnDynamicQuant"
+
+
+def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None):
+    soc = _soc_name()
+    if _soc.family(soc) not in ("A2", "A3"):
+        fail(_DQ, "product %s is not supported" % soc, code="361001 ACLNN_ERR_RUNTIME_ERROR")
+    _dev(x, "x")
+    if dst_type not in (None, torch.int8):
+        raise TypeError("stand-in: only int8 output is modelled")
+    dt = x.dtype
+    if dt.name not in ("float16", "bfloat16"):
+        fail(_DQ, "x dtype %s: FLOAT16 or BFLOAT16" % dt)
+    if x.dim() < 2:
+        fail(_DQ, "x must have more than one dimension")
+    v = x._f32()
+    h = v.shape[-1]
+    rows = v.reshape(-1, h)
+    if smooth_scales is not None:
+        _dev(smooth_scales, "smooth_scales")
+        if smooth_scales.dtype is not dt:
+            fail(_DQ, "smooth_scales must have x's dtype")
+        s = smooth_scales._f32()
+        if group_index is None:
+            if s.shape != (h,):
+                fail(_DQ, "smooth_scales must be 1-D of x's last dimension without group_index")
+            s_rows = np.broadcast_to(s, rows.shape)
+        else:
+            _dev(group_index, "group_index")
+            if group_index.dtype is not torch.int32:
+                fail(_DQ, "group_index must be INT32")
+            ends = group_index._a.astype(np.int64)
+            if s.ndim != 2 or s.shape[1] != h or ends.shape != (s.shape[0],):
+                fail(_DQ, "with group_index, smooth_scales is (E, last dim) and group_index (E,)")
+            if np.any(np.diff(ends) < 0) or ends[-1] != rows.shape[0]:
+                fail(_DQ, "group_index must not decrease and must end at the number of rows")
+            # smooth_scales[i] applies to rows group_index[i-1] .. group_index[i] - 1.
+            s_rows = s[np.searchsorted(ends, np.arange(rows.shape[0]), side="right")]
+        rows = (rows * s_rows).astype(np.float32)
+    elif group_index is not None:
+        fail(_DQ, "group_index needs smooth_scales")
+    amax = np.abs(rows).max(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quotient = np.float32(127.0) / amax
+        scale = (np.float32(1.0) / quotient).astype(np.float32)
+        q = np.rint((rows * quotient[:, None]).astype(np.float32))
+    # The cast of a zero row's NaN (0 * Inf) is not documented; the stand-in writes 0.
+    y = np.clip(np.where(np.isnan(q), 0, q), -128, 127).astype(np.int8)
+    return (torch.Tensor(y.reshape(v.shape), torch.int8, "npu"),
+            torch.Tensor(scale.reshape(v.shape[:-1]), torch.float32, "npu"))
 
 
 # --------------------------------------------------------------------------- cache writes
