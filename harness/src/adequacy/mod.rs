@@ -13,6 +13,7 @@
 pub mod html;
 pub mod journal;
 pub mod matrix;
+pub mod outputs;
 pub mod regimes;
 
 pub use matrix::{

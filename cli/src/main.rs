@@ -3,7 +3,8 @@
 //! exit code in one place (`cli::error::report`).
 
 use clap::Parser;
-use conform_harness::{cli, console, exit_code};
+use conform_cli as cli;
+use conform_harness::{console, exit_code};
 
 /// Whether a panic is `println!` failing on a closed stdout (`conform list | head -1`).
 fn is_broken_stdout(payload: &(dyn std::any::Any + Send)) -> bool {

@@ -5,12 +5,13 @@
 
 use super::error::CliError;
 use super::list::SelectArgs;
-use super::paths::Paths;
-use super::run::{check_output_paths, execute_on, write_outputs_or_fail, RunArgs};
-use crate::messages;
+use super::run::{check_output_paths, execute, write_outputs_or_fail, RunArgs};
 use clap::Args;
-use conform_targets::{Target, WorkerTarget};
-use std::path::{Path, PathBuf};
+use conform_harness::messages;
+use conform_harness::project::Paths;
+use conform_harness::session::open_worker;
+use conform_targets::Target;
+use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -35,34 +36,12 @@ pub struct ValidateArgs {
     pub against: Option<String>,
     /// Tier: all (default), quick or full.
     #[arg(long, value_enum, default_value = "all")]
-    pub tier: crate::suite::TierChoice,
-}
-
-/// Opens the worker a `--worker path/to/target.toml` (or its directory) names; returns it
-/// with the absolute path of its declaration (what replay lines name).
-pub fn open_worker(paths: &Paths, worker: &Path) -> Result<(WorkerTarget, PathBuf), String> {
-    let dir = if worker.is_dir() {
-        worker.to_path_buf()
-    } else {
-        worker
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_else(|| PathBuf::from("."))
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        dir
-    };
-    // Absolute, so ${TARGET_DIR} in the declaration means the same from any working directory.
-    let dir = std::fs::canonicalize(&dir).map_err(|e| format!("{}: {e}", worker.display()))?;
-    let w = WorkerTarget::from_dir(&paths.root, &dir).map_err(|e| e.to_string())?;
-    Ok((w, dir.join("target.toml")))
+    pub tier: conform_harness::suite::TierChoice,
 }
 
 pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
     let (worker, _) = open_worker(paths, &args.worker)?;
-    crate::outln!("{}", messages::validate_start(worker.name(), &args.out));
+    conform_harness::outln!("{}", messages::validate_start(worker.name(), &args.out));
     std::fs::create_dir_all(&args.out)
         .map_err(|e| CliError::OutputPath(format!("{}: {e}", args.out.display())))?;
     let run_args = RunArgs {
@@ -85,6 +64,6 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
     // The report directory's files are checked before any case runs, as `run` checks its own.
     check_output_paths(&run_args, &[]).map_err(CliError::OutputPath)?;
     drop(worker);
-    let (results, code) = execute_on(paths, &run_args, None)?;
+    let (results, code) = execute(paths, &run_args)?;
     write_outputs_or_fail(&results, &run_args, code)
 }

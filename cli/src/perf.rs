@@ -1,6 +1,6 @@
 //! `conform perf ...`: the baseline comparison gate.
 //!
-//! Exit codes (`crate::exit_code`): success, no regression; failure, at least one REGRESSION;
+//! Exit codes (`conform_harness::exit_code`): success, no regression; failure, at least one REGRESSION;
 //! usage, bad input (the message names the file and field); nothing judged, no case on both
 //! sides of a comparison or no timed case to record.
 
@@ -8,11 +8,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::messages::perf as messages;
-use crate::perf::{compare, EnvironmentCapture, PerfError, PerfFile, PerfFileIo};
+use conform_harness::messages::perf as messages;
+use conform_harness::perf::{self, PerfError, PerfFileIo};
+use conform_harness::session;
 
 use super::error::CliError;
-use crate::exit_code;
+use conform_harness::exit_code;
 
 #[derive(Debug, Subcommand)]
 pub enum PerfCommand {
@@ -26,7 +27,7 @@ pub enum PerfCommand {
     /// The perf history store: ingest perf files, list and show series with their change
     /// points, export CSV, and gate a run against its series' newest segment.
     #[command(subcommand)]
-    History(crate::cli::perf_history::HistoryCommand),
+    History(crate::perf_history::HistoryCommand),
 }
 
 #[derive(Debug, Args)]
@@ -35,7 +36,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub out: PathBuf,
     #[command(flatten)]
-    pub run: crate::cli::run::RunArgs,
+    pub run: crate::run::RunArgs,
 }
 
 #[derive(Debug, Args)]
@@ -71,36 +72,15 @@ pub enum Metric {
     Cpu,
 }
 
-/// `file` with every record's samples replaced by its CPU times; an error naming the file and
-/// the case when a record has none.
-fn cpu_samples(mut file: PerfFile, path: &std::path::Path) -> Result<PerfFile, PerfError> {
-    for rec in &mut file.cases {
-        if rec.cpu_us.is_empty() || rec.cpu_us.iter().any(|x| x.is_nan() || *x <= 0.0) {
-            return Err(PerfError::InvalidArgument {
-                field: "--metric",
-                problem: format!(
-                    "cpu: {}: case `{}` (target `{}`) has no CPU time of every sample (`cpu_us`; \
-                     recorded by the reference and CPU workers, not by device targets)",
-                    path.display(),
-                    rec.id,
-                    rec.target
-                ),
-            });
-        }
-        rec.samples_us = std::mem::take(&mut rec.cpu_us);
-    }
-    Ok(file)
-}
-
 /// Runs a perf command; `paths` finds the project, which only `record` needs. Returns the
 /// code the command's work earned, or why it could not run or deliver it.
 pub fn run(
-    paths: &dyn Fn() -> Result<crate::cli::paths::Paths, CliError>,
+    paths: &dyn Fn() -> Result<conform_harness::project::Paths, CliError>,
     cmd: &PerfCommand,
 ) -> Result<i32, CliError> {
     match cmd {
         PerfCommand::Record(args) => record(&paths()?, args),
-        PerfCommand::History(c) => crate::cli::perf_history::run(c),
+        PerfCommand::History(c) => crate::perf_history::run(c),
         PerfCommand::ServeReference(a) => serve_reference(a),
         PerfCommand::Compare(args) => compare_command(args),
     }
@@ -120,14 +100,14 @@ fn compare_command(args: &CompareArgs) -> Result<i32, CliError> {
         exit_code::SUCCESS
     };
     let written = args.gate.write_json(&cmp);
-    crate::out!("{table}");
+    conform_harness::out!("{table}");
     match written {
-        Ok(Some(line)) => crate::outln!("{line}"),
+        Ok(Some(line)) => conform_harness::outln!("{line}"),
         Ok(None) => {}
         Err(e) => return Err(CliError::after_work(e, code)),
     }
     if code == exit_code::NOTHING_JUDGED {
-        crate::outln!("{}", messages::nothing_compared());
+        conform_harness::outln!("{}", messages::nothing_compared());
     }
     Ok(code)
 }
@@ -136,21 +116,10 @@ fn compare_command(args: &CompareArgs) -> Result<i32, CliError> {
 /// `CONFORM_REFERENCE_SLOWDOWN` says, like the in-process reference's; the nightly script's
 /// kept build clears the variable in its target.toml, since it stands for another build).
 fn serve_reference(args: &ServeArgs) -> Result<i32, CliError> {
-    use conform_reference::parallel::Threads;
-    let threads = args.threads.map(Threads).unwrap_or_default();
-    let mut target = conform_targets::ReferenceTarget::new(threads);
-    let mut versions = std::collections::BTreeMap::new();
-    versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
+    let threads = args.threads.map(conform_reference::parallel::Threads);
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
-    match conform_targets::serve::serve(
-        &mut target,
-        "conform-reference",
-        env!("CARGO_PKG_VERSION"),
-        versions,
-        &mut stdin.lock(),
-        &mut stdout.lock(),
-    ) {
+    match session::serve_reference(threads, &mut stdin.lock(), &mut stdout.lock()) {
         Ok(()) => Ok(exit_code::SUCCESS),
         Err(e) => Err(CliError::Usage(format!("serve-reference: {e}"))),
     }
@@ -160,33 +129,31 @@ fn serve_reference(args: &ServeArgs) -> Result<i32, CliError> {
 /// `--json` path, by [`super::gate_output::GateOutputArgs::check`]).
 pub fn run_compare(
     args: &CompareArgs,
-    cfg: &crate::perf::GateConfig,
-) -> Result<crate::perf::Comparison, PerfError> {
-    let mut baseline = PerfFile::read(&args.baseline)?;
-    let mut candidate = PerfFile::read(&args.candidate)?;
-    if args.metric == Metric::Cpu {
-        baseline = cpu_samples(baseline, &args.baseline)?;
-        candidate = cpu_samples(candidate, &args.candidate)?;
-    }
-    Ok(compare(&baseline, &candidate, cfg))
+    cfg: &conform_harness::perf::GateConfig,
+) -> Result<conform_harness::perf::Comparison, PerfError> {
+    let metric = match args.metric {
+        Metric::Wall => perf::metric::Metric::Wall,
+        Metric::Cpu => perf::metric::Metric::Cpu,
+    };
+    perf::metric::compare_files(&args.baseline, &args.candidate, metric, cfg)
 }
 
 /// `conform perf record`: `conform run --perf` on the selection, then the samples of every
 /// timed case as a perf file. Exits like `conform run` (1 if a case failed or broke a budget).
-fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> Result<i32, CliError> {
+fn record(paths: &conform_harness::project::Paths, args: &RecordArgs) -> Result<i32, CliError> {
     let mut run_args = args.run.clone();
     run_args.perf = true;
     if run_args.json.is_none() {
         run_args.journal_beside = Some(args.out.clone());
     }
-    crate::cli::run::check_output_paths(&run_args, &[&args.out]).map_err(CliError::OutputPath)?;
-    let (results, code) = crate::cli::run::execute(paths, &run_args)?;
+    crate::run::check_output_paths(&run_args, &[&args.out]).map_err(CliError::OutputPath)?;
+    let (results, code) = crate::run::execute(paths, &run_args)?;
     // The results files are written first; one that cannot be is the command's error, after
     // the perf file was still written (one lost file must not cost the other).
-    let lost = crate::cli::run::write_outputs_or_fail(&results, &run_args, code).err();
+    let lost = crate::run::write_outputs_or_fail(&results, &run_args, code).err();
     // The cases ran: a perf file that cannot be made or written now is an output lost after
     // the work (exit 1), not a usage error.
-    let written = perf_file(paths, &run_args, &results).and_then(|file| {
+    let written = session::perf_file(paths, &run_args.request(), &results).and_then(|file| {
         file.write(&args.out)?;
         Ok(file)
     });
@@ -200,65 +167,22 @@ fn record(paths: &crate::cli::paths::Paths, args: &RecordArgs) -> Result<i32, Cl
         }
     };
     if run_args.journal_beside.is_some()
-        && let Some(j) = crate::runner::journal::path_for_output(&args.out)
+        && let Some(j) = conform_harness::runner::journal::path_for_output(&args.out)
     {
         let _ = std::fs::remove_file(j);
     }
-    crate::outln!("{}", crate::messages::wrote("perf record", &args.out));
+    conform_harness::outln!(
+        "{}",
+        conform_harness::messages::wrote("perf record", &args.out)
+    );
     if let Some(lost) = lost {
         return Err(lost);
     }
     // An interrupt (130/143) or a failure outranks "nothing recorded": the exit code says why
     // the file is short.
     if file.cases.is_empty() && matches!(code, exit_code::SUCCESS | exit_code::NOTHING_JUDGED) {
-        crate::outln!("{}", messages::nothing_recorded());
+        conform_harness::outln!("{}", messages::nothing_recorded());
         return Ok(exit_code::NOTHING_JUDGED);
     }
     Ok(code)
-}
-
-/// The perf file of a finished `perf record` run: its environment and every timed case's
-/// samples.
-fn perf_file(
-    paths: &crate::cli::paths::Paths,
-    run_args: &crate::cli::run::RunArgs,
-    results: &crate::results::RunResults,
-) -> Result<PerfFile, PerfError> {
-    let mut versions = std::collections::BTreeMap::new();
-    versions.insert("conform".to_string(), env!("CARGO_PKG_VERSION").to_string());
-    let mut env = crate::perf::Environment::capture(versions, None, git_commit(&paths.root));
-    env.tier = Some(
-        run_args
-            .select
-            .tier
-            .unwrap_or(crate::suite::TierChoice::Quick)
-            .name()
-            .to_string(),
-    );
-    env.seed = Some(match (run_args.seed, run_args.fresh_seeds) {
-        (Some(s), _) => s.to_string(),
-        (None, true) => "fresh".to_string(),
-        (None, false) => "cases".to_string(),
-    });
-    let mut file = PerfFile::new(env);
-    for c in &results.cases {
-        if let Some(p) = &c.perf {
-            let rec: crate::perf::PerfRecord =
-                serde_json::from_value(p.clone()).map_err(PerfError::Serialise)?;
-            file.push(rec)?;
-        }
-    }
-    Ok(file)
-}
-
-fn git_commit(root: &std::path::Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::messages::perf as messages;
-use crate::perf::{GateConfig, PerfError};
+use conform_harness::messages::perf as messages;
+use conform_harness::perf::{GateConfig, PerfError};
 
 /// What every gate command takes: the threshold and where to write its JSON.
 #[derive(Debug, Args)]
@@ -23,7 +23,7 @@ impl GateOutputArgs {
     /// Checks, before anything is computed, that the JSON output can be written.
     pub fn check(&self) -> Result<GateConfig, PerfError> {
         if let Some(out) = &self.json {
-            crate::atomic_file::check_writable(out).map_err(|problem| {
+            conform_harness::atomic_file::check_writable(out).map_err(|problem| {
                 PerfError::InvalidArgument {
                     field: "--json",
                     problem,
@@ -40,9 +40,11 @@ impl GateOutputArgs {
         };
         let mut text = serde_json::to_string_pretty(value).map_err(PerfError::Serialise)?;
         text.push('\n');
-        crate::atomic_file::write(out, text.as_bytes()).map_err(|source| PerfError::Write {
-            path: out.clone(),
-            source,
+        conform_harness::atomic_file::write(out, text.as_bytes()).map_err(|source| {
+            PerfError::Write {
+                path: out.clone(),
+                source,
+            }
         })?;
         Ok(Some(messages::wrote_json(out)))
     }

@@ -8,12 +8,12 @@
 
 use super::error::CliError;
 use super::list::SelectArgs;
-use super::paths::Paths;
-use crate::adequacy::{self, AdequacyOptions};
-use crate::exit_code;
-use crate::messages::{self, adequacy as msg};
-use crate::runner::RunOptions;
 use clap::Args;
+use conform_harness::adequacy::{self, AdequacyOptions};
+use conform_harness::exit_code;
+use conform_harness::messages::{self, adequacy as msg};
+use conform_harness::project::Paths;
+use conform_harness::runner::RunOptions;
 use conform_reference::faults::{self, Requirement};
 use conform_reference::parallel::Threads;
 use std::path::PathBuf;
@@ -53,7 +53,7 @@ fn list_faults() -> i32 {
         } else {
             f.ops.join(", ")
         };
-        crate::outln!(
+        conform_harness::outln!(
             "{}",
             msg::fault_line(f.name, f.family, f.requirement.name(), &ops, f.description)
         );
@@ -62,7 +62,7 @@ fn list_faults() -> i32 {
         .iter()
         .filter(|f| f.requirement == Requirement::Quick)
         .count();
-    crate::outln!("{}", msg::catalogue_footer(all.len(), gated));
+    conform_harness::outln!("{}", msg::catalogue_footer(all.len(), gated));
     exit_code::SUCCESS
 }
 
@@ -72,11 +72,11 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
     }
     args.json
         .as_deref()
-        .map_or(Ok(()), crate::atomic_file::check_writable)
+        .map_or(Ok(()), conform_harness::atomic_file::check_writable)
         .and_then(|_| {
             args.report
                 .as_deref()
-                .map_or(Ok(()), crate::atomic_file::check_dir_target)
+                .map_or(Ok(()), conform_harness::atomic_file::check_dir_target)
         })
         .map_err(CliError::OutputPath)?;
     let selected = args.select.load_selected(paths)?;
@@ -84,37 +84,26 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
     if chosen.is_empty() {
         return Err(CliError::NothingJudged(messages::no_cases_selected()));
     }
-    let all = faults::catalogue();
-    let chosen_faults: Vec<_> = if args.faults.is_empty() {
-        all.clone()
-    } else {
-        let unknown: Vec<String> = args
-            .faults
-            .iter()
-            .filter(|n| faults::find(n).is_none())
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(CliError::Usage(msg::unknown_faults(&unknown)));
-        }
-        all.into_iter()
-            .filter(|f| args.faults.iter().any(|n| n == f.name))
-            .collect()
-    };
-    let base = args.seed.unwrap_or_else(crate::seed::fresh_seed);
-    let tier = args.select.tier.unwrap_or(crate::suite::TierChoice::Quick);
-    let journal = journal_path(&args).map_err(CliError::OutputPath)?;
+    let chosen_faults = adequacy::outputs::choose_faults(&args.faults)
+        .map_err(|unknown| CliError::Usage(msg::unknown_faults(&unknown)))?;
+    let base = args.seed.unwrap_or_else(conform_harness::seed::fresh_seed);
+    let tier = args
+        .select
+        .tier
+        .unwrap_or(conform_harness::suite::TierChoice::Quick);
+    let journal = adequacy::outputs::journal_path(args.json.as_deref(), args.report.as_deref())
+        .map_err(CliError::OutputPath)?;
     let opts = AdequacyOptions {
         journal: journal.clone(),
         seed_sets: args.seed_sets,
         base_seed: Some(base),
-        gates_quick: tier.includes(crate::suite::Tier::Quick),
+        gates_quick: tier.includes(conform_harness::suite::Tier::Quick),
         run: RunOptions {
             threads: args.threads.map(Threads).unwrap_or_default(),
             ..RunOptions::default()
         },
     };
-    crate::errln!(
+    conform_harness::errln!(
         "{}",
         msg::starting(
             chosen.len(),
@@ -124,28 +113,28 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
         )
     );
     let sets = args.seed_sets as usize + 1;
-    crate::interrupt::install();
+    conform_harness::interrupt::install();
     let report = adequacy::measure(&chosen, &chosen_faults, &opts, |fault, set, i| {
         if !args.quiet && i + 1 == chosen_faults.len() {
-            crate::errln!("{}", msg::progress(fault, set, sets));
+            conform_harness::errln!("{}", msg::progress(fault, set, sets));
         }
     });
-    crate::outln!("{}", msg::matrix(&report));
+    conform_harness::outln!("{}", msg::matrix(&report));
     let survivors = msg::survivors(&report);
     if !survivors.is_empty() {
-        crate::out!("{survivors}");
+        conform_harness::out!("{survivors}");
     }
     let thin = msg::thin_kills(&report);
     if !thin.is_empty() {
-        crate::out!("{thin}");
+        conform_harness::out!("{thin}");
     }
     let regime_map = adequacy::regimes::text(&report);
     if !regime_map.is_empty() {
-        crate::out!("{regime_map}");
+        conform_harness::out!("{regime_map}");
     }
-    crate::outln!("{}", msg::verdict(&report));
-    let verdict = if let Some(sig) = crate::interrupt::received() {
-        crate::interrupt::exit_code(sig)
+    conform_harness::outln!("{}", msg::verdict(&report));
+    let verdict = if let Some(sig) = conform_harness::interrupt::received() {
+        conform_harness::interrupt::exit_code(sig)
     } else if report.passes() {
         exit_code::SUCCESS
     } else {
@@ -153,7 +142,12 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
     };
     // The matrix is computed: an output that cannot be written now is exit 1, not a usage error
     // (an interrupt keeps its own code), and the journal stays: it is the only record left.
-    if let Err(e) = write_adequacy_outputs(&report, &args) {
+    let written =
+        adequacy::outputs::write_outputs(&report, args.json.as_deref(), args.report.as_deref());
+    if let Ok(Some(page)) = &written {
+        conform_harness::outln!("{}", conform_harness::messages::report::wrote_report(page));
+    }
+    if let Err(e) = written {
         let message = match &journal {
             Some(j) => format!("{e}\n{}", msg::journal_kept(j)),
             None => e,
@@ -164,42 +158,4 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
         let _ = std::fs::remove_file(j);
     }
     Ok(verdict)
-}
-
-/// Where the finished cells are journaled: beside `--json`, else in the `--report` directory
-/// (created now), else nowhere.
-fn journal_path(args: &AdequacyArgs) -> Result<Option<PathBuf>, String> {
-    // Nothing is created beside a device or FIFO given as --json.
-    if let Some(j) = args
-        .json
-        .as_deref()
-        .and_then(adequacy::journal::path_beside)
-    {
-        return Ok(Some(j));
-    }
-    match &args.report {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            Ok(Some(adequacy::journal::path_in_report_dir(dir)))
-        }
-        None => Ok(None),
-    }
-}
-
-/// Writes `--json` and `--report` of a measured kill matrix.
-fn write_adequacy_outputs(
-    report: &adequacy::AdequacyReport,
-    args: &AdequacyArgs,
-) -> Result<(), String> {
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
-        crate::atomic_file::write(path, text.as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    if let Some(dir) = &args.report {
-        let path =
-            crate::report::write(dir, &adequacy::html::page(report)).map_err(|e| e.to_string())?;
-        crate::outln!("{}", crate::messages::report::wrote_report(&path));
-    }
-    Ok(())
 }

@@ -5,7 +5,7 @@
 //! that what parses is then refused or clamped with a message, never a panic or an abort.
 
 use clap::Parser;
-use conform_harness::cli::{Cli, Command};
+use conform_cli::{Cli, Command};
 use conform_reference::parallel::Threads;
 use proptest::prelude::*;
 
@@ -46,7 +46,7 @@ fn refused(e: &str, flag: &str) -> bool {
     e.starts_with("error:") && (e.contains(flag) || e.contains("unexpected argument"))
 }
 
-fn run_args(cli: Cli) -> conform_harness::cli::run::RunArgs {
+fn run_args(cli: Cli) -> conform_cli::run::RunArgs {
     match cli.command {
         Command::Run(a) => *a,
         c => panic!("not run: {c:?}"),
@@ -67,13 +67,13 @@ proptest! {
                     let n = match cli.command {
                         Command::Run(a) => a.threads,
                         Command::Adequacy(a) => a.threads,
-                        Command::Golden(conform_harness::cli::golden::GoldenCommand::Verify {
+                        Command::Golden(conform_cli::golden::GoldenCommand::Verify {
                             threads, ..
                         })
-                        | Command::Golden(conform_harness::cli::golden::GoldenCommand::Bless {
+                        | Command::Golden(conform_cli::golden::GoldenCommand::Bless {
                             threads, ..
                         }) => threads,
-                        Command::Perf(conform_harness::cli::perf::PerfCommand::Record(r)) => {
+                        Command::Perf(conform_cli::perf::PerfCommand::Record(r)) => {
                             r.run.threads
                         }
                         c => panic!("{c:?}"),
@@ -91,14 +91,14 @@ proptest! {
         match parse(&["run", "--perf", "--iterations", &v]) {
             Ok(cli) => {
                 let n = run_args(cli).iterations.unwrap();
-                prop_assert!((1..=conform_harness::cli::run::MAX_ITERATIONS).contains(&n));
+                prop_assert!((1..=conform_cli::run::MAX_ITERATIONS).contains(&n));
             }
             Err(e) => prop_assert!(refused(&e, "--iterations"), "{v}: {e}"),
         }
         match parse(&["run", "--perf", "--warmup", &v]) {
             Ok(cli) => {
                 let n = run_args(cli).warmup.unwrap();
-                prop_assert!(n <= conform_harness::cli::run::MAX_ITERATIONS);
+                prop_assert!(n <= conform_cli::run::MAX_ITERATIONS);
             }
             Err(e) => prop_assert!(refused(&e, "--warmup"), "{v}: {e}"),
         }

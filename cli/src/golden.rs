@@ -2,13 +2,13 @@
 
 use super::error::CliError;
 use super::list::SelectArgs;
-use super::paths::Paths;
-use crate::exit_code;
-use crate::golden::review::{Review, ReviewError};
-use crate::golden::{bless, review, verify};
-use crate::messages;
-use crate::suite::select::load_all;
 use clap::Subcommand;
+use conform_harness::exit_code;
+use conform_harness::golden::review::{Review, ReviewError};
+use conform_harness::golden::{bless, review, verify};
+use conform_harness::messages;
+use conform_harness::project::Paths;
+use conform_harness::suite::select::load_all;
 use conform_reference::parallel::Threads;
 
 #[derive(Debug, Subcommand)]
@@ -58,7 +58,7 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> Result<i32, CliError> {
         GoldenCommand::Verify { select, threads } => {
             with_cases(paths, &select, |cases, all_ids| {
                 let mut progress = |i: usize, n: usize, id: &str| {
-                    crate::errln!("{}", messages::golden::verify_progress(i, n, id))
+                    conform_harness::errln!("{}", messages::golden::verify_progress(i, n, id))
                 };
                 let report = verify::verify(
                     &paths.golden,
@@ -67,22 +67,22 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> Result<i32, CliError> {
                     threads_of(threads),
                     &mut progress,
                 )?;
-                crate::outln!("{}", messages::golden::verify_summary(&report));
+                conform_harness::outln!("{}", messages::golden::verify_summary(&report));
                 Ok(report.exit_code())
             })
         }
         GoldenCommand::Bless { select, threads } => with_cases(paths, &select, |cases, all_ids| {
             let review = bless::bless(&paths.golden, cases, all_ids, threads_of(threads))?;
-            crate::outln!("{}", messages::golden::bless_review(&review));
+            conform_harness::outln!("{}", messages::golden::bless_review(&review));
             Ok(exit_code::SUCCESS)
         }),
         GoldenCommand::Accept => match accept(paths)? {
             None => {
-                crate::outln!("{}", messages::golden::nothing_to_accept());
+                conform_harness::outln!("{}", messages::golden::nothing_to_accept());
                 Ok(exit_code::SUCCESS)
             }
             Some(done) => {
-                crate::outln!(
+                conform_harness::outln!(
                     "{}",
                     messages::golden::accept_done(done.moved.len(), done.removed.len())
                 );
@@ -106,19 +106,20 @@ fn with_cases(
     paths: &Paths,
     select: &SelectArgs,
     f: impl FnOnce(
-        &[&crate::suite::Case],
+        &[&conform_harness::suite::Case],
         &std::collections::BTreeSet<&str>,
-    ) -> Result<i32, crate::golden::GoldenError>,
+    ) -> Result<i32, conform_harness::golden::GoldenError>,
 ) -> Result<i32, CliError> {
     let cases = load_all(&paths.suites)?;
     // golden commands default to every tier: full-tier digests are part of the store.
     let mut select = select.clone();
     if select.tier.is_none() {
-        select.tier = Some(crate::suite::TierChoice::All);
+        select.tier = Some(conform_harness::suite::TierChoice::All);
     }
     let sel = select.selection()?;
     let all_ids: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
-    let chosen: Vec<&crate::suite::Case> = cases.iter().filter(|c| sel.matches(c)).collect();
+    let chosen: Vec<&conform_harness::suite::Case> =
+        cases.iter().filter(|c| sel.matches(c)).collect();
     if chosen.is_empty() {
         return Err(CliError::NothingJudged(messages::no_cases_selected()));
     }
@@ -145,15 +146,15 @@ fn review(
     }
     let cases = load_all(&paths.suites)?;
     let Some(mut review) = Review::open(&paths.golden, &cases)? else {
-        crate::outln!("{}", messages::golden_review::nothing_to_review());
+        conform_harness::outln!("{}", messages::golden_review::nothing_to_review());
         return Ok(exit_code::SUCCESS);
     };
     if review.pending().is_empty() {
-        crate::outln!("{}", messages::golden_review::nothing_to_review());
+        conform_harness::outln!("{}", messages::golden_review::nothing_to_review());
         return Ok(exit_code::SUCCESS);
     }
     if list {
-        crate::outln!(
+        conform_harness::outln!(
             "{}",
             messages::golden_review::pending_list(review.pending())
         );
@@ -164,7 +165,7 @@ fn review(
     } else if std::io::stdin().is_terminal() {
         review.interactive(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())?
     } else {
-        crate::outln!(
+        conform_harness::outln!(
             "{}",
             messages::golden_review::pending_list(review.pending())
         );
@@ -172,7 +173,7 @@ fn review(
             messages::golden_review::needs_terminal_or_flags().to_string(),
         ));
     };
-    crate::outln!(
+    conform_harness::outln!(
         "{}",
         messages::golden_review::summary(&tally, review.pending().len())
     );

@@ -1,6 +1,6 @@
-//! The `conform` command line: argument types and dispatch. Each command lives in its own file;
-//! every message it prints comes from `crate::messages`. Commands return the code their work
-//! earned or a [`error::CliError`], which carries its own exit code; `main` prints it with
+//! The `conform` command line: argument types, dispatch and presentation; the work is the
+//! library's (`conform_harness`). Each command lives in its own file; every message it prints
+//! comes from `conform_harness::messages`. Commands return the code their work earned or a [`error::CliError`], which carries its own exit code; `main` prints it with
 //! [`error::report`].
 
 pub mod adequacy;
@@ -10,7 +10,6 @@ pub mod gate_output;
 pub mod golden;
 pub mod list;
 pub mod mc2;
-pub mod paths;
 pub mod perf;
 pub mod perf_history;
 pub mod report;
@@ -19,10 +18,18 @@ pub mod targets;
 pub mod validate;
 
 use clap::{Parser, Subcommand};
+use conform_harness::project::Paths;
 
 /// conform: conformance and regression testing for LLM-inference kernels on Ascend NPUs.
 #[derive(Debug, Parser)]
-#[command(name = "conform", version, about, long_about = None)]
+// The about line is the one `conform --help` has always printed (it was the description of
+// the crate that held the binary), kept word for word: the CLI's contract (tests/cmd/help.stdout).
+#[command(
+    name = "conform",
+    version,
+    about = "The conform runner: suites, golden data, numerics verdicts, performance gates, reports and the `conform` CLI",
+    long_about = None
+)]
 pub struct Cli {
     /// The project root holding suites/, golden/ and targets/ (default: the nearest ancestor of
     /// the current directory that has suites/ and golden/).
@@ -66,7 +73,7 @@ pub enum Command {
 /// never speeds a computation up, and tens of thousands of threads can hold a machine for
 /// minutes). Results never depend on the count.
 pub fn parse_threads(s: &str) -> Result<usize, String> {
-    crate::messages::parse_threads(s, conform_reference::parallel::Threads::max_allowed())
+    conform_harness::messages::parse_threads(s, conform_reference::parallel::Threads::max_allowed())
 }
 
 impl Command {
@@ -101,7 +108,7 @@ impl Command {
 pub fn run(cli: Cli) -> Result<i32, error::CliError> {
     // Only the commands that read suites, golden data or target declarations need a project:
     // report, mc2 plan and perf compare read the files they are given, from any directory.
-    let paths = || paths::Paths::discover(cli.root.as_deref());
+    let paths = || Ok::<_, error::CliError>(Paths::discover(cli.root.as_deref())?);
     match cli.command {
         Command::List(a) => list::run(&paths()?, a),
         Command::Explain(a) => explain::run(&paths()?, a),
@@ -109,7 +116,7 @@ pub fn run(cli: Cli) -> Result<i32, error::CliError> {
         Command::Run(a) => run::run(&paths()?, *a),
         Command::Targets(a) => targets::run(&paths()?, a),
         Command::Mc2(a) => mc2::run(&a, &mut std::io::stdout().lock())
-            .map(|()| crate::exit_code::SUCCESS)
+            .map(|()| conform_harness::exit_code::SUCCESS)
             .map_err(error::CliError::from),
         Command::Validate(a) => validate::run(&paths()?, a),
         Command::Adequacy(a) => adequacy::run(&paths()?, a),

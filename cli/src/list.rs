@@ -1,12 +1,12 @@
 //! `conform list`: the cases of the suites (after validating every suite file).
 
 use super::error::CliError;
-use super::paths::Paths;
-use crate::exit_code;
-use crate::messages;
-use crate::suite::select::{load_all, Selection};
-use crate::suite::{Case, Tier, TierChoice};
 use clap::Args;
+use conform_harness::exit_code;
+use conform_harness::messages;
+use conform_harness::project::{CaseQuery, Paths};
+use conform_harness::suite::select::Selection;
+use conform_harness::suite::{Case, TierChoice};
 
 /// Which cases a command acts on.
 #[derive(Debug, Args, Clone, Default)]
@@ -24,38 +24,24 @@ pub struct SelectArgs {
 }
 
 impl SelectArgs {
-    /// The cases a command acts on: every suite loaded (and so validated), then those this
-    /// selection matches; or why not: a suite that does not load, a `--filter` that is no
-    /// regex, a `--suite` that names no suite (all usage errors).
-    pub fn load_selected(&self, paths: &Paths) -> Result<Vec<Case>, CliError> {
-        let cases = load_all(&paths.suites)?;
-        let sel = self.selection()?;
-        let unknown = sel.unknown_suites(&cases);
-        if !unknown.is_empty() {
-            return Err(CliError::Usage(messages::unknown_suites(&unknown)));
+    /// The library's query for these arguments.
+    pub fn query(&self) -> CaseQuery {
+        CaseQuery {
+            suites: self.suites.clone(),
+            filter: self.filter.clone(),
+            tier: self.tier,
         }
-        Ok(cases.into_iter().filter(|c| sel.matches(c)).collect())
+    }
+
+    /// The cases a command acts on ([`CaseQuery::load_selected`]): a suite that does not
+    /// load, a `--filter` that is no regex, a `--suite` that names no suite are errors.
+    pub fn load_selected(&self, paths: &Paths) -> Result<Vec<Case>, CliError> {
+        Ok(self.query().load_selected(paths)?)
     }
 
     /// The selection these arguments make; a usage error for a `--filter` that is no regex.
     pub fn selection(&self) -> Result<Selection, CliError> {
-        let filter = match &self.filter {
-            Some(f) => {
-                Some(regex::Regex::new(f).map_err(|e| CliError::Usage(format!("--filter: {e}")))?)
-            }
-            None => None,
-        };
-        let (tier, all_tiers) = match self.tier.unwrap_or(TierChoice::Quick) {
-            TierChoice::Full => (Some(Tier::Full), false),
-            TierChoice::All => (None, true),
-            TierChoice::Quick => (Some(Tier::Quick), false),
-        };
-        Ok(Selection {
-            suites: self.suites.clone(),
-            filter,
-            tier,
-            all_tiers,
-        })
+        Ok(self.query().selection()?)
     }
 }
 
@@ -74,14 +60,14 @@ pub fn run(paths: &Paths, args: ListArgs) -> Result<i32, CliError> {
     if args.json {
         let text = serde_json::to_string_pretty(&chosen)
             .map_err(|e| CliError::Usage(format!("--json: {e}")))?;
-        crate::outln!("{text}");
+        conform_harness::outln!("{text}");
     } else {
         for c in &chosen {
-            crate::outln!("{}", messages::list_line(&c.id, c.tier.name(), &c.recipe));
+            conform_harness::outln!("{}", messages::list_line(&c.id, c.tier.name(), &c.recipe));
         }
         let suites: std::collections::BTreeSet<&str> =
             chosen.iter().map(|c| c.suite.as_str()).collect();
-        crate::outln!("{}", messages::list_footer(chosen.len(), suites.len()));
+        conform_harness::outln!("{}", messages::list_footer(chosen.len(), suites.len()));
     }
     Ok(if chosen.is_empty() {
         exit_code::NOTHING_JUDGED

@@ -102,7 +102,7 @@ fn row_1_a_failed_case_and_a_performance_regression() {
     let root = repo();
     let o = conform(&root, &["run", "--suite", "paged_kv", "--max-memory", "1K"]);
     exits(&o, 1, "a case over the memory limit");
-    let fixture = |p: &str| root.join("harness/tests/fixtures/perf").join(p);
+    let fixture = |p: &str| root.join("cli/tests/fixtures/perf").join(p);
     let o = conform(
         &root,
         &[
@@ -247,7 +247,7 @@ fn output_of(child: Child) -> Output {
 fn row_1_a_comparison_whose_json_cannot_be_written_after_it_was_made() {
     let root = repo();
     let d = tempfile::tempdir().unwrap();
-    let base = root.join("harness/tests/fixtures/perf/baseline.json");
+    let base = root.join("cli/tests/fixtures/perf/baseline.json");
     let content = std::fs::read(&base).unwrap();
 
     let fifo = d.path().join("baseline.fifo");

@@ -216,7 +216,7 @@ fn main() {
     } else if !cfg!(feature = "postgres") {
         Some(
             "conform was built without the `postgres` feature: test with `--all-features` (or \
-             `--features conform-harness/postgres`)"
+             `--features conform-cli/postgres`)"
                 .to_string(),
         )
     } else {

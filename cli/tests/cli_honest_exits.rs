@@ -101,7 +101,7 @@ fn perf_record_of_an_unavailable_target_and_empty_comparisons_are_not_green() {
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     assert!(text(&o).contains("nothing judged"), "{}", text(&o));
     // A baseline whose cases the candidate lost: no case on both sides.
-    let base = repo().join("harness/tests/fixtures/perf/baseline.json");
+    let base = repo().join("cli/tests/fixtures/perf/baseline.json");
     let o = conform(
         p.path(),
         &[
@@ -316,7 +316,7 @@ fn outside_any_checkout_the_binary_says_so_instead_of_using_its_build_tree() {
     let o = conform_in(d.path(), Some(&repo()), &["list"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // The commands that only read the files they are given need no project at all.
-    let fixture = |p: &str| repo().join("harness/tests/fixtures").join(p);
+    let fixture = |p: &str| repo().join("cli/tests/fixtures").join(p);
     let report = d.path().join("report");
     let results = fixture("report/results-failing.json");
     let costs = repo().join("suites/mc2/costs-seed-example.toml");

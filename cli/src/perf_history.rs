@@ -1,7 +1,7 @@
 //! `conform perf history ...`: the perf history store (ingest, list, show, export) and the
 //! gate against it.
 //!
-//! Exit codes (`crate::exit_code`): success; failure, `gate` found a REGRESSION; usage, a bad
+//! Exit codes (`conform_harness::exit_code`): success; failure, `gate` found a REGRESSION; usage, a bad
 //! argument or a file that is not a usable history (named, left untouched); nothing judged,
 //! `gate` found no case with an earlier run.
 
@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::error::CliError;
-use crate::exit_code;
-use crate::messages::perf as perf_messages;
-use crate::messages::perf_history as messages;
-use crate::perf::changepoint::ChangePointConfig;
-use crate::perf::history::{self, History, HistoryError, RunMeta};
-use crate::perf::{PerfError, PerfFile, PerfFileIo};
+use conform_harness::exit_code;
+use conform_harness::messages::perf as perf_messages;
+use conform_harness::messages::perf_history as messages;
+use conform_harness::perf::changepoint::ChangePointConfig;
+use conform_harness::perf::history::{self, History, RunMeta};
+use conform_harness::perf::{PerfError, PerfFile, PerfFileIo};
 
 /// The default history file: the one `ci/nightly-perf.sh` writes by default (its history
 /// directory `perf-history`), so `conform perf history show` run where the script ran finds it.
@@ -54,7 +54,7 @@ pub struct IngestArgs {
     pub files: Vec<PathBuf>,
     /// Record this tier (quick, full, all) instead of the file's.
     #[arg(long, value_enum)]
-    pub tier: Option<crate::suite::TierChoice>,
+    pub tier: Option<conform_harness::suite::TierChoice>,
     /// Record this input seed (`cases`, `fresh` or a number) instead of the file's.
     #[arg(long)]
     pub seed: Option<String>,
@@ -116,17 +116,7 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
             if let Some((p, _)) = files.iter().find(|(_, f)| f.cases.is_empty()) {
                 return Err(CliError::NothingJudged(messages::no_case(p)));
             }
-            if !history::store::is_postgres_url(&a.db.db)
-                && let Some(dir) = std::path::Path::new(&a.db.db).parent()
-                && !dir.as_os_str().is_empty()
-                && !dir.exists()
-            {
-                std::fs::create_dir_all(dir).map_err(|e| HistoryError::Damaged {
-                    location: a.db.db.clone(),
-                    what: format!("creating its directory {}: {e}", dir.display()),
-                })?;
-            }
-            let mut h = History::open_or_create(&a.db.db)?;
+            let mut h = History::open_or_create_with_dir(&a.db.db)?;
             for (p, f) in files {
                 let meta = RunMeta {
                     tier: a.tier.map(|t| t.name().to_string()),
@@ -134,14 +124,14 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
                     source: p.file_name().map(|n| n.to_string_lossy().into_owned()),
                 };
                 let what = h.ingest(&f, &meta)?;
-                crate::outln!("{}", messages::ingested(p, h.location(), &what));
+                conform_harness::outln!("{}", messages::ingested(p, h.location(), &what));
             }
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::List(a) => {
             let mut h = History::open(&a.db)?;
             let series = h.series()?;
-            crate::out!("{}", messages::series_table(h.location(), &series));
+            conform_harness::out!("{}", messages::series_table(h.location(), &series));
             Ok(exit_code::SUCCESS)
         }
         HistoryCommand::Show(a) => {
@@ -152,10 +142,11 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
             let flagged = history::flagged_runs(
                 &nights,
                 &analysis,
-                &crate::perf::GateConfig::with_threshold(a.threshold).map_err(PerfError::from)?,
+                &conform_harness::perf::GateConfig::with_threshold(a.threshold)
+                    .map_err(PerfError::from)?,
             );
             let noise = history::gate::series_noise(&nights, &analysis);
-            crate::out!(
+            conform_harness::out!(
                 "{}",
                 messages::series_detail(&key, &nights, &analysis, &flagged, noise.as_ref())
             );
@@ -165,7 +156,7 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
             let to_stdout = a.csv.as_os_str() == "-";
             // The CSV path is checked before the store is read, as every output is.
             if !to_stdout {
-                crate::atomic_file::check_writable(&a.csv).map_err(|problem| {
+                conform_harness::atomic_file::check_writable(&a.csv).map_err(|problem| {
                     PerfError::InvalidArgument {
                         field: "--csv",
                         problem,
@@ -188,14 +179,17 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
                 use std::io::Write as _;
                 let _ = std::io::stdout().write_all(&buf);
             } else {
-                crate::atomic_file::write(&a.csv, &buf).map_err(|source| {
+                conform_harness::atomic_file::write(&a.csv, &buf).map_err(|source| {
                     let e = PerfError::Write {
                         path: a.csv.clone(),
                         source,
                     };
                     CliError::after_work(e, exit_code::SUCCESS)
                 })?;
-                crate::outln!("{}", messages::exported(rows, &a.csv.display().to_string()));
+                conform_harness::outln!(
+                    "{}",
+                    messages::exported(rows, &a.csv.display().to_string())
+                );
             }
             Ok(exit_code::SUCCESS)
         }
@@ -208,11 +202,11 @@ fn gate(a: &GateArgs) -> Result<i32, CliError> {
     let candidate = PerfFile::read(&a.candidate)?;
     let mut h = History::open(&a.db.db)?;
     let result = history::gate(&mut h, &candidate, &cfg, &ChangePointConfig::default())?;
-    crate::out!("{}", perf_messages::comparison_table(&result.comparison));
-    crate::out!("{}", messages::references(&result.references));
+    conform_harness::out!("{}", perf_messages::comparison_table(&result.comparison));
+    conform_harness::out!("{}", messages::references(&result.references));
     for c in &result.comparison.cases {
-        if c.result.verdict == crate::perf::Verdict::Regression {
-            crate::outln!(
+        if c.result.verdict == conform_harness::perf::Verdict::Regression {
+            conform_harness::outln!(
                 "{}",
                 messages::regression(&c.id, &c.target, &c.result.reason)
             );
@@ -228,12 +222,12 @@ fn gate(a: &GateArgs) -> Result<i32, CliError> {
     // The comparison is made: a JSON that cannot be written now is an output lost after the
     // work (exit 1).
     match a.gate.write_json(&result) {
-        Ok(Some(line)) => crate::outln!("{line}"),
+        Ok(Some(line)) => conform_harness::outln!("{line}"),
         Ok(None) => {}
         Err(e) => return Err(CliError::after_work(e, code)),
     }
     if code == exit_code::NOTHING_JUDGED {
-        crate::outln!("{}", messages::first_run(h.location()));
+        conform_harness::outln!("{}", messages::first_run(h.location()));
     }
     Ok(code)
 }

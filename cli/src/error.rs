@@ -5,13 +5,15 @@
 //! judged, interrupted), `Err` why they could not do or deliver it. [`report`] is the one
 //! place an error is printed and turned into the process's code.
 
-use crate::exit_code;
-use crate::golden::review::ReviewError;
-use crate::golden::GoldenError;
-use crate::perf::history::HistoryError;
-use crate::perf::PerfError;
-use crate::report::ReportError;
-use crate::suite::SuiteError;
+use conform_harness::exit_code;
+use conform_harness::golden::review::ReviewError;
+use conform_harness::golden::GoldenError;
+use conform_harness::perf::history::HistoryError;
+use conform_harness::perf::PerfError;
+use conform_harness::project::{ProjectError, SelectError};
+use conform_harness::report::ReportError;
+use conform_harness::session::RunError;
+use conform_harness::suite::SuiteError;
 
 /// A command that could not run, or whose outcome could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +107,37 @@ pub fn report(e: &CliError) -> i32 {
 /// Prints `e` as an error line without ending the command: a second output that failed while
 /// the first failure is the one the command returns.
 pub fn print(e: &dyn std::fmt::Display) {
-    crate::errln!("{}", crate::messages::error_line(e));
+    conform_harness::errln!("{}", conform_harness::messages::error_line(e));
+}
+
+impl From<ProjectError> for CliError {
+    fn from(e: ProjectError) -> CliError {
+        CliError::Project(e.to_string())
+    }
+}
+
+impl From<SelectError> for CliError {
+    fn from(e: SelectError) -> CliError {
+        match e {
+            SelectError::Suite(e) => CliError::Suite(e),
+            SelectError::Filter(_) | SelectError::UnknownSuites(_) => {
+                CliError::Usage(e.to_string())
+            }
+        }
+    }
+}
+
+impl From<RunError> for CliError {
+    fn from(e: RunError) -> CliError {
+        match e {
+            RunError::Select(e) => e.into(),
+            RunError::NoCases => CliError::NothingJudged(e.to_string()),
+            RunError::Targets(m) | RunError::AbSettings(m) => CliError::Usage(m),
+            RunError::Hardware(e) => CliError::Perf(e),
+            RunError::Golden(e) => CliError::Golden(e),
+            RunError::KeepOutputs(m) => CliError::OutputPath(m),
+        }
+    }
 }
 
 impl From<String> for CliError {

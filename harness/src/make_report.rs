@@ -1,42 +1,54 @@
-//! `conform report`: arguments and entry point.
+//! The self-contained HTML report built from files (`conform report`): a results file (or
+//! the journal a killed run left) with perf files, a baseline comparison, an MC2 timeline, a
+//! kill matrix and a perf history; or the partial kill matrix of a killed `conform adequacy`
+//! recovered from its journal. [`build`] tells the caller what it did through [`ReportNote`]s,
+//! in order, and prints nothing.
 
-use crate::messages::report as msg;
+use crate::adequacy::AdequacyReport;
 use crate::report::{self, ReportError, ReportInputs};
-use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Args)]
-#[command(about = msg::ABOUT)]
-pub struct ReportArgs {
-    #[arg(long, value_name = "RESULTS.json", help = msg::HELP_INPUT)]
+/// What to build the report from, and where it goes.
+#[derive(Debug, Clone, Default)]
+pub struct ReportRequest {
+    /// The results file (or a journal).
     pub input: PathBuf,
-    #[arg(long, value_name = "PERF.json", help = msg::HELP_PERF)]
+    /// Perf files.
     pub perf: Vec<PathBuf>,
-    #[arg(long, value_name = "COMPARE.json", help = msg::HELP_BASELINE)]
+    /// A baseline comparison (`perf compare --json`).
     pub baseline: Option<PathBuf>,
-    #[arg(long, value_name = "TIMELINE.json", help = msg::HELP_MC2)]
+    /// An MC2 timeline.
     pub mc2: Option<PathBuf>,
-    #[arg(long, value_name = "ADEQUACY.json", help = msg::HELP_ADEQUACY)]
+    /// A kill matrix (`adequacy --json`).
     pub adequacy: Option<PathBuf>,
-    #[arg(long, value_name = "FILE|URL", help = msg::HELP_HISTORY)]
+    /// A perf history (a SQLite file or a PostgreSQL URL).
     pub history: Option<String>,
-    #[arg(long, value_name = "N", default_value_t = 30, help = msg::HELP_HISTORY_RUNS)]
+    /// The newest runs of the history shown.
     pub history_runs: usize,
-    #[arg(long, value_name = "DIR", help = msg::HELP_OUT)]
+    /// The report's directory.
     pub out: PathBuf,
 }
 
-/// Runs `conform report`; returns the exit code: 0 written, 4 written but the results judged
-/// nothing (no case, or every case skipped); or the error of an input that cannot be read or
-/// a report that cannot be written (2).
-pub fn run_command(args: &ReportArgs) -> Result<i32, crate::cli::error::CliError> {
-    let outcome = run(args)?;
-    if outcome.judged {
-        Ok(crate::exit_code::SUCCESS)
-    } else {
-        crate::errln!("{}", msg::nothing_judged(&args.input));
-        Ok(crate::exit_code::NOTHING_JUDGED)
-    }
+/// What [`build`] did, as it did it.
+#[derive(Debug)]
+pub enum ReportNote<'a> {
+    /// A run's journal became a results file.
+    RecoveredJournal {
+        journal: &'a Path,
+        results: &'a Path,
+        finished: usize,
+        unfinished: usize,
+    },
+    /// An adequacy journal became a kill matrix (`matrix`, written to `out`).
+    RecoveredAdequacyJournal {
+        journal: &'a Path,
+        out: &'a Path,
+        measured: usize,
+        unfinished: usize,
+        matrix: &'a AdequacyReport,
+    },
+    /// The report's page was written here.
+    Wrote(&'a Path),
 }
 
 /// What `conform report` wrote.
@@ -47,12 +59,16 @@ pub struct ReportOutcome {
     pub judged: bool,
 }
 
-/// Builds and writes the report; returns the path of `index.html`.
-pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
+/// Builds and writes the report; returns the path of `index.html` and whether the results
+/// judged anything.
+pub fn build(
+    args: &ReportRequest,
+    note: &mut dyn FnMut(ReportNote),
+) -> Result<ReportOutcome, ReportError> {
     if report::load::is_journal(&args.input)
         && crate::adequacy::journal::is_adequacy_journal(&args.input)
     {
-        return recover_adequacy(args);
+        return recover_adequacy(args, note);
     }
     let mut inputs = ReportInputs::load(
         &args.input,
@@ -89,15 +105,12 @@ pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
             source,
         })?;
         inputs.results_path = out.clone();
-        crate::outln!(
-            "{}",
-            msg::recovered_journal(
-                &args.input,
-                &out,
-                inputs.results.cases.len(),
-                inputs.results.unfinished.len()
-            )
-        );
+        note(ReportNote::RecoveredJournal {
+            journal: &args.input,
+            results: &out,
+            finished: inputs.results.cases.len(),
+            unfinished: inputs.results.unfinished.len(),
+        });
     }
     let judged = inputs
         .results
@@ -106,14 +119,17 @@ pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
         .any(|c| c.status != crate::results::Status::Skipped);
     let page = report::render(&inputs)?;
     let path = report::write(&args.out, &page)?;
-    crate::outln!("{}", msg::wrote_report(&path));
+    note(ReportNote::Wrote(&path));
     Ok(ReportOutcome { page: path, judged })
 }
 
 /// `conform report --input PATH.journal` on the journal of a killed `conform adequacy`: the
 /// partial kill matrix as `DIR/adequacy.json` and its page `DIR/index.html`. Judged when at
 /// least one cell was measured.
-fn recover_adequacy(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
+fn recover_adequacy(
+    args: &ReportRequest,
+    note: &mut dyn FnMut(ReportNote),
+) -> Result<ReportOutcome, ReportError> {
     let journal = &args.input;
     if !args.perf.is_empty()
         || args.baseline.is_some()
@@ -124,7 +140,7 @@ fn recover_adequacy(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
         return Err(ReportError::Field {
             path: journal.clone(),
             field: "journal".to_string(),
-            reason: msg::ADEQUACY_JOURNAL_ALONE.to_string(),
+            reason: crate::messages::report::ADEQUACY_JOURNAL_ALONE.to_string(),
         });
     }
     let text = std::fs::read_to_string(journal).map_err(|source| ReportError::Read {
@@ -146,13 +162,15 @@ fn recover_adequacy(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
         .map_err(|e| write_err(&out)(std::io::Error::other(e)))?;
     crate::atomic_file::write(&out, text.as_bytes()).map_err(write_err(&out))?;
     let measured: usize = matrix.matrix.iter().map(|c| c.outcomes.len()).sum();
-    crate::outln!(
-        "{}",
-        msg::recovered_adequacy_journal(journal, &out, measured, matrix.unfinished.len())
-    );
-    crate::outln!("{}", crate::messages::adequacy::verdict(&matrix));
+    note(ReportNote::RecoveredAdequacyJournal {
+        journal,
+        out: &out,
+        measured,
+        unfinished: matrix.unfinished.len(),
+        matrix: &matrix,
+    });
     let page = report::write(&args.out, &crate::adequacy::html::page(&matrix))?;
-    crate::outln!("{}", msg::wrote_report(&page));
+    note(ReportNote::Wrote(&page));
     Ok(ReportOutcome {
         page,
         judged: measured > 0,
