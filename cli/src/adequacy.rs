@@ -9,9 +9,10 @@
 use super::error::CliError;
 use super::list::SelectArgs;
 use clap::Args;
+use conform_harness::adequacy::text as msg;
 use conform_harness::adequacy::{self, AdequacyOptions};
 use conform_harness::exit_code;
-use conform_harness::messages::{self, adequacy as msg};
+use conform_harness::messages;
 use conform_harness::project::Paths;
 use conform_harness::runner::RunOptions;
 use conform_reference::faults::{self, Requirement};

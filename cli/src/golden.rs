@@ -5,6 +5,7 @@ use super::list::SelectArgs;
 use clap::Subcommand;
 use conform_harness::exit_code;
 use conform_harness::golden::review::{Review, ReviewError};
+use conform_harness::golden::text as golden_text;
 use conform_harness::golden::{bless, review, verify};
 use conform_harness::messages;
 use conform_harness::project::Paths;
@@ -58,7 +59,7 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> Result<i32, CliError> {
         GoldenCommand::Verify { select, threads } => {
             with_cases(paths, &select, |cases, all_ids| {
                 let mut progress = |i: usize, n: usize, id: &str| {
-                    conform_harness::errln!("{}", messages::golden::verify_progress(i, n, id))
+                    conform_harness::errln!("{}", golden_text::verify_progress(i, n, id))
                 };
                 let report = verify::verify(
                     &paths.golden,
@@ -67,24 +68,24 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> Result<i32, CliError> {
                     threads_of(threads),
                     &mut progress,
                 )?;
-                conform_harness::outln!("{}", messages::golden::verify_summary(&report));
+                conform_harness::outln!("{}", golden_text::verify_summary(&report));
                 Ok(report.exit_code())
             })
         }
         GoldenCommand::Bless { select, threads } => with_cases(paths, &select, |cases, all_ids| {
             let review = bless::bless(&paths.golden, cases, all_ids, threads_of(threads))?;
-            conform_harness::outln!("{}", messages::golden::bless_review(&review));
+            conform_harness::outln!("{}", golden_text::bless_review(&review));
             Ok(exit_code::SUCCESS)
         }),
         GoldenCommand::Accept => match accept(paths)? {
             None => {
-                conform_harness::outln!("{}", messages::golden::nothing_to_accept());
+                conform_harness::outln!("{}", golden_text::nothing_to_accept());
                 Ok(exit_code::SUCCESS)
             }
             Some(done) => {
                 conform_harness::outln!(
                     "{}",
-                    messages::golden::accept_done(done.moved.len(), done.removed.len())
+                    golden_text::accept_done(done.moved.len(), done.removed.len())
                 );
                 Ok(exit_code::SUCCESS)
             }
@@ -146,18 +147,15 @@ fn review(
     }
     let cases = load_all(&paths.suites)?;
     let Some(mut review) = Review::open(&paths.golden, &cases)? else {
-        conform_harness::outln!("{}", messages::golden_review::nothing_to_review());
+        conform_harness::outln!("{}", golden_text::nothing_to_review());
         return Ok(exit_code::SUCCESS);
     };
     if review.pending().is_empty() {
-        conform_harness::outln!("{}", messages::golden_review::nothing_to_review());
+        conform_harness::outln!("{}", golden_text::nothing_to_review());
         return Ok(exit_code::SUCCESS);
     }
     if list {
-        conform_harness::outln!(
-            "{}",
-            messages::golden_review::pending_list(review.pending())
-        );
+        conform_harness::outln!("{}", golden_text::pending_list(review.pending()));
         return Ok(exit_code::SUCCESS);
     }
     let tally = if !accept.is_empty() || !reject.is_empty() {
@@ -165,17 +163,11 @@ fn review(
     } else if std::io::stdin().is_terminal() {
         review.interactive(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())?
     } else {
-        conform_harness::outln!(
-            "{}",
-            messages::golden_review::pending_list(review.pending())
-        );
+        conform_harness::outln!("{}", golden_text::pending_list(review.pending()));
         return Err(CliError::Usage(
-            messages::golden_review::needs_terminal_or_flags().to_string(),
+            golden_text::needs_terminal_or_flags().to_string(),
         ));
     };
-    conform_harness::outln!(
-        "{}",
-        messages::golden_review::summary(&tally, review.pending().len())
-    );
+    conform_harness::outln!("{}", golden_text::summary(&tally, review.pending().len()));
     Ok(exit_code::SUCCESS)
 }

@@ -73,7 +73,7 @@ pub fn run(args: &ReportArgs) -> Result<ReportOutcome, ReportError> {
                 "{}",
                 msg::recovered_adequacy_journal(journal, out, measured, unfinished)
             );
-            conform_harness::outln!("{}", conform_harness::messages::adequacy::verdict(matrix));
+            conform_harness::outln!("{}", conform_harness::adequacy::text::verdict(matrix));
         }
         ReportNote::Wrote(page) => conform_harness::outln!("{}", msg::wrote_report(page)),
     })

@@ -199,7 +199,7 @@ fn print_report(outcome: &RunOutcome) {
         conform_harness::outln!("{skips}");
     }
     if let Some((dir, n)) = &outcome.kept {
-        conform_harness::outln!("{}", messages::keep::kept(dir, *n));
+        conform_harness::outln!("{}", conform_harness::runner::keep_text::kept(dir, *n));
     }
     if let Some(ab) = &results.ab {
         conform_harness::outln!(

@@ -120,7 +120,7 @@ proptest! {
         match parse(&["adequacy", "--seed-sets", &v]) {
             Ok(cli) => match cli.command {
                 Command::Adequacy(a) => prop_assert!(
-                    a.seed_sets <= conform_harness::messages::adequacy::MAX_SEED_SETS
+                    a.seed_sets <= conform_harness::adequacy::text::MAX_SEED_SETS
                 ),
                 c => panic!("{c:?}"),
             },

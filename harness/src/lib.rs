@@ -8,6 +8,7 @@ pub mod case_data;
 pub mod console;
 pub use conform_metadata::exit_code;
 pub mod golden;
+pub mod html;
 pub mod interrupt;
 pub mod ledger;
 pub mod make_report;

@@ -55,9 +55,9 @@ pub fn write_outputs(
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     match report_dir {
-        Some(dir) => crate::report::write(dir, &super::html::page(report))
+        Some(dir) => crate::html::write_index(dir, &super::html::page(report))
             .map(Some)
-            .map_err(|e| e.to_string()),
+            .map_err(|(path, e)| crate::messages::report::write_failed(&path, &e)),
         None => Ok(None),
     }
 }

@@ -1,4 +1,5 @@
-//! HTML building blocks: escaping of every user string, the page skeleton and its inline CSS.
+//! HTML building blocks of the report and the kill matrix page: escaping of every user
+//! string, the page skeleton and its inline CSS, and writing a page as `DIR/index.html`.
 //! The page carries a Content-Security-Policy that forbids every network load and every
 //! script, so a report can never phone home when opened.
 
@@ -46,7 +47,7 @@ pub fn num(x: f64) -> String {
     }
 }
 
-pub const CSS: &str = include_str!("style.css");
+pub const CSS: &str = include_str!("report/style.css");
 
 /// The Content-Security-Policy of the page: inline styles and inline SVG only.
 pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
@@ -74,6 +75,18 @@ pub fn badge(text: &str, class: &str) -> String {
         escape(class),
         escape(text)
     )
+}
+
+/// Writes `DIR/index.html` (creating DIR) and returns its path; or the path that could not be
+/// written, with why.
+pub fn write_index(
+    dir: &std::path::Path,
+    page: &str,
+) -> Result<std::path::PathBuf, (std::path::PathBuf, std::io::Error)> {
+    std::fs::create_dir_all(dir).map_err(|e| (dir.to_path_buf(), e))?;
+    let path = dir.join("index.html");
+    crate::atomic_file::write(&path, page.as_bytes()).map_err(|e| (path.clone(), e))?;
+    Ok(path)
 }
 
 #[cfg(test)]

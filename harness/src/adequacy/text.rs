@@ -1,6 +1,6 @@
 //! Messages of `conform adequacy` (terminal and HTML).
 
-use crate::adequacy::{AdequacyReport, SetOutcome};
+use super::{AdequacyReport, SetOutcome};
 use std::fmt::Write;
 
 pub const ABOUT: &str = "Measure how sharp the suites are: run every selected case against the \

@@ -18,6 +18,6 @@ pub fn kept(dir: &Path, entries: usize) -> String {
     format!(
         "kept the tensors of {entries} input set(s) in {} (listed in {})",
         dir.display(),
-        dir.join(crate::runner::keep::INDEX_FILE).display()
+        dir.join(super::keep::INDEX_FILE).display()
     )
 }
