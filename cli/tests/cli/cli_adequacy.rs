@@ -4,13 +4,11 @@
 
 use conform_reference::faults::{self, Requirement};
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 // `conform` with no root or required targets inherited from the caller's environment.
 use cli::{conform_clean as conform, repo, text};
 
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
+use crate::copy_dir;
 use copy_dir::copy_dir;
 
 #[test]

@@ -156,8 +156,7 @@ proptest! {
 
 // A few real invocations: the values that parse are refused (or clamped) with a message.
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::repo;
 
 #[test]

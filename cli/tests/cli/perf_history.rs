@@ -3,8 +3,7 @@
 //! an unreachable PostgreSQL server — each exit 2 with the file named, and the file left byte for byte as it
 //! was.
 
-#[path = "support/history_scenario.rs"]
-mod history_scenario;
+use crate::history_scenario;
 use history_scenario::{conform, text, write_night};
 use std::path::Path;
 

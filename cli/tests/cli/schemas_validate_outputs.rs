@@ -6,8 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::repo;
 
 /// `conform ARGS...` on the repository, which must succeed.

@@ -9,8 +9,7 @@ use conform_targets::tensor_file;
 use std::path::Path;
 use std::process::Output;
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::{repo, text};
 
 fn keep_run(dir: &Path) -> Output {

@@ -8,16 +8,13 @@
 //! Paths are redacted to `[ROOT]` and per-case durations to `[MS]`; `[..]` matches within a
 //! line. The small bad suites are in tests/cmd/*.toml.
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::repo;
 
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
+use crate::copy_dir;
 use copy_dir::copy_dir;
 
-#[path = "support/snap.rs"]
-mod snap;
+use crate::snap;
 use snap::conform_snap as conform;
 
 use conform_metadata::exit_code;
@@ -59,7 +56,7 @@ fn scratch_root(dir: &tempfile::TempDir) -> PathBuf {
 fn help_names_every_command_and_the_root_option() {
     conform(&root(), &["--help"])
         .code(exit_code::SUCCESS)
-        .stdout_eq(file!["cmd/help.stdout"])
+        .stdout_eq(file!["../cmd/help.stdout"])
         .stderr_eq(str![""]);
 }
 
@@ -67,7 +64,7 @@ fn help_names_every_command_and_the_root_option() {
 fn run_help_names_every_run_option() {
     conform(&root(), &["run", "--help"])
         .code(exit_code::SUCCESS)
-        .stdout_eq(file!["cmd/run_help.stdout"])
+        .stdout_eq(file!["../cmd/run_help.stdout"])
         .stderr_eq(str![""]);
 }
 
@@ -75,7 +72,7 @@ fn run_help_names_every_run_option() {
 fn list_of_a_suite_names_its_quick_cases_tier_and_recipe() {
     conform(&root(), &["list", "--suite", "w4a16_matmul"])
         .code(exit_code::SUCCESS)
-        .stdout_eq(file!["cmd/list_w4a16_matmul.stdout"])
+        .stdout_eq(file!["../cmd/list_w4a16_matmul.stdout"])
         .stderr_eq(str![""]);
 }
 
@@ -86,7 +83,7 @@ fn explain_of_a_case_shows_its_definition_shapes_checks_and_golden_file() {
         &["explain", "w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp"],
     )
     .code(exit_code::SUCCESS)
-    .stdout_eq(file!["cmd/explain_w4a16_mx_ocp.stdout"])
+    .stdout_eq(file!["../cmd/explain_w4a16_mx_ocp.stdout"])
     .stderr_eq(str![""]);
 }
 
@@ -96,8 +93,8 @@ fn explain_of_a_case_shows_its_definition_shapes_checks_and_golden_file() {
 fn run_of_a_small_quick_suite_on_the_reference_passes_every_case() {
     conform(&root(), &["run", "--suite", "w4a16_matmul"])
         .code(exit_code::SUCCESS)
-        .stdout_eq(file!["cmd/run_w4a16_matmul.stdout"])
-        .stderr_eq(file!["cmd/run_w4a16_matmul.stderr"].unordered());
+        .stdout_eq(file!["../cmd/run_w4a16_matmul.stdout"])
+        .stderr_eq(file!["../cmd/run_w4a16_matmul.stderr"].unordered());
 }
 
 #[test]

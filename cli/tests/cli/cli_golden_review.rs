@@ -3,14 +3,12 @@
 //! exits 2 instead of waiting for an answer; refused under CI and for stale staged data.
 //! (The interactive loop itself is unit-tested on scripted input in `golden::review`.)
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::{conform, repo, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
+use crate::copy_dir;
 use copy_dir::copy_dir;
 
 const A: &str = "paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token";

@@ -5,10 +5,8 @@
 //! says (0, 1 with an output lost after the work, 2, 4 here; 130 / 143 and 141 in the tests
 //! named by `signal_and_pipe_rows_have_their_tests`).
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
+use crate::cli;
+use crate::copy_dir;
 
 use cli::{command, conform, repo, text};
 use conform_harness::exit_code;

@@ -8,8 +8,7 @@
 //! bit-identical on every machine by design (the reference is deterministic, whatever its
 //! thread count or SIMD level), so the numbers are compared as they are.
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::{conform, repo, text};
 
 use conform_metadata::exit_code;
@@ -157,7 +156,7 @@ fn results_json_of_a_run_on_the_reference() {
     text.push('\n');
     assert_data_eq!(
         text,
-        file!["snapshots/results_w4a16_matmul.json": Text].raw()
+        file!["../snapshots/results_w4a16_matmul.json": Text].raw()
     );
 }
 
@@ -168,7 +167,7 @@ fn html_report_of_a_run_on_the_reference() {
     let html = report(dir.path(), &json, &[]);
     assert_data_eq!(
         filtered(dir.path(), &html),
-        file!["snapshots/report_w4a16_matmul.html": Text].raw()
+        file!["../snapshots/report_w4a16_matmul.html": Text].raw()
     );
 }
 
@@ -195,6 +194,6 @@ fn html_report_of_failing_results_with_perf_baseline_and_mc2() {
     let html = report(dir.path(), &fixture("results-failing.json"), &extra);
     assert_data_eq!(
         filtered(dir.path(), &html),
-        file!["snapshots/report_failing_full.html": Text].raw()
+        file!["../snapshots/report_failing_full.html": Text].raw()
     );
 }

@@ -6,8 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 // `conform` with no root or required targets inherited from the caller's environment.
 use cli::{conform_clean as conform, conform_in, repo, text};
 
@@ -33,8 +32,7 @@ fn project_with_ghost_target() -> tempfile::TempDir {
     dir
 }
 
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
+use crate::copy_dir;
 use copy_dir::copy_dir;
 
 #[test]

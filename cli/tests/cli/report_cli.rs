@@ -9,8 +9,7 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 // The commands under test read only the files they are given: no project, no --root.
 use cli::conform_files as conform;
 

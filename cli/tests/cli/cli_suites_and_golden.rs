@@ -5,20 +5,17 @@
 //! Deterministic outputs are compared as snapshots (support/snap.rs: `[ROOT]` for the project
 //! root, `[MS]` for durations; `SNAPSHOTS=overwrite` rewrites them after an intended change).
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::{conform, repo, text};
 
-#[path = "support/snap.rs"]
-mod snap;
+use crate::snap;
 use snap::{conform_snap, conform_snap_with};
 
 use conform_metadata::exit_code;
 use snapbox::{str, IntoData};
 use std::path::PathBuf;
 
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
+use crate::copy_dir;
 use copy_dir::copy_dir;
 
 /// A scratch project whose only suite is `suite` (as suites/paged_kv.toml), golden store empty.

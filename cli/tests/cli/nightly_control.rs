@@ -13,16 +13,14 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
+use crate::copy_dir;
 use copy_dir::copy_dir;
 
 /// About 110 us on the development machine: long enough that load on a shared machine
 /// spreads its samples by a few percent, not by whole scheduler slices.
 const CASE: &str = "w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert";
 
-#[path = "support/cli.rs"]
-mod cli;
+use crate::cli;
 use cli::repo_canonical as repo;
 
 struct Project {
