@@ -500,8 +500,9 @@ fn signal_and_pipe_rows_have_their_tests() {
         ),
     ];
     for (code, file, test) in rows {
+        // Beside this file (the modules of the tests/cli binary).
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests")
+            .join("tests/cli")
             .join(file);
         let source = std::fs::read_to_string(&path).unwrap();
         assert!(source.contains(test), "{file}: no `{test}` for exit {code}");
