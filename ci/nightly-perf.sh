@@ -189,7 +189,7 @@ if [ -z "$CONFORM" ]; then
     CONFORM="$REPO/target/release/conform"
     if command -v cargo >/dev/null 2>&1; then
         say "building conform (cargo build --release), so tonight's code is what is timed"
-        step cargo build --release --quiet --manifest-path "$REPO/Cargo.toml" -p conform-harness \
+        step cargo build --release --quiet --manifest-path "$REPO/Cargo.toml" -p conform-cli \
             --features postgres --bin conform || die "cargo build --release failed; set CONFORM to a conform binary"
     fi
     [ -x "$CONFORM" ] || [ "$DRY_RUN" = 1 ] \

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[path = "support/cli.rs"]
-mod cli;
-use cli::repo_canonical as repo;
+#[path = "support/repo.rs"]
+mod repo;
+use repo::repo_canonical as repo;
 
 fn script() -> PathBuf {
     repo().join("ci/atlas/setup-torch-npu.sh")

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use yaml_rust2::{Yaml, YamlLoader};
 
-#[path = "support/cli.rs"]
-mod cli;
-use cli::repo;
+#[path = "support/repo.rs"]
+mod repo;
+use repo::repo;
 
 fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {

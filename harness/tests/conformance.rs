@@ -18,12 +18,12 @@
 //!   group (`conform_harness::runner::device`).
 //! - `CONFORM_TIER=full` (or `all`) selects the full tier instead.
 
-use conform_harness::cli::paths::Paths;
-use conform_harness::cli::targets;
+use conform_harness::project::Paths;
 use conform_harness::results::Status;
 use conform_harness::runner::device::{self, DeviceLocks};
 use conform_harness::runner::skip_reason;
 use conform_harness::runner::{run_trial, RunOptions};
+use conform_harness::session::{known_targets, open_targets};
 use conform_harness::suite::select::load_all;
 use conform_harness::suite::{Case, Tier};
 use conform_reference::parallel::Threads;
@@ -62,7 +62,7 @@ fn main() -> std::process::ExitCode {
             _ => c.tier == Tier::Quick,
         })
         .collect();
-    let target_names = targets::known(&paths);
+    let target_names = known_targets(&paths);
     // The --exact fast path: only the trial nextest asked for (named with its kind, if any).
     let wanted = |name: &str| {
         !args.exact
@@ -90,7 +90,7 @@ fn main() -> std::process::ExitCode {
             }
             let handle = match opened.get(target) {
                 Some(h) => h.clone(),
-                None => match targets::open(&paths, std::slice::from_ref(target), opts.threads) {
+                None => match open_targets(&paths, std::slice::from_ref(target), opts.threads) {
                     Ok(mut v) => {
                         let h = Arc::new(Mutex::new(v.remove(0)));
                         opened.insert(target.clone(), h.clone());

@@ -15,9 +15,9 @@ use conform_targets::worker::{ConfigError, WorkerConfig};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
-#[path = "support/cli.rs"]
-mod cli;
-use cli::repo;
+#[path = "support/repo.rs"]
+mod repo;
+use repo::repo;
 
 /// Inputs per property: the same in every build (the parsers are cheap).
 const CASES: u32 = 2000;
@@ -172,7 +172,7 @@ proptest! {
     fn the_perf_reader_never_panics_and_names_the_file(
         op in any::<u8>(), at in any::<usize>(), tok in token(), raw in "\\PC{0,200}",
     ) {
-        let fixture = repo().join("harness/tests/fixtures/perf/baseline.json");
+        let fixture = repo().join("cli/tests/fixtures/perf/baseline.json");
         let text = std::fs::read_to_string(&fixture).unwrap();
         let mutated = mutate_lines(&text, op, at, &tok);
         for (path, text) in [(fixture.as_path(), mutated.as_str()), (Path::new("raw.json"), &raw)] {

@@ -1,9 +1,9 @@
 //! The kill matrix as an HTML section (for `conform adequacy --report` and `conform report
 //! --adequacy`).
 
+use super::text as msg;
 use super::AdequacyReport;
-use crate::messages::adequacy as msg;
-use crate::report::html::{badge, escape, num};
+use crate::html::{badge, escape, num};
 use std::fmt::Write;
 
 pub fn section(r: &AdequacyReport) -> String {
@@ -106,5 +106,5 @@ pub fn section(r: &AdequacyReport) -> String {
 
 /// A page holding only the adequacy section.
 pub fn page(r: &AdequacyReport) -> String {
-    crate::report::html::page(msg::PAGE_TITLE, &format!("<main>\n{}</main>\n", section(r)))
+    crate::html::page(msg::PAGE_TITLE, &format!("<main>\n{}</main>\n", section(r)))
 }

@@ -13,7 +13,9 @@
 pub mod html;
 pub mod journal;
 pub mod matrix;
+pub mod outputs;
 pub mod regimes;
+pub mod text;
 
 pub use matrix::{
     AdequacyReport, Cell, FaultSummary, SeedSet, SetOutcome, SuiteScore, UnfinishedCell,

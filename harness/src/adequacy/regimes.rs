@@ -3,7 +3,7 @@
 //! regime (and so holds it on every seed), and which it does not.
 
 use super::AdequacyReport;
-use crate::report::html::{badge, escape};
+use crate::html::{badge, escape};
 use crate::suite::{Case, Tier};
 use conform_metadata::adequacy::{RegimeCoverage, SuiteRegimes};
 use conform_reference::ops::regime;

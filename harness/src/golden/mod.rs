@@ -8,6 +8,7 @@ pub mod format;
 pub mod manifest;
 pub mod review;
 pub mod store;
+pub mod text;
 pub mod verify;
 
 pub use error::GoldenError;

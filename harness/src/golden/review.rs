@@ -19,7 +19,6 @@ use super::manifest::manifest_path;
 use super::manifest::{Manifest, ManifestEntry};
 use super::store::read_checked;
 use super::verify::golden_files;
-use crate::messages;
 use crate::suite::Case;
 use conform_targets::tensor_file;
 use std::collections::BTreeSet;
@@ -442,7 +441,7 @@ impl Review {
             let decision = match all {
                 Some(d) => d,
                 None => {
-                    writeln!(out, "{}", messages::golden_review::case_header(i + 1, n, p))?;
+                    writeln!(out, "{}", super::text::case_header(i + 1, n, p))?;
                     match ask(input, out)? {
                         Answer::One(d) => d,
                         Answer::All(d) => {
@@ -472,7 +471,7 @@ enum Answer {
 
 fn ask(input: &mut impl BufRead, out: &mut impl Write) -> Result<Answer, ReviewError> {
     loop {
-        write!(out, "{}", messages::golden_review::prompt())?;
+        write!(out, "{}", super::text::prompt())?;
         out.flush()?;
         let mut line = String::new();
         if input.read_line(&mut line)? == 0 {
@@ -487,7 +486,7 @@ fn ask(input: &mut impl BufRead, out: &mut impl Write) -> Result<Answer, ReviewE
             "R" => Answer::All(Decision::Reject),
             "q" => Answer::Quit,
             other => {
-                writeln!(out, "{}", messages::golden_review::unknown_answer(other))?;
+                writeln!(out, "{}", super::text::unknown_answer(other))?;
                 continue;
             }
         });

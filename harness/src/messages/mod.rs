@@ -1,8 +1,9 @@
-//! Every user-facing message of the `conform` CLI, in one place (per command in submodules).
+//! The user-facing messages of the `conform` CLI that belong to no one layer (per command in
+//! submodules). The text of a layer's own outcomes lives in that layer, so no arrow runs back
+//! up from here: `golden::text` (verify, bless, accept, review), `adequacy::text` (the kill
+//! matrix), `runner::keep_text` (kept outputs), `runner::memory::over_memory_limit`,
+//! `perf::budget_text` (budgets).
 
-pub mod adequacy;
-pub mod golden_review;
-pub mod keep;
 pub mod mc2;
 pub mod perf;
 pub mod perf_history;
@@ -60,20 +61,6 @@ pub fn not_a_project_root(root: &std::path::Path) -> String {
     format!(
         "{}: not a conform project root (it must hold suites/ and golden/)",
         root.display()
-    )
-}
-
-/// A case refused by resource admission, before anything was allocated.
-pub fn over_memory_limit(e: &crate::runner::memory::MemoryEstimate, limit: u64) -> String {
-    const GIB: f64 = (1u64 << 30) as f64;
-    format!(
-        "not run: needs about {:.3} GiB (inputs {:.3}, outputs {:.3}, oracle and scratch {:.3}), \
-         over the memory limit of {:.3} GiB (--max-memory; default half the available memory)",
-        e.total() / GIB,
-        e.inputs / GIB,
-        e.outputs / GIB,
-        e.oracle_and_scratch / GIB,
-        limit as f64 / GIB
     )
 }
 
@@ -378,83 +365,6 @@ fn byte_ranges(seen: &[bool; 256]) -> String {
         i += 1;
     }
     parts.join(" ")
-}
-
-/// `conform golden verify` lines.
-pub mod golden {
-    use crate::golden::verify::VerifyReport;
-
-    pub fn verify_summary(r: &VerifyReport) -> String {
-        let mut s = String::new();
-        for f in &r.errors {
-            s.push_str(&format!("ERROR  {}: {}\n", f.subject, f.message));
-        }
-        for f in &r.drift {
-            s.push_str(&format!("DRIFT  {}: {}\n", f.subject, f.message));
-        }
-        s.push_str(&format!(
-            "golden verify: {} cases checked, {} drifted, {} store errors",
-            r.checked,
-            r.drift.len(),
-            r.errors.len()
-        ));
-        s
-    }
-
-    pub fn bless_review(r: &crate::golden::bless::BlessReview) -> String {
-        use crate::golden::bless::BlessChange;
-        let mut s = String::new();
-        let mut unchanged = 0;
-        for (id, c) in &r.changes {
-            match c {
-                BlessChange::Unchanged => unchanged += 1,
-                c => {
-                    s.push_str(&change_line(id, c));
-                    s.push('\n');
-                }
-            }
-        }
-        s.push_str(&format!(
-            "{unchanged} unchanged, {} to review\n",
-            r.changed_count()
-        ));
-        if r.written.is_empty() {
-            s.push_str("nothing staged: the golden store is up to date");
-        } else {
-            s.push_str(&format!(
-                "staged {} file(s) as .new next to the golden data; review them, then run `conform golden review` (case by case) or `conform golden accept` (all)",
-                r.written.len()
-            ));
-        }
-        s
-    }
-
-    /// One case of a bless review (and of `golden review`): `new`, `changed` with what
-    /// changed, `removed`; `Unchanged` is a data file staged again for an unchanged entry.
-    pub fn change_line(id: &str, c: &crate::golden::bless::BlessChange) -> String {
-        use crate::golden::bless::BlessChange;
-        match c {
-            BlessChange::New => format!("new        {id}"),
-            BlessChange::Removed => format!("removed    {id}"),
-            BlessChange::Changed(what) => format!("changed    {id}: {}", what.join("; ")),
-            BlessChange::Unchanged => {
-                format!("restaged   {id}: its data file was missing from the store")
-            }
-        }
-    }
-
-    pub fn verify_progress(i: usize, n: usize, id: &str) -> String {
-        format!("[{i}/{n}] {id}")
-    }
-
-    pub fn accept_done(moved: usize, removed: usize) -> String {
-        format!("accepted: {moved} file(s) moved into golden/, {removed} removed")
-    }
-
-    pub fn nothing_to_accept() -> String {
-        "nothing to accept: no staged MANIFEST.toml.new (run `conform golden bless` first)"
-            .to_string()
-    }
 }
 
 /// A failing case after the summary: id, target, message and the replay command.

@@ -4,7 +4,7 @@
 //! - [`perf_file`]: the JSON perf record (raw samples + environment).
 //! - [`stats`], [`welch`], [`mann_whitney`]: the statistics; [`case_rng`]: keyed random
 //!   streams for the gate simulations.
-//! - [`compare`]: the baseline/candidate gate and its verdicts.
+//! - [`compare`]: the baseline/candidate gate and its verdicts; [`metric`]: wall or CPU time.
 //! - [`history`]: the perf history store, and the gate against a series' newest segment;
 //!   [`changepoint`]: E-divisive change points of a series.
 //! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be.
@@ -18,6 +18,7 @@ pub mod error;
 pub mod hardware;
 pub mod history;
 pub mod mann_whitney;
+pub mod metric;
 pub mod perf_file;
 pub mod roofline;
 pub mod stats;

@@ -6,7 +6,6 @@ pub mod case_detail;
 pub mod cases;
 pub mod error;
 pub mod history_input;
-pub mod html;
 pub mod load;
 pub mod mc2_input;
 pub mod mc2_section;
@@ -18,6 +17,7 @@ pub mod summary;
 
 pub use error::ReportError;
 
+use crate::html;
 use crate::messages::report as msg;
 use crate::results::RunResults;
 use std::path::{Path, PathBuf};
@@ -134,7 +134,7 @@ fn nav(inputs: &ReportInputs, r: &RunResults) -> String {
         links.push(("mc2", msg::H_MC2));
     }
     if inputs.adequacy.is_some() {
-        links.push(("adequacy", crate::messages::adequacy::H_ADEQUACY));
+        links.push(("adequacy", crate::adequacy::text::H_ADEQUACY));
     }
     if r.cases
         .iter()
@@ -150,16 +150,9 @@ fn nav(inputs: &ReportInputs, r: &RunResults) -> String {
     s
 }
 
-/// Writes `DIR/index.html` (creating DIR) and returns its path.
+/// Writes `DIR/index.html` (creating DIR) and returns its path ([`html::write_index`]).
 pub fn write(dir: &Path, page: &str) -> Result<PathBuf, ReportError> {
-    let write_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ReportError::Write { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(write_err(dir))?;
-    let path = dir.join("index.html");
-    crate::atomic_file::write(&path, page.as_bytes()).map_err(write_err(&path))?;
-    Ok(path)
+    html::write_index(dir, page).map_err(|(path, source)| ReportError::Write { path, source })
 }
 
 #[cfg(test)]

@@ -95,6 +95,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// A case refused by resource admission, before anything was allocated.
+pub fn over_memory_limit(e: &MemoryEstimate, limit: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    format!(
+        "not run: needs about {:.3} GiB (inputs {:.3}, outputs {:.3}, oracle and scratch {:.3}), \
+         over the memory limit of {:.3} GiB (--max-memory; default half the available memory)",
+        e.total() / GIB,
+        e.inputs / GIB,
+        e.outputs / GIB,
+        e.oracle_and_scratch / GIB,
+        limit as f64 / GIB
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

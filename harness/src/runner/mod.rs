@@ -7,6 +7,7 @@ pub mod expected;
 pub mod journal;
 pub mod junit;
 pub mod keep;
+pub mod keep_text;
 pub mod memory;
 pub mod options;
 pub mod trial;

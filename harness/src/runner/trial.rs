@@ -45,12 +45,12 @@ pub fn run_trial(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOpti
         for s in &kept {
             if let Some(e) = &s.error {
                 r.notes
-                    .push(crate::messages::keep::set_not_written(s.set, &s.path, e));
+                    .push(super::keep_text::set_not_written(s.set, &s.path, e));
             }
         }
         let unfinished = crate::interrupt::received().is_some();
         if let Some(e) = keep.record(&r, kept, unfinished) {
-            r.notes.push(crate::messages::keep::index_not_written(&e));
+            r.notes.push(super::keep_text::index_not_written(&e));
         }
     }
     r.duration_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -123,7 +123,7 @@ fn admit(
     };
     let need = super::memory::estimate(&desc, policies.values().any(|p| p.needs().oracle));
     if need.total() > opts.max_memory as f64 {
-        let message = crate::messages::over_memory_limit(&need, opts.max_memory);
+        let message = super::memory::over_memory_limit(&need, opts.max_memory);
         return Done(result(case, name, seed, Status::Error, message));
     }
     // Which recipe the target is asked to emulate.

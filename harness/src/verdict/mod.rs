@@ -15,6 +15,7 @@ mod judge;
 mod kernel;
 pub mod lane;
 mod metrics;
+mod pass;
 pub mod policies;
 mod policy;
 mod worst;

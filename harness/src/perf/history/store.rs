@@ -180,6 +180,22 @@ impl History {
         }
     }
 
+    /// [`History::open_or_create`], creating the directory of a SQLite file first when it is
+    /// missing.
+    pub fn open_or_create_with_dir(location: &str) -> Result<History, HistoryError> {
+        if !is_postgres_url(location)
+            && let Some(dir) = std::path::Path::new(location).parent()
+            && !dir.as_os_str().is_empty()
+            && !dir.exists()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| HistoryError::Damaged {
+                location: location.to_string(),
+                what: format!("creating its directory {}: {e}", dir.display()),
+            })?;
+        }
+        Self::open_or_create(location)
+    }
+
     /// Opens a history for ingesting, creating the file (and the tables, in a file or an empty
     /// PostgreSQL schema) when absent and upgrading an older schema.
     pub fn open_or_create(location: &str) -> Result<History, HistoryError> {

@@ -74,7 +74,7 @@ pub fn svg(title: &str, h: &Heatmap) -> Result<String, ReportError> {
             .disable_mesh()
             .disable_x_axis()
             .y_labels(6)
-            .y_label_formatter(&|y| crate::report::html::num(*y))
+            .y_label_formatter(&|y| crate::html::num(*y))
             .label_style((FONT, 11))
             .draw()?;
         let steps = 64;

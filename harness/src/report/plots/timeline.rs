@@ -33,7 +33,7 @@ pub fn svg(t: &Mc2Timeline) -> Result<String, ReportError> {
             .bold_line_style(BLACK.mix(0.08))
             .disable_y_mesh()
             .disable_y_axis()
-            .x_label_formatter(&|x| crate::report::html::num(*x))
+            .x_label_formatter(&|x| crate::html::num(*x))
             .label_style((FONT, 11))
             .draw()?;
         // Lane 1 (top): compute; lane 0: communication.
@@ -80,7 +80,7 @@ pub fn svg(t: &Mc2Timeline) -> Result<String, ReportError> {
                     vec![(x, 0.0), (x, 2.0)],
                     color.stroke_width(2),
                 )))?
-                .label(format!("{name}: {} us", crate::report::html::num(x)))
+                .label(format!("{name}: {} us", crate::html::num(x)))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
         }
         chart

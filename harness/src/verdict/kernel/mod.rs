@@ -23,7 +23,7 @@
 use super::heatmap::HeatAccumulator;
 use super::histogram::{rel_bucket, ulp_bucket, REL_BUCKETS, ULP_BUCKETS};
 use super::lane::{ulp_distance, Lane};
-use super::metrics::{sat, ElementRule, PassConfig, PassStats, CANN_EPS, FLASHINFER_EPS};
+use super::pass::{sat, ElementRule, PassConfig, PassStats, CANN_EPS, FLASHINFER_EPS};
 use super::worst::{Candidate, Severity, WorstList};
 
 /// Elements per block of the vectorised path.

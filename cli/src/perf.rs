@@ -1,0 +1,188 @@
+//! `conform perf ...`: the baseline comparison gate.
+//!
+//! Exit codes (`conform_harness::exit_code`): success, no regression; failure, at least one REGRESSION;
+//! usage, bad input (the message names the file and field); nothing judged, no case on both
+//! sides of a comparison or no timed case to record.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use conform_harness::messages::perf as messages;
+use conform_harness::perf::{self, PerfError, PerfFileIo};
+use conform_harness::session;
+
+use super::error::CliError;
+use conform_harness::exit_code;
+
+#[derive(Debug, Subcommand)]
+pub enum PerfCommand {
+    /// Compare a candidate perf file against a baseline; exit 1 on any regression.
+    Compare(CompareArgs),
+    /// Run the selected cases with timing and write their raw samples as a perf file.
+    Record(Box<RecordArgs>),
+    /// Serve this build's reference over the worker protocol on stdin/stdout (the nightly
+    /// gate's control: a kept conform binary timed as a worker beside tonight's build).
+    ServeReference(ServeArgs),
+    /// The perf history store: ingest perf files, list and show series with their change
+    /// points, export CSV, and gate a run against its series' newest segment.
+    #[command(subcommand)]
+    History(crate::perf_history::HistoryCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Where to write the perf file (JSON, schema in docs/perf.md).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub run: crate::run::RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Threads for the reference's computations (default: all available, as `conform run`).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline perf file (JSON).
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// Candidate perf file (JSON).
+    #[arg(long)]
+    pub candidate: PathBuf,
+    /// What to compare: `wall` (the samples, as timed) or `cpu` (the process CPU time of each
+    /// sample, `cpu_us`, recorded for the reference and CPU workers; other load on the machine
+    /// hardly moves it). docs/perf.md, "Wall or CPU time".
+    #[arg(long, value_enum, default_value_t = Metric::Wall)]
+    pub metric: Metric,
+    #[command(flatten)]
+    pub gate: super::gate_output::GateOutputArgs,
+}
+
+/// The figure a comparison judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    /// Wall time of each timed iteration (`samples_us`).
+    Wall,
+    /// Process CPU time of each timed iteration (`cpu_us`).
+    Cpu,
+}
+
+/// Runs a perf command; `paths` finds the project, which only `record` needs. Returns the
+/// code the command's work earned, or why it could not run or deliver it.
+pub fn run(
+    paths: &dyn Fn() -> Result<conform_harness::project::Paths, CliError>,
+    cmd: &PerfCommand,
+) -> Result<i32, CliError> {
+    match cmd {
+        PerfCommand::Record(args) => record(&paths()?, args),
+        PerfCommand::History(c) => crate::perf_history::run(c),
+        PerfCommand::ServeReference(a) => serve_reference(a),
+        PerfCommand::Compare(args) => compare_command(args),
+    }
+}
+
+/// `conform perf compare`: the table, then the verdict; the comparison's `--json` written last
+/// (lost after the comparison was made: exit 1, see [`CliError::OutputAfterWork`]).
+fn compare_command(args: &CompareArgs) -> Result<i32, CliError> {
+    let cfg = args.gate.check()?;
+    let cmp = run_compare(args, &cfg)?;
+    let table = messages::comparison_table(&cmp);
+    let code = if cmp.judged() == 0 {
+        exit_code::NOTHING_JUDGED
+    } else if cmp.has_regression() {
+        exit_code::FAILURE
+    } else {
+        exit_code::SUCCESS
+    };
+    let written = args.gate.write_json(&cmp);
+    conform_harness::out!("{table}");
+    match written {
+        Ok(Some(line)) => conform_harness::outln!("{line}"),
+        Ok(None) => {}
+        Err(e) => return Err(CliError::after_work(e, code)),
+    }
+    if code == exit_code::NOTHING_JUDGED {
+        conform_harness::outln!("{}", messages::nothing_compared());
+    }
+    Ok(code)
+}
+
+/// `conform perf serve-reference`: this build's reference as a worker (its timings slowed as
+/// `CONFORM_REFERENCE_SLOWDOWN` says, like the in-process reference's; the nightly script's
+/// kept build clears the variable in its target.toml, since it stands for another build).
+fn serve_reference(args: &ServeArgs) -> Result<i32, CliError> {
+    let threads = args.threads.map(conform_reference::parallel::Threads);
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    match session::serve_reference(threads, &mut stdin.lock(), &mut stdout.lock()) {
+        Ok(()) => Ok(exit_code::SUCCESS),
+        Err(e) => Err(CliError::Usage(format!("serve-reference: {e}"))),
+    }
+}
+
+/// The comparison of the two files `args` names under the gate `cfg` (checked, with its
+/// `--json` path, by [`super::gate_output::GateOutputArgs::check`]).
+pub fn run_compare(
+    args: &CompareArgs,
+    cfg: &conform_harness::perf::GateConfig,
+) -> Result<conform_harness::perf::Comparison, PerfError> {
+    let metric = match args.metric {
+        Metric::Wall => perf::metric::Metric::Wall,
+        Metric::Cpu => perf::metric::Metric::Cpu,
+    };
+    perf::metric::compare_files(&args.baseline, &args.candidate, metric, cfg)
+}
+
+/// `conform perf record`: `conform run --perf` on the selection, then the samples of every
+/// timed case as a perf file. Exits like `conform run` (1 if a case failed or broke a budget).
+fn record(paths: &conform_harness::project::Paths, args: &RecordArgs) -> Result<i32, CliError> {
+    let mut run_args = args.run.clone();
+    run_args.perf = true;
+    if run_args.json.is_none() {
+        run_args.journal_beside = Some(args.out.clone());
+    }
+    crate::run::check_output_paths(&run_args, &[&args.out]).map_err(CliError::OutputPath)?;
+    let (results, code) = crate::run::execute(paths, &run_args)?;
+    // The results files are written first; one that cannot be is the command's error, after
+    // the perf file was still written (one lost file must not cost the other).
+    let lost = crate::run::write_outputs_or_fail(&results, &run_args, code).err();
+    // The cases ran: a perf file that cannot be made or written now is an output lost after
+    // the work (exit 1), not a usage error.
+    let written = session::perf_file(paths, &run_args.request(), &results).and_then(|file| {
+        file.write(&args.out)?;
+        Ok(file)
+    });
+    let file = match written {
+        Ok(file) => file,
+        Err(e) => {
+            if let Some(lost) = &lost {
+                super::error::print(lost);
+            }
+            return Err(CliError::after_work(e, code));
+        }
+    };
+    if run_args.journal_beside.is_some()
+        && let Some(j) = conform_harness::runner::journal::path_for_output(&args.out)
+    {
+        let _ = std::fs::remove_file(j);
+    }
+    conform_harness::outln!(
+        "{}",
+        conform_harness::messages::wrote("perf record", &args.out)
+    );
+    if let Some(lost) = lost {
+        return Err(lost);
+    }
+    // An interrupt (130/143) or a failure outranks "nothing recorded": the exit code says why
+    // the file is short.
+    if file.cases.is_empty() && matches!(code, exit_code::SUCCESS | exit_code::NOTHING_JUDGED) {
+        conform_harness::outln!("{}", messages::nothing_recorded());
+        return Ok(exit_code::NOTHING_JUDGED);
+    }
+    Ok(code)
+}

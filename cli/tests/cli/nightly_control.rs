@@ -1,0 +1,147 @@
+//! The nightly gate's same-night control, run for real (not `--dry-run`) on the in-process
+//! reference target, which needs nothing installed: `ci/nightly-perf.sh` over three nights on
+//! one commit of a scratch git project.
+//!
+//! - night 1: no earlier build is kept: "first night for the same-night control", exit 0, and
+//!   the build is kept (a copy of the conform binary and the worker directory serving it);
+//! - night 2: the reference slowed 50% (`CONFORM_REFERENCE_SLOWDOWN`, which adds time after
+//!   each timed run and changes no output): tonight's build is timed against the kept one in
+//!   the same window and the night exits 1 with REGRESSION naming the case; the history gate,
+//!   which sees the same commit as its reference, calls its own move environment drift;
+//! - night 3: back to normal, exit 0 (the failed night's build never became the control).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::copy_dir;
+use copy_dir::copy_dir;
+
+/// About 110 us on the development machine: long enough that load on a shared machine
+/// spreads its samples by a few percent, not by whole scheduler slices.
+const CASE: &str = "w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert";
+
+use crate::cli;
+use cli::repo_canonical as repo;
+
+struct Project {
+    repo: PathBuf,
+    dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new() -> Project {
+        let repo = repo();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        for sub in ["suites", "golden", "ci/hardware"] {
+            copy_dir(&repo.join(sub), &root.join(sub));
+        }
+        std::fs::create_dir_all(root.join("targets")).unwrap();
+        let p = Project { repo, dir, root };
+        p.git(&["init", "-q"]);
+        p.git(&[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "one commit for every night",
+        ]);
+        p
+    }
+
+    fn git(&self, args: &[&str]) {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(&self.root)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "nightly")
+            .env("GIT_AUTHOR_EMAIL", "nightly@example.invalid")
+            .env("GIT_COMMITTER_NAME", "nightly")
+            .env("GIT_COMMITTER_EMAIL", "nightly@example.invalid")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    }
+
+    /// Night `n` with the reference slowed by `slowdown`; the exit code and the output.
+    fn night(&self, n: u32, slowdown: &str) -> (Option<i32>, String) {
+        let o = Command::new("bash")
+            .arg(self.repo.join("ci/nightly-perf.sh"))
+            .args(["--target", "reference", "--hardware", "this-cpu"])
+            .args(["--tier", "quick", "--suite", "w4a16_matmul", "--filter"])
+            .arg(format!("^{}$", regex_escape(CASE)))
+            .arg("--history")
+            .arg(self.dir.path().join("history"))
+            .arg("--out")
+            .arg(self.dir.path().join(format!("night{n}")))
+            .env("CONFORM", env!("CARGO_BIN_EXE_conform"))
+            .env("CONFORM_ROOT", &self.root)
+            .env("CONFORM_REFERENCE_SLOWDOWN", slowdown)
+            .env_remove("CI")
+            .output()
+            .unwrap();
+        // Nights are told apart by their UTC stamp (one second resolution).
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        (
+            o.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    }
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                vec!['\\', c]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one() {
+    let p = Project::new();
+    let kept = p
+        .dir
+        .path()
+        .join("history/control/last-good/reference-last-good");
+
+    let (code, text) = p.night(1, "");
+    assert_eq!(code, Some(0), "night 1: {text}");
+    assert!(
+        text.contains("first night for the same-night control"),
+        "{text}"
+    );
+    assert!(kept.join("conform").is_file() && kept.join("target.toml").is_file());
+
+    let (code, text) = p.night(2, "0.50");
+    assert_eq!(code, Some(1), "night 2, 50% slower: {text}");
+    assert!(
+        text.contains("same-night control: tonight's build against the last good build"),
+        "{text}"
+    );
+    assert!(
+        text.contains("REGRESSION against the last good build"),
+        "{text}"
+    );
+    // The A/B table names the case with its verdict.
+    assert!(
+        text.lines()
+            .any(|l| l.contains(CASE) && l.contains("REGRESSION")),
+        "no REGRESSION line names {CASE}: {text}"
+    );
+    // The history saw the same commit: drift, never "a regression between X and X".
+    assert!(text.contains("environment drift"), "{text}");
+    assert!(!text.contains("REGRESSION against the history"), "{text}");
+
+    let (code, text) = p.night(3, "");
+    assert_eq!(code, Some(0), "night 3, back to normal: {text}");
+}

@@ -1,0 +1,16 @@
+//! The repository root, for the library's tests that read the project's files (suites, CI
+//! scripts, fixtures). The tests that run the `conform` binary live in the CLI crate
+//! (cli/tests/support/cli.rs).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The repository root as an absolute path without symbolic links or `..`.
+pub fn repo_canonical() -> PathBuf {
+    repo().canonicalize().expect("the repository root")
+}
