@@ -15,23 +15,9 @@
 
 use crate::attention::Recipe;
 use crate::dequant::Fp4DequantRecipe;
-use crate::formats::{DType, Rounding, RoundingMode};
+use crate::formats::DType;
 
-/// One knob: its ledger id and the value the preset gives it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Knob {
-    pub id: String,
-    pub value: String,
-}
-
-impl Knob {
-    pub fn new(id: impl Into<String>, value: impl Into<String>) -> Knob {
-        Knob {
-            id: id.into(),
-            value: value.into(),
-        }
-    }
-}
+pub use crate::knob::{rounding_name, Knob};
 
 /// The attention presets that model a CANN kernel (ops-transformer prompt / incre flash
 /// attention, reached through FIA).
@@ -123,26 +109,6 @@ pub const DYNAMIC_QUANT_CLAIMS: [(&str, &str); 5] = [
         "NaN and Inf inputs have no documented result; no case holds one",
     ),
 ];
-
-/// A rounding as the ledger names it.
-pub fn rounding_name(r: &Rounding) -> String {
-    let mode = match r.mode {
-        RoundingMode::NearestTiesToEven => "RNE (CAST_RINT)",
-        RoundingMode::NearestTiesAway => "RNA (CAST_ROUND)",
-        RoundingMode::TowardZero => "toward zero (CAST_TRUNC)",
-        RoundingMode::TowardPositive => "toward +inf (CAST_CEIL)",
-        RoundingMode::TowardNegative => "toward -inf (CAST_FLOOR)",
-        RoundingMode::ToOdd => "to odd",
-    };
-    if *r == Rounding::ieee(r.mode) {
-        mode.to_string()
-    } else {
-        format!(
-            "{mode}, {:?} / {:?} / {:?}",
-            r.subnormals, r.nan, r.overflow
-        )
-    }
-}
 
 /// The knobs a case of `op` judged against `recipe` (with element type `dtype`) rests on, when
 /// that recipe models a CANN kernel; `None` for every other recipe (and for the oracle).

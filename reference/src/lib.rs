@@ -22,6 +22,7 @@ pub mod faults;
 pub mod fidelity;
 pub mod formats;
 pub mod gemm;
+pub mod knob;
 pub mod kv;
 pub mod math;
 pub mod matmul;

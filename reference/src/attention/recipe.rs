@@ -8,8 +8,8 @@
 //! in f16 ([`ORescale::VectorF16`]); the f64 ground truth is [`super::oracle`].
 
 use super::ifa_tiling::{ifa_tiling, IfaShape};
-use crate::fidelity::{rounding_name, Knob};
 use crate::formats::{DType, Rounding};
+use crate::knob::{rounding_name, Knob};
 
 /// Vector cores the [`Recipe::ascend_ifa_bf16`] preset's tiling assumes: an A2 part with 24
 /// AI cores and two vector cores each (CANN's platform configuration for such a part lists

@@ -6,8 +6,8 @@
 
 use super::error::DequantError;
 use super::packing::{PackingLayout, TilePermutation};
-use crate::fidelity::{rounding_name, Knob};
 use crate::formats::{Rounding, SubnormalPolicy};
+use crate::knob::{rounding_name, Knob};
 
 /// The 4-bit element format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

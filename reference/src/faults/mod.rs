@@ -19,8 +19,6 @@ mod paged_kv;
 mod range;
 mod tensors;
 
-use crate::dequant::Fp4DequantRecipe;
-use crate::mc2::Mc2Numerics;
 use crate::ops::{OpError, OpFamily, TensorMap, ORACLE};
 use crate::parallel::Threads;
 
@@ -54,14 +52,9 @@ pub type InputsEdit = fn(&serde_json::Value, &mut TensorMap) -> Result<bool, OpE
 /// A change of the outputs (with the case's parameters and the unedited inputs).
 pub type OutputsEdit = fn(&serde_json::Value, &TensorMap, &mut TensorMap) -> Result<bool, OpError>;
 
-/// A change of a family's recipe; `false` when the recipe already has the faulty value.
-#[derive(Clone, Copy, Debug)]
-pub enum RecipeEdit {
-    Attention(fn(&mut crate::attention::Recipe) -> bool),
-    Fp4(fn(&mut Fp4DequantRecipe) -> bool),
-    Mc2(fn(&mut Mc2Numerics) -> bool),
-    DynamicQuant(fn(&mut crate::ops::dynamic_quant::DqRecipe) -> bool),
-}
+/// A change of a family's recipe: the op family's own type ([`crate::ops::RecipeEdit`]), so an
+/// op applies an edit without knowing the catalogue.
+pub use crate::ops::RecipeEdit;
 
 /// A behaviour of a whole target rather than of one computation: the runner's anti-cheat and
 /// poison checks are what must catch these.

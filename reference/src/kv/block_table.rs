@@ -1,8 +1,7 @@
-//! The block table in the tensor form PagedAttention takes: int32 `[B, max_blocks]`, row `b`
+//! The block table PagedAttention takes (as a tensor: `ops::Tensor::block_table`, int32
+//! `[B, max_blocks]`), row `b`
 //! listing the physical blocks of sequence `b` in logical order, padded with [`PAD_BLOCK`] (or a
 //! caller's pad value) after its `ceil(seq_len / block_size)` used entries.
-
-use crate::ops::Tensor;
 
 /// The default pad value of unused block table entries: `-1`, never a valid block, so a reader
 /// that looks past a sequence's used entries fails loudly in the reference (the readers here
@@ -29,10 +28,5 @@ impl BlockTable {
         }
         self.entries
             .get(b * self.max_blocks..(b + 1) * self.max_blocks)
-    }
-
-    /// The int32 `[batch, max_blocks]` tensor.
-    pub fn to_tensor(&self) -> Tensor {
-        Tensor::from_i32(vec![self.batch, self.max_blocks], &self.entries)
     }
 }

@@ -129,7 +129,7 @@ pub const PLANNER_CLAIMS: [(&str, &str); 5] = [
 impl PlannerConfig {
     /// The constants as ledger knobs `mc2.plan.<field>` (docs/ascend.md). The destructuring
     /// makes a new field a compile error until it is a knob.
-    pub fn knobs(&self) -> Vec<crate::fidelity::Knob> {
+    pub fn knobs(&self) -> Vec<crate::knob::Knob> {
         let PlannerConfig {
             alignment,
             max_tiles,
@@ -139,9 +139,8 @@ impl PlannerConfig {
             c_min_rows,
             short_tile_rule,
         } = self;
-        let k = |field: &str, value: String| {
-            crate::fidelity::Knob::new(format!("mc2.plan.{field}"), value)
-        };
+        let k =
+            |field: &str, value: String| crate::knob::Knob::new(format!("mc2.plan.{field}"), value);
         vec![
             k("alignment", alignment.to_string()),
             k("max_tiles", max_tiles.to_string()),

@@ -113,7 +113,7 @@ impl Mc2Numerics {
     /// The numerics as ledger knobs `mc2.<recipe>.<knob>` (docs/ascend.md); `recipe` is the
     /// MC2 recipe name these numerics were built for. The destructuring makes a new field a
     /// compile error until it is a knob (the dtype is the case's, not a recipe knob).
-    pub fn knobs(&self, recipe: &str) -> Vec<crate::fidelity::Knob> {
+    pub fn knobs(&self, recipe: &str) -> Vec<crate::knob::Knob> {
         let Mc2Numerics {
             dtype: _,
             output_rounding,
@@ -121,9 +121,9 @@ impl Mc2Numerics {
             epilogue,
         } = self;
         let k = |field: &str, value: String| {
-            crate::fidelity::Knob::new(format!("mc2.{recipe}.{field}"), value)
+            crate::knob::Knob::new(format!("mc2.{recipe}.{field}"), value)
         };
-        let rounding = crate::fidelity::rounding_name(output_rounding);
+        let rounding = crate::knob::rounding_name(output_rounding);
         let (per_rank, dtype, order, epilogue_precision) = match accumulation {
             Accumulation::Kernel(order) => (
                 format!("each rank's f32 result rounded to the dtype, {rounding}"),

@@ -36,8 +36,8 @@ use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
     TensorMap, TensorSpec, ORACLE,
 };
-use crate::fidelity::Knob;
 use crate::formats::{bf16, f16, Rounding, RoundingMode};
+use crate::knob::Knob;
 use crate::parallel::{map_tasks, Threads};
 
 /// The op name.
@@ -170,7 +170,7 @@ impl DqRecipe {
             Knob::new(format!("dynq.{preset}.apply"), format!("{apply:?}")),
             Knob::new(
                 format!("dynq.{preset}.rounding"),
-                crate::fidelity::rounding_name(&Rounding::ieee(*rounding)),
+                crate::knob::rounding_name(&Rounding::ieee(*rounding)),
             ),
             Knob::new(
                 format!("dynq.{preset}.saturation"),
@@ -844,11 +844,11 @@ impl OpFamily for DynamicQuant {
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::faults::RecipeEdit,
+        edit: &crate::ops::RecipeEdit,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::faults::RecipeEdit::DynamicQuant(f) = edit else {
+        let crate::ops::RecipeEdit::DynamicQuant(f) = edit else {
             return Ok(None);
         };
         if recipe == ORACLE {

@@ -481,11 +481,11 @@ impl OpFamily for FaPrefill {
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::faults::RecipeEdit,
+        edit: &crate::ops::RecipeEdit,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::faults::RecipeEdit::Attention(f) = edit else {
+        let crate::ops::RecipeEdit::Attention(f) = edit else {
             return Ok(None);
         };
         if recipe == ORACLE {

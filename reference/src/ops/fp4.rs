@@ -573,12 +573,12 @@ impl OpFamily for Fp4Family {
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::faults::RecipeEdit,
+        edit: &crate::ops::RecipeEdit,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
         match edit {
-            crate::faults::RecipeEdit::Fp4(f) if recipe != ORACLE => {
+            crate::ops::RecipeEdit::Fp4(f) if recipe != ORACLE => {
                 self.run_edited(params, recipe, Some(*f), inputs, threads)
             }
             _ => Ok(None),

@@ -260,12 +260,12 @@ impl OpFamily for Mc2MatmulAllReduce {
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::faults::RecipeEdit,
+        edit: &crate::ops::RecipeEdit,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
         match edit {
-            crate::faults::RecipeEdit::Mc2(f) if recipe != ORACLE => {
+            crate::ops::RecipeEdit::Mc2(f) if recipe != ORACLE => {
                 run_edited(params, recipe, Some(*f), inputs, threads)
             }
             _ => Ok(None),

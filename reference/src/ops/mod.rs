@@ -22,10 +22,12 @@ pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod paged_kv;
 pub mod range_regimes;
+pub mod recipe_edit;
 pub mod regime;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
+pub use recipe_edit::RecipeEdit;
 pub use regime::Regime;
 pub use tensor::{ElemType, Tensor, TensorError, TensorMap};
 
@@ -165,14 +167,14 @@ pub trait OpFamily: Sync {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError>;
-    /// Runs the reference with `recipe` changed by `edit` (a fault of [`crate::faults`]).
+    /// Runs the reference with `recipe` changed by `edit` (an edit of the fault catalogue).
     /// `Ok(None)` when the edit does not apply: the family has no recipe of that kind, the
     /// recipe is [`ORACLE`], or the edit leaves the recipe as it was.
     fn run_with_recipe_edit(
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::faults::RecipeEdit,
+        edit: &crate::ops::RecipeEdit,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {

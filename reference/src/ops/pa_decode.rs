@@ -475,12 +475,12 @@ impl OpFamily for PaDecode {
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::faults::RecipeEdit,
+        edit: &crate::ops::RecipeEdit,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
         match edit {
-            crate::faults::RecipeEdit::Attention(f) if recipe != ORACLE => {
+            crate::ops::RecipeEdit::Attention(f) if recipe != ORACLE => {
                 run_edited(params, recipe, Some(*f), inputs, threads)
             }
             _ => Ok(None),

@@ -87,6 +87,11 @@ pub struct Tensor {
 pub type TensorMap = BTreeMap<String, Tensor>;
 
 impl Tensor {
+    /// A batch's block tables as the int32 `[batch, max_blocks]` tensor PagedAttention takes.
+    pub fn block_table(t: &crate::kv::BlockTable) -> Tensor {
+        Tensor::from_i32(vec![t.batch, t.max_blocks], &t.entries)
+    }
+
     /// Builds a tensor, checking the byte length against dtype and shape.
     pub fn new(dtype: ElemType, shape: Vec<usize>, data: Vec<u8>) -> Result<Tensor, TensorError> {
         let n = shape

@@ -1,0 +1,42 @@
+//! A knob of conform's model of a CANN kernel: a recipe field (or a fixed claim) with the
+//! stable dotted id of its row in the fidelity ledger (`docs/ascend.md`), and the way the ledger
+//! names a rounding. The recipes below [`crate::fidelity`] name their knobs with these types;
+//! the ledger side ([`crate::fidelity`]) collects them.
+
+use crate::formats::{Rounding, RoundingMode};
+
+/// One knob: its ledger id and the value the preset gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Knob {
+    pub id: String,
+    pub value: String,
+}
+
+impl Knob {
+    pub fn new(id: impl Into<String>, value: impl Into<String>) -> Knob {
+        Knob {
+            id: id.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// A rounding as the ledger names it.
+pub fn rounding_name(r: &Rounding) -> String {
+    let mode = match r.mode {
+        RoundingMode::NearestTiesToEven => "RNE (CAST_RINT)",
+        RoundingMode::NearestTiesAway => "RNA (CAST_ROUND)",
+        RoundingMode::TowardZero => "toward zero (CAST_TRUNC)",
+        RoundingMode::TowardPositive => "toward +inf (CAST_CEIL)",
+        RoundingMode::TowardNegative => "toward -inf (CAST_FLOOR)",
+        RoundingMode::ToOdd => "to odd",
+    };
+    if *r == Rounding::ieee(r.mode) {
+        mode.to_string()
+    } else {
+        format!(
+            "{mode}, {:?} / {:?} / {:?}",
+            r.subnormals, r.nan, r.overflow
+        )
+    }
+}
