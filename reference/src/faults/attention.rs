@@ -328,9 +328,9 @@ fn query_of_batch_0(params: &serde_json::Value, inputs: &mut TensorMap) -> Resul
     let q = get_mut("attention", inputs, "query")?;
     let d = g.head_dim;
     let width = q.dtype.size_bytes() * d;
+    let g = &g;
     let moves = (1..g.batch).flat_map(|b| {
         let rows = g.q_rows(b).min(g.q_rows(0));
-        let g = &g;
         (0..rows).flat_map(move |i| {
             (0..g.heads).map(move |h| (g.q_offset(b, i, h) / d, g.q_offset(0, i, h) / d))
         })
@@ -338,11 +338,20 @@ fn query_of_batch_0(params: &serde_json::Value, inputs: &mut TensorMap) -> Resul
     Ok(move_rows(q, width, moves))
 }
 
-/// Within one slab of `outer * inner` rows laid out outer-major, the row a kernel reads for
-/// (o, i) when it takes the outer stride from the other axis: `(o * wrong + i) mod (outer *
-/// inner)` instead of `o * inner + i`. The same row exactly when `wrong == inner`.
-fn swapped_stride_row(o: usize, i: usize, inner: usize, wrong: usize, outer: usize) -> usize {
-    (o * wrong + i) % (outer * inner)
+/// The row moves of a kernel that takes the outer stride of `slabs` slabs of `outer * inner`
+/// rows (laid out outer-major) from the outer axis itself: it reads row (o, i) of a slab at
+/// `(o * outer + i) mod (outer * inner)` instead of `o * inner + i`. Every row is its own
+/// source exactly when `outer == inner`.
+fn swapped_stride_moves(
+    slabs: usize,
+    outer: usize,
+    inner: usize,
+) -> impl Iterator<Item = (usize, usize)> {
+    let n = outer * inner;
+    (0..slabs * n).map(move |r| {
+        let (slab, o, i) = (r / n, r % n / inner, r % inner);
+        (r, slab * n + (o * outer + i) % n)
+    })
 }
 
 /// A kernel that reads the query with the strides of the sequence and head axes swapped
@@ -363,24 +372,11 @@ fn query_strides_swapped(
     if s == n {
         return Ok(false);
     }
+    // BSND: tokens outer, heads inner; BNSD: heads outer, tokens inner.
+    let (outer, inner) = if bnsd { (n, s) } else { (s, n) };
     let q = get_mut("attention", inputs, "query")?;
-    let d = g.head_dim;
-    let width = q.dtype.size_bytes() * d;
-    let slab = s * n;
-    let moves = (0..g.batch).flat_map(move |b| {
-        (0..s).flat_map(move |i| {
-            (0..n).map(move |h| {
-                let (o, inner, wrong, outer, idx) = if bnsd {
-                    (h, s, n, n, i)
-                } else {
-                    (i, n, s, s, h)
-                };
-                let from = swapped_stride_row(o, idx, inner, wrong, outer);
-                let to = o * inner + idx;
-                (b * slab + to, b * slab + from)
-            })
-        })
-    });
+    let width = q.dtype.size_bytes() * g.head_dim;
+    let moves = swapped_stride_moves(g.batch, outer, inner);
     Ok(move_rows(q, width, moves))
 }
 
@@ -401,26 +397,14 @@ fn cache_strides_swapped(
     if bs == kvh {
         return Ok(false);
     }
+    // BnBsH: slots outer, heads inner; BnNBsD: heads outer, slots inner.
+    let (outer, inner) = if heads_major { (kvh, bs) } else { (bs, kvh) };
     let mut changed = false;
     for name in ["key_cache", "value_cache"] {
         let t = get_mut("pa_decode", inputs, name)?;
         let width = t.dtype.size_bytes() * d;
-        let slab = bs * kvh;
-        let blocks = t.data.len() / (width * slab).max(1);
-        let moves = (0..blocks).flat_map(move |blk| {
-            (0..bs).flat_map(move |j| {
-                (0..kvh).map(move |h| {
-                    let (o, inner, wrong, outer, idx) = if heads_major {
-                        (h, bs, kvh, kvh, j)
-                    } else {
-                        (j, kvh, bs, bs, h)
-                    };
-                    let from = swapped_stride_row(o, idx, inner, wrong, outer);
-                    (blk * slab + o * inner + idx, blk * slab + from)
-                })
-            })
-        });
-        changed |= move_rows(t, width, moves);
+        let blocks = t.data.len() / (width * bs * kvh).max(1);
+        changed |= move_rows(t, width, swapped_stride_moves(blocks, outer, inner));
     }
     Ok(changed)
 }
