@@ -224,8 +224,8 @@ pub(crate) fn check(
                     ));
                 }
             }
-            // The range and quantisation regimes apply to no attention op (refused above); the runner holds
-            // the repeated call.
+            // The range and quantisation regimes apply to no attention op (refused above);
+            // the runner holds the repeated call.
             Regime::OverflowToInf
             | Regime::SubnormalOutputs
             | Regime::FormatExtremes
