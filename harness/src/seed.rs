@@ -31,11 +31,6 @@ pub fn fresh_seed() -> u64 {
     u64::from_le_bytes(b.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
-/// The seed of the anti-cheat second run of a case (different inputs, same shape).
-pub fn second_run_seed(seed: u64) -> u64 {
-    seed ^ conform_reference::splitmix::GAMMA
-}
-
 /// A closure yielding the stream's 64-bit words, for `ops::GenContext`.
 pub fn words(rng: &mut ChaCha20Rng) -> impl FnMut() -> u64 + '_ {
     move || rng.next_u64()

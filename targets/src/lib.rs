@@ -4,11 +4,9 @@
 //! - [`reference_target`]: the in-process reference.
 //! - [`worker`]: external kernels behind the worker protocol (targets/PROTOCOL.md).
 //! - [`registry`]: discovery of `targets/*/target.toml` plus the reference.
-//! - [`anti_cheat`]: the double run on different input sets.
 //! - [`tensor_file`]: tensors on disk (safetensors), the one exchange format.
 //! - [`poison`]: the pattern output buffers hold before a kernel runs.
 
-pub mod anti_cheat;
 pub mod cpu_time;
 pub mod fault_target;
 pub mod poison;

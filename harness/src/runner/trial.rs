@@ -1,10 +1,10 @@
 //! One trial: one case on one target, over one or more input sets, judged output by output.
 
+use super::anti_cheat::{self, second_run_seed};
 use super::expected::{expectation, Expectation};
 use super::options::RunOptions;
 use crate::golden::diff::describe_change;
 use crate::results::{CaseResult, OutputMetrics, Status};
-use crate::seed::second_run_seed;
 use crate::suite::Case;
 use crate::verdict::{judge, CheckPolicy};
 use conform_reference::ops::{self, OpDescription};
@@ -203,7 +203,7 @@ fn run_trial_inner(
         failures: Vec::new(),
         first_run: None,
     };
-    let sets = conform_targets::anti_cheat::input_sets(name, opts.worker_input_sets);
+    let sets = anti_cheat::input_sets(name, opts.worker_input_sets);
     let mut set_seed = seed;
     for set in 0..sets {
         if set > 0 {
@@ -455,10 +455,9 @@ impl TrialRun<'_> {
     /// the first's (on different inputs) fails.
     fn check_against_first_run(&mut self, request: ExecRequest, exec: Execution) {
         if let Some(first) = &self.first_run {
-            if let Some(msg) = conform_targets::anti_cheat::identical_outputs(
-                (&first.0, &first.1),
-                (&request, &exec),
-            ) {
+            if let Some(msg) =
+                anti_cheat::identical_outputs((&first.0, &first.1), (&request, &exec))
+            {
                 self.failures.push(msg);
             }
         } else {
