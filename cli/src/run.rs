@@ -4,6 +4,7 @@
 
 use super::error::CliError;
 use super::list::SelectArgs;
+use super::progress::ConsoleProgress;
 use clap::Args;
 use conform_harness::messages;
 use conform_harness::project::Paths;
@@ -175,7 +176,7 @@ pub fn write_outputs_or_fail(
 
 /// Runs and prints; returns the results and the code the run earned, or why nothing ran.
 pub fn execute(paths: &Paths, args: &RunArgs) -> Result<(RunResults, i32), CliError> {
-    let outcome = session::execute(paths, &args.request())?;
+    let outcome = session::execute(paths, &args.request(), &mut ConsoleProgress::new())?;
     print_report(&outcome);
     let code = outcome.verdict.exit_code();
     match outcome.verdict {

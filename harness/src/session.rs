@@ -169,8 +169,12 @@ pub fn open_worker(paths: &Paths, worker: &Path) -> Result<(WorkerTarget, PathBu
 
 /// Runs the request's cases on its targets; or why nothing ran. Installs the SIGINT / SIGTERM
 /// handlers (a signal stops the run at the next case: [`RunVerdict::Interrupted`]). Writes no
-/// results file: [`write_outputs`] does.
-pub fn execute(paths: &Paths, req: &RunRequest) -> Result<RunOutcome, RunError> {
+/// results file: [`write_outputs`] does. The run's progress goes to `progress`.
+pub fn execute(
+    paths: &Paths,
+    req: &RunRequest,
+    progress: &mut dyn runner::RunProgress,
+) -> Result<RunOutcome, RunError> {
     let selected = req.query.load_selected(paths)?;
     let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
@@ -228,7 +232,7 @@ pub fn execute(paths: &Paths, req: &RunRequest) -> Result<RunOutcome, RunError> 
     conform_targets::worker::live::clean_stale_scratch(
         &conform_targets::worker::default_scratch_root(),
     );
-    let mut results = runner::run_all(&chosen, &mut targets, &opts);
+    let mut results = runner::run_all(&chosen, &mut targets, &opts, progress);
     if let (Some(against), Some(settings)) = (against.as_mut(), ab_gate)
         && crate::interrupt::received().is_none()
     {

@@ -4,6 +4,7 @@
 
 use conform_harness::project::{CaseQuery, Paths, SelectError};
 use conform_harness::results::Status;
+use conform_harness::runner::Quiet;
 use conform_harness::session::{self, RunError, RunRequest, RunVerdict};
 use std::path::Path;
 
@@ -29,7 +30,7 @@ fn a_quick_suite_runs_on_the_reference_and_every_case_passes() {
         threads: Some(2),
         ..RunRequest::default()
     };
-    let outcome = session::execute(&paths, &req).expect("the run starts");
+    let outcome = session::execute(&paths, &req, &mut Quiet).expect("the run starts");
     assert_eq!(outcome.verdict, RunVerdict::Passed);
     assert_eq!(
         outcome.verdict.exit_code(),
@@ -63,6 +64,7 @@ fn why_nothing_ran_is_a_typed_error() {
                 query: q,
                 ..RunRequest::default()
             },
+            &mut Quiet,
         )
     };
     assert!(matches!(
@@ -78,5 +80,79 @@ fn why_nothing_ran_is_a_typed_error() {
             assert_eq!(names, ["no_such_suite"]);
         }
         other => panic!("expected unknown suites, got {other:?}"),
+    }
+}
+
+/// The reference behind another name (so the runner treats it as a worker: two input sets and
+/// the repeat), answering every request of a case it has seen with its first answer when
+/// `caching`.
+struct Impostor {
+    name: &'static str,
+    inner: conform_targets::ReferenceTarget,
+    caching: bool,
+    seen: std::collections::BTreeMap<String, conform_targets::Execution>,
+}
+
+impl conform_targets::Target for Impostor {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn availability(&mut self) -> conform_targets::Availability {
+        self.inner.availability()
+    }
+    fn capabilities(&mut self) -> conform_targets::Capabilities {
+        self.inner.capabilities()
+    }
+    fn execute(
+        &mut self,
+        request: &conform_targets::ExecRequest,
+    ) -> Result<conform_targets::Execution, conform_targets::TargetError> {
+        if self.caching
+            && let Some(first) = self.seen.get(&request.case_id)
+        {
+            return Ok(first.clone());
+        }
+        let e = self.inner.execute(request)?;
+        self.seen.insert(request.case_id.clone(), e.clone());
+        Ok(e)
+    }
+}
+
+#[test]
+fn a_target_that_answers_from_a_cache_fails_every_case_and_is_named_for_it() {
+    use conform_harness::runner::{anti_cheat, run_all, RunOptions};
+    use conform_reference::parallel::Threads;
+    let paths = paths();
+    let cases = query("paged_kv", None).load_selected(&paths).unwrap();
+    let cases: Vec<_> = cases.iter().collect();
+    let opts = RunOptions {
+        threads: Threads::ONE,
+        ..RunOptions::default()
+    };
+    let run = |name: &'static str, caching: bool| {
+        let mut targets: Vec<Box<dyn conform_targets::Target>> = vec![Box::new(Impostor {
+            name,
+            inner: conform_targets::ReferenceTarget::new(Threads::ONE),
+            caching,
+            seen: Default::default(),
+        })];
+        run_all(&cases, &mut targets, &opts, &mut Quiet).cases
+    };
+    assert_eq!(anti_cheat::input_sets("honest", opts.worker_input_sets), 2);
+    // The same computation answered honestly passes every input set...
+    for c in run("honest", false) {
+        assert_eq!(c.status, Status::Passed, "{}: {}", c.id, c.message);
+    }
+    // ...and answered from the first set's cache fails each case, saying why.
+    let cached = run("cached", true);
+    assert_eq!(cached.len(), cases.len());
+    for c in cached {
+        assert_eq!(c.status, Status::Failed, "{}: {}", c.id, c.message);
+        assert!(
+            c.message.contains("returned a cached result"),
+            "{}: {}",
+            c.id,
+            c.message
+        );
     }
 }

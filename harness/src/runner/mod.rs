@@ -1,6 +1,8 @@
-//! The runner: every selected case on every selected target, with progress and a summary.
+//! The runner: every selected case on every selected target, its progress told to the caller
+//! ([`RunProgress`]).
 
 pub mod ab;
+pub mod anti_cheat;
 mod determinism;
 pub mod device;
 pub mod expected;
@@ -10,16 +12,16 @@ pub mod keep;
 pub mod keep_text;
 pub mod memory;
 pub mod options;
+pub mod progress;
 pub mod trial;
 
 pub use options::RunOptions;
+pub use progress::{Quiet, RunProgress};
 pub use trial::{run_trial, skip_reason, REFERENCE_TARGET};
 
 use crate::results::{CaseResult, RunResults, UnfinishedTrial, RESULTS_SCHEMA_VERSION};
 use crate::suite::Case;
 use conform_targets::target::Target;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 
 /// The seed of each case for this run: `--seed`, a fresh one, or the case's own.
 pub fn seed_for(case: &Case, opts: &RunOptions) -> u64 {
@@ -30,9 +32,14 @@ pub fn seed_for(case: &Case, opts: &RunOptions) -> u64 {
     }
 }
 
-/// Runs `cases` on `targets`. Progress goes to stderr: a bar on a terminal, plain lines
-/// otherwise. Each case gets one seed shared by all targets.
-pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptions) -> RunResults {
+/// Runs `cases` on `targets`, telling `progress` as it goes. Each case gets one seed shared by
+/// all targets.
+pub fn run_all(
+    cases: &[&Case],
+    targets: &mut [Box<dyn Target>],
+    opts: &RunOptions,
+    progress: &mut dyn RunProgress,
+) -> RunResults {
     // With several targets, each case's inputs, recipe outputs and oracle are computed once per
     // input set and shared; the cache holds one case at a time, so memory stays bounded.
     let shared;
@@ -46,14 +53,7 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
         opts
     };
     let total = (cases.len() * targets.len()) as u64;
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = ProgressBar::new(total);
-        b.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {wide_msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    });
+    progress.start(total);
     let mut results: Vec<CaseResult> = Vec::with_capacity(total as usize);
     let mut unfinished: Vec<UnfinishedTrial> = Vec::new();
     let started_at = crate::perf::perf_file::utc_now_rfc3339();
@@ -86,9 +86,7 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
                 });
                 continue;
             }
-            if let Some(b) = &bar {
-                b.set_message(format!("{} [{}]", case.id, target.name()));
-            }
+            progress.trial_started(&case.id, target.name());
             let r = run_trial(case, target.as_mut(), seed, opts);
             if crate::interrupt::received().is_some() {
                 // Cut short by the interrupt (its worker was killed): not a verdict.
@@ -101,29 +99,14 @@ pub fn run_all(cases: &[&Case], targets: &mut [Box<dyn Target>], opts: &RunOptio
             if let Some(j) = &mut journal {
                 j.append(&r);
             }
-            let line =
-                crate::messages::case_line(r.status, &r.id, &r.target, r.duration_ms, &r.message);
-            match &bar {
-                Some(b) => {
-                    if r.status.is_failure() {
-                        b.println(line);
-                    }
-                    b.inc(1);
-                }
-                // Skips are summed up per target and reason after the run
-                // (`messages::skip_summary`), not listed case by case.
-                None if r.status == crate::results::Status::Skipped => {}
-                None => crate::errln!("{line}"),
-            }
+            progress.trial_finished(&r);
             results.push(r);
         }
         if per_case_cache && let Some(cache) = &opts.expectations {
             cache.clear();
         }
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    progress.finish();
     let targets = targets
         .iter_mut()
         .map(|t| {
