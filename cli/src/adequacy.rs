@@ -91,7 +91,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
     let tier = args
         .select
         .tier
-        .unwrap_or(conform_harness::suite::TierChoice::Quick);
+        .map_or(conform_harness::suite::TierChoice::Quick, Into::into);
     let journal = adequacy::outputs::journal_path(args.json.as_deref(), args.report.as_deref())
         .map_err(CliError::OutputPath)?;
     let opts = AdequacyOptions {

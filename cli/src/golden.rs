@@ -115,7 +115,7 @@ fn with_cases(
     // golden commands default to every tier: full-tier digests are part of the store.
     let mut select = select.clone();
     if select.tier.is_none() {
-        select.tier = Some(conform_harness::suite::TierChoice::All);
+        select.tier = Some(super::tier_arg::TierArg::All);
     }
     let sel = select.selection()?;
     let all_ids: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();

@@ -12,9 +12,11 @@ pub mod list;
 pub mod mc2;
 pub mod perf;
 pub mod perf_history;
+pub mod progress;
 pub mod report;
 pub mod run;
 pub mod targets;
+pub mod tier_arg;
 pub mod validate;
 
 use clap::{Parser, Subcommand};

@@ -1,6 +1,7 @@
 //! `conform list`: the cases of the suites (after validating every suite file).
 
 use super::error::CliError;
+use super::tier_arg::TierArg;
 use clap::Args;
 use conform_harness::exit_code;
 use conform_harness::messages;
@@ -20,7 +21,7 @@ pub struct SelectArgs {
     /// Tier to select: quick, full, or all (default: quick for list and run; all for the
     /// golden commands, whose store holds every tier).
     #[arg(long, value_enum)]
-    pub tier: Option<TierChoice>,
+    pub tier: Option<TierArg>,
 }
 
 impl SelectArgs {
@@ -29,7 +30,7 @@ impl SelectArgs {
         CaseQuery {
             suites: self.suites.clone(),
             filter: self.filter.clone(),
-            tier: self.tier,
+            tier: self.tier.map(TierChoice::from),
         }
     }
 

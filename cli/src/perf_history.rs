@@ -54,7 +54,7 @@ pub struct IngestArgs {
     pub files: Vec<PathBuf>,
     /// Record this tier (quick, full, all) instead of the file's.
     #[arg(long, value_enum)]
-    pub tier: Option<conform_harness::suite::TierChoice>,
+    pub tier: Option<super::tier_arg::TierArg>,
     /// Record this input seed (`cases`, `fresh` or a number) instead of the file's.
     #[arg(long)]
     pub seed: Option<String>,
@@ -119,7 +119,11 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
             let mut h = History::open_or_create_with_dir(&a.db.db)?;
             for (p, f) in files {
                 let meta = RunMeta {
-                    tier: a.tier.map(|t| t.name().to_string()),
+                    tier: a.tier.map(|t| {
+                        conform_harness::suite::TierChoice::from(t)
+                            .name()
+                            .to_string()
+                    }),
                     seed: a.seed.clone(),
                     source: p.file_name().map(|n| n.to_string_lossy().into_owned()),
                 };

@@ -36,7 +36,7 @@ pub struct ValidateArgs {
     pub against: Option<String>,
     /// Tier: all (default), quick or full.
     #[arg(long, value_enum, default_value = "all")]
-    pub tier: conform_harness::suite::TierChoice,
+    pub tier: super::tier_arg::TierArg,
 }
 
 pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {

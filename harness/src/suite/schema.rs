@@ -52,7 +52,7 @@ impl Tier {
 }
 
 /// The tiers a command selects (`--tier quick|full|all`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TierChoice {
     Quick,
     Full,
