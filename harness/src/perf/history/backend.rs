@@ -4,6 +4,17 @@
 //! written once with `?N` placeholders (turned into `$N` for PostgreSQL) in the subset both
 //! dialects share (`INSERT ... RETURNING`, `ON CONFLICT ... DO UPDATE`); only the tables'
 //! definitions differ ([`super::schema`]).
+//!
+//! Each database is a cargo feature: `sqlite` (on by default; SQLite compiled in, `bundled`)
+//! and `postgres` (opt-in). A history in a database whose feature was left out is refused with
+//! the feature to build with; the rest of conform works without either.
+
+// Built with neither database, no `Backend` value can exist: its methods' bodies are
+// unreachable and their arguments unused.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables, unreachable_code, dead_code)
+)]
 
 #[cfg(feature = "postgres")]
 use std::collections::HashMap;
@@ -52,6 +63,7 @@ impl Value {
 /// An error of either database.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
+    #[cfg(feature = "sqlite")]
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     #[cfg(feature = "postgres")]
@@ -63,12 +75,18 @@ pub enum BackendError {
          SQLite file works without it"
     )]
     PostgresNotBuilt,
+    #[error(
+        "this conform was built without SQLite support: a perf history file needs the `sqlite` \
+         cargo feature (on by default; `cargo install --path cli` builds it)"
+    )]
+    SqliteNotBuilt,
     #[error("column {column} of `{sql}` has a type the history does not use")]
     UnexpectedType { sql: String, column: usize },
 }
 
 impl BackendError {
     /// Whether SQLite said the file is no database (or a damaged one).
+    #[cfg(feature = "sqlite")]
     pub fn is_not_a_database(&self) -> bool {
         matches!(
             self,
@@ -78,18 +96,29 @@ impl BackendError {
             )
         )
     }
+
+    /// Without SQLite no error comes from a SQLite file.
+    #[cfg(not(feature = "sqlite"))]
+    pub fn is_not_a_database(&self) -> bool {
+        false
+    }
 }
 
 /// An open database.
 pub enum Backend {
+    #[cfg(feature = "sqlite")]
     Sqlite(rusqlite::Connection),
     #[cfg(feature = "postgres")]
     Postgres {
         client: Box<postgres::Client>,
         statements: HashMap<String, postgres::Statement>,
     },
+    /// Built with neither database: no value of this type exists.
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    Neither(std::convert::Infallible),
 }
 
+#[cfg(feature = "sqlite")]
 impl rusqlite::ToSql for Value {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
         use rusqlite::types::{ToSqlOutput, Value as V};
@@ -118,6 +147,26 @@ fn dollar_placeholders(sql: &str) -> String {
 }
 
 impl Backend {
+    /// Opens a SQLite file: read-only (it must exist), or read-write, created when absent.
+    #[cfg(feature = "sqlite")]
+    pub fn open_sqlite(path: &std::path::Path, writable: bool) -> Result<Backend, BackendError> {
+        use rusqlite::OpenFlags;
+        let flags = if writable {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        };
+        let conn =
+            rusqlite::Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        Ok(Backend::Sqlite(conn))
+    }
+
+    /// Without the `sqlite` feature a history file is refused with what to do instead.
+    #[cfg(not(feature = "sqlite"))]
+    pub fn open_sqlite(_path: &std::path::Path, _writable: bool) -> Result<Backend, BackendError> {
+        Err(BackendError::SqliteNotBuilt)
+    }
+
     #[cfg(feature = "postgres")]
     pub fn connect_postgres(url: &str) -> Result<Backend, BackendError> {
         let client = postgres::Client::connect(url, postgres::NoTls)?;
@@ -136,6 +185,7 @@ impl Backend {
     /// The rows of a query, each as its column values.
     pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, BackendError> {
         match self {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
                 let n = stmt.column_count();
@@ -181,12 +231,15 @@ impl Backend {
                     })
                     .collect()
             }
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Backend::Neither(never) => match *never {},
         }
     }
 
     /// Runs a statement.
     pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
         match self {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(conn) => {
                 conn.prepare_cached(sql)?
                     .execute(rusqlite::params_from_iter(params))?;
@@ -194,21 +247,27 @@ impl Backend {
             }
             #[cfg(feature = "postgres")]
             Backend::Postgres { .. } => self.query(sql, params).map(drop),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Backend::Neither(never) => match *never {},
         }
     }
 
     /// Runs several statements without parameters.
     pub fn batch(&mut self, sql: &str) -> Result<(), BackendError> {
         match self {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
             #[cfg(feature = "postgres")]
             Backend::Postgres { client, .. } => Ok(client.batch_execute(sql)?),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Backend::Neither(never) => match *never {},
         }
     }
 
     /// The names of the tables (of the current schema, for PostgreSQL).
     pub fn tables(&mut self) -> Result<Vec<String>, BackendError> {
         let sql = match self {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(_) => {
                 "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
             }
@@ -217,6 +276,8 @@ impl Backend {
                 "SELECT table_name::text FROM information_schema.tables \
                  WHERE table_schema = current_schema() ORDER BY 1"
             }
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Backend::Neither(never) => match *never {},
         };
         Ok(self
             .query(sql, &[])?
@@ -226,7 +287,14 @@ impl Backend {
     }
 
     pub fn is_sqlite(&self) -> bool {
-        matches!(self, Backend::Sqlite(_))
+        #[cfg(feature = "sqlite")]
+        {
+            matches!(self, Backend::Sqlite(_))
+        }
+        #[cfg(not(feature = "sqlite"))]
+        {
+            false
+        }
     }
 }
 
@@ -274,6 +342,20 @@ mod tests {
             dollar_placeholders("SELECT a FROM t WHERE b = ?1 AND c = ?12 AND d = '?'"),
             "SELECT a FROM t WHERE b = $1 AND c = $12 AND d = '?'"
         );
+    }
+}
+
+#[cfg(all(test, not(feature = "sqlite")))]
+mod without_sqlite {
+    use super::*;
+
+    #[test]
+    fn a_history_file_is_refused_with_what_to_do() {
+        let e = Backend::open_sqlite(std::path::Path::new("h.sqlite"), true)
+            .err()
+            .expect("no SQLite built in")
+            .to_string();
+        assert!(e.contains("the `sqlite`"), "{e}");
     }
 }
 

@@ -9,8 +9,6 @@
 
 use std::path::Path;
 
-use rusqlite::OpenFlags;
-
 use super::backend::{Backend, BackendError, Value};
 use super::error::HistoryError;
 use super::schema::{self, Found, SCHEMA_VERSION};
@@ -147,13 +145,9 @@ impl History {
                     location: location.to_string(),
                 });
             }
-            let conn = rusqlite::Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(|e| classify(location, "opening", e.into()))?;
             History {
-                db: Backend::Sqlite(conn),
+                db: Backend::open_sqlite(path, false)
+                    .map_err(|e| classify(location, "opening", e))?,
                 location: location.to_string(),
             }
         };
@@ -203,15 +197,9 @@ impl History {
             Self::connect(location)?
         } else {
             refuse_directory(location)?;
-            let conn = rusqlite::Connection::open_with_flags(
-                location,
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | OpenFlags::SQLITE_OPEN_CREATE
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(|e| classify(location, "opening", e.into()))?;
             History {
-                db: Backend::Sqlite(conn),
+                db: Backend::open_sqlite(Path::new(location), true)
+                    .map_err(|e| classify(location, "opening", e))?,
                 location: location.to_string(),
             }
         };
