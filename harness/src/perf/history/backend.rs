@@ -71,7 +71,7 @@ pub enum BackendError {
     Postgres(#[from] postgres::Error),
     #[error(
         "this conform was built without PostgreSQL support: a `postgres://` history needs the \
-         `postgres` cargo feature (`cargo install --path harness --features postgres`); a \
+         `postgres` cargo feature (`cargo install --path cli --features postgres`); a \
          SQLite file works without it"
     )]
     PostgresNotBuilt,
