@@ -1,6 +1,6 @@
 //! Slice forms of two per-element operations of the softmax, written so the compiler
 //! vectorises them, and equal BIT FOR BIT to the scalar definitions (exhaustively tested over
-//! all 2^32 f32 inputs in `tests/attention_vexp.rs`):
+//! all 2^32 f32 inputs in `tests/reference/attention_vexp.rs`):
 //! - [`exp_f32_slice`] = [`crate::math::exp_f32`] (libm `expf`, the FreeBSD algorithm) on
 //!   every element: the common range runs the same f32 operations in the same order, lane
 //!   by lane; every other input goes through `math::exp_f32` itself;

@@ -1,7 +1,7 @@
 //! MatmulAllReduce over simulated ranks: tiling properties, schedule independence, thread-count
 //! independence, the documented reduction orders, epilogue placement and typed errors.
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::formats::{f16, DType, Rounding};
 use conform_reference::mc2::{

@@ -1,7 +1,7 @@
 //! Every recipe against the oracle within its documented bound, and the structural
 //! properties of the recipe engine (GQA, split-KV, empty rows, causal alignment, threads).
 
-mod attention_common;
+use crate::attention_common;
 
 use attention_common::{bits, ulps, Problem};
 use conform_reference::attention::recipe::{EmptyRow, MaskFill};

@@ -1,7 +1,7 @@
 //! PagedAttention through block tables: equal (bitwise) to fused attention on the gathered
 //! contiguous K/V, blind to unused slots and to tokens beyond actual_seq_lengths_kv.
 
-mod attention_common;
+use crate::attention_common;
 
 use attention_common::{bits, values};
 use conform_reference::attention::{

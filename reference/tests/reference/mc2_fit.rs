@@ -1,7 +1,7 @@
 //! Least-squares fitting of cost models on synthetic data with known coefficients and
 //! deterministic noise.
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::mc2::{
     fit_piecewise, fit_polynomial, fit_single, Mc2Error, PiecewiseCost, Polynomial, SegmentKind,

@@ -2,7 +2,7 @@
 //! every MXFP4 (code, scale) pair, every finite NVFP4 (code, block scale) pair crossed with a
 //! set of global scales for every scale order, and the seed's bit-placement conversion.
 
-mod common;
+use crate::common;
 
 use common::{e2m1_value, e4m3fn_value, round_f64, Half, Rng, BF16, F16};
 use conform_reference::dequant::bit_placement;

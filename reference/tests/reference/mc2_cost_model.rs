@@ -1,7 +1,7 @@
 //! Piecewise cost models: evaluation of the seed's fits, inversion, and validation of
 //! non-monotone or malformed models.
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::mc2::{CostAxis, Mc2Error, PiecewiseCost, Polynomial};
 use mc2_common::{seed_comm, seed_matmul};

@@ -1,7 +1,7 @@
 //! The all-reduce's dtype addition and ring chunking: `add_in_dtype` (f32 sum, one RNE
 //! rounding) equals the exact sum rounded once; ring chunks follow the documented boundaries.
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::formats::{bf16, f16, DType, Rounding};
 use conform_reference::mc2::reduction::{add_in_dtype, ring_chunk_of, ring_chunk_start};

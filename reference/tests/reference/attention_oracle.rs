@@ -1,6 +1,6 @@
 //! The f64 oracle against an independent textbook implementation, and layout handling.
 
-mod attention_common;
+use crate::attention_common;
 
 use attention_common::Problem;
 use conform_reference::attention::{oracle, AttentionConfig, InputLayout};

@@ -1,6 +1,6 @@
 //! The two-stream timeline simulator on the seed's worked example and on hand-checked cases.
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::mc2::{
     plan_split, simulate, simulate_tiles, Inflation, Mc2Error, PlanInputs, PlannerConfig,

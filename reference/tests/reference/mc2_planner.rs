@@ -1,7 +1,7 @@
 //! The seed-000 split planner: the worked-example golden, the documented min-vs-max
 //! discrepancy, bad input, and the tiling invariants (proptest).
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::mc2::{
     plan_split, AxisCost, Bound, CostAxis, Mc2Error, PiecewiseCost, PlanInputs, PlannerConfig,

@@ -5,7 +5,7 @@
 
 use conform_reference::ops::{self, GenContext, TensorMap, ValueDist};
 
-mod common;
+use crate::common;
 
 /// The tests' shared deterministic bit source (xorshift64*), seeded per case.
 fn bits_source(seed: u64) -> impl FnMut() -> u64 {

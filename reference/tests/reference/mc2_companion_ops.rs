@@ -1,7 +1,7 @@
 //! AllGatherMatmul and MatmulReduceScatter: cross-checked against MatmulAllReduce and a
 //! single-rank matmul, with the same numerics parameters.
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::formats::DType;
 use conform_reference::mc2::{

@@ -5,7 +5,7 @@
 //! and the two ops built on them — MC2 MatmulAllReduce and W4A16 — against element-by-element
 //! models written from their documented definitions.
 
-mod mc2_common;
+use crate::mc2_common;
 
 use conform_reference::dot::{dot_f32, dot_f64};
 use conform_reference::formats::DType;

@@ -2,7 +2,7 @@
 //! bulk dequantisers against the element semantics for every layout and thread count, the
 //! presets, and typed errors for bad shapes.
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use conform_reference::dequant::packing::{pack, packed_len, unpack};

@@ -1,7 +1,7 @@
 //! W4A16 matmul: against an f64 oracle within the derived error bound of the documented f32
 //! order, bitwise identical across thread counts, and typed errors for bad shapes.
 
-mod common;
+use crate::common;
 
 use common::{half_value, Rng, BF16};
 use conform_reference::dequant::packing::pack;
