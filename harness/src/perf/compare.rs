@@ -9,7 +9,7 @@
 //! - UNCHANGED otherwise; INCONCLUSIVE when either side has fewer than `min_samples`.
 //!
 //! Cases present on one side only are reported as such. The calibration of the defaults is in
-//! `harness/tests/perf_gate_simulation.rs` and docs/perf.md.
+//! `harness/tests/harness/perf_gate_simulation.rs` and docs/perf.md.
 
 pub use conform_metadata::compare::{
     CaseComparison, Comparison, GateConfig, SampleComparison, SideSummary, Verdict,

@@ -13,8 +13,7 @@
 //! printed with each rate); debug builds run a small sample with loose bounds, as a smoke
 //! test only. The measured rates are recorded in docs/perf.md.
 
-#[path = "support/rate.rs"]
-mod rate;
+use crate::rate;
 use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::{compare_samples, GateConfig, Verdict};
 use rate::Rate;

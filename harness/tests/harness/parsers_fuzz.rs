@@ -15,8 +15,7 @@ use conform_targets::worker::{ConfigError, WorkerConfig};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
-#[path = "support/repo.rs"]
-mod repo;
+use crate::repo;
 use repo::repo;
 
 /// Inputs per property: the same in every build (the parsers are cheap).

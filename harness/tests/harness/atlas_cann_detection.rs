@@ -8,8 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[path = "support/repo.rs"]
-mod repo;
+use crate::repo;
 use repo::repo_canonical as repo;
 
 fn script() -> PathBuf {

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use yaml_rust2::{Yaml, YamlLoader};
 
-#[path = "support/repo.rs"]
-mod repo;
+use crate::repo;
 use repo::repo;
 
 fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {

@@ -25,8 +25,7 @@
 //! Size: `CONFORM_NIGHTLY_SIM_HISTORIES` histories per scenario (default 300 in release, 40 in
 //! debug builds, a smoke test). The figures in docs/perf.md were measured with 1000.
 
-#[path = "support/rate.rs"]
-mod rate;
+use crate::rate;
 use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::changepoint::ChangePointConfig;
 use conform_harness::perf::history::{analyse, judge_night, Night, SeriesKey};
