@@ -1,23 +1,15 @@
 //! The MC2 timeline input: what the planner/simulator writes (`conform mc2 plan --json`).
 //! Keys: `tiles: [{index?, rows, matmul_start_us, matmul_end_us, comm_start_us, comm_end_us}]`,
 //! `serial_us`, and the predicted fused time as `makespan_us` (the simulator's name) or
-//! `predicted_us`. A wrapper object with the timeline under `timeline` is accepted too.
+//! `predicted_us`. A wrapper object with the timeline under `timeline` is accepted too. Each
+//! tile is the simulator's own type ([`TileSpan`]); tiles are numbered by their position.
 
 use super::error::ReportError;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
 
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-pub struct TileSpan {
-    #[serde(default)]
-    pub index: Option<usize>,
-    pub rows: u64,
-    pub matmul_start_us: f64,
-    pub matmul_end_us: f64,
-    pub comm_start_us: f64,
-    pub comm_end_us: f64,
-}
+pub use conform_reference::mc2::TileSpan;
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct Mc2Timeline {
@@ -27,11 +19,10 @@ pub struct Mc2Timeline {
     pub predicted_us: f64,
 }
 
-/// Parses and checks a timeline: finite, ordered spans; tiles numbered by position when the
-/// file gives no `index`.
+/// Parses and checks a timeline: finite, ordered spans.
 pub fn timeline(v: &Value, path: &Path) -> Result<Mc2Timeline, ReportError> {
     let inner = v.get("timeline").unwrap_or(v);
-    let mut t: Mc2Timeline =
+    let t: Mc2Timeline =
         serde_json::from_value(inner.clone()).map_err(|source| ReportError::Parse {
             path: path.to_path_buf(),
             source,
@@ -48,7 +39,7 @@ pub fn timeline(v: &Value, path: &Path) -> Result<Mc2Timeline, ReportError> {
             reason: "no tiles".into(),
         });
     }
-    for (i, s) in t.tiles.iter_mut().enumerate() {
+    for (i, s) in t.tiles.iter().enumerate() {
         let all = [
             s.matmul_start_us,
             s.matmul_end_us,
@@ -61,7 +52,6 @@ pub fn timeline(v: &Value, path: &Path) -> Result<Mc2Timeline, ReportError> {
         if s.matmul_end_us < s.matmul_start_us || s.comm_end_us < s.comm_start_us {
             return Err(bad(i, "a span ends before it starts"));
         }
-        s.index.get_or_insert(i);
     }
     if !(t.serial_us.is_finite() && t.predicted_us.is_finite()) {
         return Err(ReportError::Field {
@@ -83,12 +73,12 @@ mod tests {
     }
 
     #[test]
-    fn accepts_simulator_names_and_numbers_tiles() {
+    fn accepts_simulator_names_and_a_wrapper() {
         let v = json!({"tiles": [span(0.0, 10.0, 10.0, 18.0), span(10.0, 20.0, 20.0, 28.0)],
                        "serial_us": 36.0, "makespan_us": 28.0, "gain_us": 8.0});
         let t = timeline(&v, Path::new("t.json")).unwrap();
         assert_eq!(t.predicted_us, 28.0);
-        assert_eq!(t.tiles[1].index, Some(1));
+        assert_eq!(t.tiles[1].matmul_start_us, 10.0);
         let wrapped = json!({"timeline": v});
         assert_eq!(timeline(&wrapped, Path::new("t.json")).unwrap(), t);
     }

@@ -38,7 +38,7 @@ pub fn section(t: &Mc2Timeline) -> Result<String, ReportError> {
         let _ = writeln!(
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            tile.index.unwrap_or(i),
+            i,
             tile.rows,
             num(tile.matmul_start_us),
             num(tile.matmul_end_us),

@@ -12,6 +12,7 @@
 //! `candidate.median_us`, `reason`, `hardware`.
 
 use super::error::ReportError;
+use conform_metadata::compare::Verdict;
 use serde_json::Value;
 use std::path::Path;
 
@@ -52,8 +53,8 @@ pub struct Comparison {
     pub p_value: Option<f64>,
     pub baseline_median_us: Option<f64>,
     pub candidate_median_us: Option<f64>,
-    /// REGRESSION, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, ONLY_IN_BASELINE, ONLY_IN_CANDIDATE.
-    pub verdict: String,
+    /// The comparison's verdict (the metadata type `conform perf compare --json` writes).
+    pub verdict: Verdict,
     /// Why, in words (from the comparison).
     pub reason: String,
     pub hardware: Option<String>,
@@ -244,7 +245,18 @@ pub fn comparisons(v: &Value, path: &Path) -> Result<Vec<Comparison>, ReportErro
     for (i, c) in list.iter().enumerate() {
         let at = format!("cases[{i}]");
         let verdict = match c.get("verdict").and_then(Value::as_str) {
-            Some(s) => s.to_string(),
+            // Any case, as the report always read it: `regression` is REGRESSION.
+            Some(s) => serde_json::from_value::<Verdict>(Value::String(s.to_ascii_uppercase()))
+                .map_err(|_| {
+                    field_err(
+                        path,
+                        &format!("{at}.verdict"),
+                        &format!(
+                            "`{s}` is no verdict (REGRESSION, IMPROVEMENT, UNCHANGED, \
+                             INCONCLUSIVE, ONLY_IN_BASELINE or ONLY_IN_CANDIDATE)"
+                        ),
+                    )
+                })?,
             None if c.get("samples_us").is_some() => {
                 return Err(ReportError::BaselineIsRecord {
                     path: path.to_path_buf(),
@@ -376,5 +388,24 @@ mod tests {
             comparisons(&rec, Path::new("r.json")),
             Err(ReportError::BaselineIsRecord { .. })
         ));
+    }
+
+    #[test]
+    fn verdicts_are_the_metadata_type_in_any_case_and_other_words_are_refused() {
+        let v = json!({"cases": [
+            {"id": "a", "verdict": "regression"},
+            {"id": "b", "verdict": "ONLY_IN_CANDIDATE"}
+        ]});
+        let c = comparisons(&v, Path::new("c.json")).unwrap();
+        assert_eq!(c[0].verdict, Verdict::Regression);
+        assert_eq!(c[1].verdict, Verdict::OnlyInCandidate);
+        let bad = json!({"cases": [{"id": "a", "verdict": "WORSE"}]});
+        let e = comparisons(&bad, Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cases[0].verdict") && e.contains("`WORSE`"),
+            "{e}"
+        );
     }
 }

@@ -8,6 +8,7 @@ use super::perf_input::{perf_case, Comparison, PerfCase, PerfFile};
 use super::plots::{budget, trend};
 use crate::messages::report as msg;
 use crate::results::RunResults;
+use conform_metadata::compare::Verdict;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
@@ -177,20 +178,20 @@ fn table(cases: &[PerfCase]) -> Result<String, ReportError> {
     Ok(s)
 }
 
-fn verdict_order(v: &str) -> u8 {
-    match v.to_ascii_uppercase().as_str() {
-        "REGRESSION" => 0,
-        "INCONCLUSIVE" => 1,
-        "IMPROVEMENT" => 2,
-        _ => 3,
+fn verdict_order(v: Verdict) -> u8 {
+    match v {
+        Verdict::Regression => 0,
+        Verdict::Inconclusive => 1,
+        Verdict::Improvement => 2,
+        Verdict::Unchanged | Verdict::OnlyInBaseline | Verdict::OnlyInCandidate => 3,
     }
 }
 
 fn comparison_table(b: &[Comparison]) -> String {
     let mut rows: Vec<&Comparison> = b.iter().collect();
     rows.sort_by(|x, y| {
-        (verdict_order(&x.verdict), &x.id, &x.target).cmp(&(
-            verdict_order(&y.verdict),
+        (verdict_order(x.verdict), &x.id, &x.target).cmp(&(
+            verdict_order(y.verdict),
             &y.id,
             &y.target,
         ))
@@ -203,7 +204,7 @@ fn comparison_table(b: &[Comparison]) -> String {
         msg::H_BASELINE
     );
     for c in rows {
-        let class = c.verdict.to_ascii_lowercase();
+        let class = c.verdict.label().to_ascii_lowercase();
         let _ = writeln!(
             s,
             "<tr><td class=\"text\"><code>{}</code></td><td class=\"text\">{}</td><td>{}</td>\
@@ -216,7 +217,7 @@ fn comparison_table(b: &[Comparison]) -> String {
             c.ratio.map_or("-".into(), num),
             c.ci.map_or("-".into(), |(lo, hi)| format!("[{}, {}]", num(lo), num(hi))),
             c.p_value.map_or("-".into(), num),
-            badge(&c.verdict, &class),
+            badge(c.verdict.label(), &class),
             escape(&c.reason)
         );
     }

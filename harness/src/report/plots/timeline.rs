@@ -49,8 +49,7 @@ pub fn svg(t: &Mc2Timeline) -> Result<String, ReportError> {
             ))?;
         }
         let px_per_us = 780.0 / end;
-        for (i, s) in t.tiles.iter().enumerate() {
-            let idx = s.index.unwrap_or(i);
+        for (idx, s) in t.tiles.iter().enumerate() {
             for (lane, x0, x1, colors) in [
                 (1.0, s.matmul_start_us, s.matmul_end_us, COMPUTE),
                 (0.0, s.comm_start_us, s.comm_end_us, COMM),
