@@ -182,8 +182,8 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     let (passed, skips) = check_cases(cases);
     print_skips("quick tier on the stand-in (Ascend910B4, Atlas A2)", &skips);
     // Every path of the worker ran on the simulated Atlas A2: attention (FA, PA with block
-    // tables), MC2 ranks, W4A16, the cache writes, the per-token INT8 quantisation. (The FP4
-    // cast is Ascend950's: below.)
+    // tables), MC2 ranks, W4A16, the cache writes, the per-token INT8 quantisation, the decode
+    // step over an INT8 cache. (The FP4 cast is Ascend950's: below.)
     for suite in [
         "fa_prefill",
         "pa_decode",
@@ -191,6 +191,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
         "w4a16_matmul",
         "paged_kv",
         "dynamic_quant",
+        "pa_decode_int8",
     ] {
         assert!(passed.contains(suite), "no {suite} case passed: {passed:?}");
     }
@@ -436,6 +437,24 @@ fn the_stand_in_catches_the_old_worker_lines() {
             st == "failed" || st == "error",
             "smooth dropped: {id} {st} {msg}"
         );
+    }
+    // FIA over the INT8 cache without the antiquant offsets: the cases with offsets fail (the
+    // write subtracted them, so the dequantised K and V are off by offset * scale).
+    let offsets = "^pa_decode_int8/(bf16/b3-hq8-hkv2-d64-bs32/(channel-offset-new2|token-offset-BnNBsD)|f16/b2-hq4-hkv2-d128-bs64/key-channel-value-token)$";
+    for (id, st, msg) in run_patched(&[], offsets) {
+        assert_eq!(st, "passed", "{id}: {msg}");
+    }
+    let got = run_patched(
+        &[(
+            "worker.py",
+            "    if p.get(\"antiquant_offset\"):\n        kw[\"key_antiquant_offset\"]",
+            "    if False:\n        kw[\"key_antiquant_offset\"]",
+        )],
+        offsets,
+    );
+    assert_eq!(got.len(), 3, "{got:?}");
+    for (id, st, msg) in got {
+        assert_eq!(st, "failed", "offsets dropped: {id} {st} {msg}");
     }
 }
 

@@ -110,6 +110,39 @@ pub const DYNAMIC_QUANT_CLAIMS: [(&str, &str); 5] = [
     ),
 ];
 
+/// Claims about `pa_decode_int8` (the INT8 KV cache write and FIA's antiquant decode) fixed in
+/// the code rather than a recipe field.
+pub const C8_CLAIMS: [(&str, &str); 7] = [
+    (
+        "c8.claim.param_shapes",
+        "per-channel parameters are [1, KV_N, D] in the query dtype; per-token ones [1, B, S] f32 with S at least the table width times block_size",
+    ),
+    (
+        "c8.claim.modes",
+        "key_antiquant_mode and value_antiquant_mode are 0 or 1 and equal, except key 0 with value 1 (INT8 with an f16 query only)",
+    ),
+    (
+        "c8.claim.block_size",
+        "an INT8 paged cache takes a block_size that is a multiple of 32, at most 512",
+    ),
+    (
+        "c8.claim.inverse_scale",
+        "the write multiplies by 1 / scale formed once in the scale's dtype (f32 division, rounded to the dtype per-channel)",
+    ),
+    (
+        "c8.claim.write_precision",
+        "the write rounds x * inv and then (x * inv) - offset to the rows' dtype per-channel (torch 16-bit ops); per-token it runs in f32",
+    ),
+    (
+        "c8.claim.msd",
+        "the A2 decode kernel's int8 matmul pieces (the query split into int8 parts, scale folded into the query) are not modelled: the recipe dequantises K and V in f32 and runs the IFA recipe",
+    ),
+    (
+        "c8.claim.offset_fold",
+        "the kernel adds the key offset as a row sum of query * scale * offset and the value offset after P V; the recipe adds it per element before the scale (the same algebra, other rounding)",
+    ),
+];
+
 /// The knobs a case of `op` judged against `recipe` (with element type `dtype`) rests on, when
 /// that recipe models a CANN kernel; `None` for every other recipe (and for the oracle).
 pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
@@ -132,6 +165,16 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
                         .iter()
                         .map(|(id, v)| Knob::new(*id, *v)),
                 );
+                k
+            })
+        }
+        "pa_decode_int8" if recipe == "ascend_ifa_c8" => {
+            crate::ops::pa_decode_int8::C8Recipe::preset(recipe).map(|r| {
+                let mut k = r.knobs(recipe);
+                k.extend(C8_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
+                if let Some(a) = Recipe::preset(r.attention, dtype) {
+                    k.extend(a.knobs());
+                }
                 k
             })
         }
@@ -169,6 +212,10 @@ pub fn knob_ids() -> Vec<String> {
         ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
     }
     ids.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    if let Some(r) = crate::ops::pa_decode_int8::C8Recipe::preset("ascend_ifa_c8") {
+        ids.extend(r.knobs("ascend_ifa_c8").into_iter().map(|k| k.id));
+    }
+    ids.extend(C8_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(CAST_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(
@@ -236,5 +283,12 @@ mod tests {
         assert!(ascend_knobs("nvfp4_dequant", "vllm_nvfp4", DType::Bf16).is_none());
         assert!(ascend_knobs("mc2_matmul_allreduce", "kernel_ring", DType::F16).is_some());
         assert!(ascend_knobs("mc2_matmul_allreduce", "oracle", DType::F16).is_none());
+        // The C8 case rests on its own knobs and on the IFA attention recipe's.
+        let k = ascend_knobs("pa_decode_int8", "ascend_ifa_c8", DType::Bf16).unwrap();
+        assert!(k.iter().any(|k| k.id == "c8.ascend_ifa_c8.dequant"));
+        assert!(k
+            .iter()
+            .any(|k| k.id == "fa.ascend_ifa_bf16.output_rounding"));
+        assert!(ascend_knobs("pa_decode_int8", "c8_dequant_in_dtype", DType::Bf16).is_none());
     }
 }

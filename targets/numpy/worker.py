@@ -3,7 +3,10 @@ one rounding to the output dtype) and W4A16 matmul (FP4 weights decoded by table
 f32, X @ W through BLAS in f32, one rounding) — an independent implementation with a
 different operation order from the reference, to show tolerance policies accept correct
 kernels. PA cases gather KV through the block table first. dynamic_quant: the documented
-per-token INT8 arithmetic, row-vectorised (judged bit for bit)."""
+per-token INT8 arithmetic, row-vectorised (judged bit for bit). pa_decode_int8:
+vLLM-Ascend's documented 16-bit write of the new K/V rows into the INT8 cache (equal to the
+recipe's bit for bit, judged within one step), dequantisation (y + offset) * scale in f64 and
+the same f32 attention."""
 import sys
 
 import conform_worker as cw
@@ -147,6 +150,90 @@ def dynamic_quant(case):
     return {"y": q, "scale": scale.astype(np.float32)}
 
 
+def _to_dtype(x, dt):
+    """float32 values rounded once (RNE) to the rows' dtype, back as float32."""
+    if dt == "BF16":
+        return cw.bf16_bits_to_f32(cw.f32_to_bf16_bits(x))
+    return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def _c8_write(x, s, o, mode, dt):
+    """vLLM-Ascend's C8 write as torch computes it on the rows' dtype: inv = 1 / s (an f32
+    division, rounded to the dtype per-channel), then x * inv and that minus FIA's offset, each
+    rounded to the dtype (per-token, with f32 parameters, both stay f32); np.rint (ties to
+    even), clip to [-128, 127]."""
+    with np.errstate(divide="ignore"):
+        inv = np.float32(1) / s
+    if mode == 0:
+        inv = _to_dtype(inv, dt)
+        v = _to_dtype(_to_dtype(x * inv, dt) - o, dt)
+    else:
+        v = x * inv - o
+    return np.clip(np.rint(v), -128, 127).astype(np.int8)
+
+
+def pa_decode_int8(case):
+    """Quantise-on-write into an INT8 paged cache, then decode attention over it. The new rows
+    are written with the documented 16-bit arithmetic (`_c8_write`, judged bit for bit), the
+    cache dequantised as (y + offset) * scale in f64 (exact for these parameters), and the
+    attention is the f32 BLAS one above, gathered through the block table."""
+    p = case.params
+    g = ca.Geometry(p)
+    dt = case.input_dtypes["query"]
+    bs = int(p.get("block_size", 128))
+    layout = p.get("cache_layout", "BnBsH")
+    new = int(p.get("new_tokens", 1))
+    kvh, d = g.kv_heads, g.head_dim
+    table = np.asarray(case.inputs["block_table"]).astype(np.int64)
+    seq = table.shape[1] * bs
+    lk = [int(x) for x in p["actual_seq_lengths_kv"]]
+    slots = np.asarray(case.inputs["slot_mapping"]).astype(np.int64)
+    rows = np.arange(len(slots))
+    b_of, pos_of = rows // new, np.array([lk[r // new] - new + r % new for r in rows])
+    out, deq = {}, {}
+    for which in ("key", "value"):
+        mode = int(p.get(which + "_antiquant_mode", 0))
+        sname, oname = which + "_antiquant_scale", which + "_antiquant_offset"
+        scale = cw.to_f32(case.inputs[sname], case.input_dtypes[sname])
+        if p.get("antiquant_offset"):
+            off = cw.to_f32(case.inputs[oname], case.input_dtypes[oname])
+        else:
+            off = np.zeros_like(scale)
+        if mode == 0:  # [1, KV_N, D]: one per channel
+            s_rows, o_rows = scale.reshape(1, kvh, d), off.reshape(1, kvh, d)
+        else:  # [1, B, S]: one per (sequence, position)
+            s_rows = scale.reshape(-1, seq)[b_of, pos_of][:, None, None]
+            o_rows = off.reshape(-1, seq)[b_of, pos_of][:, None, None]
+        x = cw.to_f32(case.inputs[which], case.input_dtypes[which])
+        q = _c8_write(x, s_rows, o_rows, mode, dt)  # [T, KV_N, D]
+        cache = np.array(case.inputs[which + "_cache_in"]).astype(np.int8)
+        blk, sl = slots // bs, slots % bs
+        if layout == "BnBsH":
+            cache[blk, sl] = q.reshape(len(slots), kvh * d)
+        else:
+            cache[blk, :, sl] = q
+        out[which + "_cache_out"] = cache
+        kv = ca.gather_paged(cache.astype(np.float64), table, lk, bs, layout, kvh, d, seq)
+        s64, o64 = scale.astype(np.float64), off.astype(np.float64)
+        if mode == 0:
+            kv = (kv + o64.reshape(1, kvh, 1, d)) * s64.reshape(1, kvh, 1, d)
+        else:
+            kv = (kv + o64.reshape(-1, seq)[:, None, :, None]) * s64.reshape(-1, seq)[:, None, :, None]
+        deq[which] = kv.astype(np.float32)
+    qv = cw.to_f32(ca.to_bnsd(case.inputs["query"], g.layout, g.heads, d), dt)
+    res = np.zeros((g.batch, g.heads, 1, d), dtype=np.float32)
+    for b in range(g.batch):
+        n = lk[b]
+        for h in range(g.heads):
+            kh = h // g.group
+            s = (qv[b, h] @ deq["key"][b, kh, :n].T) * np.float32(g.scale)
+            e = np.exp(s - s.max(axis=1, keepdims=True)).astype(np.float32)
+            res[b, h] = (e @ deq["value"][b, kh, :n]) / e.sum(axis=1, keepdims=True)
+    out[ca.OUTPUTS["out"]] = cw.from_f32(ca.output_from_bnsd(res, g), dt)
+    case.note("numpy pa_decode_int8: 16-bit torch-style write, f64 dequantisation, f32 BLAS attention")
+    return out
+
+
 ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
              "layouts": ["BSND", "BNSD", "BSH", "TND", "BNSD_BSND"],
              "limits": {"sparse_mode": {"one_of": [0, 2, 3, 4]}},
@@ -156,7 +243,8 @@ if __name__ == "__main__":
         name="numpy",
         version="1",
         ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
-             "paged_kv": paged_kv, "dynamic_quant": dynamic_quant},
+             "paged_kv": paged_kv, "dynamic_quant": dynamic_quant,
+             "pa_decode_int8": pa_decode_int8},
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
@@ -166,6 +254,8 @@ if __name__ == "__main__":
             "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": list(KV_LAYOUTS),
                          "recipes": ["reference"]},
             "dynamic_quant": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2", "ops_nn_golden"]},
+            "pa_decode_int8": {"dtypes": ["bf16", "f16"], "layouts": ["BSND", "BNSD", "BSH"],
+                               "recipes": ["numpy_f32_blas"]},
         }},
         libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
         device="CPU (numpy %s, BLAS)" % np.__version__,

@@ -119,6 +119,45 @@ def fia_kwargs(op, params, scale_keyword="scale"):
     return kw, mask_kind
 
 
+C8_FIA_PARAMS = ("dtype", "input_layout", "batch", "num_heads", "num_key_value_heads",
+                 "head_dim", "scale", "actual_seq_lengths_kv", "block_size", "cache_layout")
+
+
+def c8_kwargs(params, scale_keyword="scale"):
+    """FIA keyword arguments (except the tensors) for a pa_decode_int8 case: the PagedAttention
+    decode arguments of fia_kwargs plus key_antiquant_mode / value_antiquant_mode. The page's
+    Q_S = 1 antiquant rules are checked first (ArgError, a skip): modes 0 or 1, equal or key 0
+    with value 1 (INT8 then needs an f16 query), an INT8 cache's block_size a multiple of 32."""
+    p = params
+    km = int(p.get("key_antiquant_mode", 0))
+    vm = int(p.get("value_antiquant_mode", 0))
+    if km not in (0, 1) or vm not in (0, 1):
+        raise ArgError("key/value_antiquant_mode %d/%d: the worker maps 0 (per-channel) and 1 "
+                       "(per-token)" % (km, vm))
+    if km != vm and not (km == 0 and vm == 1):
+        raise ArgError("key_antiquant_mode %d with value_antiquant_mode %d: the modes must "
+                       "match, except key 0 with value 1" % (km, vm))
+    if (km, vm) == (0, 1) and p.get("dtype") != "f16":
+        raise ArgError("key per-channel with value per-token over INT8 needs an f16 query")
+    bs = int(p.get("block_size", 128))
+    if bs % 32:
+        raise ArgError("block_size %d: an INT8 cache needs a multiple of 32" % bs)
+    kw, _ = fia_kwargs("pa_decode", {k: p[k] for k in C8_FIA_PARAMS if k in p}, scale_keyword)
+    kw["key_antiquant_mode"] = km
+    kw["value_antiquant_mode"] = vm
+    return kw
+
+
+def c8_rows(params, num_rows):
+    """(batch, position) of each new row of a pa_decode_int8 case: row r belongs to sequence
+    r // new_tokens, at the last new_tokens positions of its context."""
+    new = int(params.get("new_tokens", 1))
+    lk = [int(x) for x in params["actual_seq_lengths_kv"]]
+    b = np.arange(num_rows) // new
+    pos = np.array([lk[r // new] - new + r % new for r in range(num_rows)], dtype=np.int64)
+    return b, pos
+
+
 def tnd_check(p, heads, kv_heads, d, sparse, explicit):
     """The TND limits of aclnnFusedInferAttentionScoreV4 ("TND, TND_NTD, NTD_TND: combined
     limits on query, key, value", Atlas A2/A3): actual lengths given (<= 4096 each); sparse
@@ -313,7 +352,11 @@ def probe(torch_npu, device_name):
     else:
         why = _device_reason("fia", "npu_fused_infer_attention_score", device_name)
     if why:
-        reasons["fa_prefill"] = reasons["pa_decode"] = why
+        reasons["fa_prefill"] = reasons["pa_decode"] = reasons["pa_decode_int8"] = why
+    elif not (hasattr(torch_npu, "_npu_reshape_and_cache")
+              and hasattr(torch_npu, "npu_scatter_nd_update_")):
+        reasons["pa_decode_int8"] = ("torch_npu %s lacks _npu_reshape_and_cache or "
+                                     "npu_scatter_nd_update_ (the INT8 cache writes)" % version)
     if not (hasattr(torch_npu, "npu_dtype_cast") and hasattr(torch_npu, "float4_e2m1fn_x2")):
         reasons["mxfp4_dequant"] = ("torch_npu %s has no float4_e2m1fn_x2 dtype for npu_dtype_cast"
                                     " (the FP4 cast exists from torch_npu 26.0 / CANN 9.0)"

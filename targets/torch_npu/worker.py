@@ -3,7 +3,8 @@ FP4 -> BF16 through npu_dtype_cast, MC2 MatmulAllReduce through npu_mm_all_reduc
 torchrun with HCCL (this worker coordinates: one process per rank, see mc2_rank.py), MXFP4
 W4A16 through npu_weight_quant_batchmatmul (per-group), paged KV writes through
 _npu_reshape_and_cache / npu_scatter_nd_update_, per-token INT8 quantisation through
-npu_dynamic_quant. Every argument mapping, constraint and device
+npu_dynamic_quant, a decode step over an INT8 (C8) cache (torch-op quantisation, the cache
+writes, FIA with antiquant scales). Every argument mapping, constraint and device
 limit is traced to its source in docs/ascend.md ("The torch_npu worker").
 
 Argument building and layout handling are plain functions in fia_args.py (tested anywhere).
@@ -322,6 +323,85 @@ def dynamic_quant(case):
     return {"y": to_host(y, "I8"), "scale": to_host(scale, "F32")}
 
 
+def pa_decode_int8(case):
+    """One decode step over an INT8 cache, as vLLM-Ascend's C8 path runs it: the new K/V rows
+    quantised on the device with torch ops in their dtype (clamp(round(x * (1 / scale) -
+    offset), -128, 127), FIA's offset being vLLM's negated; per-token parameters are float32,
+    so the arithmetic is float32 there), written with _npu_reshape_and_cache (BnBsH) or
+    npu_scatter_nd_update_ (BnNBsD), then npu_fused_infer_attention_score with the INT8 caches,
+    block_table and key/value_antiquant_scale (and offsets) in the case's modes."""
+    p = case.params
+    try:
+        kw = fa.c8_kwargs(p, _scale_keyword())
+    except fa.ArgError as e:
+        raise cw.Unsupported(str(e))
+    dt = case.input_dtypes["query"]
+    bs = int(p.get("block_size", 128))
+    layout = p.get("cache_layout", "BnBsH")
+    slots = np.asarray(case.inputs["slot_mapping"]).astype(np.int64)
+    rows_b, rows_pos = fa.c8_rows(p, len(slots))
+    params, caches = {}, {}
+    for which in ("key", "value"):
+        mode = kw[which + "_antiquant_mode"]
+        sname, oname = which + "_antiquant_scale", which + "_antiquant_offset"
+        scale = case.inputs[sname]
+        offset = case.inputs.get(oname) if p.get("antiquant_offset") else None
+        params[which] = (to_device(scale, case.input_dtypes[sname]),
+                         None if offset is None else to_device(offset, case.input_dtypes[oname]))
+        # The parameters each new row's elements take: its channel's ([1, N, D]) or its
+        # token's (the (sequence, position) entry of [1, B, S], as [T, 1, 1]).
+        if mode == 0:
+            s_rows, o_rows = params[which]
+        else:
+            pick = lambda a: np.ascontiguousarray(a[0][rows_b, rows_pos].reshape(-1, 1, 1))
+            s_rows = to_device(pick(scale), "F32")
+            o_rows = None if offset is None else to_device(pick(offset), "F32")
+        x = to_device(case.inputs[which], case.input_dtypes[which])
+        v = x * (1.0 / s_rows)
+        if o_rows is not None:
+            v = v - o_rows
+        caches[which] = (torch.clamp(torch.round(v), min=-128, max=127).to(torch.int8),
+                         to_device(case.inputs[which + "_cache_in"], "I8"))
+    (kq, kc), (vq, vc) = caches["key"], caches["value"]
+    kc_in = case.inputs["key_cache_in"]
+    n, d = case.inputs["key"].shape[1], case.inputs["key"].shape[2]
+    if layout == "BnBsH":
+        # [blocks, bs, N*D] is [blocks, bs, N, D] in memory, the cache shape ATB takes.
+        kc4 = kc.reshape(kc_in.shape[0], bs, n, d)
+        vc4 = vc.reshape(kc_in.shape[0], bs, n, d)
+        st = to_device(slots.astype(np.int32), "I32")
+        torch_npu._npu_reshape_and_cache(kq, vq, kc4, vc4, st)
+        kc, vc = kc4.reshape(kc_in.shape), vc4.reshape(kc_in.shape)
+        case.note("new rows quantised by torch ops, written by _npu_reshape_and_cache (INT8)")
+    else:
+        _, idx = fa.cache_write_plan(layout, "int8", slots, n, d, bs, 1)
+        ki = to_device(np.ascontiguousarray(idx[0], dtype=np.int64), "I64")
+        torch_npu.npu_scatter_nd_update_(kc, ki, kq)
+        torch_npu.npu_scatter_nd_update_(vc, ki, vq)
+        case.note("new rows quantised by torch ops, written by npu_scatter_nd_update_ (INT8)")
+    query = case.inputs["query"]
+    if kw["input_layout"] != p.get("input_layout", "BSND"):
+        query = np.ascontiguousarray(query).reshape(query.shape[0], kw["num_heads"], 1, -1)
+        case.note("query passed as BNSD (one row: the same bytes), the layout FIA takes with a "
+                  "BnNBsD cache")
+    q = to_device(query, dt)
+    kw["block_table"] = to_device(case.inputs["block_table"], "I32")
+    kw["key_antiquant_scale"], kw["value_antiquant_scale"] = (params["key"][0],
+                                                              params["value"][0])
+    if p.get("antiquant_offset"):
+        kw["key_antiquant_offset"], kw["value_antiquant_offset"] = (params["key"][1],
+                                                                    params["value"][1])
+
+    def call():
+        return torch_npu.npu_fused_infer_attention_score(q, kc, vc, **kw)
+
+    case.note(MODULE_NOTE)
+    out, _ = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
+    return {"key_cache_out": to_host(kc, "I8").reshape(kc_in.shape),
+            "value_cache_out": to_host(vc, "I8").reshape(kc_in.shape),
+            "attention_out": to_host(out, dt).reshape(case.output_shapes["attention_out"])}
+
+
 if __name__ == "__main__":
     try:
         props = torch.npu.get_device_name(0)
@@ -357,6 +437,10 @@ if __name__ == "__main__":
                      "recipes": ["reference"]},
         # The A2 kernel's own arithmetic: its cases are judged bit for bit.
         "dynamic_quant": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
+        # The write is vLLM-Ascend's torch ops; the attention is FIA's own (its int8 matmul
+        # pieces are not the reference recipe's): judged within one step and by error ratio.
+        "pa_decode_int8": {"dtypes": ["bf16", "f16"], "layouts": ["BSND", "BNSD", "BSH"],
+                           "recipes": ["npu_fia"]},
     }
     # What this build and device cannot run: those cases are skipped with the reason.
     for op, why in fa.probe(torch_npu, props).items():
@@ -366,7 +450,7 @@ if __name__ == "__main__":
         version="2",
         ops={"fa_prefill": attention, "pa_decode": attention, "mxfp4_dequant": fp4_dequant,
              "mc2_matmul_allreduce": mc2, "w4a16_matmul": w4a16, "paged_kv": paged_kv,
-             "dynamic_quant": dynamic_quant},
+             "dynamic_quant": dynamic_quant, "pa_decode_int8": pa_decode_int8},
         capabilities={"ops": caps},
         libraries=libs,
         device=("%s (conform CPU stand-in simulating it: numpy, no NPU)" % props if STANDIN

@@ -544,6 +544,21 @@ mod tests {
     }
 
     #[test]
+    fn allclose_judges_int8_values_but_not_packed_codes() {
+        let p = CheckPolicy::from(Allclose {
+            atol: 1.0,
+            rtol: 0.0,
+            min_matched_ratio: 1.0,
+        });
+        assert!(p.validate_for(ElemType::I8).is_ok());
+        assert!(matches!(
+            p.validate_for(ElemType::U8),
+            Err(PolicyError::UnsupportedDtype { dtype: "U8", .. })
+        ));
+        assert!(p.validate_for(ElemType::I32).is_err());
+    }
+
+    #[test]
     fn only_bitwise_and_ulp_are_exact() {
         assert!(CheckPolicy::from(Bitwise { nan_bits: true }).is_exact());
         assert!(CheckPolicy::from(Ulp { max: 1 }).is_exact());

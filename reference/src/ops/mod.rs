@@ -20,6 +20,7 @@ pub mod mc2_matmul_allreduce;
 pub mod mc2_ties;
 pub mod nvfp4_witness;
 pub mod pa_decode;
+pub mod pa_decode_int8;
 pub mod paged_kv;
 pub mod range_regimes;
 pub mod recipe_edit;
@@ -194,6 +195,7 @@ pub fn registry() -> Vec<&'static dyn OpFamily> {
         &fp4::NVFP4_DEQUANT,
         &fp4::W4A16_MATMUL,
         &dynamic_quant::DynamicQuant,
+        &pa_decode_int8::PaDecodeInt8,
     ]
 }
 

@@ -101,17 +101,17 @@ pub struct PaDecodeParams {
     pub q_tile: Option<usize>,
 }
 
-/// Validated sizes of a case.
-struct Plan {
-    g: Geometry,
-    cache: CacheGeometry,
-    max_blocks: usize,
+/// Validated sizes of a case (also `pa_decode_int8`'s, which reads the same paged cache).
+pub(crate) struct Plan {
+    pub(crate) g: Geometry,
+    pub(crate) cache: CacheGeometry,
+    pub(crate) max_blocks: usize,
     /// Blocks each sequence uses.
-    used: Vec<usize>,
+    pub(crate) used: Vec<usize>,
 }
 
 impl PaDecodeParams {
-    fn plan(&self) -> Result<Plan, OpError> {
+    pub(crate) fn plan(&self) -> Result<Plan, OpError> {
         let bs = self.block_size;
         if bs == 0 {
             return Err(invalid(OP, "block_size", "must be positive"));

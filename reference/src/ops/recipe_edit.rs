@@ -13,4 +13,5 @@ pub enum RecipeEdit {
     Fp4(fn(&mut Fp4DequantRecipe) -> bool),
     Mc2(fn(&mut Mc2Numerics) -> bool),
     DynamicQuant(fn(&mut super::dynamic_quant::DqRecipe) -> bool),
+    C8(fn(&mut super::pa_decode_int8::C8Recipe) -> bool),
 }

@@ -63,6 +63,10 @@ pub enum Regime {
     /// the input dtype's largest finite value, a row of tiny values, and rows whose scale
     /// tells the recipe's scale form from the others ([`super::dynamic_quant`]).
     QuantEdgeRows,
+    /// `pa_decode_int8`: 8 new-row elements per cache whose scaled value is beyond +127 and 8
+    /// beyond -128 (the write's clamp decides them), in a shape with two or more KV heads, a
+    /// sequence over several blocks and a partial last block ([`super::pa_decode_int8`]).
+    KvInt8Edges,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -85,8 +89,10 @@ const TIES: &[&str] = &[
     "pa_decode",
     "mc2_matmul_allreduce",
     "dynamic_quant",
+    "pa_decode_int8",
 ];
 const QUANT_EDGES: &[&str] = &["dynamic_quant"];
+const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -122,11 +128,12 @@ const EVERY_OP: &[&str] = &[
     "paged_kv",
     "mc2_matmul_allreduce",
     "dynamic_quant",
+    "pa_decode_int8",
 ];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 13] = [
+    pub const ALL: [Regime; 14] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -140,6 +147,7 @@ impl Regime {
         Regime::GqaGroups,
         Regime::RepeatedCall,
         Regime::QuantEdgeRows,
+        Regime::KvInt8Edges,
     ];
 
     /// The stable name (`large_logits`).
@@ -158,6 +166,7 @@ impl Regime {
             Regime::GqaGroups => "gqa_groups",
             Regime::RepeatedCall => "repeated_call",
             Regime::QuantEdgeRows => "quant_edge_rows",
+            Regime::KvInt8Edges => "kv_int8_edges",
         }
     }
 
@@ -174,7 +183,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, pa_decode_int8's quantise-on-write"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
@@ -200,6 +209,9 @@ impl Regime {
             Regime::RepeatedCall => {
                 "input set 0 is given to the target twice in every run and the two outputs must have the same bits (the runner's determinism check, for every case)"
             }
+            Regime::KvInt8Edges => {
+                "8 new-row elements per cache scaled beyond +127 and 8 beyond -128 (the write's clamp decides them), two or more KV heads, a sequence over several blocks and a partial last block"
+            }
             Regime::QuantEdgeRows => {
                 "8 all-zero rows (scale 0, never NaN), a row whose largest magnitude is negative, a row holding the input dtype's largest finite value, a row of tiny values (f16: all subnormal), and 8 rows whose scale under the recipe's scale form differs from the other forms'"
             }
@@ -223,6 +235,7 @@ impl Regime {
             Regime::BatchDistinct | Regime::SeqNeHeads | Regime::GqaGroups => ATTENTION,
             Regime::RepeatedCall => EVERY_OP,
             Regime::QuantEdgeRows => QUANT_EDGES,
+            Regime::KvInt8Edges => KV_INT8_EDGES,
         }
     }
 
@@ -282,6 +295,7 @@ mod tests {
         assert_eq!(for_op("w4a16_matmul").len(), 3);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
         assert_eq!(for_op("dynamic_quant").len(), 3);
+        assert_eq!(for_op("pa_decode_int8").len(), 3);
         assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
         assert!(Regime::ALL
             .iter()

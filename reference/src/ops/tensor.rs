@@ -20,7 +20,8 @@ pub enum ElemType {
     U8,
     I32,
     I64,
-    /// Signed 8-bit integers (`dynamic_quant`'s quantised output, torch.int8).
+    /// Signed 8-bit integers (`dynamic_quant`'s quantised output and `pa_decode_int8`'s INT8 KV
+    /// caches, torch.int8).
     I8,
 }
 

@@ -110,7 +110,7 @@ FULL = ("npu_fused_infer_attention_score", "npu_dtype_cast", "float4_e2m1fn_x2",
         "npu_mm_all_reduce_base", "npu_weight_quant_batchmatmul", "_npu_reshape_and_cache",
         "npu_scatter_nd_update_", "npu_dynamic_quant")
 ALL_OPS = {"fa_prefill", "pa_decode", "mxfp4_dequant", "mc2_matmul_allreduce", "w4a16_matmul",
-           "paged_kv", "dynamic_quant"}
+           "paged_kv", "dynamic_quant", "pa_decode_int8"}
 
 
 class ProbeTest(unittest.TestCase):
@@ -128,7 +128,7 @@ class ProbeTest(unittest.TestCase):
     def test_ascend950_runs_the_fp4_cast_and_w4a16_only(self):
         r = fa.probe(_Module("26.0.0", *FULL), "Ascend950PR")
         self.assertEqual(set(r), {"fa_prefill", "pa_decode", "mc2_matmul_allreduce", "paged_kv",
-                                  "dynamic_quant"})
+                                  "dynamic_quant", "pa_decode_int8"})
         self.assertIn("npu_dynamic_quant", r["dynamic_quant"])
 
     def test_first_generation_names_do_not_slip_through_a_prefix(self):
@@ -145,9 +145,12 @@ class ProbeTest(unittest.TestCase):
         m = _Module("2.1.0.post8", "npu_fused_infer_attention_score", "npu_dtype_cast",
                     "npu_mm_all_reduce_base")
         r = fa.probe(m, "Ascend910B4")
-        self.assertEqual(set(r), {"mxfp4_dequant", "w4a16_matmul", "paged_kv", "dynamic_quant"})
+        self.assertEqual(set(r), {"mxfp4_dequant", "w4a16_matmul", "paged_kv", "dynamic_quant",
+                                  "pa_decode_int8"})
         self.assertIn("2.1.0.post8", r["mxfp4_dequant"])
         self.assertIn("has no npu_dynamic_quant", r["dynamic_quant"])
+        # FIA is there but not the INT8 cache writes a C8 decode step needs.
+        self.assertIn("_npu_reshape_and_cache", r["pa_decode_int8"])
         self.assertIn("26.0", r["mxfp4_dequant"])
         r = fa.probe(_Module("1.11.0"), "Ascend910B4")
         self.assertEqual(set(r), ALL_OPS)
@@ -156,6 +159,27 @@ class ProbeTest(unittest.TestCase):
 
 class FiaRulesTest(unittest.TestCase):
     """The documented rules fia_kwargs applies (aclnnFusedInferAttentionScoreV4)."""
+
+    def test_c8_antiquant_rules(self):
+        base = {"dtype": "bf16", "batch": 2, "num_heads": 8, "num_key_value_heads": 2,
+                "head_dim": 64, "block_size": 32, "actual_seq_lengths_kv": [40, 33],
+                "new_tokens": 2, "antiquant_offset": True}
+        kw = fa.c8_kwargs(base)
+        self.assertEqual((kw["key_antiquant_mode"], kw["value_antiquant_mode"]), (0, 0))
+        self.assertEqual(kw["block_size"], 32)
+        self.assertNotIn("new_tokens", kw)
+        for bad, why in (({"block_size": 16}, "multiple of 32"),
+                         ({"key_antiquant_mode": 1}, "must match"),
+                         ({"value_antiquant_mode": 1}, "f16 query"),
+                         ({"key_antiquant_mode": 2, "value_antiquant_mode": 2}, "0 (per-channel)")):
+            with self.assertRaises(fa.ArgError) as e:
+                fa.c8_kwargs(dict(base, **bad))
+            self.assertIn(why, str(e.exception))
+        kw = fa.c8_kwargs(dict(base, dtype="f16", value_antiquant_mode=1))
+        self.assertEqual((kw["key_antiquant_mode"], kw["value_antiquant_mode"]), (0, 1))
+        b, pos = fa.c8_rows(base, 4)
+        self.assertEqual(list(b), [0, 0, 1, 1])
+        self.assertEqual(list(pos), [38, 39, 31, 32])
 
     def test_tnd_limits(self):
         tnd = dict(BASE, input_layout="TND", batch=3, num_heads=4, num_key_value_heads=2,

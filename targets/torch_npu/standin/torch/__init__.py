@@ -117,18 +117,82 @@ class Tensor:
             raise TypeError("Got unsupported ScalarType BFloat16")
         return self._a
 
-    def __mul__(self, other):
+    def _binary(self, other, op, what):
+        """An elementwise op as torch computes it: the result dtype by torch's promotion
+        (two tensors of one 16-bit dtype stay in it; with a float32 tensor it is float32), the
+        value computed in float32 and rounded once (RNE) to the result dtype."""
         if not isinstance(other, Tensor):
-            return Tensor(self._f32() * _np.float32(other), float32, self.device.type)
+            raise RuntimeError("stand-in: %s with a Python scalar is not modelled" % what)
         if other.device.type != self.device.type:
             raise RuntimeError("Expected all tensors to be on the same device, but found at "
                                "least two devices, %s and %s!" % (self.device.type,
                                                                  other.device.type))
-        if self.dtype is not float32 or other.dtype is not float32:
-            raise RuntimeError("stand-in: only float32 products are modelled")
-        return Tensor(self._a * other._a, float32, self.device.type)
+        floats = (float32, float16, bfloat16)
+        if self.dtype not in floats or other.dtype not in floats:
+            raise RuntimeError("stand-in: %s of %s and %s is not modelled"
+                               % (what, self.dtype, other.dtype))
+        if self.dtype is other.dtype:
+            out = self.dtype
+        elif float32 in (self.dtype, other.dtype):
+            out = float32
+        else:
+            raise RuntimeError("stand-in: %s of float16 and bfloat16 is not modelled" % what)
+        r = Tensor(op(self._f32(), other._f32()).astype(_np.float32), float32,
+                   self.device.type)
+        return r.to(out)
+
+    def __mul__(self, other):
+        if not isinstance(other, Tensor):
+            return Tensor(self._f32() * _np.float32(other), float32, self.device.type)
+        if self.dtype is float32 and other.dtype is float32:
+            if other.device.type != self.device.type:
+                raise RuntimeError("Expected all tensors to be on the same device, but found "
+                                   "at least two devices, %s and %s!" % (self.device.type,
+                                                                        other.device.type))
+            return Tensor(self._a * other._a, float32, self.device.type)
+        return self._binary(other, _np.multiply, "multiplication")
 
     __rmul__ = __mul__
+
+    def __sub__(self, other):
+        return self._binary(other, _np.subtract, "subtraction")
+
+    def __add__(self, other):
+        return self._binary(other, _np.add, "addition")
+
+    def __rtruediv__(self, other):
+        """scalar / tensor: a float32 division rounded to the tensor's dtype."""
+        if isinstance(other, Tensor) or self.dtype not in (float32, float16, bfloat16):
+            raise RuntimeError("stand-in: only a Python number divided by a float tensor is "
+                               "modelled")
+        with _np.errstate(divide="ignore"):
+            q = (_np.float32(other) / self._f32()).astype(_np.float32)
+        return Tensor(q, float32, self.device.type).to(self.dtype)
+
+    def __getitem__(self, index):
+        return Tensor(_np.ascontiguousarray(self._a[index]), self.dtype, self.device.type)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return Tensor(self._a.reshape(shape), self.dtype, self.device.type)
+
+
+def round(t):  # noqa: A001  (torch.round)
+    """Round half to even, in the tensor's dtype (exact: integers of a float dtype's range are
+    representable where rounding changes anything)."""
+    if t.dtype not in (float32, float16, bfloat16):
+        raise RuntimeError("stand-in: round of %s" % t.dtype)
+    return Tensor(_np.rint(t._f32()).astype(_np.float32), float32, t.device.type).to(t.dtype)
+
+
+def clamp(t, min=None, max=None):  # noqa: A002
+    if t.dtype not in (float32, float16, bfloat16):
+        raise RuntimeError("stand-in: clamp of %s" % t.dtype)
+    v = t._f32()
+    lo = -_np.inf if min is None else min
+    hi = _np.inf if max is None else max
+    return Tensor(_np.clip(v, lo, hi).astype(_np.float32), float32, t.device.type).to(t.dtype)
 
 
 def from_numpy(a):

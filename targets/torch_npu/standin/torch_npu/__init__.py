@@ -5,7 +5,8 @@ nothing of the project (a test checks its imports), only numpy and the torch sta
 The simulated product is CONFORM_STANDIN_SOC (default Ascend910B4, an Atlas A2 part); each API
 refuses the products its page does not list, with the aclnn error the real call raises.
 
-- npu_fused_infer_attention_score: _fia.py (semantics, rejections, uninitialised rows).
+- npu_fused_infer_attention_score: _fia.py (semantics, rejections, uninitialised rows; INT8
+  paged K/V with key/value antiquant scales and offsets, modes 0 and 1, in decode).
 - npu_mm_all_reduce_base (aclnnMatmulAllReduce / aclnnMatmulAllReduceV2, Atlas A2 only, 1/2/4/8
   cards): output = allreduce(x1 @ x2 + bias + x3) as the pages write it: every rank adds the
   bias and x3 IT IS PASSED to its own product, rounds that to the output dtype, and the ranks'
@@ -73,17 +74,28 @@ def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_
                                     num_heads=1, scale=1.0, pre_tokens=2147483647,
                                     next_tokens=2147483647, input_layout="BSH",
                                     num_key_value_heads=0, sparse_mode=0, inner_precise=0,
-                                    block_size=0, softmax_lse_flag=False, **unsupported):
+                                    block_size=0, softmax_lse_flag=False,
+                                    key_antiquant_scale=None, key_antiquant_offset=None,
+                                    value_antiquant_scale=None, value_antiquant_offset=None,
+                                    key_antiquant_mode=0, value_antiquant_mode=0,
+                                    **unsupported):
     if unsupported or pse_shift is not None:
         raise TypeError("stand-in: arguments not modelled: %s"
                         % ", ".join(sorted(list(unsupported) + (["pse_shift"] if pse_shift
                                                                  is not None else []))))
     for t, n in ((query, "query"), (key, "key"), (value, "value")):
         _dev(t, n)
-    for t, n in ((atten_mask, "atten_mask"), (block_table, "block_table")):
+    for t, n in ((atten_mask, "atten_mask"), (block_table, "block_table"),
+                 (key_antiquant_scale, "key_antiquant_scale"),
+                 (key_antiquant_offset, "key_antiquant_offset"),
+                 (value_antiquant_scale, "value_antiquant_scale"),
+                 (value_antiquant_offset, "value_antiquant_offset")):
         if t is not None:
             _dev(t, n)
-    out, lse, _ = _fia.fia(_soc_name(), query, key, value, atten_mask=atten_mask,
+    antiquant = _fia.Antiquant(key_antiquant_scale, key_antiquant_offset, value_antiquant_scale,
+                               value_antiquant_offset, key_antiquant_mode, value_antiquant_mode)
+    out, lse, _ = _fia.fia(_soc_name(), query, key, value, antiquant=antiquant,
+                           atten_mask=atten_mask,
                            actual_seq_lengths=actual_seq_lengths,
                            actual_seq_lengths_kv=actual_seq_lengths_kv, block_table=block_table,
                            query_rope=query_rope, key_rope=key_rope, num_heads=num_heads,

@@ -16,7 +16,15 @@ What it models:
   the LSE +inf; without it the page only promises "precision loss", modelled (assumed) as the
   masked scores taking a large finite negative value, so the row averages V;
 - query rows past actual_seq_lengths (padding) are not written: the output is allocated
-  uninitialised, so they hold NaN here (assumed: the page does not say they are written).
+  uninitialised, so they hold NaN here (assumed: the page does not say they are written);
+- INT8 paged K/V in decode (Q_S = 1) with key_/value_antiquant_scale and offsets, the page's
+  Q_S = 1 antiquant table: mode 0 per-channel ((1, N, 1, D), (1, N, D), (1, H), or (1) per
+  tensor; the query's dtype), mode 1 per-token ((1, B, S) float32, S at least the block table
+  width times block_size), equal modes or key 0 with value 1 (then an f16 query only), offsets
+  both or neither with their scale's shape and dtype, an INT8 block_size a multiple of 32. The
+  values are dequantised as (y + offset) * scale in float32 (the incre-flash-attention kernel
+  widens int8 and parameters to float32, adds the offset, then multiplies by the scale) before
+  the same attention.
 """
 import numpy as np
 
@@ -64,7 +72,51 @@ def _check_mask_compressed(mask, sparse):
              % sparse)
 
 
-def fia(soc, q_t, k_t, v_t, *, atten_mask=None, actual_seq_lengths=None,
+class Antiquant:
+    """The key/value antiquant arguments of one call (tensors or None, and the two modes)."""
+
+    def __init__(self, key_scale, key_offset, value_scale, value_offset, key_mode, value_mode):
+        self.scale = {"key": key_scale, "value": value_scale}
+        self.offset = {"key": key_offset, "value": value_offset}
+        self.mode = {"key": int(key_mode), "value": int(value_mode)}
+
+    def given(self):
+        return any(t is not None for t in list(self.scale.values()) + list(self.offset.values()))
+
+
+def _antiquant_params(aq, which, q_dt, kv_heads, d, batch, min_seq):
+    """(scale, offset) of `which` as float32 arrays shaped for the dequantisation: mode 0
+    (KV_N, D), mode 1 (B, S); the page's shape and dtype rules raised as its errors."""
+    mode = aq.mode[which]
+    s_t, o_t = aq.scale[which], aq.offset[which]
+    if mode == 0:
+        if s_t.dtype is not q_dt:
+            fail(API, "per-channel %sAntiquantScale must have the query's dtype" % which)
+        shape = s_t.shape
+        if shape == (1,):
+            pass
+        elif shape not in ((1, kv_heads, 1, d), (1, kv_heads, d), (1, kv_heads * d)):
+            fail(API, "per-channel %sAntiquantScale shape %s: (1, N, 1, D), (1, N, D), (1, H) "
+                      "or (1)" % (which, shape))
+    else:
+        if s_t.dtype.name != "float32":
+            fail(API, "per-token %sAntiquantScale must be FLOAT32" % which)
+        if len(s_t.shape) != 3 or s_t.shape[:2] != (1, batch) or s_t.shape[2] < min_seq:
+            fail(API, "per-token %sAntiquantScale must be (1, B, S) with S at least the block "
+                      "table width times blockSize (%d), got %s" % (which, min_seq, s_t.shape))
+    if o_t is not None and (o_t.shape != s_t.shape or o_t.dtype is not s_t.dtype):
+        fail(API, "%sAntiquantOffset must have its scale's shape and dtype" % which)
+    s = s_t._f32()
+    o = o_t._f32() if o_t is not None else np.zeros_like(s)
+    if mode == 0:
+        if s.shape == (1,):
+            return (np.full((kv_heads, d), s[0], np.float32),
+                    np.full((kv_heads, d), o[0], np.float32))
+        return s.reshape(kv_heads, d), o.reshape(kv_heads, d)
+    return s.reshape(batch, -1), o.reshape(batch, -1)
+
+
+def fia(soc, q_t, k_t, v_t, *, antiquant=None, atten_mask=None, actual_seq_lengths=None,
         actual_seq_lengths_kv=None, block_table=None, query_rope=None, key_rope=None,
         num_heads=1, scale=1.0, pre_tokens=I32_MAX, next_tokens=I32_MAX, input_layout="BSH",
         num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
@@ -77,9 +129,29 @@ def fia(soc, q_t, k_t, v_t, *, atten_mask=None, actual_seq_lengths=None,
     if input_layout not in LAYOUTS:
         fail(API, "input_layout %s is not supported" % input_layout)
     dt = q_t.dtype.name
-    if dt not in ("float16", "bfloat16") or k_t.dtype is not q_t.dtype \
-            or v_t.dtype is not q_t.dtype:
-        fail(API, "query, key and value must share one dtype of FLOAT16/BFLOAT16")
+    int8_kv = k_t.dtype.name == "int8" and v_t.dtype.name == "int8"
+    aq = antiquant if antiquant is not None and antiquant.given() else None
+    if dt not in ("float16", "bfloat16") or not (
+            int8_kv or (k_t.dtype is q_t.dtype and v_t.dtype is q_t.dtype)):
+        fail(API, "query FLOAT16/BFLOAT16 with key and value of its dtype, or both INT8")
+    if int8_kv:
+        if aq is None or aq.scale["key"] is None or aq.scale["value"] is None:
+            fail(API, "INT8 key/value need keyAntiquantScale and valueAntiquantScale")
+        if (aq.offset["key"] is None) != (aq.offset["value"] is None):
+            fail(API, "keyAntiquantOffset and valueAntiquantOffset are both given or both "
+                      "absent")
+        km, vm = aq.mode["key"], aq.mode["value"]
+        if km not in (0, 1) or vm not in (0, 1):
+            fail(API, "key/valueAntiquantMode %d/%d: the stand-in models 0 and 1" % (km, vm))
+        if km != vm and not (km == 0 and vm == 1):
+            fail(API, "keyAntiquantMode and valueAntiquantMode must match, except key 0 with "
+                      "value 1")
+        if (km, vm) == (0, 1) and dt != "float16":
+            fail(API, "key per-channel with value per-token over INT8 needs a FLOAT16 query")
+        if block_table is None:
+            fail(API, "stand-in: INT8 key/value are modelled with PagedAttention only")
+    elif aq is not None:
+        fail(API, "antiquant parameters given for non-INT8 key/value (not modelled)")
     heads = int(num_heads)
     kv_heads = int(num_key_value_heads) or heads
     if not 0 < heads <= 256:
@@ -112,6 +184,8 @@ def fia(soc, q_t, k_t, v_t, *, atten_mask=None, actual_seq_lengths=None,
     qs = _per_batch(input_layout, q, heads, lengths=actual_seq_lengths)
     q_seq = max(x.shape[1] for x in qs) if qs else 0
     decode = (not tnd) and q_seq == 1
+    if int8_kv and not decode:
+        fail(API, "stand-in: the prefill (Q_S > 1) antiquant path is not modelled")
     if decode and ip not in (0, 1):
         fail(API, "innerPrecise %d: the decode (Q_S = 1) path supports only 0 and 1" % ip)
     paged = block_table is not None
@@ -126,6 +200,8 @@ def fia(soc, q_t, k_t, v_t, *, atten_mask=None, actual_seq_lengths=None,
         if decode:
             if not (0 < bs <= 512 and bs % 16 == 0):
                 fail(API, "blockSize %d: decode needs a multiple of 16 in 16..512" % bs)
+            if int8_kv and bs % 32:
+                fail(API, "blockSize %d: an INT8 cache needs a multiple of 32" % bs)
         elif not (128 <= bs <= 512 and bs % 128 == 0):
             fail(API, "blockSize %d: prefill needs a multiple of 128 in 128..512" % bs)
         if actual_seq_lengths_kv is None:
@@ -158,6 +234,19 @@ def fia(soc, q_t, k_t, v_t, *, atten_mask=None, actual_seq_lengths=None,
                       else kc[:0, :, :0].reshape(kv_heads, 0, d))
             vs.append(np.concatenate([vc[i] for i in ids], axis=1)[:, :n] if blocks
                       else vc[:0, :, :0].reshape(kv_heads, 0, d))
+        if int8_kv:
+            min_seq = bt.shape[1] * bs
+            for which, lst in (("key", ks), ("value", vs)):
+                sc, of = _antiquant_params(aq, which, q_t.dtype, kv_heads, d, batch, min_seq)
+                for b in range(batch):
+                    y = lst[b]  # [KV_N, L, D]: int8 values, exact in float32
+                    n = y.shape[1]
+                    if aq.mode[which] == 0:
+                        lst[b] = ((y + of[:, None, :]).astype(np.float32)
+                                  * sc[:, None, :]).astype(np.float32)
+                    else:
+                        lst[b] = ((y + of[b, None, :n, None]).astype(np.float32)
+                                  * sc[b, None, :n, None]).astype(np.float32)
     else:
         ks = _per_batch(input_layout, k_raw, kv_heads, lengths=actual_seq_lengths_kv)
         vs = _per_batch(input_layout, v_raw, kv_heads, lengths=actual_seq_lengths_kv)

@@ -1,0 +1,254 @@
+//! `pa_decode_int8`: the regimes hold on every seed (seen through what the write's faults change,
+//! not through the generator's own check), the write touches exactly the mapped slots, the
+//! result is the same for any thread count, the recipe stays within one int8 step of the exact
+//! quantisation and close to the f64 oracle's attention, and bad parameters or inputs are errors
+//! naming what is wrong.
+
+use conform_reference::faults;
+use conform_reference::formats::DType;
+use conform_reference::ops::pa_decode_int8::{dequantise_one, exact_quantise, quantise, C8Recipe};
+use conform_reference::ops::{self, GenContext, OpError, Regime, Tensor, TensorMap, ValueDist};
+use conform_reference::parallel::Threads;
+use conform_reference::splitmix::SplitMix64;
+use serde_json::{json, Value};
+
+const OP: &str = "pa_decode_int8";
+const SEEDS: u64 = 12;
+const BOTH: [Regime; 2] = [Regime::RoundingTies, Regime::KvInt8Edges];
+
+fn generate(params: &Value, regimes: &[Regime], seed: u64) -> Result<TensorMap, OpError> {
+    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xC8);
+    let mut bits = move || g.next_u64();
+    let ctx = GenContext::new(
+        &mut bits,
+        ValueDist::Normal {
+            mean: 0.0,
+            std: 1.0,
+        },
+    );
+    let mut ctx = ctx.with_recipe("ascend_ifa_c8");
+    ops::find(OP)?.generate_with_regimes(params, regimes, &mut ctx)
+}
+
+fn run(params: &Value, recipe: &str, inputs: &TensorMap, threads: usize) -> TensorMap {
+    ops::find(OP)
+        .unwrap()
+        .run(params, recipe, inputs, Threads(threads))
+        .unwrap()
+}
+
+fn with_fault(name: &str, params: &Value, inputs: &TensorMap) -> TensorMap {
+    let f = faults::find(name).unwrap();
+    let fam = ops::find(OP).unwrap();
+    match faults::run(f, fam, params, "ascend_ifa_c8", inputs, Threads(1)).unwrap() {
+        faults::FaultRun::Outputs(o) => o,
+        faults::FaultRun::NotApplicable(why) => panic!("{name}: {why}"),
+    }
+}
+
+fn differing(a: &Tensor, b: &Tensor) -> usize {
+    let w = a.dtype.size_bytes();
+    a.data
+        .chunks(w)
+        .zip(b.data.chunks(w))
+        .filter(|(x, y)| x != y)
+        .count()
+}
+
+fn cases() -> Vec<Value> {
+    let base = json!({"batch": 3, "num_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+        "block_size": 32, "actual_seq_lengths_kv": [70, 33, 45]});
+    let with = |extra: Value| {
+        let mut v = base.clone();
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    vec![
+        with(json!({"dtype": "bf16", "new_tokens": 2, "antiquant_offset": true})),
+        with(json!({"dtype": "f16", "antiquant_offset": true})),
+        with(
+            json!({"dtype": "bf16", "input_layout": "BNSD", "cache_layout": "BnNBsD",
+            "key_antiquant_mode": 1, "value_antiquant_mode": 1, "antiquant_offset": true}),
+        ),
+        with(
+            json!({"dtype": "f16", "input_layout": "BSH", "key_antiquant_mode": 0,
+            "value_antiquant_mode": 1}),
+        ),
+        with(json!({"dtype": "bf16"})),
+    ]
+}
+
+#[test]
+fn regimes_hold_on_every_seed() {
+    for p in cases() {
+        for seed in 0..SEEDS {
+            let ins = generate(&p, &BOTH, seed).unwrap();
+            let base = run(&p, "ascend_ifa_c8", &ins, 2);
+            // Ties: ties-away changes at least 8 written elements of each cache.
+            let away = with_fault("c8-write-ties-away", &p, &ins);
+            // Saturation: wrapping changes at least 16 of each (8 per sign).
+            let wrap = with_fault("c8-write-no-saturation", &p, &ins);
+            for cache in ["key_cache_out", "value_cache_out"] {
+                let n = differing(&base[cache], &away[cache]);
+                assert!(n >= 8, "{p} seed {seed}: {cache}: {n} ties");
+                let n = differing(&base[cache], &wrap[cache]);
+                assert!(n >= 16, "{p} seed {seed}: {cache}: {n} saturated");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_write_touches_exactly_the_mapped_slots() {
+    for p in cases() {
+        let ins = generate(&p, &BOTH, 3).unwrap();
+        let out = run(&p, "ascend_ifa_c8", &ins, 1);
+        let rows = ins["slot_mapping"].to_i64_vec().unwrap().len();
+        let kvh = p["num_key_value_heads"].as_u64().unwrap() as usize;
+        let d = p["head_dim"].as_u64().unwrap() as usize;
+        for (i, o) in [
+            ("key_cache_in", "key_cache_out"),
+            ("value_cache_in", "value_cache_out"),
+        ] {
+            // Every byte outside the written slots is the input's; at most rows * KV_N * D
+            // bytes differ (a written value may equal the stale one).
+            let n = differing(&ins[i], &out[o]);
+            assert!(n <= rows * kvh * d && n > 0, "{p}: {o}: {n} bytes changed");
+            let shifted = with_fault("c8-slot-off-by-one", &p, &ins);
+            assert!(
+                differing(&out[o], &shifted[o]) >= rows * kvh * d / 2,
+                "{p}: {o}"
+            );
+        }
+    }
+}
+
+#[test]
+fn any_thread_count_gives_the_same_bits() {
+    for p in cases() {
+        let ins = generate(&p, &BOTH, 5).unwrap();
+        for recipe in ["ascend_ifa_c8", "c8_dequant_in_dtype", "oracle"] {
+            let one = run(&p, recipe, &ins, 1);
+            for t in [2, 3, 7] {
+                assert_eq!(one, run(&p, recipe, &ins, t), "{p} {recipe} threads {t}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_recipe_stays_within_one_step_of_the_exact_write_and_near_the_oracle() {
+    for p in cases() {
+        let ins = generate(&p, &BOTH, 7).unwrap();
+        let r = run(&p, "ascend_ifa_c8", &ins, 2);
+        let o = run(&p, "oracle", &ins, 2);
+        for cache in ["key_cache_out", "value_cache_out"] {
+            let got: Vec<i8> = r[cache].data.iter().map(|&b| b as i8).collect();
+            let exact = o[cache].to_f64_vec();
+            for (g, e) in got.iter().zip(&exact) {
+                assert!((*g as f64 - e).abs() <= 1.0, "{p}: {cache}: {g} vs {e}");
+            }
+        }
+        let got = r["attention_out"].to_f64_vec();
+        let exact = o["attention_out"].to_f64_vec();
+        let scale = exact.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        for (g, e) in got.iter().zip(&exact) {
+            assert!((g - e).abs() <= 0.05 * scale + 1e-3, "{p}: out {g} vs {e}");
+        }
+    }
+}
+
+#[test]
+fn hand_computed_elements() {
+    let r = C8Recipe::preset("ascend_ifa_c8").unwrap();
+    // bf16, s = 3/64 (inv = fl_bf16(21.333..) = 21.375), o = 0.5: x = 2.0 -> 2 * 21.375 =
+    // 42.75 (exact in bf16), minus 0.5 = 42.25 -> bf16 42.25 -> round 42.
+    assert_eq!(quantise(DType::Bf16, 0, &r, 2.0, 3.0 / 64.0, 0.5), 42);
+    // The exact quantisation of the same element: 2 / (3/64) - 0.5 = 42.1666.. -> 42.
+    assert_eq!(exact_quantise(2.0, 3.0 / 64.0, 0.5), 42);
+    // Per-token f32: x = 1.0, s = 0.1 (f32), o = -2: 1 * fl32(10) + 2 = 12.
+    assert_eq!(quantise(DType::Bf16, 1, &r, 1.0, 0.1, -2.0), 12);
+    // Dequantisation (42 + 0.5) * 3/64 = 1.9921875 exactly.
+    assert_eq!(
+        dequantise_one(DType::Bf16, &r, 42.0, 3.0 / 64.0, 0.5),
+        1.9921875
+    );
+    let in_dtype = C8Recipe::preset("c8_dequant_in_dtype").unwrap();
+    // 127 + 0.0625 = 127.0625 rounds to bf16 127 (8 bits), then * 1/32.
+    assert_eq!(
+        dequantise_one(DType::Bf16, &in_dtype, 127.0, 0.03125, 0.0625),
+        127.0 * 0.03125
+    );
+    assert_eq!(
+        dequantise_one(DType::Bf16, &r, 127.0, 0.03125, 0.0625),
+        127.0625 * 0.03125
+    );
+}
+
+fn err(params: Value) -> String {
+    ops::find(OP)
+        .unwrap()
+        .describe(&params)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn bad_parameters_and_inputs_are_named_errors() {
+    let base = json!({"dtype": "bf16", "batch": 1, "num_heads": 2, "num_key_value_heads": 1,
+        "head_dim": 32, "block_size": 32, "actual_seq_lengths_kv": [40]});
+    let with = |k: &str, v: Value| {
+        let mut p = base.clone();
+        p[k] = v;
+        p
+    };
+    assert!(err(with("block_size", json!(16))).contains("`block_size`"));
+    assert!(err(with("key_antiquant_mode", json!(2))).contains("`key_antiquant_mode`"));
+    let mut p = with("key_antiquant_mode", json!(1));
+    p["value_antiquant_mode"] = json!(0);
+    assert!(err(p).contains("`value_antiquant_mode`"));
+    // Key per-channel with value per-token over INT8: f16 only.
+    assert!(err(with("value_antiquant_mode", json!(1))).contains("`dtype`"));
+    assert!(err(with("cache_layout", json!("BnNBsD"))).contains("`cache_layout`"));
+    assert!(err(with("new_tokens", json!(41))).contains("actual_seq_lengths_kv[0]"));
+    assert!(err(with("dtype", json!("f32"))).contains("`dtype`"));
+    assert!(err(with("q_seq", json!(2))).contains("q_seq"));
+
+    // Inputs: a zero scale and a slot outside the cache are named.
+    let fam = ops::find(OP).unwrap();
+    let mut ins = generate(&base, &[], 1).unwrap();
+    let s = ins["key_antiquant_scale"].clone();
+    let mut v = s.to_f64_vec();
+    v[3] = 0.0;
+    ins.insert(
+        "key_antiquant_scale".into(),
+        Tensor::round_values(
+            s.dtype,
+            s.shape.clone(),
+            &v,
+            conform_reference::formats::Rounding::RNE,
+        ),
+    );
+    let e = fam
+        .run(&base, "ascend_ifa_c8", &ins, Threads(1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("key_antiquant_scale") && e.contains("element 3"),
+        "{e}"
+    );
+    let mut ins = generate(&base, &[], 1).unwrap();
+    ins.insert("slot_mapping".into(), Tensor::from_i32(vec![1], &[1 << 20]));
+    let e = fam
+        .run(&base, "ascend_ifa_c8", &ins, Threads(1))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("slot_mapping") && e.contains("entry 0"), "{e}");
+    // A shape that cannot hold kv_int8_edges names the regime.
+    let e = generate(&base, &[Regime::KvInt8Edges], 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("kv_int8_edges"), "{e}");
+}
