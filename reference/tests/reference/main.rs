@@ -36,6 +36,7 @@ mod mc2_planner;
 mod mc2_reduction;
 mod mc2_ties;
 mod mc2_timeline;
+mod pa_decode_int8;
 mod range_regimes;
 mod rounding_core;
 mod w4a16_matmul;
