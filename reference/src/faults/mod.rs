@@ -16,6 +16,7 @@ mod fp4;
 pub mod margins;
 mod mc2;
 mod paged_kv;
+mod quant_matmul;
 mod range;
 mod tensors;
 
@@ -146,7 +147,7 @@ pub struct Fault {
     /// Stable name (`attn-o-not-rescaled`), used on the command line and in suites.
     pub name: &'static str,
     /// The group it belongs to, for reports: `fp4`, `w4a16`, `attention`, `paged_attention`,
-    /// `paged_kv`, `mc2`, `dynamic_quant`, `range`, `any`.
+    /// `paged_kv`, `mc2`, `dynamic_quant`, `quant_matmul`, `range`, `any`.
     pub family: &'static str,
     /// The ops it applies to; empty means every op.
     pub ops: &'static [&'static str],
@@ -179,6 +180,7 @@ pub fn catalogue() -> Vec<&'static Fault> {
         .chain(paged_kv::FAULTS)
         .chain(mc2::FAULTS)
         .chain(dynamic_quant::FAULTS)
+        .chain(quant_matmul::FAULTS)
         .chain(range::FAULTS)
         .chain(any::FAULTS)
         .collect()

@@ -230,6 +230,7 @@ pub(crate) fn check(
             | Regime::SubnormalOutputs
             | Regime::FormatExtremes
             | Regime::QuantEdgeRows
+            | Regime::IntMatmulEdges
             | Regime::RepeatedCall => {}
         }
     }

@@ -21,6 +21,7 @@ pub mod mc2_ties;
 pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod paged_kv;
+pub mod quant_matmul;
 pub mod range_regimes;
 pub mod recipe_edit;
 pub mod regime;
@@ -194,6 +195,7 @@ pub fn registry() -> Vec<&'static dyn OpFamily> {
         &fp4::NVFP4_DEQUANT,
         &fp4::W4A16_MATMUL,
         &dynamic_quant::DynamicQuant,
+        &quant_matmul::QuantMatmul,
     ]
 }
 

@@ -13,4 +13,5 @@ pub enum RecipeEdit {
     Fp4(fn(&mut Fp4DequantRecipe) -> bool),
     Mc2(fn(&mut Mc2Numerics) -> bool),
     DynamicQuant(fn(&mut super::dynamic_quant::DqRecipe) -> bool),
+    QuantMatmul(fn(&mut super::quant_matmul::QmmRecipe) -> bool),
 }

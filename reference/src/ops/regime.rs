@@ -63,6 +63,11 @@ pub enum Regime {
     /// the input dtype's largest finite value, a row of tiny values, and rows whose scale
     /// tells the recipe's scale form from the others ([`super::dynamic_quant`]).
     QuantEdgeRows,
+    /// `quant_matmul`: rows whose int32 accumulation passes 2^24 and comes back (built of -128
+    /// operands), so a float accumulation loses what the integer one keeps; with a per-token
+    /// scale, elements whose two orders of the scale products round apart; per-channel scales
+    /// that differ from column 0's ([`super::quant_matmul`]).
+    IntMatmulEdges,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -85,8 +90,10 @@ const TIES: &[&str] = &[
     "pa_decode",
     "mc2_matmul_allreduce",
     "dynamic_quant",
+    "quant_matmul",
 ];
 const QUANT_EDGES: &[&str] = &["dynamic_quant"];
+const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -122,11 +129,12 @@ const EVERY_OP: &[&str] = &[
     "paged_kv",
     "mc2_matmul_allreduce",
     "dynamic_quant",
+    "quant_matmul",
 ];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 13] = [
+    pub const ALL: [Regime; 14] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -140,6 +148,7 @@ impl Regime {
         Regime::GqaGroups,
         Regime::RepeatedCall,
         Regime::QuantEdgeRows,
+        Regime::IntMatmulEdges,
     ];
 
     /// The stable name (`large_logits`).
@@ -158,6 +167,7 @@ impl Regime {
             Regime::GqaGroups => "gqa_groups",
             Regime::RepeatedCall => "repeated_call",
             Regime::QuantEdgeRows => "quant_edge_rows",
+            Regime::IntMatmulEdges => "int_matmul_edges",
         }
     }
 
@@ -174,7 +184,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, quant_matmul's output cast"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
@@ -203,6 +213,9 @@ impl Regime {
             Regime::QuantEdgeRows => {
                 "8 all-zero rows (scale 0, never NaN), a row whose largest magnitude is negative, a row holding the input dtype's largest finite value, a row of tiny values (f16: all subnormal), and 8 rows whose scale under the recipe's scale form differs from the other forms'"
             }
+            Regime::IntMatmulEdges => {
+                "2 rows x 8 columns whose int32 accumulator reaches 2^24 through 1024 products (-128) x (-128), loses eight +1 terms there in a float sum and comes back to 8; with a per-token scale, 10 elements where scale-then-token and the merged scale round apart; 8 columns whose scale differs from column 0's"
+            }
         }
     }
 
@@ -223,6 +236,7 @@ impl Regime {
             Regime::BatchDistinct | Regime::SeqNeHeads | Regime::GqaGroups => ATTENTION,
             Regime::RepeatedCall => EVERY_OP,
             Regime::QuantEdgeRows => QUANT_EDGES,
+            Regime::IntMatmulEdges => INT_MATMUL_EDGES,
         }
     }
 
@@ -282,6 +296,14 @@ mod tests {
         assert_eq!(for_op("w4a16_matmul").len(), 3);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
         assert_eq!(for_op("dynamic_quant").len(), 3);
+        assert_eq!(
+            for_op("quant_matmul"),
+            vec![
+                Regime::RoundingTies,
+                Regime::RepeatedCall,
+                Regime::IntMatmulEdges
+            ]
+        );
         assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
         assert!(Regime::ALL
             .iter()
