@@ -3,7 +3,8 @@ one rounding to the output dtype) and W4A16 matmul (FP4 weights decoded by table
 f32, X @ W through BLAS in f32, one rounding) — an independent implementation with a
 different operation order from the reference, to show tolerance policies accept correct
 kernels. PA cases gather KV through the block table first. dynamic_quant: the documented
-per-token INT8 arithmetic, row-vectorised (judged bit for bit)."""
+per-token INT8 arithmetic, row-vectorised (judged bit for bit). quant_matmul: the documented
+W8A8 epilogue on an exact integer matmul (judged bit for bit)."""
 import sys
 
 import conform_worker as cw
@@ -147,6 +148,38 @@ def dynamic_quant(case):
     return {"y": q, "scale": scale.astype(np.float32)}
 
 
+def quant_matmul(case):
+    """W8A8 from the documented arithmetic (aclnnQuantMatmulV4's formulas, the kernel's order):
+    x1 @ x2 exactly (int8 products summed in f64 through BLAS: every partial sum is an integer
+    below 2^31, exact in f64), an int32 bias added as integers (wrapping at 32 bits), the sum
+    to f32 (round to nearest even), times the per-channel scale in f32 (the packed form keeps
+    the f32's top 19 bits, truncated, as npu_trans_quant_param writes them), times the
+    per-token scale in f32, plus a float bias in f32, one rounding to the output dtype."""
+    p = case.params
+    if case.recipe != "ascend_a2":
+        raise cw.Unsupported("quant_matmul recipe %s" % case.recipe)
+    x1 = np.asarray(case.inputs["x1"]).astype(np.float64)
+    x2 = np.asarray(case.inputs["x2"]).astype(np.float64)
+    acc = (x1 @ x2).astype(np.int64)
+    bias = case.inputs.get("bias")
+    bias_dt = case.input_dtypes.get("bias")
+    if bias is not None and bias_dt == "I32":
+        acc = acc + np.asarray(bias).astype(np.int64)[None, :]
+        acc = (acc + 2**31) % 2**32 - 2**31
+    y = acc.astype(np.float32)
+    scale = cw.to_f32(case.inputs["scale"], case.input_dtypes["scale"])
+    if p.get("scale", "f32") == "packed":
+        scale = (scale.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    y = y * scale[None, :]
+    if p.get("pertoken"):
+        y = y * np.asarray(case.inputs["pertoken_scale"], dtype=np.float32)[:, None]
+    if bias is not None and bias_dt != "I32":
+        y = y + cw.to_f32(bias, bias_dt)[None, :]
+    out_dt = case.output_dtypes["y"]
+    case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 epilogue, one rounding")
+    return {"y": cw.from_f32(y.astype(np.float32), out_dt)}
+
+
 ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
              "layouts": ["BSND", "BNSD", "BSH", "TND", "BNSD_BSND"],
              "limits": {"sparse_mode": {"one_of": [0, 2, 3, 4]}},
@@ -156,7 +189,8 @@ if __name__ == "__main__":
         name="numpy",
         version="1",
         ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
-             "paged_kv": paged_kv, "dynamic_quant": dynamic_quant},
+             "paged_kv": paged_kv, "dynamic_quant": dynamic_quant,
+             "quant_matmul": quant_matmul},
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
@@ -166,6 +200,7 @@ if __name__ == "__main__":
             "paged_kv": {"dtypes": ["bf16", "f16", "f32"], "layouts": list(KV_LAYOUTS),
                          "recipes": ["reference"]},
             "dynamic_quant": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2", "ops_nn_golden"]},
+            "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
         }},
         libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
         device="CPU (numpy %s, BLAS)" % np.__version__,
