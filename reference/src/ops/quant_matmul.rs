@@ -27,8 +27,9 @@
 //!
 //! `oracle`: the exact integer accumulation and bias, times the scale the kernel is given (for
 //! `packed`, the 19-bit value the packed word holds) and the per-token scale as an exact
-//! product, plus the float bias exactly where the two terms lie within 2^40 of each other (an
-//! f64 addition beyond), returned as the f64 rounded to odd, so the harness's one rounding to
+//! product (at most 80 significant bits), plus the float bias, exactly whenever the two terms
+//! aligned fit 126 bits, which fails only for magnitudes tens of binades apart (then the f64
+//! sum of the two terms); returned as the f64 rounded to odd, so the harness's one rounding to
 //! the output dtype is the correctly rounded result.
 //!
 //! Rows are computed independently in fixed chunks, each element by one fixed-order integer
@@ -224,7 +225,8 @@ impl QmmRecipe {
 }
 
 /// The scale a packed word holds for `s` under `pack` (TransQuantParamV2's two round modes;
-/// exponent 0 gives a signed zero in the rounding mode, as its source writes it).
+/// in the rounding mode, exponent 0 gives a signed zero and a carry out of the largest finite
+/// binade infinity, as its source computes them).
 pub fn pack_scale(s: f32, pack: ScalePack) -> f32 {
     let b = s.to_bits();
     match pack {
@@ -243,13 +245,9 @@ pub fn pack_scale(s: f32, pack: ScalePack) -> f32 {
             if low > 0x1000 || (low == 0x1000 && hi & 1 == 1) {
                 hi += 1; // a carry into the exponent is the right result
             }
-            let r = hi << 13;
-            if (r >> 23) & 0xFF == 0xFF {
-                // Overflow saturates at the largest exponent with a zero mantissa, as the
-                // source does.
-                return f32::from_bits((b & 0x8000_0000) | (0xFE << 23));
-            }
-            f32::from_bits(r)
+            // A carry out of exponent 254 gives infinity: the source's saturation test
+            // (exponent above 255) cannot fire on an 8-bit exponent.
+            f32::from_bits(hi << 13)
         }
     }
 }
@@ -678,7 +676,7 @@ fn parts(x: f32) -> (bool, u128, i32) {
 }
 
 /// `acc * s * t + fb` as the f64 rounded to odd from the exact value (the product is exact:
-/// at most 32 + 24 + 24 bits; the sum is exact where both terms fit one 127-bit window, an f64
+/// at most 32 + 24 + 24 bits; the sum is exact where both terms, aligned, fit 126 bits, an f64
 /// addition of the two rounded-to-odd terms otherwise).
 pub fn oracle_value(acc: i64, s: f32, t: Option<f32>, fb: Option<f32>) -> f64 {
     let (sn, ss, se) = parts(s);
@@ -1346,6 +1344,13 @@ mod tests {
         assert_eq!(
             pack_scale(tie_odd, ScalePack::RoundEven19).to_bits(),
             0x3C00_4000
+        );
+        // A carry out of the largest finite binade gives infinity in the rounding mode.
+        let top = f32::from_bits(0x7F7F_F000);
+        assert_eq!(pack_scale(top, ScalePack::RoundEven19), f32::INFINITY);
+        assert_eq!(
+            pack_scale(top, ScalePack::Truncate19).to_bits(),
+            0x7F7F_E000
         );
         // A subnormal scale packs to a signed zero in the rounding mode.
         assert_eq!(

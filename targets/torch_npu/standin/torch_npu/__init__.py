@@ -345,8 +345,9 @@ def npu_trans_quant_param(scale, offset=None, round_mode=0):
                 hi, rest = b >> 13, b & 0x1FFF
                 if rest > 0x1000 or (rest == 0x1000 and hi & 1):
                     hi += 1
-                r = hi << 13
-                low[i] = (b & 0x80000000) | (0xFE << 23) if ((r >> 23) & 0xFF) == 0xFF else r
+                # A carry out of exponent 254 gives infinity (the source's saturation test,
+                # exponent above 255, cannot fire on an 8-bit exponent).
+                low[i] = hi << 13
     else:
         fail(_TQP, "round_mode must be 0 or 1, got %r" % (round_mode,))
     word = low | np.uint64(1 << 46)
