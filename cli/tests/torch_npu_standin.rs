@@ -183,7 +183,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     print_skips("quick tier on the stand-in (Ascend910B4, Atlas A2)", &skips);
     // Every path of the worker ran on the simulated Atlas A2: attention (FA, PA with block
     // tables), MC2 ranks, W4A16, the cache writes, the per-token INT8 quantisation, the decode
-    // step over an INT8 cache. (The FP4 cast is Ascend950's: below.)
+    // step over an INT8 cache, the W8A8 matmul. (The FP4 cast is Ascend950's: below.)
     for suite in [
         "fa_prefill",
         "pa_decode",
@@ -192,6 +192,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
         "paged_kv",
         "dynamic_quant",
         "pa_decode_int8",
+        "quant_matmul",
     ] {
         assert!(passed.contains(suite), "no {suite} case passed: {passed:?}");
     }
@@ -456,6 +457,41 @@ fn the_stand_in_catches_the_old_worker_lines() {
     for (id, st, msg) in got {
         assert_eq!(st, "failed", "offsets dropped: {id} {st} {msg}");
     }
+    // npu_quant_matmul without its pertoken_scale: every per-token case fails bit for bit (or
+    // is rejected where the page needs the scale: an f16 output with an f32 scale).
+    let pertoken = "^quant_matmul/a2/(bf16|f16)/(f32|bf16)-scale-pertoken";
+    for (id, st, msg) in run_patched(&[], pertoken) {
+        assert_eq!(st, "passed", "{id}: {msg}");
+    }
+    let got = run_patched(
+        &[(
+            "worker.py",
+            "    if p.get(\"pertoken\"):\n        kwargs[\"pertoken_scale\"]",
+            "    if False:\n        kwargs[\"pertoken_scale\"]",
+        )],
+        pertoken,
+    );
+    assert_eq!(got.len(), 4, "{got:?}");
+    for (id, st, msg) in got {
+        assert!(
+            st == "failed" || st == "error",
+            "pertoken_scale dropped: {id} {st} {msg}"
+        );
+    }
+    // The f32 scale handed over without npu_trans_quant_param: the f16 output then needs the
+    // packed scale, and the call is rejected as the page says.
+    let packed = "^quant_matmul/a2/f16/packed-scale-i32-bias/";
+    let got = run_patched(
+        &[(
+            "worker.py",
+            "        scale = torch_npu.npu_trans_quant_param(scale)\n",
+            "        pass\n",
+        )],
+        packed,
+    );
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].1, "error", "{got:?}");
+    assert!(got[0].2.contains("npu_trans_quant_param"), "{got:?}");
 }
 
 fn without_torch_npu_a_required_target_fails_with_the_import_error() {

@@ -143,6 +143,31 @@ pub const C8_CLAIMS: [(&str, &str); 7] = [
     ),
 ];
 
+/// Claims about `quant_matmul` (the A2 kernel and `npu_trans_quant_param`) fixed in the code
+/// rather than a recipe field.
+pub const QUANT_MATMUL_CLAIMS: [(&str, &str); 5] = [
+    (
+        "qmm.claim.k_limit",
+        "k above 65536 is refused: below it no int32 accumulator of int8 products can overflow",
+    ),
+    (
+        "qmm.claim.bias_wrap",
+        "the int32 bias add into the accumulator wraps in two's complement",
+    ),
+    (
+        "qmm.claim.widening",
+        "a bf16 scale or bias is widened to f32 exactly (CAST_NONE)",
+    ),
+    (
+        "qmm.claim.packed_offset",
+        "the packed word's offset field (bits 37..45) is used only by the int8 output, which is not modelled; no case passes an offset",
+    ),
+    (
+        "qmm.claim.f16_fixpipe",
+        "the packed-scale f16 path (the fixpipe's dequantisation) computes fl32(fl32(acc) * scale19) and casts to f16 ties to even, as the vector path does",
+    ),
+];
+
 /// The knobs a case of `op` judged against `recipe` (with element type `dtype`) rests on, when
 /// that recipe models a CANN kernel; `None` for every other recipe (and for the oracle).
 pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
@@ -175,6 +200,13 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
                 if let Some(a) = Recipe::preset(r.attention, dtype) {
                     k.extend(a.knobs());
                 }
+                k
+            })
+        }
+        "quant_matmul" if recipe == "ascend_a2" => {
+            crate::ops::quant_matmul::QmmRecipe::preset(recipe).map(|r| {
+                let mut k = r.knobs(recipe);
+                k.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
                 k
             })
         }
@@ -216,6 +248,10 @@ pub fn knob_ids() -> Vec<String> {
         ids.extend(r.knobs("ascend_ifa_c8").into_iter().map(|k| k.id));
     }
     ids.extend(C8_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    if let Some(r) = crate::ops::quant_matmul::QmmRecipe::preset("ascend_a2") {
+        ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
+    }
+    ids.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(CAST_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(

@@ -6,7 +6,8 @@ kernels. PA cases gather KV through the block table first. dynamic_quant: the do
 per-token INT8 arithmetic, row-vectorised (judged bit for bit). pa_decode_int8:
 vLLM-Ascend's documented 16-bit write of the new K/V rows into the INT8 cache (equal to the
 recipe's bit for bit, judged within one step), dequantisation (y + offset) * scale in f64 and
-the same f32 attention."""
+the same f32 attention. quant_matmul: the documented W8A8 epilogue on an exact integer matmul
+(judged bit for bit)."""
 import sys
 
 import conform_worker as cw
@@ -232,6 +233,36 @@ def pa_decode_int8(case):
     out[ca.OUTPUTS["out"]] = cw.from_f32(ca.output_from_bnsd(res, g), dt)
     case.note("numpy pa_decode_int8: 16-bit torch-style write, f64 dequantisation, f32 BLAS attention")
     return out
+def quant_matmul(case):
+    """W8A8 from the documented arithmetic (aclnnQuantMatmulV4's formulas, the kernel's order):
+    x1 @ x2 exactly (int8 products summed in f64 through BLAS: every partial sum is an integer
+    below 2^31, exact in f64), an int32 bias added as integers (wrapping at 32 bits), the sum
+    to f32 (round to nearest even), times the per-channel scale in f32 (the packed form keeps
+    the f32's top 19 bits, truncated, as npu_trans_quant_param writes them), times the
+    per-token scale in f32, plus a float bias in f32, one rounding to the output dtype."""
+    p = case.params
+    if case.recipe != "ascend_a2":
+        raise cw.Unsupported("quant_matmul recipe %s" % case.recipe)
+    x1 = np.asarray(case.inputs["x1"]).astype(np.float64)
+    x2 = np.asarray(case.inputs["x2"]).astype(np.float64)
+    acc = (x1 @ x2).astype(np.int64)
+    bias = case.inputs.get("bias")
+    bias_dt = case.input_dtypes.get("bias")
+    if bias is not None and bias_dt == "I32":
+        acc = acc + np.asarray(bias).astype(np.int64)[None, :]
+        acc = (acc + 2**31) % 2**32 - 2**31
+    y = acc.astype(np.float32)
+    scale = cw.to_f32(case.inputs["scale"], case.input_dtypes["scale"])
+    if p.get("scale", "f32") == "packed":
+        scale = (scale.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    y = y * scale[None, :]
+    if p.get("pertoken"):
+        y = y * np.asarray(case.inputs["pertoken_scale"], dtype=np.float32)[:, None]
+    if bias is not None and bias_dt != "I32":
+        y = y + cw.to_f32(bias, bias_dt)[None, :]
+    out_dt = case.output_dtypes["y"]
+    case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 epilogue, one rounding")
+    return {"y": cw.from_f32(y.astype(np.float32), out_dt)}
 
 
 ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
@@ -244,7 +275,8 @@ if __name__ == "__main__":
         version="1",
         ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
              "paged_kv": paged_kv, "dynamic_quant": dynamic_quant,
-             "pa_decode_int8": pa_decode_int8},
+             "pa_decode_int8": pa_decode_int8,
+             "quant_matmul": quant_matmul},
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
@@ -256,6 +288,7 @@ if __name__ == "__main__":
             "dynamic_quant": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2", "ops_nn_golden"]},
             "pa_decode_int8": {"dtypes": ["bf16", "f16"], "layouts": ["BSND", "BNSD", "BSH"],
                                "recipes": ["numpy_f32_blas"]},
+            "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
         }},
         libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
         device="CPU (numpy %s, BLAS)" % np.__version__,

@@ -312,7 +312,9 @@ FAMILIES = (
 #   op-plugin test runs on Ascend950 only;
 # - aclnnWeightQuantBatchMatmulV2 per-group: Atlas A2, A3 and Ascend950 (310P per-channel only);
 # - the cache writes (ATB ReshapeAndCache, aclnnScatterNdUpdate with BF16): Atlas A2, A3;
-# - npu_dynamic_quant (aclnnDynamicQuant): Atlas A2, A3 (torch_npu 7.0.0 page).
+# - npu_dynamic_quant (aclnnDynamicQuant): Atlas A2, A3 (torch_npu 7.0.0 page);
+# - npu_quant_matmul with bf16 output and per-token scales (aclnnQuantMatmulV4): Atlas A2, A3
+#   (the page's Atlas inference series takes int8 / f16 outputs without per-token scales only).
 PRODUCTS = {
     "fia": ("Atlas A2", "Atlas A3"),
     "mc2": ("Atlas A2",),
@@ -320,6 +322,7 @@ PRODUCTS = {
     "weight_quant": ("Atlas A2", "Atlas A3", "Ascend950"),
     "cache_write": ("Atlas A2", "Atlas A3"),
     "dynamic_quant": ("Atlas A2", "Atlas A3"),
+    "quant_matmul": ("Atlas A2", "Atlas A3"),
 }
 
 
@@ -392,6 +395,13 @@ def probe(torch_npu, device_name):
         why = _device_reason("dynamic_quant", "npu_dynamic_quant", device_name)
         if why:
             reasons["dynamic_quant"] = why
+    if not (hasattr(torch_npu, "npu_quant_matmul") and hasattr(torch_npu, "npu_trans_quant_param")):
+        reasons["quant_matmul"] = ("torch_npu %s lacks npu_quant_matmul or npu_trans_quant_param"
+                                   % version)
+    else:
+        why = _device_reason("quant_matmul", "npu_quant_matmul", device_name)
+        if why:
+            reasons["quant_matmul"] = why
     return reasons
 
 

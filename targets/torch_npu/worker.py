@@ -4,7 +4,8 @@ torchrun with HCCL (this worker coordinates: one process per rank, see mc2_rank.
 W4A16 through npu_weight_quant_batchmatmul (per-group), paged KV writes through
 _npu_reshape_and_cache / npu_scatter_nd_update_, per-token INT8 quantisation through
 npu_dynamic_quant, a decode step over an INT8 (C8) cache (torch-op quantisation, the cache
-writes, FIA with antiquant scales). Every argument mapping, constraint and device
+writes, FIA with antiquant scales), W8A8 matmul through npu_quant_matmul (with
+npu_trans_quant_param for the packed scale). Every argument mapping, constraint and device
 limit is traced to its source in docs/ascend.md ("The torch_npu worker").
 
 Argument building and layout handling are plain functions in fia_args.py (tested anywhere).
@@ -400,6 +401,32 @@ def pa_decode_int8(case):
     return {"key_cache_out": to_host(kc, "I8").reshape(kc_in.shape),
             "value_cache_out": to_host(vc, "I8").reshape(kc_in.shape),
             "attention_out": to_host(out, dt).reshape(case.output_shapes["attention_out"])}
+TORCH_OUT = {"BF16": "bfloat16", "F16": "float16"}
+
+
+def quant_matmul(case):
+    """W8A8 through npu_quant_matmul(x1, x2, scale, pertoken_scale=..., bias=...,
+    output_dtype=...): x1 int8 (m, k), x2 int8 (k, n), scale (n,) f32 or bf16, or for the
+    packed form the int64 of npu_trans_quant_param(scale) (round_mode left at 0: truncation);
+    pertoken_scale f32 (m,); bias int32 / f32 / bf16 (n,); output_dtype bfloat16 or float16."""
+    p = case.params
+    x1 = to_device(np.asarray(case.inputs["x1"]), "I8")
+    x2 = to_device(np.asarray(case.inputs["x2"]), "I8")
+    scale = to_device(case.inputs["scale"], case.input_dtypes["scale"])
+    if p.get("scale", "f32") == "packed":
+        scale = torch_npu.npu_trans_quant_param(scale)
+    kwargs = {"output_dtype": getattr(torch, TORCH_OUT[case.output_dtypes["y"]])}
+    if p.get("pertoken"):
+        kwargs["pertoken_scale"] = to_device(case.inputs["pertoken_scale"], "F32")
+    if p.get("bias", "none") != "none":
+        kwargs["bias"] = to_device(case.inputs["bias"], case.input_dtypes["bias"])
+
+    def call():
+        return torch_npu.npu_quant_matmul(x1, x2, scale, **kwargs)
+
+    case.note(MODULE_NOTE)
+    y = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
+    return {"y": to_host(y, case.output_dtypes["y"])}
 
 
 if __name__ == "__main__":
@@ -441,6 +468,8 @@ if __name__ == "__main__":
         # pieces are not the reference recipe's): judged within one step and by error ratio.
         "pa_decode_int8": {"dtypes": ["bf16", "f16"], "layouts": ["BSND", "BNSD", "BSH"],
                            "recipes": ["npu_fia"]},
+        # The A2 kernel's order (quant_batch_matmul_v3): judged bit for bit.
+        "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
     }
     # What this build and device cannot run: those cases are skipped with the reason.
     for op, why in fa.probe(torch_npu, props).items():
@@ -450,7 +479,8 @@ if __name__ == "__main__":
         version="2",
         ops={"fa_prefill": attention, "pa_decode": attention, "mxfp4_dequant": fp4_dequant,
              "mc2_matmul_allreduce": mc2, "w4a16_matmul": w4a16, "paged_kv": paged_kv,
-             "dynamic_quant": dynamic_quant, "pa_decode_int8": pa_decode_int8},
+             "dynamic_quant": dynamic_quant, "pa_decode_int8": pa_decode_int8,
+             "quant_matmul": quant_matmul},
         capabilities={"ops": caps},
         libraries=libs,
         device=("%s (conform CPU stand-in simulating it: numpy, no NPU)" % props if STANDIN

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::PerfError;
+use conform_reference::ops::ElemType;
 
 /// How the figures of a profile were obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,10 +136,23 @@ impl HardwareProfile {
         HardwareProfile::from_toml(&text, path)
     }
 
-    /// Peak FLOP/s for `dtype`.
+    /// Peak FLOP/s for `dtype`: its entry, or the entry under another name of the same type
+    /// (the profiles write `int8` for the ops' `i8`).
     pub fn peak_flops(&self, dtype: &str) -> Result<f64, PerfError> {
+        let same = |k: &str| -> bool {
+            match (k.parse::<ElemType>(), dtype.parse::<ElemType>()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            }
+        };
         self.peak_tflops
             .get(dtype)
+            .or_else(|| {
+                self.peak_tflops
+                    .iter()
+                    .find(|(k, _)| same(k))
+                    .map(|(_, v)| v)
+            })
             .map(|t| t * 1e12)
             .ok_or_else(|| PerfError::UnknownDtype {
                 profile: self.id.clone(),
@@ -203,6 +217,8 @@ sources = ["https://example.invalid/x"]
     fn a_profile_parses_and_answers_peaks() {
         let p = HardwareProfile::from_toml(GOOD, Path::new("ci/hardware/x.toml")).unwrap();
         assert_eq!(p.peak_flops("f16").unwrap(), 1e14);
+        // Another name of the same type finds the entry (int8 profiles, i8 ops).
+        assert_eq!(p.peak_flops("float16").unwrap(), 1e14);
         let e = p.peak_flops("bf16").unwrap_err().to_string();
         assert!(e.contains("bf16") && e.contains("f16"), "{e}");
     }

@@ -231,6 +231,7 @@ pub(crate) fn check(
             | Regime::FormatExtremes
             | Regime::QuantEdgeRows
             | Regime::KvInt8Edges
+            | Regime::IntMatmulEdges
             | Regime::RepeatedCall => {}
         }
     }

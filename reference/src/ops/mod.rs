@@ -22,6 +22,7 @@ pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod pa_decode_int8;
 pub mod paged_kv;
+pub mod quant_matmul;
 pub mod range_regimes;
 pub mod recipe_edit;
 pub mod regime;
@@ -196,6 +197,7 @@ pub fn registry() -> Vec<&'static dyn OpFamily> {
         &fp4::W4A16_MATMUL,
         &dynamic_quant::DynamicQuant,
         &pa_decode_int8::PaDecodeInt8,
+        &quant_matmul::QuantMatmul,
     ]
 }
 

@@ -67,6 +67,11 @@ pub enum Regime {
     /// beyond -128 (the write's clamp decides them), in a shape with two or more KV heads, a
     /// sequence over several blocks and a partial last block ([`super::pa_decode_int8`]).
     KvInt8Edges,
+    /// `quant_matmul`: rows whose int32 accumulation passes 2^24 and comes back (built of -128
+    /// operands), so a float accumulation loses what the integer one keeps; with a per-token
+    /// scale, elements whose two orders of the scale products round apart; per-channel scales
+    /// that differ from column 0's ([`super::quant_matmul`]).
+    IntMatmulEdges,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -90,9 +95,11 @@ const TIES: &[&str] = &[
     "mc2_matmul_allreduce",
     "dynamic_quant",
     "pa_decode_int8",
+    "quant_matmul",
 ];
 const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
+const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -129,11 +136,12 @@ const EVERY_OP: &[&str] = &[
     "mc2_matmul_allreduce",
     "dynamic_quant",
     "pa_decode_int8",
+    "quant_matmul",
 ];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 14] = [
+    pub const ALL: [Regime; 15] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -148,6 +156,7 @@ impl Regime {
         Regime::RepeatedCall,
         Regime::QuantEdgeRows,
         Regime::KvInt8Edges,
+        Regime::IntMatmulEdges,
     ];
 
     /// The stable name (`large_logits`).
@@ -167,6 +176,7 @@ impl Regime {
             Regime::RepeatedCall => "repeated_call",
             Regime::QuantEdgeRows => "quant_edge_rows",
             Regime::KvInt8Edges => "kv_int8_edges",
+            Regime::IntMatmulEdges => "int_matmul_edges",
         }
     }
 
@@ -183,7 +193,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, pa_decode_int8's quantise-on-write"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, pa_decode_int8's quantise-on-write, quant_matmul's output cast"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
@@ -215,6 +225,9 @@ impl Regime {
             Regime::QuantEdgeRows => {
                 "8 all-zero rows (scale 0, never NaN), a row whose largest magnitude is negative, a row holding the input dtype's largest finite value, a row of tiny values (f16: all subnormal), and 8 rows whose scale under the recipe's scale form differs from the other forms'"
             }
+            Regime::IntMatmulEdges => {
+                "2 rows x 8 columns whose int32 accumulator reaches 2^24 through 1024 products (-128) x (-128), loses eight +1 terms there in a float sum and comes back to 8; with a per-token scale, 10 elements where scale-then-token and the merged scale round apart; 8 columns whose scale differs from column 0's"
+            }
         }
     }
 
@@ -236,6 +249,7 @@ impl Regime {
             Regime::RepeatedCall => EVERY_OP,
             Regime::QuantEdgeRows => QUANT_EDGES,
             Regime::KvInt8Edges => KV_INT8_EDGES,
+            Regime::IntMatmulEdges => INT_MATMUL_EDGES,
         }
     }
 
@@ -296,6 +310,14 @@ mod tests {
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
         assert_eq!(for_op("dynamic_quant").len(), 3);
         assert_eq!(for_op("pa_decode_int8").len(), 3);
+        assert_eq!(
+            for_op("quant_matmul"),
+            vec![
+                Regime::RoundingTies,
+                Regime::RepeatedCall,
+                Regime::IntMatmulEdges
+            ]
+        );
         assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
         assert!(Regime::ALL
             .iter()

@@ -37,6 +37,7 @@ mod mc2_reduction;
 mod mc2_ties;
 mod mc2_timeline;
 mod pa_decode_int8;
+mod quant_matmul;
 mod range_regimes;
 mod rounding_core;
 mod w4a16_matmul;

@@ -108,9 +108,9 @@ class _Module:
 
 FULL = ("npu_fused_infer_attention_score", "npu_dtype_cast", "float4_e2m1fn_x2",
         "npu_mm_all_reduce_base", "npu_weight_quant_batchmatmul", "_npu_reshape_and_cache",
-        "npu_scatter_nd_update_", "npu_dynamic_quant")
+        "npu_scatter_nd_update_", "npu_dynamic_quant", "npu_quant_matmul", "npu_trans_quant_param")
 ALL_OPS = {"fa_prefill", "pa_decode", "mxfp4_dequant", "mc2_matmul_allreduce", "w4a16_matmul",
-           "paged_kv", "dynamic_quant", "pa_decode_int8"}
+           "paged_kv", "dynamic_quant", "pa_decode_int8", "quant_matmul"}
 
 
 class ProbeTest(unittest.TestCase):
@@ -128,7 +128,7 @@ class ProbeTest(unittest.TestCase):
     def test_ascend950_runs_the_fp4_cast_and_w4a16_only(self):
         r = fa.probe(_Module("26.0.0", *FULL), "Ascend950PR")
         self.assertEqual(set(r), {"fa_prefill", "pa_decode", "mc2_matmul_allreduce", "paged_kv",
-                                  "dynamic_quant", "pa_decode_int8"})
+                                  "dynamic_quant", "pa_decode_int8", "quant_matmul"})
         self.assertIn("npu_dynamic_quant", r["dynamic_quant"])
 
     def test_first_generation_names_do_not_slip_through_a_prefix(self):
@@ -146,7 +146,8 @@ class ProbeTest(unittest.TestCase):
                     "npu_mm_all_reduce_base")
         r = fa.probe(m, "Ascend910B4")
         self.assertEqual(set(r), {"mxfp4_dequant", "w4a16_matmul", "paged_kv", "dynamic_quant",
-                                  "pa_decode_int8"})
+                                  "pa_decode_int8", "quant_matmul"})
+        self.assertIn("npu_quant_matmul", r["quant_matmul"])
         self.assertIn("2.1.0.post8", r["mxfp4_dequant"])
         self.assertIn("has no npu_dynamic_quant", r["dynamic_quant"])
         # FIA is there but not the INT8 cache writes a C8 decode step needs.

@@ -22,6 +22,15 @@ refuses the products its page does not list, with the aclnn error the real call 
   quant/dynamic_quant/op_kernel/dynamic_quant.h): f32 product with the smooth row, 127 divided
   by the row max of the magnitudes, the values multiplied by that quotient and cast with
   CAST_RINT, the scale stored as the quotient's reciprocal.
+- npu_trans_quant_param (TransQuantParamV2, Atlas A2 / A3): the f32 scale's top 19 bits
+  (truncated for round_mode 0, rounded to nearest even for 1) in the low word with bit 46 set,
+  the offset rounded and clamped to [-256, 255] in bits 37..45 (hicann/ops-nn
+  quant/trans_quant_param_v2/op_kernel/trans_quant_param_v2.h and aclnnTransQuantParam.md).
+- npu_quant_matmul (aclnnQuantMatmulV4, Atlas A2 / A3; 2-D int8 operands, bf16/f16 output):
+  the API page's table of accepted dtype combinations, and the kernel's order
+  (hicann/ops-nn matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3_pertoken.h):
+  int32 accumulation with an int32 bias, to f32, times the per-channel scale (an int64 scale
+  read as its 19-bit f32), times the per-token scale, plus a float bias, CAST_RINT.
 """
 import math
 import os
@@ -314,6 +323,129 @@ def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None)
     y = np.clip(np.where(np.isnan(q), 0, q), -128, 127).astype(np.int8)
     return (torch.Tensor(y.reshape(v.shape), torch.int8, "npu"),
             torch.Tensor(scale.reshape(v.shape[:-1]), torch.float32, "npu"))
+
+
+# --------------------------------------------------------------------------- W8A8 matmul
+
+_TQP = "aclnnTransQuantParamV2"
+_QMM = "aclnnQuantMatmulV4"
+
+
+def npu_trans_quant_param(scale, offset=None, round_mode=0):
+    soc = _soc_name()
+    if _soc.family(soc) not in ("A2", "A3"):
+        fail(_TQP, "product %s is not supported" % soc, code="361001 ACLNN_ERR_RUNTIME_ERROR")
+    _dev(scale, "scale")
+    if scale.dtype is not torch.float32:
+        fail(_TQP, "scale must be FLOAT32, got %s" % scale.dtype)
+    shape = scale.shape
+    if not (len(shape) == 1 or (len(shape) == 2 and shape[0] == 1)):
+        fail(_TQP, "scale must be (t,) or (1, n), got %s" % (shape,))
+    bits = np.ascontiguousarray(scale._a, dtype=np.float32).reshape(-1).view(np.uint32)
+    bits = bits.astype(np.uint64)
+    if round_mode == 0:
+        low = bits & np.uint64(0xFFFFE000)
+    elif round_mode == 1:
+        low = np.empty_like(bits)
+        for i, b in enumerate(bits.tolist()):
+            e = (b >> 23) & 0xFF
+            if e == 0:
+                low[i] = b & 0x80000000
+            elif e == 0xFF:
+                low[i] = b & 0xFFFFE000
+            else:
+                hi, rest = b >> 13, b & 0x1FFF
+                if rest > 0x1000 or (rest == 0x1000 and hi & 1):
+                    hi += 1
+                # A carry out of exponent 254 gives infinity (the source's saturation test,
+                # exponent above 255, cannot fire on an 8-bit exponent).
+                low[i] = hi << 13
+    else:
+        fail(_TQP, "round_mode must be 0 or 1, got %r" % (round_mode,))
+    word = low | np.uint64(1 << 46)
+    if offset is not None:
+        _dev(offset, "offset")
+        if offset.dtype is not torch.float32 or offset.shape not in (shape, (1,)):
+            fail(_TQP, "offset must be FLOAT32 of scale's shape (or one element)")
+        o = np.clip(np.rint(offset._a.astype(np.float32).reshape(-1)), -256, 255).astype(np.int64)
+        word = word | ((o.astype(np.uint64) & np.uint64(0x1FF)) << np.uint64(37))
+    return torch.Tensor(word.astype(np.int64).reshape(shape), torch.int64, "npu")
+
+
+def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
+                     output_dtype=None):
+    soc = _soc_name()
+    if _soc.family(soc) not in ("A2", "A3"):
+        fail(_QMM, "product %s is not supported" % soc, code="361001 ACLNN_ERR_RUNTIME_ERROR")
+    for t, n in ((x1, "x1"), (x2, "x2"), (scale, "scale")):
+        _dev(t, n)
+    if x1.dtype is torch.int32 or x2.dtype is torch.int32:
+        raise TypeError("stand-in: int4 operands packed in int32 are not modelled")
+    if x1.dtype is not torch.int8 or x2.dtype is not torch.int8:
+        fail(_QMM, "x1 and x2 must both be INT8")
+    if x1.dim() != 2 or x2.dim() != 2:
+        raise TypeError("stand-in: only 2-D operands are modelled")
+    (m, k), (k2, n) = x1.shape, x2.shape
+    if k != k2:
+        fail(_QMM, "x1 (m, k) and x2 (k, n) must share k: %s, %s" % (x1.shape, x2.shape))
+    if output_dtype in (None, torch.int8):
+        raise TypeError("stand-in: the int8 output (requantisation) is not modelled")
+    if output_dtype not in (torch.float16, torch.bfloat16):
+        fail(_QMM, "output_dtype must be int8, float16 or bfloat16, got %s" % output_dtype)
+    sd = scale.dtype
+    if sd not in (torch.float32, torch.int64, torch.bfloat16):
+        fail(_QMM, "scale must be FLOAT32, INT64 or BFLOAT16, got %s" % sd)
+    if scale.shape not in ((1,), (n,)):
+        fail(_QMM, "scale must be (1,) or (n,) = (%d,), got %s" % (n, scale.shape))
+    if offset is not None:
+        fail(_QMM, "offset is for the int8 output only")
+    bf16_out = output_dtype is torch.bfloat16
+    if pertoken_scale is not None:
+        _dev(pertoken_scale, "pertoken_scale")
+        if pertoken_scale.dtype is not torch.float32 or pertoken_scale.shape != (m,):
+            fail(_QMM, "pertoken_scale must be FLOAT32 (m,) = (%d,)" % m)
+        if sd is torch.int64:
+            fail(_QMM, "an INT64 scale takes no pertoken_scale")
+    # The page's table of combinations (int8 operands, float output).
+    if sd is torch.int64 and bf16_out:
+        fail(_QMM, "an INT64 scale gives a float16 (or int8) output, not bfloat16")
+    if sd is torch.bfloat16 and not bf16_out:
+        fail(_QMM, "a BFLOAT16 scale gives a bfloat16 output")
+    if sd is torch.float32 and not bf16_out and pertoken_scale is None:
+        fail(_QMM, "a float16 output without pertoken_scale takes the INT64 scale of "
+                   "npu_trans_quant_param")
+    bias_int = None
+    bias_f = None
+    if bias is not None:
+        _dev(bias, "bias")
+        if bias.shape != (n,):
+            raise TypeError("stand-in: only a 1-D (n,) bias is modelled")
+        allowed = (torch.int32,) if sd is torch.int64 else (
+            (torch.int32, torch.bfloat16, torch.float32) if bf16_out
+            else (torch.int32, torch.float16, torch.float32))
+        if bias.dtype not in allowed:
+            fail(_QMM, "bias dtype %s is not accepted with this scale and output" % bias.dtype)
+        if bias.dtype is torch.int32:
+            bias_int = bias._a.astype(np.int64)
+        else:
+            bias_f = bias._f32()
+    # int8 products summed exactly (every partial sum an integer below 2^31, exact in f64).
+    acc = (x1._a.astype(np.float64) @ x2._a.astype(np.float64)).astype(np.int64)
+    if bias_int is not None:
+        acc = (acc + bias_int[None, :] + 2**31) % 2**32 - 2**31
+    y = acc.astype(np.float32)
+    if sd is torch.int64:
+        # The fixpipe reads the 19-bit f32 the low word holds.
+        s = (scale._a.astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFE000))
+        s = s.astype(np.uint32).view(np.float32)
+    else:
+        s = scale._f32().astype(np.float32)
+    y = (y * s.reshape(1, -1)).astype(np.float32)
+    if pertoken_scale is not None:
+        y = (y * pertoken_scale._a.astype(np.float32)[:, None]).astype(np.float32)
+    if bias_f is not None:
+        y = (y + bias_f.reshape(1, n)).astype(np.float32)
+    return _to(y, output_dtype)
 
 
 # --------------------------------------------------------------------------- cache writes

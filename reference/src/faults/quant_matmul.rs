@@ -1,0 +1,154 @@
+//! Faults of `quant_matmul` (W8A8): the accumulator's type, the place of each bias, the reach
+//! of the per-channel and per-token scales, the order of the two scale products, the packing of
+//! the scale `npu_trans_quant_param` makes, the int8 minimum and the tie rule of the output cast.
+
+use super::{Edit, Fault, RecipeEdit, Requirement};
+use crate::formats::RoundingMode;
+use crate::ops::quant_matmul::{
+    Accumulation, FloatBiasPlace, IntBiasPlace, QmmRecipe, ScaleOrder, ScalePack, TokenAxis,
+};
+
+const OPS: &[&str] = &["quant_matmul"];
+
+pub(super) static FAULTS: &[Fault] = &[
+    Fault {
+        name: "qmm-accumulate-f32",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the int8 products are summed in f32 (one rounding per addition, in k order) instead of an exact int32 accumulator: terms added while the sum is above 2^24 are lost",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.accumulation == Accumulation::F32Sequential {
+                return false;
+            }
+            r.accumulation = Accumulation::F32Sequential;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-scale-per-tensor",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the per-channel scale is read as per-tensor: column 0's scale dequantises every column",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.per_tensor_scale {
+                return false;
+            }
+            r.per_tensor_scale = true;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-pertoken-wrong-axis",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "pertoken_scale is broadcast along the wrong axis: element (i, j) takes the per-token scale at index j mod m instead of row i's",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.token_axis != TokenAxis::Row {
+                return false;
+            }
+            r.token_axis = TokenAxis::ColumnModM;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-scales-merged-first",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the per-channel and per-token scales are multiplied together first, acc * fl32(scale * pertoken), instead of (acc * scale) * pertoken as the kernel's two vector Muls do",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.scale_order != ScaleOrder::ScaleThenToken {
+                return false;
+            }
+            r.scale_order = ScaleOrder::MergedFirst;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-int-bias-after-dequant",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the int32 bias is added after the dequantisation (unscaled) instead of into the int32 accumulator before it",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.int_bias != IntBiasPlace::BeforeDequant {
+                return false;
+            }
+            r.int_bias = IntBiasPlace::AfterDequant;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-float-bias-before-dequant",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the f32/bf16 bias is added to the accumulator before the scales (so it is scaled) instead of after them",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.float_bias != FloatBiasPlace::AfterScales {
+                return false;
+            }
+            r.float_bias = FloatBiasPlace::BeforeScales;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-output-ties-away",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the final cast to bf16/f16 rounds exact ties away from zero (CAST_ROUND) instead of to even (CAST_RINT)",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.output_rounding != RoundingMode::NearestTiesToEven {
+                return false;
+            }
+            r.output_rounding = RoundingMode::NearestTiesAway;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-packed-scale-rounded",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the packed (int64) scale rounds the f32 to its top 19 bits (ties to even) instead of truncating them as npu_trans_quant_param does",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.scale_pack != ScalePack::Truncate19 {
+                return false;
+            }
+            r.scale_pack = ScalePack::RoundEven19;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-packed-scale-full-f32",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the packed scale is applied with all 32 bits of the f32 instead of the 19 the packed word keeps",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.scale_pack == ScalePack::FullF32 {
+                return false;
+            }
+            r.scale_pack = ScalePack::FullF32;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-int8-min-clamped",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "an int8 operand of -128 is read as -127 (a symmetric clamp of the operands)",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.operand_min != -128 {
+                return false;
+            }
+            r.operand_min = -127;
+            true
+        })),
+    },
+];

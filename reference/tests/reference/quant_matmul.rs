@@ -1,0 +1,245 @@
+//! `quant_matmul`: the regimes hold on every seed (checked on the inputs with an independent
+//! integer and f32 sum, and on what the recipe and its faults produce), the result is the same
+//! for any thread count, the kernel recipe stays within one output step of the exact oracle, a
+//! hand-computed case comes out as computed by hand, and bad parameters or inputs are errors
+//! naming what is wrong.
+
+use conform_reference::faults;
+use conform_reference::formats::{bf16, f16, Rounding, RoundingMode};
+use conform_reference::ops::{
+    self, ElemType, GenContext, OpError, Regime, Tensor, TensorMap, ValueDist,
+};
+use conform_reference::parallel::Threads;
+use conform_reference::splitmix::SplitMix64;
+use serde_json::{json, Value};
+
+const SEEDS: u64 = 12;
+const BOTH: [Regime; 2] = [Regime::RoundingTies, Regime::IntMatmulEdges];
+
+fn generate(params: &Value, regimes: &[Regime], seed: u64) -> Result<TensorMap, OpError> {
+    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5A);
+    let mut bits = move || g.next_u64();
+    let ctx = GenContext::new(&mut bits, ValueDist::default());
+    let mut ctx = ctx.with_recipe("ascend_a2");
+    ops::find("quant_matmul")?.generate_with_regimes(params, regimes, &mut ctx)
+}
+
+fn run(params: &Value, recipe: &str, inputs: &TensorMap, threads: usize) -> TensorMap {
+    ops::find("quant_matmul")
+        .unwrap()
+        .run(params, recipe, inputs, Threads(threads))
+        .unwrap()
+}
+
+fn with_fault(name: &str, params: &Value, inputs: &TensorMap) -> TensorMap {
+    let f = faults::find(name).unwrap();
+    let fam = ops::find("quant_matmul").unwrap();
+    match faults::run(f, fam, params, "ascend_a2", inputs, Threads(1)).unwrap() {
+        faults::FaultRun::Outputs(o) => o,
+        faults::FaultRun::NotApplicable(why) => panic!("{name}: {why}"),
+    }
+}
+
+fn differing(a: &Tensor, b: &Tensor) -> usize {
+    let w = a.dtype.size_bytes();
+    a.data
+        .chunks(w)
+        .zip(b.data.chunks(w))
+        .filter(|(x, y)| x != y)
+        .count()
+}
+
+fn i8s(t: &Tensor) -> Vec<i8> {
+    t.data.iter().map(|&b| b as i8).collect()
+}
+
+fn cases() -> Vec<Value> {
+    vec![
+        json!({"m": 24, "k": 3200, "n": 48, "out": "bf16", "scale": "f32", "pertoken": true, "bias": "i32"}),
+        json!({"m": 24, "k": 3100, "n": 40, "out": "bf16", "scale": "bf16", "pertoken": true, "bias": "bf16"}),
+        json!({"m": 8, "k": 3300, "n": 40, "out": "f16", "scale": "packed", "bias": "i32"}),
+        json!({"m": 20, "k": 3081, "n": 36, "out": "f16", "scale": "f32", "pertoken": true, "bias": "f32"}),
+        json!({"m": 6, "k": 3500, "n": 30, "out": "bf16"}),
+    ]
+}
+
+#[test]
+fn regimes_hold_on_every_seed() {
+    for params in cases() {
+        let (m, k, n) = (
+            params["m"].as_u64().unwrap() as usize,
+            params["k"].as_u64().unwrap() as usize,
+            params["n"].as_u64().unwrap() as usize,
+        );
+        let pertoken = params.get("pertoken").is_some();
+        for seed in 0..SEEDS {
+            let ins = generate(&params, &BOTH, seed).unwrap();
+            let ctx = format!("{params} seed {seed}");
+            let out = run(&params, "ascend_a2", &ins, 1);
+            // Accumulators, read from the inputs: the exact integer sum and a sequential f32
+            // sum differ on at least 16 elements.
+            let (x1, x2) = (i8s(&ins["x1"]), i8s(&ins["x2"]));
+            let mut lost = 0;
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut exact, mut float) = (0i64, 0f32);
+                    for p in 0..k {
+                        let v = x1[i * k + p] as i64 * x2[p * n + j] as i64;
+                        exact += v;
+                        float += v as f32;
+                    }
+                    lost += usize::from(exact as f32 != float);
+                }
+            }
+            assert!(lost >= 16, "{ctx}: {lost} accumulators lose terms in f32");
+            assert!(x1.contains(&-128) && x2.contains(&-128), "{ctx}: -128");
+            // Ties: the tie rule of the output cast changes at least 16 elements.
+            let away = with_fault("qmm-output-ties-away", &params, &ins);
+            assert!(differing(&out["y"], &away["y"]) >= 16, "{ctx}: ties");
+            let f32acc = with_fault("qmm-accumulate-f32", &params, &ins);
+            assert!(differing(&out["y"], &f32acc["y"]) >= 16, "{ctx}: f32 sum");
+            let clamp = with_fault("qmm-int8-min-clamped", &params, &ins);
+            assert!(differing(&out["y"], &clamp["y"]) >= 16, "{ctx}: -128");
+            if pertoken {
+                let merged = with_fault("qmm-scales-merged-first", &params, &ins);
+                assert!(differing(&out["y"], &merged["y"]) >= 10, "{ctx}: witnesses");
+            }
+            // Per-channel scales: at least 8 differ from column 0's.
+            let s = ins["scale"].to_f64_vec();
+            assert!(
+                s.iter().filter(|&&v| v != s[0]).count() >= 8,
+                "{ctx}: scales"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_result_is_the_same_for_any_thread_count() {
+    for params in cases() {
+        let ins = generate(&params, &BOTH, 3).unwrap();
+        for recipe in ["ascend_a2", "oracle"] {
+            let one = run(&params, recipe, &ins, 1);
+            for t in [2, 7] {
+                assert_eq!(one, run(&params, recipe, &ins, t), "{params} {recipe} {t}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_kernel_is_within_one_output_step_of_the_oracle() {
+    for params in cases() {
+        for seed in 0..3 {
+            let ins = generate(&params, &[], seed).unwrap();
+            let out = run(&params, "ascend_a2", &ins, 2);
+            let oracle = run(&params, "oracle", &ins, 2)["y"].to_f64_vec();
+            let y = out["y"].bits16().unwrap();
+            let f16out = out["y"].dtype == ElemType::F16;
+            for (e, (&b, &o)) in y.iter().zip(&oracle).enumerate() {
+                // Once-rounded oracle, and the output's neighbours.
+                let r = if f16out {
+                    f16::f64_to_f16(o, Rounding::RNE)
+                } else {
+                    bf16::f64_to_bf16(o, Rounding::RNE)
+                };
+                let (lo, hi) = (r.min(b), r.max(b));
+                let step = if (lo ^ hi) & 0x8000 == 0 {
+                    hi - lo
+                } else {
+                    (lo & 0x7FFF) + (hi & 0x7FFF)
+                };
+                assert!(
+                    step <= 1,
+                    "{params} seed {seed} element {e}: {b:#x} vs {r:#x}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_case_computed_by_hand() {
+    let params = json!({"m": 1, "k": 2, "n": 2, "out": "bf16", "scale": "f32", "pertoken": true, "bias": "i32"});
+    let ins = TensorMap::from([
+        ("x1".to_string(), Tensor::from_i8(vec![1, 2], &[3, -128])),
+        (
+            "x2".to_string(),
+            Tensor::from_i8(vec![2, 2], &[1, 2, -128, 127]),
+        ),
+        ("scale".to_string(), Tensor::from_f32(vec![2], &[0.5, 0.25])),
+        (
+            "pertoken_scale".to_string(),
+            Tensor::from_f32(vec![1], &[2.0]),
+        ),
+        ("bias".to_string(), Tensor::from_i32(vec![2], &[1, -2])),
+    ]);
+    // acc = [3 + 16384, 6 - 16256] = [16387, -16250]; + bias = [16388, -16252];
+    // * scale * pertoken = [16388, -8126]; bf16 (8 bits, ties to even) = [16384, -8128].
+    let out = run(&params, "ascend_a2", &ins, 1);
+    let want: Vec<u16> = [16384.0f32, -8128.0]
+        .iter()
+        .map(|&v| bf16::f32_to_bf16(v, Rounding::RNE))
+        .collect();
+    assert_eq!(out["y"].bits16().unwrap(), want);
+    assert_eq!(
+        run(&params, "oracle", &ins, 1)["y"].to_f64_vec(),
+        vec![16388.0, -8126.0]
+    );
+    // The int32 bias after the dequantisation is not scaled: 16387 + 1 and -8125 - 2.
+    let after = with_fault("qmm-int-bias-after-dequant", &params, &ins);
+    let want: Vec<u16> = [16388.0f32, -8127.0]
+        .iter()
+        .map(|&v| bf16::f32_to_bf16(v, Rounding::ieee(RoundingMode::NearestTiesToEven)))
+        .collect();
+    assert_eq!(after["y"].bits16().unwrap(), want);
+}
+
+#[test]
+fn bad_params_and_inputs_are_errors_naming_them() {
+    let fam = ops::find("quant_matmul").unwrap();
+    let param_err = |p: Value| match fam.describe(&p).unwrap_err() {
+        OpError::InvalidParam { param, message, .. } => format!("{param}: {message}"),
+        e => panic!("{e}"),
+    };
+    let e = param_err(json!({"m": 1, "k": 8, "n": 8, "out": "f16"}));
+    assert!(
+        e.starts_with("scale:") && e.contains("npu_trans_quant_param"),
+        "{e}"
+    );
+    let e = param_err(json!({"m": 1, "k": 70000, "n": 8}));
+    assert!(e.starts_with("k:") && e.contains("overflow"), "{e}");
+    let e = param_err(
+        json!({"m": 1, "k": 8, "n": 8, "out": "f16", "scale": "packed", "pertoken": true}),
+    );
+    assert!(e.starts_with("pertoken:"), "{e}");
+    let e = param_err(json!({"m": 1, "k": 8, "n": 8, "scale": "packed"}));
+    assert!(e.starts_with("scale:"), "{e}");
+    let e = param_err(json!({"m": 1, "k": 8, "n": 8, "out": "i8"}));
+    assert!(e.starts_with("out:"), "{e}");
+    assert!(fam
+        .describe(&json!({"m": 1, "k": 8, "n": 8, "bogus": 1}))
+        .is_err());
+    // A NaN scale is refused, naming the input and the element.
+    let params = json!({"m": 1, "k": 2, "n": 2});
+    let ins = TensorMap::from([
+        ("x1".to_string(), Tensor::from_i8(vec![1, 2], &[1, 1])),
+        ("x2".to_string(), Tensor::from_i8(vec![2, 2], &[1, 1, 1, 1])),
+        (
+            "scale".to_string(),
+            Tensor::from_f32(vec![2], &[1.0, f32::NAN]),
+        ),
+    ]);
+    match fam.run(&params, "ascend_a2", &ins, Threads(1)).unwrap_err() {
+        OpError::InvalidInput { input, message, .. } => {
+            assert_eq!(input, "scale");
+            assert!(message.contains("element 1"), "{message}");
+        }
+        e => panic!("{e}"),
+    }
+    // A shape that cannot hold the regimes names the regime.
+    match generate(&json!({"m": 3, "k": 4096, "n": 64}), &BOTH, 0) {
+        Err(e) => assert!(matches!(e, OpError::Regime { .. }), "{e}"),
+        Ok(_) => panic!("3 rows cannot hold both regimes (4 rows)"),
+    }
+}
