@@ -231,6 +231,8 @@ pub(crate) fn check(
             | Regime::FormatExtremes
             | Regime::QuantEdgeRows
             | Regime::KvInt8Edges
+            | Regime::MoeRoutingEdges
+            | Regime::MoeCombineOrder
             | Regime::RepeatedCall => {}
         }
     }

@@ -18,6 +18,7 @@ pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
 pub mod mc2_ties;
+pub mod moe_dispatch_combine;
 pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod pa_decode_int8;
@@ -196,6 +197,7 @@ pub fn registry() -> Vec<&'static dyn OpFamily> {
         &fp4::W4A16_MATMUL,
         &dynamic_quant::DynamicQuant,
         &pa_decode_int8::PaDecodeInt8,
+        &moe_dispatch_combine::MoeDispatchCombine,
     ]
 }
 

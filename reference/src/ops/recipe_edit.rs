@@ -14,4 +14,5 @@ pub enum RecipeEdit {
     Mc2(fn(&mut Mc2Numerics) -> bool),
     DynamicQuant(fn(&mut super::dynamic_quant::DqRecipe) -> bool),
     C8(fn(&mut super::pa_decode_int8::C8Recipe) -> bool),
+    Moe(fn(&mut super::moe_dispatch_combine::MoeRecipe) -> bool),
 }
