@@ -104,17 +104,13 @@ impl AllToAll {
         if ranks == 0 || shared_ranks >= ranks || ids.len() != ranks || top_k == 0 {
             return Err(Mc2Error::ZeroDimension { name: "ranks" });
         }
-        if experts == 0 || experts % (ranks - shared_ranks) != 0 {
+        if experts == 0 || !experts.is_multiple_of(ranks - shared_ranks) {
             return Err(Mc2Error::ZeroDimension {
                 name: "experts per routed rank",
             });
         }
         let local = experts / (ranks - shared_ranks);
-        let per = if shared_experts == 0 {
-            1
-        } else {
-            shared_ranks / shared_experts
-        };
+        let per = shared_ranks.checked_div(shared_experts).unwrap_or(1);
         let mut rows = vec![0u64; ranks * ranks];
         for (s, picks) in ids.iter().enumerate() {
             for &e in picks {

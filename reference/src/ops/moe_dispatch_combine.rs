@@ -281,11 +281,9 @@ pub struct Case {
 impl Case {
     /// Ranks per shared expert.
     fn per_shared(&self) -> usize {
-        if self.shared_experts == 0 {
-            1
-        } else {
-            self.shared_ranks / self.shared_experts
-        }
+        self.shared_ranks
+            .checked_div(self.shared_experts)
+            .unwrap_or(1)
     }
 
     /// Received rows in all.
@@ -418,7 +416,7 @@ impl MoeDispatchCombine {
                 "1..=512 tokens per rank (the API's BS range)",
             ));
         }
-        if p.hidden == 0 || p.hidden % 32 != 0 || p.hidden > 10240 {
+        if p.hidden == 0 || !p.hidden.is_multiple_of(32) || p.hidden > 10240 {
             return Err(invalid(
                 "hidden",
                 format!("{}: a positive multiple of 32, at most 10240", p.hidden),
@@ -439,7 +437,7 @@ impl MoeDispatchCombine {
         if p.shared_ranks > 0
             && (p.shared_experts == 0
                 || p.shared_experts > 4
-                || p.shared_ranks % p.shared_experts != 0)
+                || !p.shared_ranks.is_multiple_of(p.shared_experts))
         {
             return Err(invalid(
                 "shared_experts",
@@ -447,7 +445,7 @@ impl MoeDispatchCombine {
             ));
         }
         let routed = p.ranks - p.shared_ranks;
-        if p.experts == 0 || p.experts % routed != 0 || p.experts > 1024 {
+        if p.experts == 0 || !p.experts.is_multiple_of(routed) || p.experts > 1024 {
             return Err(invalid(
                 "experts",
                 format!(
@@ -748,16 +746,15 @@ impl MoeDispatchCombine {
                             let before = rows.len();
                             for t in 0..c.active[s] {
                                 for kk in 0..k {
-                                    if let Some((ll, e)) = bound(s, t, kk) {
-                                        if ll == l {
-                                            rows.push(make_row(
-                                                s,
-                                                t,
-                                                kk,
-                                                c.shared_experts + e,
-                                                c.gain_index(d, l),
-                                            ));
-                                        }
+                                    if let Some((_, e)) = bound(s, t, kk).filter(|&(ll, _)| ll == l)
+                                    {
+                                        rows.push(make_row(
+                                            s,
+                                            t,
+                                            kk,
+                                            c.shared_experts + e,
+                                            c.gain_index(d, l),
+                                        ));
                                     }
                                 }
                             }
