@@ -1,7 +1,7 @@
 //! The torch_npu worker end to end before it meets a device: the whole quick tier, all six
 //! suites, through the real worker code (argument building, layouts, block tables, actual
-//! sequence lengths, FP4 unpacking, W4A16 re-encoding, cache writes, the MC2 rank launch and its
-//! process group, the timing path) on the CPU stand-in for torch / torch_npu
+//! sequence lengths, FP4 unpacking, W4A16 re-encoding, cache writes, the MC2 and MoE rank
+//! launches and their process groups, the timing path) on the CPU stand-in for torch / torch_npu
 //! (`targets/torch_npu/standin`, switched on by CONFORM_TORCH_NPU_STANDIN=1). The stand-in is
 //! written from the CANN / torch_npu documentation, not from conform: it models the documented
 //! semantics (MC2's per-rank epilogue, FIA's row-invalid correction), rejections (as the aclnn
@@ -12,7 +12,8 @@
 //! For each contradiction fixed in the worker, a scratch copy of the worker with the old line
 //! put back runs on the stand-in and fails: MC2's bias on every rank, inner_precise 0 on fully
 //! masked rows, an illegal TND shape sent to the kernel, padded query rows reported as the
-//! kernel's result. Without the stand-in, a required torch_npu that cannot be imported fails
+//! kernel's result; and a MoE combine handed ones instead of the router's expert_scales fails
+//! too. Without the stand-in, a required torch_npu that cannot be imported fails
 //! the run with the import error.
 //!
 //! The worker needs the Python venv (`ci/setup-targets.sh`): without it the trials are
@@ -193,9 +194,34 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
         "dynamic_quant",
         "pa_decode_int8",
         "quant_matmul",
+        "moe_dispatch_combine",
     ] {
         assert!(passed.contains(suite), "no {suite} case passed: {passed:?}");
     }
+    // Shared experts are Atlas A3's only: skipped on the simulated A2 with the page's reason,
+    // passed on a simulated A3.
+    let shared = "moe_dispatch_combine/w5-s1-e32-k3/bf16/h1024/int8-smooth/routing-ties";
+    let (st, msg) = status(cases, shared);
+    assert!(
+        st == "skipped" && msg.contains("shared experts are Atlas A3 only"),
+        "{msg}"
+    );
+    let (code, text, cases_a3) = run_json(
+        &[
+            "run",
+            "--target",
+            "torch_npu",
+            "--filter",
+            "^moe_dispatch_combine/w(5-s1|8-s4)-",
+        ],
+        &[("CONFORM_STANDIN_SOC", "Ascend910_9392")],
+        None,
+    );
+    assert_eq!(code, Some(0), "{text}");
+    for c in &cases_a3 {
+        assert_eq!(c["status"], "passed", "{c}");
+    }
+    assert_eq!(cases_a3.len(), 2);
     // The documented reasons, where the documentation rules a case out.
     let (st, msg) = status(cases, "fa_prefill/bf16/tnd-hq4-hkv2-d64/causal_br");
     assert!(
@@ -492,6 +518,25 @@ fn the_stand_in_catches_the_old_worker_lines() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].1, "error", "{got:?}");
     assert!(got[0].2.contains("npu_trans_quant_param"), "{got:?}");
+    // The MoE combine handed ones instead of the router's expert_scales: the weighted sum is
+    // wrong on every case whose weights are not all 1.
+    let moe =
+        "^moe_dispatch_combine/w4-e32-k3/(bf16/h256/mask-cumsum|f16/h256/counts)/routing-order$";
+    for (id, st, msg) in run_patched(&[], moe) {
+        assert_eq!(st, "passed", "{id}: {msg}");
+    }
+    let got = run_patched(
+        &[(
+            "moe_rank.py",
+            "    combine_scales = ws\n",
+            "    combine_scales = dev(np.ones_like(shard_w), \"F32\")\n",
+        )],
+        moe,
+    );
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (id, st, msg) in got {
+        assert_eq!(st, "failed", "expert_scales dropped: {id} {st} {msg}");
+    }
 }
 
 fn without_torch_npu_a_required_target_fails_with_the_import_error() {

@@ -168,6 +168,43 @@ pub const QUANT_MATMUL_CLAIMS: [(&str, &str); 5] = [
     ),
 ];
 
+/// Claims about `moe_dispatch_combine` (the dispatch/combine v2 kernels) fixed in the code
+/// rather than a recipe field.
+pub const MOE_CLAIMS: [(&str, &str); 8] = [
+    (
+        "moe.claim.send_order",
+        "a source sends its (token, k) pairs in ascending t * K + k order; rows of one (expert, source) block keep that order",
+    ),
+    (
+        "moe.claim.opaque_metadata",
+        "assist_info_for_combine, ep_recv_counts, tp_recv_counts and expand_scales are not judged: their values differ by product, algorithm and version",
+    ),
+    (
+        "moe.claim.quant_per_destination",
+        "quant_mode 2 quantises on the sender, per (token, destination expert), with the destination's smooth row (routed e: row e + shared_expert_num; shared i: row i)",
+    ),
+    (
+        "moe.claim.shared_placement",
+        "shared expert i sits on ranks i*R .. (i+1)*R - 1 (R = shared_ranks / shared_experts); source s sends to rank i*R + s % R; its rows come after the routed k in the combine",
+    ),
+    (
+        "moe.claim.shared_unweighted",
+        "shared-expert rows are added to the f32 sum unweighted, after the routed rows (the pages' formula weights them)",
+    ),
+    (
+        "moe.claim.no_fma",
+        "each routed row is multiplied by its weight in f32 (rounded) and then added in f32 (rounded): no fused multiply-add",
+    ),
+    (
+        "moe.claim.mask_1d",
+        "a 1-D x_active_mask holds its true values first; inactive tokens send nothing and their output rows are not judged",
+    ),
+    (
+        "moe.claim.expert_step",
+        "the expert computation between dispatch and combine is conform's own: q * scale in f32 (quant_mode 2), times a power-of-two gain per expert, one rounding to the dtype (nearest even)",
+    ),
+];
+
 /// The knobs a case of `op` judged against `recipe` (with element type `dtype`) rests on, when
 /// that recipe models a CANN kernel; `None` for every other recipe (and for the oracle).
 pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
@@ -207,6 +244,18 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
             crate::ops::quant_matmul::QmmRecipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
                 k.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
+                k
+            })
+        }
+        "moe_dispatch_combine" if recipe == "ascend_v2" => {
+            crate::ops::moe_dispatch_combine::MoeRecipe::preset(recipe).map(|r| {
+                let mut k = r.knobs(recipe);
+                k.extend(MOE_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
+                k.extend(
+                    DYNAMIC_QUANT_CLAIMS
+                        .iter()
+                        .map(|(id, v)| Knob::new(*id, *v)),
+                );
                 k
             })
         }
@@ -252,6 +301,16 @@ pub fn knob_ids() -> Vec<String> {
         ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
     }
     ids.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    if let Some(r) = crate::ops::moe_dispatch_combine::MoeRecipe::preset("ascend_v2") {
+        // The quantisation's knobs are dynamic_quant's own, listed above.
+        ids.extend(
+            r.knobs("ascend_v2")
+                .into_iter()
+                .map(|k| k.id)
+                .filter(|id| id.starts_with("moe.")),
+        );
+    }
+    ids.extend(MOE_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(CAST_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(

@@ -7,7 +7,8 @@ per-token INT8 arithmetic, row-vectorised (judged bit for bit). pa_decode_int8:
 vLLM-Ascend's documented 16-bit write of the new K/V rows into the INT8 cache (equal to the
 recipe's bit for bit, judged within one step), dequantisation (y + offset) * scale in f64 and
 the same f32 attention. quant_matmul: the documented W8A8 epilogue on an exact integer matmul
-(judged bit for bit)."""
+(judged bit for bit). moe_dispatch_combine: the documented dispatch order, INT8 quantisation
+and k-ordered f32 combine, vectorised (judged bit for bit)."""
 import sys
 
 import conform_worker as cw
@@ -265,6 +266,89 @@ def quant_matmul(case):
     return {"y": cw.from_f32(y.astype(np.float32), out_dt)}
 
 
+def moe_dispatch_combine(case):
+    """The dispatch/combine round trip from the documented arithmetic, vectorised over rows and
+    tokens: rows gathered per destination rank and sorted by (local expert, source, t * K + k)
+    (shared-expert rows by source and token); per-row INT8 quantisation in f32 (r = 127 / amax,
+    scale = 1 / r, np.rint ties to even) with the destination's smooth row; the expert step
+    (q * scale, times the expert's gain, one RNE rounding to the dtype); the combine as f32
+    numpy adds over k in order, then the shared rows unweighted, one RNE rounding at the end."""
+    p = case.params
+    W, BS, H, E, K = (int(p[n]) for n in ("ranks", "bs", "hidden", "experts", "top_k"))
+    ns, S = int(p.get("shared_experts", 0)), int(p.get("shared_ranks", 0))
+    L, per = E // (W - S), (S // ns if ns else 1)
+    quant = int(p.get("quant_mode", 0)) == 2
+    dt = case.input_dtypes["x"]
+    x = cw.to_f32(case.inputs["x"], dt).reshape(W, BS, H)
+    ids = np.asarray(case.inputs["expert_ids"]).astype(np.int64).reshape(W, BS, K)
+    wts = np.asarray(case.inputs["expert_scales"], dtype=np.float32).reshape(W, BS, K)
+    gain = cw.to_f32(case.inputs["expert_gain"], case.input_dtypes["expert_gain"])
+    smooth = np.asarray(case.inputs["scales"], dtype=np.float32) if p.get("smooth") else None
+    active = [int(a) for a in p["active"]] if p.get("active") is not None else [BS] * W
+    if "x_active_mask" in case.inputs:
+        m = np.asarray(case.inputs["x_active_mask"]).astype(np.int64).reshape(W, BS)
+        want = (np.arange(BS)[None, :] < np.asarray(active)[:, None]).astype(np.int64)
+        if not np.array_equal(m, want):
+            raise ValueError("x_active_mask must hold each rank's active tokens first")
+    if np.any((ids < 0) | (ids >= E)):
+        raise ValueError("expert_ids outside [0, experts)")
+    # (sort key, source, token, slot, smooth row, gain row) per destination rank.
+    recv = [[] for _ in range(W)]
+    for s in range(W):
+        for t in range(active[s]):
+            if len(set(ids[s, t].tolist())) != K:
+                raise ValueError("expert_ids: an expert twice in one row")
+            for k in range(K):
+                e = int(ids[s, t, k])
+                recv[e // L + S].append(((e % L, s, t * K + k), s, t, k, ns + e, ns + e))
+            for i in range(ns):
+                recv[i * per + s % per].append(((0, s, t), s, t, K + i, i, i))
+    rows, nums = [], []
+    for d in range(W):
+        rr = sorted(recv[d], key=lambda r: r[0])
+        rows.extend(rr)
+        if d < S:
+            nums.append(len(rr))
+        else:
+            c = np.bincount([r[0][0] for r in rr], minlength=L).astype(np.int64)
+            nums.extend((np.cumsum(c) if int(p.get("expert_token_nums_type", 1)) == 0 else c).tolist())
+    src = np.array([r[1] for r in rows], dtype=np.int64)
+    tok = np.array([r[2] for r in rows], dtype=np.int64)
+    srow = np.array([r[4] for r in rows], dtype=np.int64)
+    grow = np.array([r[5] for r in rows], dtype=np.int64)
+    xr = x[src, tok]
+    out = {}
+    if quant:
+        v = xr * smooth[srow] if smooth is not None else xr
+        amax = np.max(np.abs(v), axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.float32(127) / amax
+            scale = np.float32(1) / r
+            q = np.clip(np.nan_to_num(np.rint(v * r[:, None]), nan=0.0), -128, 127).astype(np.int8)
+        out["expand_x"] = q
+        out["dynamic_scales"] = scale.astype(np.float32)
+        deq = q.astype(np.float32) * scale[:, None]
+    else:
+        out["expand_x"] = cw.from_f32(xr, dt)
+        deq = xr
+    y = _to_dtype(deq * gain[grow][:, None], dt)
+    slot_of = {(int(s_), int(t_), int(k_)): i for i, (s_, t_, k_) in
+               enumerate(zip(src, tok, (r[3] for r in rows)))}
+    toks = [(s, t) for s in range(W) for t in range(active[s])]
+    acc = np.zeros((len(toks), H), dtype=np.float32)
+    for k in range(K):
+        at = np.array([slot_of[(s, t, k)] for s, t in toks], dtype=np.int64)
+        wk = np.array([wts[s, t, k] for s, t in toks], dtype=np.float32)
+        acc = acc + y[at] * wk[:, None]
+    for i in range(ns):
+        at = np.array([slot_of[(s, t, K + i)] for s, t in toks], dtype=np.int64)
+        acc = acc + y[at]
+    out["expert_token_nums"] = np.array(nums, dtype=np.int64)
+    out["out"] = cw.from_f32(acc, dt)
+    case.note("numpy moe_dispatch_combine: sorted gathers, f32 row-vectorised quantisation and k-ordered f32 sum")
+    return out
+
+
 ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
              "layouts": ["BSND", "BNSD", "BSH", "TND", "BNSD_BSND"],
              "limits": {"sparse_mode": {"one_of": [0, 2, 3, 4]}},
@@ -276,7 +360,7 @@ if __name__ == "__main__":
         ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
              "paged_kv": paged_kv, "dynamic_quant": dynamic_quant,
              "pa_decode_int8": pa_decode_int8,
-             "quant_matmul": quant_matmul},
+             "quant_matmul": quant_matmul, "moe_dispatch_combine": moe_dispatch_combine},
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
@@ -289,6 +373,7 @@ if __name__ == "__main__":
             "pa_decode_int8": {"dtypes": ["bf16", "f16"], "layouts": ["BSND", "BNSD", "BSH"],
                                "recipes": ["numpy_f32_blas"]},
             "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
+            "moe_dispatch_combine": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_v2"]},
         }},
         libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
         device="CPU (numpy %s, BLAS)" % np.__version__,

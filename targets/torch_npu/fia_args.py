@@ -275,9 +275,11 @@ def lse_from_kernel(lse, layout):
 MC2_TENSORS = {"x1": "x1", "x2": "x2", "bias": "bias", "x3": "x3", "out": "out"}
 
 
-def mc2_launch_command(python, rank_script, world_size, inputs, outputs, master_port):
-    """The torchrun command line for one MatmulAllReduce case (one process per rank)."""
-    if world_size not in (1, 2, 4, 8):
+def mc2_launch_command(python, rank_script, world_size, inputs, outputs, master_port,
+                       any_world=False):
+    """The torchrun command line for one MatmulAllReduce case (one process per rank); with
+    `any_world` (the MoE dispatch/combine), any rank count."""
+    if not any_world and world_size not in (1, 2, 4, 8):
         raise ArgError("world_size %d: MC2 runs on 1, 2, 4 or 8 cards" % world_size)
     return [python, "-m", "torch.distributed.run", "--standalone",
             "--nproc_per_node=%d" % world_size, "--master_port=%d" % master_port,
@@ -491,3 +493,29 @@ def mc2_iteration_times(per_rank):
         raise ArgError("the ranks timed different numbers of iterations: %s"
                        % [len(t) for t in per_rank])
     return [max(float(t[i]) for t in per_rank) for i in range(len(per_rank[0]))]
+
+
+# npu_moe_distribute_dispatch_v2 / combine_v2: the product limits of the ops-transformer README
+# (MoeDistributeDispatchV2) that the suites' parameters can meet. A2: no shared experts,
+# H a multiple of 32 up to 10240, BS up to 256, ep_world_size from the full-mesh list; A3: H in
+# [1024, 8192], BS up to 512.
+MOE_A2_WORLD = (2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 192, 256, 384)
+
+
+def moe_unsupported(p, soc):
+    """Why this device cannot run the case (None when it can)."""
+    fam = product_family(soc)
+    h, bs, w = int(p["hidden"]), int(p["bs"]), int(p["ranks"])
+    shared = int(p.get("shared_ranks", 0))
+    if fam == "Atlas A2":
+        if shared:
+            return "%s (Atlas A2): shared experts are Atlas A3 only (MoeDistributeDispatchV2)" % soc
+        if h % 32 or h > 10240 or bs > 256 or w not in MOE_A2_WORLD:
+            return ("%s (Atlas A2): H a multiple of 32 up to 10240, BS up to 256, ep_world_size "
+                    "one of %s" % (soc, MOE_A2_WORLD))
+        return None
+    if fam == "Atlas A3":
+        if h % 32 or not 1024 <= h <= 8192 or bs > 512:
+            return "%s (Atlas A3): H in [1024, 8192], BS up to 512" % soc
+        return None
+    return "%s: MoeDistributeDispatchV2 runs on Atlas A2 and A3 only" % soc

@@ -5,7 +5,9 @@ W4A16 through npu_weight_quant_batchmatmul (per-group), paged KV writes through
 _npu_reshape_and_cache / npu_scatter_nd_update_, per-token INT8 quantisation through
 npu_dynamic_quant, a decode step over an INT8 (C8) cache (torch-op quantisation, the cache
 writes, FIA with antiquant scales), W8A8 matmul through npu_quant_matmul (with
-npu_trans_quant_param for the packed scale). Every argument mapping, constraint and device
+npu_trans_quant_param for the packed scale), the MoE dispatch/combine round trip through
+npu_moe_distribute_dispatch_v2 / npu_moe_distribute_combine_v2 under torchrun (moe_rank.py).
+Every argument mapping, constraint and device
 limit is traced to its source in docs/ascend.md ("The torch_npu worker").
 
 Argument building and layout handling are plain functions in fia_args.py (tested anywhere).
@@ -220,6 +222,43 @@ def mc2(case):
     case.note("npu_mm_all_reduce_base on %d ranks (torchrun, HCCL); bias and x3 passed on "
               "rank 0 only" % world)
     return {fa.MC2_TENSORS["out"]: tensors[fa.MC2_TENSORS["out"]]}
+
+
+def moe(case):
+    """The MoE dispatch/combine round trip: one process per rank under torchrun (see
+    moe_rank.py): npu_moe_distribute_dispatch_v2, the expert step with torch ops, then
+    npu_moe_distribute_combine_v2 with the dispatch's own assist_info_for_combine and
+    ep_recv_counts. Each rank returns its valid received rows, their scales, its
+    expert_token_nums and its active tokens' output; they are concatenated in rank order."""
+    p = case.params
+    world = int(p["ranks"])
+    have = torch.npu.device_count()
+    if have < world:
+        raise cw.Unsupported("moe_dispatch_combine on %d ranks needs %d NPUs (one per rank); "
+                             "this host has %d" % (world, world, have))
+    why = fa.moe_unsupported(p, torch.npu.get_device_name(0))
+    if why:
+        raise cw.Unsupported(why)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out_path = case.outputs_path + ".moe"
+    cmd = fa.mc2_launch_command(sys.executable, os.path.join(HERE, "moe_rank.py"), world,
+                                case.inputs_path, out_path, port, any_world=True)
+    env = dict(os.environ, CONFORM_MOE_PARAMS=json.dumps(p))
+    if STANDIN:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.join(HERE, "standin")] + [x for x in [env.get("PYTHONPATH")] if x])
+    r = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr)
+    if r.returncode != 0:
+        raise RuntimeError("torchrun exited with %d" % r.returncode)
+    parts = [cw.read_safetensors("%s.rank%d" % (out_path, rank))[0] for rank in range(world)]
+    out = {name: np.concatenate([np.asarray(t[name]) for t in parts])
+           for name in parts[0]}
+    case.note(MODULE_NOTE)
+    case.note("npu_moe_distribute_dispatch_v2 + expert gain (torch ops) + "
+              "npu_moe_distribute_combine_v2 on %d ranks (torchrun, HCCL)" % world)
+    return out
 
 
 def w4a16(case):
@@ -470,6 +509,8 @@ if __name__ == "__main__":
                            "recipes": ["npu_fia"]},
         # The A2 kernel's order (quant_batch_matmul_v3): judged bit for bit.
         "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
+        # The kernels' documented arithmetic end to end: judged bit for bit.
+        "moe_dispatch_combine": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_v2"]},
     }
     # What this build and device cannot run: those cases are skipped with the reason.
     for op, why in fa.probe(torch_npu, props).items():
@@ -480,7 +521,7 @@ if __name__ == "__main__":
         ops={"fa_prefill": attention, "pa_decode": attention, "mxfp4_dequant": fp4_dequant,
              "mc2_matmul_allreduce": mc2, "w4a16_matmul": w4a16, "paged_kv": paged_kv,
              "dynamic_quant": dynamic_quant, "pa_decode_int8": pa_decode_int8,
-             "quant_matmul": quant_matmul},
+             "quant_matmul": quant_matmul, "moe_dispatch_combine": moe},
         capabilities={"ops": caps},
         libraries=libs,
         device=("%s (conform CPU stand-in simulating it: numpy, no NPU)" % props if STANDIN

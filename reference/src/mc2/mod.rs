@@ -5,6 +5,7 @@
 //! See `docs/mc2.md` for the numerics, the planner and the seed's min-vs-max discrepancy.
 
 pub mod all_gather_matmul;
+pub mod all_to_all;
 pub mod cost_model;
 pub mod error;
 pub mod fit;
@@ -16,6 +17,7 @@ pub mod reduction;
 pub mod timeline;
 
 pub use all_gather_matmul::{all_gather_matmul, AllGatherMatmulInputs, AllGatherMatmulOutput};
+pub use all_to_all::{simulate_all_to_all, AllToAll, AllToAllTimeline, LinkProfile, RankSpan};
 pub use cost_model::{AxisCost, CostAxis, PiecewiseCost, Polynomial};
 pub use error::Mc2Error;
 pub use fit::{fit_piecewise, fit_polynomial, fit_single, FitReport, SegmentKind};

@@ -232,6 +232,8 @@ pub(crate) fn check(
             | Regime::QuantEdgeRows
             | Regime::KvInt8Edges
             | Regime::IntMatmulEdges
+            | Regime::MoeRoutingEdges
+            | Regime::MoeCombineOrder
             | Regime::RepeatedCall => {}
         }
     }

@@ -15,4 +15,5 @@ pub enum RecipeEdit {
     DynamicQuant(fn(&mut super::dynamic_quant::DqRecipe) -> bool),
     C8(fn(&mut super::pa_decode_int8::C8Recipe) -> bool),
     QuantMatmul(fn(&mut super::quant_matmul::QmmRecipe) -> bool),
+    Moe(fn(&mut super::moe_dispatch_combine::MoeRecipe) -> bool),
 }

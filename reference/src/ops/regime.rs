@@ -72,6 +72,15 @@ pub enum Regime {
     /// scale, elements whose two orders of the scale products round apart; per-channel scales
     /// that differ from column 0's ([`super::quant_matmul`]).
     IntMatmulEdges,
+    /// `moe_dispatch_combine`: a routed rank that receives no row, an expert with no row on a
+    /// rank that has rows (first in its receive loop), a token whose K experts all sit on one
+    /// rank beside another token of its source bound for one of them, and a token whose
+    /// weights do not sum to 1 ([`super::moe_dispatch_combine`]).
+    MoeRoutingEdges,
+    /// `moe_dispatch_combine`: 8 columns of one token whose weighted rows sum to an exact tie
+    /// of the final cast in k order and above it in reverse order, and 8 of another whose f32
+    /// sum and per-step dtype sum round apart ([`super::moe_dispatch_combine`]).
+    MoeCombineOrder,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -96,10 +105,12 @@ const TIES: &[&str] = &[
     "dynamic_quant",
     "pa_decode_int8",
     "quant_matmul",
+    "moe_dispatch_combine",
 ];
 const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
 const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
+const MOE: &[&str] = &["moe_dispatch_combine"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -137,11 +148,12 @@ const EVERY_OP: &[&str] = &[
     "dynamic_quant",
     "pa_decode_int8",
     "quant_matmul",
+    "moe_dispatch_combine",
 ];
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 15] = [
+    pub const ALL: [Regime; 17] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -157,6 +169,8 @@ impl Regime {
         Regime::QuantEdgeRows,
         Regime::KvInt8Edges,
         Regime::IntMatmulEdges,
+        Regime::MoeRoutingEdges,
+        Regime::MoeCombineOrder,
     ];
 
     /// The stable name (`large_logits`).
@@ -177,6 +191,8 @@ impl Regime {
             Regime::QuantEdgeRows => "quant_edge_rows",
             Regime::KvInt8Edges => "kv_int8_edges",
             Regime::IntMatmulEdges => "int_matmul_edges",
+            Regime::MoeRoutingEdges => "moe_routing_edges",
+            Regime::MoeCombineOrder => "moe_combine_order",
         }
     }
 
@@ -193,7 +209,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, pa_decode_int8's quantise-on-write, quant_matmul's output cast"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, pa_decode_int8's quantise-on-write, quant_matmul's output cast, moe_dispatch_combine's quantisation on dispatch"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
@@ -221,6 +237,12 @@ impl Regime {
             }
             Regime::KvInt8Edges => {
                 "8 new-row elements per cache scaled beyond +127 and 8 beyond -128 (the write's clamp decides them), two or more KV heads, a sequence over several blocks and a partial last block"
+            }
+            Regime::MoeRoutingEdges => {
+                "a routed rank that receives no row, an expert with no row first in a busy rank's receive loop, a token whose K experts all sit on one rank beside a later token of its source bound for one of them, and a token whose weights sum to 3K/4 (never 1)"
+            }
+            Regime::MoeCombineOrder => {
+                "8 columns of a token whose weighted rows sum to an exact tie of the final cast in k order and above it in reverse order, and 8 of another whose f32 sum and per-step dtype sum round apart"
             }
             Regime::QuantEdgeRows => {
                 "8 all-zero rows (scale 0, never NaN), a row whose largest magnitude is negative, a row holding the input dtype's largest finite value, a row of tiny values (f16: all subnormal), and 8 rows whose scale under the recipe's scale form differs from the other forms'"
@@ -250,6 +272,7 @@ impl Regime {
             Regime::QuantEdgeRows => QUANT_EDGES,
             Regime::KvInt8Edges => KV_INT8_EDGES,
             Regime::IntMatmulEdges => INT_MATMUL_EDGES,
+            Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
         }
     }
 
@@ -318,6 +341,7 @@ mod tests {
                 Regime::IntMatmulEdges
             ]
         );
+        assert_eq!(for_op("moe_dispatch_combine").len(), 4);
         assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
         assert!(Regime::ALL
             .iter()

@@ -31,6 +31,9 @@ refuses the products its page does not list, with the aclnn error the real call 
   (hicann/ops-nn matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3_pertoken.h):
   int32 accumulation with an int32 bias, to f32, times the per-channel scale (an int64 scale
   read as its 19-bit f32), times the per-token scale, plus a float bias, CAST_RINT.
+- npu_moe_distribute_dispatch_v2 / npu_moe_distribute_combine_v2 (Atlas A2 / A3; shared
+  experts on A3 only): _moe.py (placement, receive order, per-token INT8 on the sender, counts,
+  the combine's f32 weighted sum in k order with the shared rows unweighted).
 """
 import math
 import os
@@ -47,7 +50,7 @@ import torch  # noqa: E402
 if not getattr(torch, "STANDIN", False):
     raise ImportError("the conform CPU stand-in for torch_npu runs only with the torch stand-in")
 
-from . import _fia, _soc  # noqa: E402
+from . import _fia, _moe, _soc  # noqa: E402
 from ._fia import AclnnError, fail  # noqa: E402,F401
 
 __version__ = "0.0+conform.standin"
@@ -504,3 +507,9 @@ def npu_scatter_nd_update_(input, indices, updates):  # noqa: A002
         fail(api, "an index lies out of range (not supported)")
     a[tuple(flat.T)] = up.reshape((-1,) + a.shape[depth:])
     return input
+
+
+# --------------------------------------------------------------------------- MoE dispatch / combine
+
+npu_moe_distribute_dispatch_v2 = _moe.dispatch_v2
+npu_moe_distribute_combine_v2 = _moe.combine_v2
