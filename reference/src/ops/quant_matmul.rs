@@ -2,8 +2,11 @@
 //! (docs/ascend.md, rows `qmm.*`): int8 `x1 [m, k]` times int8 `x2 [k, n]` with an exact int32
 //! accumulation, then the dequantisation epilogue and one rounding to the output dtype.
 //!
-//! Params (JSON, unknown keys rejected): `{"m": M, "k": K, "n": N, "out": "bf16"|"f16",
-//! "scale": "f32"|"bf16"|"packed", "pertoken": false, "bias": "none"|"i32"|"f32"|"bf16"}`.
+//! Params (JSON, unknown keys rejected): `{"m": M, "k": K, "n": N, "out": "bf16"|"f16"|"int8",
+//! "scale": "f32"|"bf16"|"packed", "pertoken": false, "bias": "none"|"i32"|"f32"|"bf16",
+//! "offset": false}`. `out = "int8"` is the requantisation: only with the packed scale, no
+//! `pertoken`, bias `i32` or none; `offset` (int8 only) adds an f32 `offset [n]` input that the
+//! recipe packs as `npu_trans_quant_param` does (a 9-bit integer, ties to even, clamped).
 //! `scale = "packed"` is the int64 form `npu_trans_quant_param` makes from an f32 scale (the
 //! `scale` input is then that f32, and the recipe packs it); the combinations are the API
 //! page's table: `packed` only with `out = "f16"`, no `pertoken`, bias `i32` or none; `bf16`
@@ -22,7 +25,9 @@
 //! f32 (ties to even, assumed), multiplied by the per-channel scale in f32 (a bf16 scale widened
 //! exactly; the packed scale keeps the top 19 bits of the f32, truncated, as
 //! `npu_trans_quant_param` writes them), then by the per-token scale in f32; a float bias is
-//! added in f32 after both; one cast to the output dtype with CAST_RINT (ties to even). Every
+//! added in f32 after both; one cast to the output dtype with CAST_RINT (ties to even). The int8
+//! output instead rounds `fl32(fl32(acc) * scale)` to an integer (ties to even), clamps it to
+//! [-256, 255], adds the 9-bit offset and clamps to [-128, 127] (ops-nn's requant golden). Every
 //! step is one IEEE binary32 operation (Rust never contracts), no platform math.
 //!
 //! `oracle`: the exact integer accumulation and bias, times the scale the kernel is given (for
@@ -30,7 +35,8 @@
 //! product (at most 80 significant bits), plus the float bias, exactly whenever the two terms
 //! aligned fit 126 bits, which fails only for magnitudes tens of binades apart (then the f64
 //! sum of the two terms); returned as the f64 rounded to odd, so the harness's one rounding to
-//! the output dtype is the correctly rounded result.
+//! the output dtype is the correctly rounded result. For the int8 output: the exact `acc *
+//! scale` rounded once to an integer (ties to even), then the clamps and the offset.
 //!
 //! Rows are computed independently in fixed chunks, each element by one fixed-order integer
 //! dot product, so the result is the same for any thread count.
