@@ -1579,7 +1579,7 @@ impl QuantMatmul {
                 None => 0,
             };
             let q = 2 * ctx.below(30) as i64;
-            let target = if ctx.below(2) == 0 { 1 } else { -1 } * (2 * q + 1) << d;
+            let target = (if ctx.below(2) == 0 { 1 } else { -1 } * (2 * q + 1)) << d;
             let want = target - ib;
             let (hi, lo) = (want.div_euclid(64), want.rem_euclid(64));
             if !(-128..=127).contains(&hi) {
