@@ -1680,6 +1680,30 @@ mod tests {
     }
 
     #[test]
+    fn rounding_to_an_integer_and_the_offset_packing() {
+        let e = RoundingMode::NearestTiesToEven;
+        let a = RoundingMode::NearestTiesAway;
+        assert_eq!(round_to_integer(2.5, e), 2);
+        assert_eq!(round_to_integer(2.5, a), 3);
+        assert_eq!(round_to_integer(-3.5, e), -4);
+        assert_eq!(round_to_integer(-2.5, a), -3);
+        assert_eq!(round_to_integer(-2.4999, e), -2);
+        assert_eq!(round_to_integer(7.0, a), 7);
+        assert_eq!(round_to_integer(-1.25, RoundingMode::TowardNegative), -2);
+        assert_eq!(round_to_integer(1e300, e), i64::MAX);
+        // npu_trans_quant_param's offset: ties to even, clamped to 9 bits.
+        assert_eq!(pack_offset(0.5), 0);
+        assert_eq!(pack_offset(-1.5), -2);
+        assert_eq!(pack_offset(300.0), 255);
+        assert_eq!(pack_offset(-300.7), -256);
+        // The requantisation: 9-bit clamp before the offset, int8 clamp after it.
+        let k = QmmRecipe::preset("ascend_a2").unwrap();
+        assert_eq!(k.requant(1000.0, 1.0, -200), 55);
+        assert_eq!(k.requant(5.0, 0.5, 0), 2);
+        assert_eq!(k.requant(-300.0, 1.0, 100), -128);
+    }
+
+    #[test]
     fn int_to_f32_rounds_above_2_24_with_the_mode() {
         let v = (1 << 24) + 1;
         assert_eq!(i32_to_f32(v, RoundingMode::NearestTiesToEven), 16777216.0);
