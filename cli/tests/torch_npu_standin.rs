@@ -510,7 +510,7 @@ fn the_stand_in_catches_the_old_worker_lines() {
     let got = run_patched(
         &[(
             "worker.py",
-            "        scale = torch_npu.npu_trans_quant_param(scale)\n",
+            "        scale = torch_npu.npu_trans_quant_param(scale, kwargs.get(\"offset\"))\n",
             "        pass\n",
         )],
         packed,
@@ -537,6 +537,22 @@ fn the_stand_in_catches_the_old_worker_lines() {
     for (id, st, msg) in got {
         assert_eq!(st, "failed", "expert_scales dropped: {id} {st} {msg}");
     }
+    // The int8 output with the offset left out of the packed word (passed only as offset=):
+    // the requantised values miss it and the case fails bit for bit.
+    let int8 = "^quant_matmul/a2/int8/packed-scale-offset-i32-bias/";
+    for (id, st, msg) in run_patched(&[], int8) {
+        assert_eq!(st, "passed", "{id}: {msg}");
+    }
+    let got = run_patched(
+        &[(
+            "worker.py",
+            "npu_trans_quant_param(scale, kwargs.get(\"offset\"))",
+            "npu_trans_quant_param(scale)",
+        )],
+        int8,
+    );
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].1, "failed", "{got:?}");
 }
 
 fn without_torch_npu_a_required_target_fails_with_the_import_error() {

@@ -240,7 +240,8 @@ def quant_matmul(case):
     below 2^31, exact in f64), an int32 bias added as integers (wrapping at 32 bits), the sum
     to f32 (round to nearest even), times the per-channel scale in f32 (the packed form keeps
     the f32's top 19 bits, truncated, as npu_trans_quant_param writes them), times the
-    per-token scale in f32, plus a float bias in f32, one rounding to the output dtype."""
+    per-token scale in f32, plus a float bias in f32, one rounding to the output dtype; for an
+    int8 output the scaled f32 is requantised with the packed offset instead."""
     p = case.params
     if case.recipe != "ascend_a2":
         raise cw.Unsupported("quant_matmul recipe %s" % case.recipe)
@@ -256,12 +257,24 @@ def quant_matmul(case):
     scale = cw.to_f32(case.inputs["scale"], case.input_dtypes["scale"])
     if p.get("scale", "f32") == "packed":
         scale = (scale.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    out_dt = case.output_dtypes["y"]
+    if out_dt == "I8":
+        # Requantisation (ops-nn's requant golden): fl32(acc * scale) rounded to an integer,
+        # ties to even, clipped to 9 bits, plus the offset npu_trans_quant_param packs (rounded
+        # ties to even, clipped to [-256, 255]), clipped to int8.
+        v = np.clip(np.rint(y * scale[None, :]), -256, 255)
+        off = case.inputs.get("offset")
+        if off is not None:
+            off = np.clip(np.rint(np.asarray(off, dtype=np.float32)), -256, 255)
+            v = v + off[None, :]
+        case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 scale, "
+                  "requantised to int8 (ties to even, saturated)")
+        return {"y": np.clip(v, -128, 127).astype(np.int8)}
     y = y * scale[None, :]
     if p.get("pertoken"):
         y = y * np.asarray(case.inputs["pertoken_scale"], dtype=np.float32)[:, None]
     if bias is not None and bias_dt != "I32":
         y = y + cw.to_f32(bias, bias_dt)[None, :]
-    out_dt = case.output_dtypes["y"]
     case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 epilogue, one rounding")
     return {"y": cw.from_f32(y.astype(np.float32), out_dt)}
 

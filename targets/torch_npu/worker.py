@@ -440,21 +440,25 @@ def pa_decode_int8(case):
     return {"key_cache_out": to_host(kc, "I8").reshape(kc_in.shape),
             "value_cache_out": to_host(vc, "I8").reshape(kc_in.shape),
             "attention_out": to_host(out, dt).reshape(case.output_shapes["attention_out"])}
-TORCH_OUT = {"BF16": "bfloat16", "F16": "float16"}
+TORCH_OUT = {"BF16": "bfloat16", "F16": "float16", "I8": "int8"}
 
 
 def quant_matmul(case):
     """W8A8 through npu_quant_matmul(x1, x2, scale, pertoken_scale=..., bias=...,
     output_dtype=...): x1 int8 (m, k), x2 int8 (k, n), scale (n,) f32 or bf16, or for the
     packed form the int64 of npu_trans_quant_param(scale) (round_mode left at 0: truncation);
-    pertoken_scale f32 (m,); bias int32 / f32 / bf16 (n,); output_dtype bfloat16 or float16."""
+    pertoken_scale f32 (m,); bias int32 / f32 / bf16 (n,); output_dtype bfloat16 or float16,
+    or int8 (requantisation) with the f32 offset packed by npu_trans_quant_param(scale, offset)
+    and also passed as offset=, as the page's example does."""
     p = case.params
     x1 = to_device(np.asarray(case.inputs["x1"]), "I8")
     x2 = to_device(np.asarray(case.inputs["x2"]), "I8")
     scale = to_device(case.inputs["scale"], case.input_dtypes["scale"])
-    if p.get("scale", "f32") == "packed":
-        scale = torch_npu.npu_trans_quant_param(scale)
     kwargs = {"output_dtype": getattr(torch, TORCH_OUT[case.output_dtypes["y"]])}
+    if p.get("offset"):
+        kwargs["offset"] = to_device(case.inputs["offset"], "F32")
+    if p.get("scale", "f32") == "packed":
+        scale = torch_npu.npu_trans_quant_param(scale, kwargs.get("offset"))
     if p.get("pertoken"):
         kwargs["pertoken_scale"] = to_device(case.inputs["pertoken_scale"], "F32")
     if p.get("bias", "none") != "none":

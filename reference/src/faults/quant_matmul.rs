@@ -1,11 +1,14 @@
 //! Faults of `quant_matmul` (W8A8): the accumulator's type, the place of each bias, the reach
 //! of the per-channel and per-token scales, the order of the two scale products, the packing of
-//! the scale `npu_trans_quant_param` makes, the int8 minimum and the tie rule of the output cast.
+//! the scale `npu_trans_quant_param` makes, the int8 minimum and the tie rule of the output cast;
+//! for the int8 output, the offset's sign and place, the tie rule of the requantisation and its
+//! saturation.
 
 use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::formats::RoundingMode;
 use crate::ops::quant_matmul::{
-    Accumulation, FloatBiasPlace, IntBiasPlace, QmmRecipe, ScaleOrder, ScalePack, TokenAxis,
+    Accumulation, FloatBiasPlace, IntBiasPlace, OffsetPlace, QmmRecipe, ScaleOrder, ScalePack,
+    TokenAxis,
 };
 
 const OPS: &[&str] = &["quant_matmul"];
@@ -148,6 +151,62 @@ pub(super) static FAULTS: &[Fault] = &[
                 return false;
             }
             r.operand_min = -127;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-offset-negated",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the int8 output's offset is subtracted instead of added",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.offset_negated {
+                return false;
+            }
+            r.offset_negated = true;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-offset-before-scale",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the int8 output's offset is added to the accumulator before the scale, (acc + offset) * scale, instead of to the rounded scaled value",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.offset_place != OffsetPlace::AfterRounding {
+                return false;
+            }
+            r.offset_place = OffsetPlace::BeforeScale;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-requant-ties-away",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the int8 requantisation rounds exact ties of the scaled value away from zero instead of to even",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.requant_rounding != RoundingMode::NearestTiesToEven {
+                return false;
+            }
+            r.requant_rounding = RoundingMode::NearestTiesAway;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-int8-wraps",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the int8 output does not saturate: a requantised value beyond [-128, 127] wraps in two's complement",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if !r.saturate {
+                return false;
+            }
+            r.saturate = false;
             true
         })),
     },

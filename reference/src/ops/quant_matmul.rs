@@ -2,8 +2,11 @@
 //! (docs/ascend.md, rows `qmm.*`): int8 `x1 [m, k]` times int8 `x2 [k, n]` with an exact int32
 //! accumulation, then the dequantisation epilogue and one rounding to the output dtype.
 //!
-//! Params (JSON, unknown keys rejected): `{"m": M, "k": K, "n": N, "out": "bf16"|"f16",
-//! "scale": "f32"|"bf16"|"packed", "pertoken": false, "bias": "none"|"i32"|"f32"|"bf16"}`.
+//! Params (JSON, unknown keys rejected): `{"m": M, "k": K, "n": N, "out": "bf16"|"f16"|"int8",
+//! "scale": "f32"|"bf16"|"packed", "pertoken": false, "bias": "none"|"i32"|"f32"|"bf16",
+//! "offset": false}`. `out = "int8"` is the requantisation: only with the packed scale, no
+//! `pertoken`, bias `i32` or none; `offset` (int8 only) adds an f32 `offset [n]` input that the
+//! recipe packs as `npu_trans_quant_param` does (a 9-bit integer, ties to even, clamped).
 //! `scale = "packed"` is the int64 form `npu_trans_quant_param` makes from an f32 scale (the
 //! `scale` input is then that f32, and the recipe packs it); the combinations are the API
 //! page's table: `packed` only with `out = "f16"`, no `pertoken`, bias `i32` or none; `bf16`
@@ -22,7 +25,9 @@
 //! f32 (ties to even, assumed), multiplied by the per-channel scale in f32 (a bf16 scale widened
 //! exactly; the packed scale keeps the top 19 bits of the f32, truncated, as
 //! `npu_trans_quant_param` writes them), then by the per-token scale in f32; a float bias is
-//! added in f32 after both; one cast to the output dtype with CAST_RINT (ties to even). Every
+//! added in f32 after both; one cast to the output dtype with CAST_RINT (ties to even). The int8
+//! output instead rounds `fl32(fl32(acc) * scale)` to an integer (ties to even), clamps it to
+//! [-256, 255], adds the 9-bit offset and clamps to [-128, 127] (ops-nn's requant golden). Every
 //! step is one IEEE binary32 operation (Rust never contracts), no platform math.
 //!
 //! `oracle`: the exact integer accumulation and bias, times the scale the kernel is given (for
@@ -30,7 +35,8 @@
 //! product (at most 80 significant bits), plus the float bias, exactly whenever the two terms
 //! aligned fit 126 bits, which fails only for magnitudes tens of binades apart (then the f64
 //! sum of the two terms); returned as the f64 rounded to odd, so the harness's one rounding to
-//! the output dtype is the correctly rounded result.
+//! the output dtype is the correctly rounded result. For the int8 output: the exact `acc *
+//! scale` rounded once to an integer (ties to even), then the clamps and the offset.
 //!
 //! Rows are computed independently in fixed chunks, each element by one fixed-order integer
 //! dot product, so the result is the same for any thread count.
@@ -115,6 +121,16 @@ pub enum TokenAxis {
     ColumnModM,
 }
 
+/// Where the int8 output's offset enters (requantisation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetPlace {
+    /// Added to the scaled value after its rounding to a 9-bit integer, before the int8
+    /// saturation (the kernel's requantisation: `clip(s9(acc * scale) + offset, -128, 127)`).
+    AfterRounding,
+    /// Added to the accumulator before the scale, `(acc + offset) * scale` (a bug).
+    BeforeScale,
+}
+
 /// The numerics of one `quant_matmul` computation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct QmmRecipe {
@@ -130,8 +146,17 @@ pub struct QmmRecipe {
     pub token_axis: TokenAxis,
     /// The smallest int8 operand value as read (-128; -127 models a symmetric clamp, a bug).
     pub operand_min: i8,
-    /// The final cast to the output dtype.
+    /// The final cast to the output dtype (bf16/f16 outputs).
     pub output_rounding: RoundingMode,
+    /// The rounding of the scaled f32 value to an integer (int8 output).
+    pub requant_rounding: RoundingMode,
+    /// Where the int8 output's offset enters.
+    pub offset_place: OffsetPlace,
+    /// The offset is subtracted instead of added (a bug).
+    pub offset_negated: bool,
+    /// The int8 output saturates: the rounded value is clamped to the 9-bit range [-256, 255],
+    /// and after the offset to [-128, 127]. Without it the value wraps to int8 (a bug).
+    pub saturate: bool,
 }
 
 /// The recipe presets.
@@ -152,6 +177,10 @@ impl QmmRecipe {
                 token_axis: TokenAxis::Row,
                 operand_min: -128,
                 output_rounding: RoundingMode::NearestTiesToEven,
+                requant_rounding: RoundingMode::NearestTiesToEven,
+                offset_place: OffsetPlace::AfterRounding,
+                offset_negated: false,
+                saturate: true,
             }),
             _ => None,
         }
@@ -172,6 +201,10 @@ impl QmmRecipe {
             token_axis,
             operand_min,
             output_rounding,
+            requant_rounding,
+            offset_place,
+            offset_negated,
+            saturate,
         } = self;
         let k = |f: &str, v: String| Knob::new(format!("qmm.{preset}.{f}"), v);
         vec![
@@ -191,6 +224,13 @@ impl QmmRecipe {
                 "output_rounding",
                 crate::knob::rounding_name(&Rounding::ieee(*output_rounding)),
             ),
+            k(
+                "requant_rounding",
+                crate::knob::rounding_name(&Rounding::ieee(*requant_rounding)),
+            ),
+            k("offset_place", format!("{offset_place:?}")),
+            k("offset_negated", format!("{offset_negated}")),
+            k("saturate", format!("{saturate}")),
         ]
     }
 
@@ -221,6 +261,75 @@ impl QmmRecipe {
             v += ib;
         }
         v
+    }
+}
+
+impl QmmRecipe {
+    /// The int8 requantisation of one element: `acc` the accumulator as f32 (with an int32
+    /// bias), `s` the scale the packed word holds, `off` the packed 9-bit offset (0 when none).
+    /// `fl32(acc * s)` rounded to an integer with `requant_rounding`, clamped to [-256, 255],
+    /// plus the offset, clamped to [-128, 127] (ops-nn's requant golden: `clip(f32_2_s9(out *
+    /// scale) + f32_2_s9(offset), -128, 127)`).
+    pub fn requant(&self, acc: f32, s: f32, off: i32) -> i8 {
+        let off = if self.offset_negated { -off } else { off };
+        let v = match self.offset_place {
+            OffsetPlace::AfterRounding => acc * s,
+            OffsetPlace::BeforeScale => (acc + off as f32) * s,
+        };
+        let mut r = round_to_integer(v as f64, self.requant_rounding);
+        if self.saturate {
+            r = r.clamp(-256, 255);
+        }
+        if self.offset_place == OffsetPlace::AfterRounding {
+            r += off as i64;
+        }
+        if self.saturate {
+            r.clamp(-128, 127) as i8
+        } else {
+            r as i8 // two's complement wrap
+        }
+    }
+}
+
+/// The 9-bit offset `npu_trans_quant_param` packs for the f32 offset `o` (finite): rounded to
+/// an integer, ties to even, clamped to [-256, 255].
+pub fn pack_offset(o: f32) -> i32 {
+    round_to_integer(o as f64, RoundingMode::NearestTiesToEven).clamp(-256, 255) as i32
+}
+
+/// `x` (finite; an f32 or an exact product of at most 53 bits) rounded to an integer with
+/// `mode`, saturated to the i64 range: integer arithmetic on the exact value, no platform math.
+pub fn round_to_integer(x: f64, mode: RoundingMode) -> i64 {
+    if x.abs() >= 9.0e15 {
+        return x as i64; // already an integer (2^53 and beyond); `as` saturates
+    }
+    let t = x as i64; // toward zero, exact for |x| < 2^53
+    let frac = x - t as f64; // exact
+    if frac == 0.0 {
+        return t;
+    }
+    let away = if x > 0.0 { t + 1 } else { t - 1 };
+    let half = frac.abs().partial_cmp(&0.5);
+    match mode {
+        RoundingMode::TowardZero => t,
+        RoundingMode::TowardPositive => t.max(away),
+        RoundingMode::TowardNegative => t.min(away),
+        RoundingMode::ToOdd => {
+            if t % 2 != 0 {
+                t
+            } else {
+                away
+            }
+        }
+        RoundingMode::NearestTiesAway => match half {
+            Some(std::cmp::Ordering::Less) => t,
+            _ => away,
+        },
+        RoundingMode::NearestTiesToEven => match half {
+            Some(std::cmp::Ordering::Less) => t,
+            Some(std::cmp::Ordering::Equal) if t % 2 == 0 => t,
+            _ => away,
+        },
     }
 }
 
@@ -279,6 +388,8 @@ struct Params {
     pertoken: bool,
     #[serde(default = "default_bias")]
     bias: String,
+    #[serde(default)]
+    offset: bool,
 }
 
 fn default_out() -> String {
@@ -319,6 +430,8 @@ struct Case {
     scale: ScaleKind,
     pertoken: bool,
     bias: BiasKind,
+    /// An f32 `offset [n]` input (int8 output only), packed with the scale.
+    offset: bool,
 }
 
 /// The `quant_matmul` op family.
@@ -351,6 +464,9 @@ const EDGE_BIG: usize = 1024;
 const EDGE_ONES: usize = 8;
 /// Positions the accumulator construction takes along k.
 pub const EDGE_K: usize = EDGE_BIG + EDGE_ONES + 2 * EDGE_BIG;
+/// Columns `int_matmul_edges` saturates (int8 output), half to +127 and half to -128, on its
+/// two rows.
+const SAT_COLS: usize = 8;
 /// Scale-order witnesses (with a per-token scale), one element each.
 const WITNESSES: usize = 10;
 /// Columns whose scale `int_matmul_edges` keeps different from column 0's.
@@ -377,10 +493,11 @@ impl QuantMatmul {
         let out = match p.out.as_str() {
             "bf16" => ElemType::Bf16,
             "f16" => ElemType::F16,
+            "int8" => ElemType::I8,
             other => {
                 return Err(invalid(
                     "out",
-                    format!("`{other}`: bf16 or f16 (int8 and int32 outputs are not modelled)"),
+                    format!("`{other}`: bf16, f16 or int8 (the int32 output is not modelled)"),
                 ))
             }
         };
@@ -408,14 +525,23 @@ impl QuantMatmul {
             }
         };
         // The API page's table of accepted combinations.
+        if p.offset && out != ElemType::I8 {
+            return Err(invalid(
+                "offset",
+                "an offset is for the int8 output only (the API's table)",
+            ));
+        }
         match (scale, out) {
-            (ScaleKind::Packed, ElemType::F16) => {
+            (ScaleKind::Packed, ElemType::F16 | ElemType::I8) => {
                 if p.pertoken {
                     return Err(invalid("pertoken", "the packed (int64) scale takes no pertoken_scale (the API's table)"));
                 }
                 if !matches!(bias, BiasKind::None | BiasKind::I32) {
                     return Err(invalid("bias", "with the packed scale the bias is int32 or none (the API's table)"));
                 }
+            }
+            (_, ElemType::I8) => {
+                return Err(invalid("scale", "the int8 output needs the packed (int64) scale: the API page requires npu_trans_quant_param first"))
             }
             (ScaleKind::Packed, _) => {
                 return Err(invalid("scale", "the packed (int64) scale is for an f16 (or int8) output (the API's table)"))
@@ -442,6 +568,7 @@ impl QuantMatmul {
             scale,
             pertoken: p.pertoken,
             bias,
+            offset: p.offset,
         })
     }
 
@@ -477,6 +604,9 @@ impl QuantMatmul {
         if let Some(t) = bias_type {
             inputs.push(TensorSpec::new("bias", t, vec![c.n], &["n"]));
         }
+        if c.offset {
+            inputs.push(TensorSpec::new("offset", ElemType::F32, vec![c.n], &["n"]));
+        }
         let outputs = vec![TensorSpec::new("y", c.out, vec![c.m, c.n], &["m", "n"])];
         (inputs, outputs)
     }
@@ -509,6 +639,23 @@ impl QuantMatmul {
             Some(t) => Some(t.to_f32_vec().map_err(failed)?),
             None => None,
         };
+        let offset = match get("offset")? {
+            Some(t) => {
+                let o = t.to_f32_vec().map_err(failed)?;
+                if let Some(j) = o.iter().position(|v| !v.is_finite()) {
+                    return Err(OpError::InvalidInput {
+                        op: OP.into(),
+                        input: "offset".into(),
+                        message: format!(
+                            "element {j} is {}: npu_trans_quant_param packs a finite offset",
+                            o[j]
+                        ),
+                    });
+                }
+                Some(o.into_iter().map(pack_offset).collect())
+            }
+            None => None,
+        };
         let (ibias, fbias) = match get("bias")? {
             None => (None, None),
             Some(t) if t.dtype == ElemType::I32 => (
@@ -530,6 +677,7 @@ impl QuantMatmul {
             pertoken,
             ibias,
             fbias,
+            offset,
         })
     }
 
@@ -603,6 +751,11 @@ impl QuantMatmul {
                     } else {
                         i32_to_f32(ib, r.acc_to_f32)
                     };
+                    if c.out == ElemType::I8 {
+                        let off = d.offset.as_ref().map_or(0, |o| o[j]);
+                        out.push(r.requant(acc, scales[j], off) as u8 as u16);
+                        continue;
+                    }
                     let y = r.epilogue(acc, scales[j], t, fb, after);
                     out.push(match c.out {
                         ElemType::F16 => f16::f32_to_f16(y, rounding),
@@ -613,10 +766,13 @@ impl QuantMatmul {
             out
         });
         let y: Vec<u16> = parts.into_iter().flatten().collect();
-        Ok(TensorMap::from([(
-            "y".to_string(),
-            Tensor::from_bits16(c.out, vec![m, n], &y),
-        )]))
+        let y = if c.out == ElemType::I8 {
+            let b: Vec<i8> = y.iter().map(|&v| v as u8 as i8).collect();
+            Tensor::from_i8(vec![m, n], &b)
+        } else {
+            Tensor::from_bits16(c.out, vec![m, n], &y)
+        };
+        Ok(TensorMap::from([("y".to_string(), y)]))
     }
 
     fn run_oracle(
@@ -643,6 +799,10 @@ impl QuantMatmul {
                     } else {
                         d.scale[j]
                     };
+                    if c.out == ElemType::I8 {
+                        let off = d.offset.as_ref().map_or(0, |o| o[j]);
+                        return oracle_requant(acc, s, off);
+                    }
                     let t = d.pertoken.as_ref().map(|p| p[i]);
                     let fb = d.fbias.as_ref().map(|v| v[j]);
                     oracle_value(acc, s, t, fb)
@@ -665,6 +825,8 @@ struct Decoded {
     pertoken: Option<Vec<f32>>,
     ibias: Option<Vec<i32>>,
     fbias: Option<Vec<f32>>,
+    /// The packed 9-bit offsets.
+    offset: Option<Vec<i32>>,
 }
 
 /// A finite f32 as (negative, significand, exponent).
@@ -673,6 +835,14 @@ fn parts(x: f32) -> (bool, u128, i32) {
         Exact::Finite { negative, sig, exp } => (negative, sig, exp),
         _ => (false, 0, 0),
     }
+}
+
+/// The exact int8 requantisation: `acc * s` exactly (at most 33 + 11 significant bits: the
+/// packed scale keeps 11, so the f64 product is exact), rounded once to an integer (ties to
+/// even), clamped to [-256, 255], plus the 9-bit offset, clamped to [-128, 127].
+pub fn oracle_requant(acc: i64, s: f32, off: i32) -> f64 {
+    let r = round_to_integer(acc as f64 * s as f64, RoundingMode::NearestTiesToEven);
+    (r.clamp(-256, 255) + off as i64).clamp(-128, 127) as f64
 }
 
 /// `acc * s * t + fb` as the f64 rounded to odd from the exact value (the product is exact:
@@ -763,12 +933,27 @@ impl OpFamily for QuantMatmul {
                     let v: Vec<i8> = (0..len).map(|_| ctx.next_u64() as u8 as i8).collect();
                     Tensor::from_i8(s.shape.clone(), &v)
                 }
+                "scale" if c.out == ElemType::I8 => {
+                    // Requantisation: outputs of a few tens, so few saturate (|acc| about
+                    // 2^e; the scale 2^(5 - e) times a uniform mantissa).
+                    let e = 64 - (typical as u64).leading_zeros() as i32;
+                    let v: Vec<f64> = (0..c.n).map(|_| (1.0 + ctx.unit()) * pow2(4 - e)).collect();
+                    scale_tensor(&c, &v)
+                }
                 "scale" => {
                     // Positive, 2^-10..2^-6 times a uniform mantissa: outputs of order 1..100.
                     let v: Vec<f64> = (0..c.n)
                         .map(|_| (1.0 + ctx.unit()) * pow2(-10 + ctx.below(4) as i32))
                         .collect();
                     scale_tensor(&c, &v)
+                }
+                "offset" => {
+                    // Offsets of either sign up to 32 in magnitude, not integers (the packing
+                    // rounds them).
+                    let v: Vec<f32> = (0..c.n)
+                        .map(|_| ((2.0 * ctx.unit() - 1.0) * 32.0) as f32)
+                        .collect();
+                    Tensor::from_f32(vec![c.n], &v)
                 }
                 "pertoken_scale" => {
                     // Per-token dequantisation factors (dynamic_quant's row max / 127).
@@ -897,6 +1082,13 @@ impl OpFamily for QuantMatmul {
             c.scale == ScaleKind::Packed
         } else if r.scale_order != kernel.scale_order || r.token_axis != kernel.token_axis {
             c.pertoken
+        } else if r.offset_place != kernel.offset_place || r.offset_negated != kernel.offset_negated
+        {
+            c.offset
+        } else if r.requant_rounding != kernel.requant_rounding || r.saturate != kernel.saturate {
+            c.out == ElemType::I8
+        } else if r.output_rounding != kernel.output_rounding {
+            c.out != ElemType::I8
         } else {
             true
         };
@@ -920,6 +1112,9 @@ fn needs(c: &Case, regimes: &[Regime]) -> (usize, usize) {
             Regime::IntMatmulEdges => {
                 rows += EDGE_ROWS;
                 cols += EDGE_COLS + DISTINCT_SCALES;
+                if c.out == ElemType::I8 {
+                    cols += SAT_COLS;
+                }
                 if c.pertoken {
                     rows += WITNESSES;
                     cols += WITNESSES;
@@ -967,6 +1162,16 @@ fn dot_i16(a: &[i16], b: &[i16]) -> i32 {
 /// 2^k exactly (k within f64's normal range).
 fn pow2(k: i32) -> f64 {
     f64::from_bits(((1023 + k as i64) as u64) << 52)
+}
+
+/// The f32 a scale input holds once written (the packed form's marker bits set, as
+/// [`scale_tensor`] writes them).
+fn scale_bits(c: &Case, s: f32) -> f32 {
+    if c.scale == ScaleKind::Packed {
+        f32::from_bits(s.to_bits() | 0x1001)
+    } else {
+        s
+    }
 }
 
 fn scale_tensor(c: &Case, v: &[f64]) -> Tensor {
@@ -1133,6 +1338,10 @@ impl QuantMatmul {
                 _ => v,
             }
         };
+        let offset: Option<Vec<f32>> = match m.get("offset") {
+            Some(t) => Some(t.to_f32_vec().map_err(failed)?),
+            None => None,
+        };
         let sign = |ctx: &mut GenContext| if ctx.below(2) == 0 { 1i64 } else { -1 };
         for r in regimes {
             match r {
@@ -1149,6 +1358,21 @@ impl QuantMatmul {
                         if let Some(t) = pertoken.as_mut() {
                             t[i] = pow2(-7 - ctx.below(3) as i32) as f32;
                         }
+                    }
+                    if c.out == ElemType::I8 {
+                        self.int8_ties(
+                            c,
+                            &rec,
+                            ctx,
+                            &tie_rows,
+                            (p0, p1),
+                            &mut cols,
+                            &mut x2,
+                            &mut scale,
+                            &mut ibias,
+                            offset.as_deref(),
+                        )?;
+                        continue;
                     }
                     // Mantissa bits the output keeps (bf16 8, f16 11).
                     let keep = if c.out == ElemType::F16 { 11 } else { 8 };
@@ -1229,6 +1453,41 @@ impl QuantMatmul {
                             x2[p * n + j] = if q % 2 == 0 { 127 } else { 1 };
                         }
                     }
+                    if c.out == ElemType::I8 {
+                        // Saturation: SAT_COLS columns whose x2 is -1 or +1 at the big block
+                        // (and 0 at the other constructed positions), so the edge rows'
+                        // accumulator is +2^17 or -2^17; a scale that puts the rounded value
+                        // at 180..215, beyond 127 + |offset|, so the clamp decides it and a
+                        // wrap gives a negative (positive) int8.
+                        for q in 0..SAT_COLS {
+                            let j = cols.next().ok_or_else(short)?;
+                            zero_bias(j, &mut ibias, &mut fbias);
+                            let v: i8 = if q % 2 == 0 { -1 } else { 1 };
+                            for &p in ones.iter().chain(pairs) {
+                                x2[p * n + j] = 0;
+                            }
+                            for &p in big {
+                                x2[p * n + j] = v;
+                            }
+                            scale[j] = ((1.4 + 0.25 * ctx.unit()) * pow2(-10)) as f32;
+                            let acc = -128 * EDGE_BIG as i32 * v as i32;
+                            let off = offset.as_ref().map_or(0, |o| pack_offset(o[j]));
+                            let sat =
+                                rec.requant(acc as f32, rec.pack(scale_bits(c, scale[j])), off);
+                            let wrap = QmmRecipe {
+                                saturate: false,
+                                ..rec
+                            }
+                            .requant(
+                                acc as f32,
+                                rec.pack(scale_bits(c, scale[j])),
+                                off,
+                            );
+                            if sat == wrap || !(sat == 127 || sat == -128) {
+                                return Err(failed(format!("int_matmul_edges: column {j} does not saturate ({sat}, wrapped {wrap})")));
+                            }
+                        }
+                    }
                     if let Some(t) = pertoken.as_mut() {
                         // Witnesses: x1 row zero but 64 at w0 and 1 at w1; x2 column set there.
                         let w0 = ctx.below(k as u64) as usize;
@@ -1282,6 +1541,67 @@ impl QuantMatmul {
         if let Some(b) = fbias {
             let bv: Vec<f64> = b.iter().map(|&x| x as f64).collect();
             m.insert("bias".into(), float_bias_tensor(c, &bv));
+        }
+        Ok(())
+    }
+
+    /// `rounding_ties` for the int8 output: on the two tie rows (`x1 = 64` at `p0`, 1 at `p1`),
+    /// `TIE_COLS` columns with a power-of-two scale `2^-(1 + d)` and an accumulator (int32 bias
+    /// included) `+-(2q + 1) * 2^d`, `q` even and at most 58: the scaled value is `+-(q + 1/2)`,
+    /// an exact tie of the rounding to an integer that ties to even and ties away round apart,
+    /// and with an offset of at most 32 nothing saturates.
+    #[allow(clippy::too_many_arguments)]
+    fn int8_ties(
+        &self,
+        c: &Case,
+        rec: &QmmRecipe,
+        ctx: &mut GenContext,
+        tie_rows: &[usize],
+        (p0, p1): (usize, usize),
+        cols: &mut impl Iterator<Item = usize>,
+        x2: &mut [i8],
+        scale: &mut [f32],
+        ibias: &mut Option<Vec<i32>>,
+        offset: Option<&[f32]>,
+    ) -> Result<(), OpError> {
+        let n = c.n;
+        for _ in 0..TIE_COLS {
+            let j = cols
+                .next()
+                .ok_or_else(|| failed("out of columns (checked before)"))?;
+            let d = ctx.below(4) as i32;
+            scale[j] = pow2(-1 - d) as f32;
+            let ib = match ibias.as_mut() {
+                Some(b) => {
+                    b[j] = ctx.below(2049) as i32 - 1024;
+                    b[j] as i64
+                }
+                None => 0,
+            };
+            let q = 2 * ctx.below(30) as i64;
+            let target = (if ctx.below(2) == 0 { 1 } else { -1 } * (2 * q + 1)) << d;
+            let want = target - ib;
+            let (hi, lo) = (want.div_euclid(64), want.rem_euclid(64));
+            if !(-128..=127).contains(&hi) {
+                return Err(failed(format!("rounding_ties: {want} is out of reach")));
+            }
+            x2[p0 * n + j] = hi as i8;
+            x2[p1 * n + j] = lo as i8;
+            // Check with the recipe's own arithmetic: an exact tie, not saturated.
+            let off = offset.map_or(0, |o| pack_offset(o[j]));
+            let s = rec.pack(scale_bits(c, scale[j]));
+            let acc = i32_to_f32(target as i32, rec.acc_to_f32);
+            let even = rec.requant(acc, s, off);
+            let away = QmmRecipe {
+                requant_rounding: RoundingMode::NearestTiesAway,
+                ..*rec
+            }
+            .requant(acc, s, off);
+            if even == away || even.unsigned_abs() >= 127 || away.unsigned_abs() >= 127 {
+                return Err(failed(format!(
+                    "rounding_ties: {target} at column {j} (rows {tie_rows:?}) is not an unsaturated tie of the int8 rounding"
+                )));
+            }
         }
         Ok(())
     }
@@ -1357,6 +1677,30 @@ mod tests {
             pack_scale(f32::from_bits(0x8000_1234), ScalePack::RoundEven19).to_bits(),
             0x8000_0000
         );
+    }
+
+    #[test]
+    fn rounding_to_an_integer_and_the_offset_packing() {
+        let e = RoundingMode::NearestTiesToEven;
+        let a = RoundingMode::NearestTiesAway;
+        assert_eq!(round_to_integer(2.5, e), 2);
+        assert_eq!(round_to_integer(2.5, a), 3);
+        assert_eq!(round_to_integer(-3.5, e), -4);
+        assert_eq!(round_to_integer(-2.5, a), -3);
+        assert_eq!(round_to_integer(-2.4999, e), -2);
+        assert_eq!(round_to_integer(7.0, a), 7);
+        assert_eq!(round_to_integer(-1.25, RoundingMode::TowardNegative), -2);
+        assert_eq!(round_to_integer(1e300, e), i64::MAX);
+        // npu_trans_quant_param's offset: ties to even, clamped to 9 bits.
+        assert_eq!(pack_offset(0.5), 0);
+        assert_eq!(pack_offset(-1.5), -2);
+        assert_eq!(pack_offset(300.0), 255);
+        assert_eq!(pack_offset(-300.7), -256);
+        // The requantisation: 9-bit clamp before the offset, int8 clamp after it.
+        let k = QmmRecipe::preset("ascend_a2").unwrap();
+        assert_eq!(k.requant(1000.0, 1.0, -200), 55);
+        assert_eq!(k.requant(5.0, 0.5, 0), 2);
+        assert_eq!(k.requant(-300.0, 1.0, 100), -128);
     }
 
     #[test]

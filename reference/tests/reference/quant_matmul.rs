@@ -215,7 +215,7 @@ fn bad_params_and_inputs_are_errors_naming_them() {
     assert!(e.starts_with("pertoken:"), "{e}");
     let e = param_err(json!({"m": 1, "k": 8, "n": 8, "scale": "packed"}));
     assert!(e.starts_with("scale:"), "{e}");
-    let e = param_err(json!({"m": 1, "k": 8, "n": 8, "out": "i8"}));
+    let e = param_err(json!({"m": 1, "k": 8, "n": 8, "out": "int32"}));
     assert!(e.starts_with("out:"), "{e}");
     assert!(fam
         .describe(&json!({"m": 1, "k": 8, "n": 8, "bogus": 1}))
@@ -241,5 +241,139 @@ fn bad_params_and_inputs_are_errors_naming_them() {
     match generate(&json!({"m": 3, "k": 4096, "n": 64}), &BOTH, 0) {
         Err(e) => assert!(matches!(e, OpError::Regime { .. }), "{e}"),
         Ok(_) => panic!("3 rows cannot hold both regimes (4 rows)"),
+    }
+}
+
+fn int8_cases() -> Vec<Value> {
+    vec![
+        json!({"m": 8, "k": 3200, "n": 48, "out": "int8", "scale": "packed", "bias": "i32", "offset": true}),
+        json!({"m": 6, "k": 3100, "n": 40, "out": "int8", "scale": "packed"}),
+    ]
+}
+
+#[test]
+fn int8_regimes_hold_on_every_seed() {
+    for params in int8_cases() {
+        let offset = params.get("offset").is_some();
+        for seed in 0..SEEDS {
+            let ins = generate(&params, &BOTH, seed).unwrap();
+            let ctx = format!("{params} seed {seed}");
+            let out = run(&params, "ascend_a2", &ins, 1);
+            let y = i8s(&out["y"]);
+            // Ties of the rounding to an integer: 2 rows x 8 columns.
+            let away = with_fault("qmm-requant-ties-away", &params, &ins);
+            assert!(differing(&out["y"], &away["y"]) >= 16, "{ctx}: ties");
+            // Saturation at both ends, which a wrap gets wrong.
+            let wrap = i8s(&with_fault("qmm-int8-wraps", &params, &ins)["y"]);
+            for end in [127i8, -128] {
+                let n = y
+                    .iter()
+                    .zip(&wrap)
+                    .filter(|&(&a, &b)| a == end && a != b)
+                    .count();
+                assert!(n >= 8, "{ctx}: {n} saturate at {end}");
+            }
+            if offset {
+                for f in ["qmm-offset-negated", "qmm-offset-before-scale"] {
+                    let o = with_fault(f, &params, &ins);
+                    assert!(differing(&out["y"], &o["y"]) >= 16, "{ctx}: {f}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn int8_is_the_same_for_any_thread_count_and_within_one_of_the_oracle() {
+    for params in int8_cases() {
+        for seed in 0..3 {
+            let ins = generate(&params, &BOTH, seed).unwrap();
+            let one = run(&params, "ascend_a2", &ins, 1);
+            assert_eq!(one, run(&params, "ascend_a2", &ins, 5), "{params}");
+            let oracle = run(&params, "oracle", &ins, 1);
+            assert_eq!(oracle, run(&params, "oracle", &ins, 3), "{params}");
+            let o = oracle["y"].to_f64_vec();
+            for (e, (&v, &w)) in i8s(&one["y"]).iter().zip(&o).enumerate() {
+                assert!((v as f64 - w).abs() <= 1.0, "{params} {e}: {v} vs {w}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_int8_case_computed_by_hand() {
+    let params = json!({"m": 1, "k": 1, "n": 4, "out": "int8", "scale": "packed", "bias": "i32", "offset": true});
+    let ins = TensorMap::from([
+        ("x1".to_string(), Tensor::from_i8(vec![1, 1], &[100])),
+        (
+            "x2".to_string(),
+            Tensor::from_i8(vec![1, 4], &[5, -5, 127, -128]),
+        ),
+        // Packed: 0.25 and 0.5 are kept; the offsets pack to 2 (2.5, ties to even), -3, -10, 10.
+        (
+            "scale".to_string(),
+            Tensor::from_f32(vec![4], &[0.25, 0.25, 0.5, 0.5]),
+        ),
+        ("bias".to_string(), Tensor::from_i32(vec![4], &[2, 0, 0, 0])),
+        (
+            "offset".to_string(),
+            Tensor::from_f32(vec![4], &[2.5, -3.2, -10.0, 10.0]),
+        ),
+    ]);
+    // acc = [502, -500, 12700, -12800]; * scale = [125.5, -125, 6350, -6400];
+    // rounded (ties to even) = [126, -125, 6350, -6400]; clamped to 9 bits = [126, -125, 255, -256];
+    // + offset = [128, -128, 245, -246]; saturated = [127, -128, 127, -128].
+    let out = run(&params, "ascend_a2", &ins, 1);
+    assert_eq!(i8s(&out["y"]), vec![127, -128, 127, -128]);
+    assert_eq!(
+        run(&params, "oracle", &ins, 1)["y"].to_f64_vec(),
+        vec![127.0, -128.0, 127.0, -128.0]
+    );
+    // Wrapped instead: 6350 + -10 = 6340 = 24 * 256 + 196 -> -60; -6400 + 10 = -6390 -> 10.
+    let wrap = with_fault("qmm-int8-wraps", &params, &ins);
+    assert_eq!(i8s(&wrap["y"]), vec![-128, -128, -60, 10]);
+    // Ties away: 125.5 -> 126 as well (even is 126); the offset subtracted: 126 - 2 = 124.
+    let neg = with_fault("qmm-offset-negated", &params, &ins);
+    assert_eq!(i8s(&neg["y"]), vec![124, -122, 127, -128]);
+    // The offset before the scale: (502 + 2) * 0.25 = 126.
+    let before = with_fault("qmm-offset-before-scale", &params, &ins);
+    assert_eq!(i8s(&before["y"])[0], 126);
+}
+
+#[test]
+fn int8_params_follow_the_api_table() {
+    let fam = ops::find("quant_matmul").unwrap();
+    let param_err = |p: Value| match fam.describe(&p).unwrap_err() {
+        OpError::InvalidParam { param, message, .. } => format!("{param}: {message}"),
+        e => panic!("{e}"),
+    };
+    let e = param_err(json!({"m": 1, "k": 8, "n": 8, "out": "int8", "scale": "f32"}));
+    assert!(e.starts_with("scale:") && e.contains("packed"), "{e}");
+    let e = param_err(
+        json!({"m": 1, "k": 8, "n": 8, "out": "int8", "scale": "packed", "pertoken": true}),
+    );
+    assert!(e.starts_with("pertoken:"), "{e}");
+    let e =
+        param_err(json!({"m": 1, "k": 8, "n": 8, "out": "int8", "scale": "packed", "bias": "f32"}));
+    assert!(e.starts_with("bias:"), "{e}");
+    let e = param_err(json!({"m": 1, "k": 8, "n": 8, "out": "bf16", "offset": true}));
+    assert!(e.starts_with("offset:"), "{e}");
+    // A NaN offset is refused, naming the input and the element.
+    let params = json!({"m": 1, "k": 1, "n": 2, "out": "int8", "scale": "packed", "offset": true});
+    let ins = TensorMap::from([
+        ("x1".to_string(), Tensor::from_i8(vec![1, 1], &[1])),
+        ("x2".to_string(), Tensor::from_i8(vec![1, 2], &[1, 1])),
+        ("scale".to_string(), Tensor::from_f32(vec![2], &[1.0, 1.0])),
+        (
+            "offset".to_string(),
+            Tensor::from_f32(vec![2], &[0.0, f32::NAN]),
+        ),
+    ]);
+    match fam.run(&params, "ascend_a2", &ins, Threads(1)).unwrap_err() {
+        OpError::InvalidInput { input, message, .. } => {
+            assert_eq!(input, "offset");
+            assert!(message.contains("element 1"), "{message}");
+        }
+        e => panic!("{e}"),
     }
 }

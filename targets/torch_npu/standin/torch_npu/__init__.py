@@ -391,9 +391,9 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     (m, k), (k2, n) = x1.shape, x2.shape
     if k != k2:
         fail(_QMM, "x1 (m, k) and x2 (k, n) must share k: %s, %s" % (x1.shape, x2.shape))
-    if output_dtype in (None, torch.int8):
-        raise TypeError("stand-in: the int8 output (requantisation) is not modelled")
-    if output_dtype not in (torch.float16, torch.bfloat16):
+    # None means int8 (the page: the default output is INT8).
+    int8_out = output_dtype in (None, torch.int8)
+    if not int8_out and output_dtype not in (torch.float16, torch.bfloat16):
         fail(_QMM, "output_dtype must be int8, float16 or bfloat16, got %s" % output_dtype)
     sd = scale.dtype
     if sd not in (torch.float32, torch.int64, torch.bfloat16):
@@ -401,7 +401,20 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     if scale.shape not in ((1,), (n,)):
         fail(_QMM, "scale must be (1,) or (n,) = (%d,), got %s" % (n, scale.shape))
     if offset is not None:
-        fail(_QMM, "offset is for the int8 output only")
+        if not int8_out:
+            fail(_QMM, "offset is for the int8 output only")
+        _dev(offset, "offset")
+        if offset.dtype is not torch.float32 or offset.shape not in ((1,), (n,)):
+            fail(_QMM, "offset must be FLOAT32 (1,) or (n,) = (%d,)" % n)
+    if int8_out:
+        # The page's table: an int8 output takes the INT64 scale, no pertoken_scale, an
+        # INT32 bias or none.
+        if sd is not torch.int64:
+            fail(_QMM, "an int8 output takes the INT64 scale of npu_trans_quant_param")
+        if pertoken_scale is not None:
+            fail(_QMM, "an int8 output takes no pertoken_scale")
+        if bias is not None and bias.dtype is not torch.int32:
+            fail(_QMM, "an int8 output takes an INT32 bias or none")
     bf16_out = output_dtype is torch.bfloat16
     if pertoken_scale is not None:
         _dev(pertoken_scale, "pertoken_scale")
@@ -444,6 +457,15 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     else:
         s = scale._f32().astype(np.float32)
     y = (y * s.reshape(1, -1)).astype(np.float32)
+    if int8_out:
+        # Requantisation (ops-nn's requant golden): the scaled f32 rounded to an integer, ties
+        # to even, clipped to 9 bits, plus the word's 9-bit offset (bits 37..45, signed),
+        # clipped to int8.
+        w = scale._a.astype(np.int64).astype(np.uint64).reshape(-1)
+        o = ((w >> np.uint64(37)) & np.uint64(0x1FF)).astype(np.int64)
+        o = np.where(o & 0x100, o - 0x200, o)
+        v = np.clip(np.rint(y), -256, 255) + o.reshape(1, -1)
+        return torch.Tensor(np.clip(v, -128, 127).astype(np.int8), torch.int8, "npu")
     if pertoken_scale is not None:
         y = (y * pertoken_scale._a.astype(np.float32)[:, None]).astype(np.float32)
     if bias_f is not None:
