@@ -31,10 +31,11 @@
 //! value, a row of tiny values, and rows whose scale and quantised values tell the recipe's
 //! scale and quotient forms apart). See [`DynamicQuant::impose`].
 
+use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
-    TensorMap, TensorSpec, ORACLE,
+    TensorMap, TensorSpec,
 };
 use crate::formats::{bf16, f16, Rounding, RoundingMode};
 use crate::knob::Knob;
@@ -317,7 +318,7 @@ fn default_dtype() -> String {
 
 /// A validated case.
 #[derive(Clone, Copy, Debug)]
-struct Case {
+pub(crate) struct Case {
     tokens: usize,
     hidden: usize,
     dtype: ElemType,
@@ -389,53 +390,6 @@ fn is_subnormal(dtype: ElemType, bits: u16) -> bool {
 }
 
 impl DynamicQuant {
-    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
-        let p: Params = parse_params(OP, v)?;
-        let dtype = match p.dtype.as_str() {
-            "bf16" => ElemType::Bf16,
-            "f16" => ElemType::F16,
-            other => {
-                return Err(invalid(
-                    "dtype",
-                    format!("`{other}`: x is bf16 or f16 (the API's two input types)"),
-                ))
-            }
-        };
-        if p.tokens == 0 || p.hidden == 0 {
-            return Err(invalid(
-                if p.tokens == 0 { "tokens" } else { "hidden" },
-                "must be positive",
-            ));
-        }
-        if p.tokens.checked_mul(p.hidden).is_none_or(|n| n > 1 << 30) {
-            return Err(invalid("tokens/hidden", "more than 2^30 elements"));
-        }
-        if let Some(e) = p.groups {
-            if !p.smooth {
-                return Err(invalid(
-                    "groups",
-                    "group_index selects smooth rows: it needs `smooth = true`",
-                ));
-            }
-            if e == 0 || e > p.tokens {
-                return Err(invalid(
-                    "groups",
-                    format!(
-                        "{e}: between 1 and tokens ({}), every group non-empty",
-                        p.tokens
-                    ),
-                ));
-            }
-        }
-        Ok(Case {
-            tokens: p.tokens,
-            hidden: p.hidden,
-            dtype,
-            smooth: p.smooth,
-            groups: p.groups,
-        })
-    }
-
     fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let mut inputs = vec![TensorSpec::new(
             "x",
@@ -542,140 +496,6 @@ impl DynamicQuant {
         Ok((x, smooth, rows))
     }
 
-    /// Runs `recipe` (edited or not) on the inputs.
-    fn run_recipe(
-        &self,
-        c: &Case,
-        r: &DqRecipe,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let (x, smooth, rows) = self.decoded(c, inputs, r.group_lookup)?;
-        let h = c.hidden;
-        let dtype = c.dtype;
-        let load = |bits: u16| -> f32 {
-            if r.flush_input_subnormals && is_subnormal(dtype, bits) {
-                if bits & 0x8000 != 0 {
-                    -0.0
-                } else {
-                    0.0
-                }
-            } else {
-                decode(dtype, bits)
-            }
-        };
-        // The values the row max is taken of, per row (f32, the kernel's one rounding of
-        // x * s), and the values quantised.
-        let row_values = |t: usize| -> (Vec<f32>, Vec<f32>) {
-            let xs: Vec<f32> = x[t * h..(t + 1) * h].iter().map(|&b| load(b)).collect();
-            let Some(s) = smooth.as_ref() else {
-                return (xs.clone(), xs);
-            };
-            let srow = &s[rows[t] * h..(rows[t] + 1) * h];
-            let prod: Vec<f32> = xs
-                .iter()
-                .zip(srow)
-                .map(|(&a, &b)| a * decode(dtype, b))
-                .collect();
-            match r.smooth {
-                SmoothOrder::BeforeMax => (prod.clone(), prod),
-                SmoothOrder::AfterMax => (xs, prod),
-                SmoothOrder::Skipped => (xs.clone(), xs),
-            }
-        };
-        let row_max = |vals: &[f32]| -> f32 {
-            vals.iter().fold(0.0f32, |m, &v| {
-                let a = if r.signed_max { v } else { v.abs() };
-                if a > m {
-                    a
-                } else {
-                    m
-                }
-            })
-        };
-        const ROWS_PER_TASK: usize = 16;
-        let tasks = c.tokens.div_ceil(ROWS_PER_TASK);
-        let global = if r.per_tensor {
-            let maxima = map_tasks(tasks, threads, |i| {
-                (i * ROWS_PER_TASK..((i + 1) * ROWS_PER_TASK).min(c.tokens))
-                    .map(|t| row_max(&row_values(t).0))
-                    .fold(0.0f32, f32::max)
-            });
-            Some(maxima.into_iter().fold(0.0f32, f32::max))
-        } else {
-            None
-        };
-        let parts = map_tasks(tasks, threads, |i| {
-            let mut y = Vec::new();
-            let mut scales = Vec::new();
-            for t in i * ROWS_PER_TASK..((i + 1) * ROWS_PER_TASK).min(c.tokens) {
-                let (for_max, vals) = row_values(t);
-                let amax = global.unwrap_or_else(|| row_max(&for_max));
-                let (scale, factor) = r.scale_and_factor(amax);
-                let scale = if amax == 0.0 && r.zero_row == ZeroRow::NanScale {
-                    f32::NAN
-                } else {
-                    scale
-                };
-                scales.push(scale);
-                y.extend(vals.iter().map(|&v| r.to_int8(r.scaled(v, factor))));
-            }
-            (y, scales)
-        });
-        let (mut y, mut scale) = (Vec::with_capacity(c.tokens * h), Vec::new());
-        for (py, ps) in parts {
-            y.extend(py);
-            scale.extend(ps);
-        }
-        Ok(TensorMap::from([
-            ("y".to_string(), Tensor::from_i8(vec![c.tokens, h], &y)),
-            (
-                "scale".to_string(),
-                Tensor::from_f32(vec![c.tokens], &scale),
-            ),
-        ]))
-    }
-
-    fn run_oracle(
-        &self,
-        c: &Case,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let (x, smooth, rows) = self.decoded(c, inputs, GroupLookup::FirstEndAbove)?;
-        let h = c.hidden;
-        let parts = map_tasks(c.tokens, threads, |t| {
-            let v: Vec<f64> = (0..h)
-                .map(|j| {
-                    let a = decode(c.dtype, x[t * h + j]) as f64;
-                    match smooth.as_ref() {
-                        Some(s) => a * decode(c.dtype, s[rows[t] * h + j]) as f64,
-                        None => a,
-                    }
-                })
-                .collect();
-            oracle_row(&v)
-        });
-        let mut y = Vec::with_capacity(c.tokens * h);
-        let mut scale = Vec::with_capacity(c.tokens);
-        for (s, row) in parts {
-            scale.push(s);
-            y.extend(row.into_iter().map(f64::from));
-        }
-        Ok(TensorMap::from([
-            ("y".to_string(), Tensor::of_f64(vec![c.tokens, h], &y)),
-            ("scale".to_string(), Tensor::of_f64(vec![c.tokens], &scale)),
-        ]))
-    }
-
-    fn preset(&self, name: &str) -> Result<DqRecipe, OpError> {
-        DqRecipe::preset(name).ok_or_else(|| OpError::UnknownRecipe {
-            op: OP.into(),
-            recipe: name.into(),
-            known: PRESETS.join(", "),
-        })
-    }
-
     /// Rows a set of regimes needs.
     fn rows_needed(regimes: &[Regime]) -> usize {
         regimes
@@ -774,16 +594,8 @@ impl OpFamily for DynamicQuant {
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        preset_family::only_own_regimes(OP, regimes)?;
         let c = self.case(params)?;
-        for r in regimes {
-            if !r.applies_to(OP) {
-                return Err(OpError::Regime {
-                    op: OP.into(),
-                    regime: r.name().into(),
-                    message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
-                });
-            }
-        }
         let need = Self::rows_needed(regimes);
         if need > c.tokens {
             return Err(OpError::Regime {
@@ -815,14 +627,7 @@ impl OpFamily for DynamicQuant {
         regimes: &[Regime],
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError> {
-        self.check_regimes(params, regimes)?;
-        let mut m = self.generate(params, ctx)?;
-        if regimes.is_empty() {
-            return Ok(m);
-        }
-        let c = self.case(params)?;
-        self.impose(&c, regimes, &mut m, ctx)?;
-        Ok(m)
+        preset_family::generate_imposed(self, params, regimes, ctx)
     }
 
     fn run(
@@ -832,12 +637,7 @@ impl OpFamily for DynamicQuant {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError> {
-        let c = self.case(params)?;
-        if recipe == ORACLE {
-            return self.run_oracle(&c, inputs, threads);
-        }
-        let r = self.preset(recipe)?;
-        self.run_recipe(&c, &r, inputs, threads)
+        preset_family::run(self, params, recipe, inputs, threads)
     }
 
     fn run_with_recipe_edit(
@@ -848,38 +648,188 @@ impl OpFamily for DynamicQuant {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::ops::RecipeEdit::DynamicQuant(f) = edit else {
-            return Ok(None);
-        };
-        if recipe == ORACLE {
-            return Ok(None);
-        }
-        let c = self.case(params)?;
-        let mut r = self.preset(recipe)?;
-        if !f(&mut r) {
-            return Ok(None);
-        }
-        self.run_recipe(&c, &r, inputs, threads).map(Some)
+        preset_family::run_edited(self, params, recipe, edit, inputs, threads)
     }
 }
 
-/// The recipe the regimes are constructed for: the case's, or the kernel's when the case is
-/// judged against the oracle (its ties and witnesses hold for the exact arithmetic too).
-fn regime_recipe(ctx: &GenContext) -> DqRecipe {
-    ctx.recipe
-        .as_deref()
-        .and_then(DqRecipe::preset)
-        .unwrap_or_else(|| DqRecipe::preset("ascend_a2").expect("the kernel preset exists"))
-}
+impl PresetFamily for DynamicQuant {
+    type Case = Case;
+    type Recipe = DqRecipe;
+    const PRESETS: &'static [&'static str] = &PRESETS;
 
-/// Every scale form and apply form, for the witnesses.
-const SCALE_FORMS: [ScaleForm; 3] = [
-    ScaleForm::QuotientThenReciprocal,
-    ScaleForm::MaxTimesInverse,
-    ScaleForm::MaxDivided,
-];
+    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
+        let p: Params = parse_params(OP, v)?;
+        let dtype = match p.dtype.as_str() {
+            "bf16" => ElemType::Bf16,
+            "f16" => ElemType::F16,
+            other => {
+                return Err(invalid(
+                    "dtype",
+                    format!("`{other}`: x is bf16 or f16 (the API's two input types)"),
+                ))
+            }
+        };
+        if p.tokens == 0 || p.hidden == 0 {
+            return Err(invalid(
+                if p.tokens == 0 { "tokens" } else { "hidden" },
+                "must be positive",
+            ));
+        }
+        if p.tokens.checked_mul(p.hidden).is_none_or(|n| n > 1 << 30) {
+            return Err(invalid("tokens/hidden", "more than 2^30 elements"));
+        }
+        if let Some(e) = p.groups {
+            if !p.smooth {
+                return Err(invalid(
+                    "groups",
+                    "group_index selects smooth rows: it needs `smooth = true`",
+                ));
+            }
+            if e == 0 || e > p.tokens {
+                return Err(invalid(
+                    "groups",
+                    format!(
+                        "{e}: between 1 and tokens ({}), every group non-empty",
+                        p.tokens
+                    ),
+                ));
+            }
+        }
+        Ok(Case {
+            tokens: p.tokens,
+            hidden: p.hidden,
+            dtype,
+            smooth: p.smooth,
+            groups: p.groups,
+        })
+    }
 
-impl DynamicQuant {
+    fn run_oracle(
+        &self,
+        c: &Case,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let (x, smooth, rows) = self.decoded(c, inputs, GroupLookup::FirstEndAbove)?;
+        let h = c.hidden;
+        let parts = map_tasks(c.tokens, threads, |t| {
+            let v: Vec<f64> = (0..h)
+                .map(|j| {
+                    let a = decode(c.dtype, x[t * h + j]) as f64;
+                    match smooth.as_ref() {
+                        Some(s) => a * decode(c.dtype, s[rows[t] * h + j]) as f64,
+                        None => a,
+                    }
+                })
+                .collect();
+            oracle_row(&v)
+        });
+        let mut y = Vec::with_capacity(c.tokens * h);
+        let mut scale = Vec::with_capacity(c.tokens);
+        for (s, row) in parts {
+            scale.push(s);
+            y.extend(row.into_iter().map(f64::from));
+        }
+        Ok(TensorMap::from([
+            ("y".to_string(), Tensor::of_f64(vec![c.tokens, h], &y)),
+            ("scale".to_string(), Tensor::of_f64(vec![c.tokens], &scale)),
+        ]))
+    }
+
+    /// Runs `recipe` (edited or not) on the inputs.
+    fn run_recipe(
+        &self,
+        c: &Case,
+        r: &DqRecipe,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let (x, smooth, rows) = self.decoded(c, inputs, r.group_lookup)?;
+        let h = c.hidden;
+        let dtype = c.dtype;
+        let load = |bits: u16| -> f32 {
+            if r.flush_input_subnormals && is_subnormal(dtype, bits) {
+                if bits & 0x8000 != 0 {
+                    -0.0
+                } else {
+                    0.0
+                }
+            } else {
+                decode(dtype, bits)
+            }
+        };
+        // The values the row max is taken of, per row (f32, the kernel's one rounding of
+        // x * s), and the values quantised.
+        let row_values = |t: usize| -> (Vec<f32>, Vec<f32>) {
+            let xs: Vec<f32> = x[t * h..(t + 1) * h].iter().map(|&b| load(b)).collect();
+            let Some(s) = smooth.as_ref() else {
+                return (xs.clone(), xs);
+            };
+            let srow = &s[rows[t] * h..(rows[t] + 1) * h];
+            let prod: Vec<f32> = xs
+                .iter()
+                .zip(srow)
+                .map(|(&a, &b)| a * decode(dtype, b))
+                .collect();
+            match r.smooth {
+                SmoothOrder::BeforeMax => (prod.clone(), prod),
+                SmoothOrder::AfterMax => (xs, prod),
+                SmoothOrder::Skipped => (xs.clone(), xs),
+            }
+        };
+        let row_max = |vals: &[f32]| -> f32 {
+            vals.iter().fold(0.0f32, |m, &v| {
+                let a = if r.signed_max { v } else { v.abs() };
+                if a > m {
+                    a
+                } else {
+                    m
+                }
+            })
+        };
+        const ROWS_PER_TASK: usize = 16;
+        let tasks = c.tokens.div_ceil(ROWS_PER_TASK);
+        let global = if r.per_tensor {
+            let maxima = map_tasks(tasks, threads, |i| {
+                (i * ROWS_PER_TASK..((i + 1) * ROWS_PER_TASK).min(c.tokens))
+                    .map(|t| row_max(&row_values(t).0))
+                    .fold(0.0f32, f32::max)
+            });
+            Some(maxima.into_iter().fold(0.0f32, f32::max))
+        } else {
+            None
+        };
+        let parts = map_tasks(tasks, threads, |i| {
+            let mut y = Vec::new();
+            let mut scales = Vec::new();
+            for t in i * ROWS_PER_TASK..((i + 1) * ROWS_PER_TASK).min(c.tokens) {
+                let (for_max, vals) = row_values(t);
+                let amax = global.unwrap_or_else(|| row_max(&for_max));
+                let (scale, factor) = r.scale_and_factor(amax);
+                let scale = if amax == 0.0 && r.zero_row == ZeroRow::NanScale {
+                    f32::NAN
+                } else {
+                    scale
+                };
+                scales.push(scale);
+                y.extend(vals.iter().map(|&v| r.to_int8(r.scaled(v, factor))));
+            }
+            (y, scales)
+        });
+        let (mut y, mut scale) = (Vec::with_capacity(c.tokens * h), Vec::new());
+        for (py, ps) in parts {
+            y.extend(py);
+            scale.extend(ps);
+        }
+        Ok(TensorMap::from([
+            ("y".to_string(), Tensor::from_i8(vec![c.tokens, h], &y)),
+            (
+                "scale".to_string(),
+                Tensor::from_f32(vec![c.tokens], &scale),
+            ),
+        ]))
+    }
+
     /// Makes every regime of `regimes` true (see the module doc and docs/suites.md).
     ///
     /// Chosen rows are rebuilt: one element at a "power-of-two column" (whose smooth scale,
@@ -1059,6 +1009,35 @@ impl DynamicQuant {
         Ok(())
     }
 
+    fn recipe_preset(name: &str) -> Option<DqRecipe> {
+        DqRecipe::preset(name)
+    }
+
+    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut DqRecipe) -> bool> {
+        match edit {
+            crate::ops::RecipeEdit::DynamicQuant(f) => Some(*f),
+            _ => None,
+        }
+    }
+}
+
+/// The recipe the regimes are constructed for: the case's, or the kernel's when the case is
+/// judged against the oracle (its ties and witnesses hold for the exact arithmetic too).
+fn regime_recipe(ctx: &GenContext) -> DqRecipe {
+    ctx.recipe
+        .as_deref()
+        .and_then(DqRecipe::preset)
+        .unwrap_or_else(|| DqRecipe::preset("ascend_a2").expect("the kernel preset exists"))
+}
+
+/// Every scale form and apply form, for the witnesses.
+const SCALE_FORMS: [ScaleForm; 3] = [
+    ScaleForm::QuotientThenReciprocal,
+    ScaleForm::MaxTimesInverse,
+    ScaleForm::MaxDivided,
+];
+
+impl DynamicQuant {
     /// A row max `a` (a positive dtype value of 2^-8..2^8) whose scale under the recipe's
     /// scale form differs from the scale of both other forms, drawn from the stream until
     /// found (about one draw in three for the kernel's form, one in twenty for the golden's).

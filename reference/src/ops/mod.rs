@@ -23,6 +23,7 @@ pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod pa_decode_int8;
 pub mod paged_kv;
+mod preset_family;
 pub mod quant_matmul;
 pub mod range_regimes;
 pub mod recipe_edit;

@@ -44,10 +44,11 @@
 //! `rounding_ties`; see [`MoeDispatchCombine::impose`].
 
 use super::dynamic_quant::{oracle_row, DqRecipe};
+use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
-    TensorMap, TensorSpec, ORACLE,
+    TensorMap, TensorSpec,
 };
 use crate::formats::{bf16, f16, Rounding, RoundingMode};
 use crate::knob::Knob;
@@ -395,129 +396,6 @@ struct Inputs {
 }
 
 impl MoeDispatchCombine {
-    pub fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
-        let p: Params = parse_params(OP, v)?;
-        let dtype = match p.dtype.as_str() {
-            "bf16" => ElemType::Bf16,
-            "f16" => ElemType::F16,
-            other => {
-                return Err(invalid(
-                    "dtype",
-                    format!("`{other}`: x is bf16 or f16 (the API's two input types)"),
-                ))
-            }
-        };
-        if p.ranks < 2 || p.ranks > 1024 {
-            return Err(invalid("ranks", "2..=1024 (ep_world_size)"));
-        }
-        if p.bs == 0 || p.bs > 512 {
-            return Err(invalid(
-                "bs",
-                "1..=512 tokens per rank (the API's BS range)",
-            ));
-        }
-        if p.hidden == 0 || !p.hidden.is_multiple_of(32) || p.hidden > 10240 {
-            return Err(invalid(
-                "hidden",
-                format!("{}: a positive multiple of 32, at most 10240", p.hidden),
-            ));
-        }
-        if p.shared_ranks >= p.ranks {
-            return Err(invalid(
-                "shared_ranks",
-                "below ranks: at least one rank holds routed experts",
-            ));
-        }
-        if p.shared_ranks == 0 && p.shared_experts != 0 {
-            return Err(invalid(
-                "shared_experts",
-                "shared experts need shared ranks (shared_ranks > 0)",
-            ));
-        }
-        if p.shared_ranks > 0
-            && (p.shared_experts == 0
-                || p.shared_experts > 4
-                || !p.shared_ranks.is_multiple_of(p.shared_experts))
-        {
-            return Err(invalid(
-                "shared_experts",
-                "1..=4, dividing shared_ranks (shared_expert_rank_num % shared_expert_num == 0)",
-            ));
-        }
-        let routed = p.ranks - p.shared_ranks;
-        if p.experts == 0 || !p.experts.is_multiple_of(routed) || p.experts > 1024 {
-            return Err(invalid(
-                "experts",
-                format!(
-                    "{}: 1..=1024 and a multiple of the routed ranks ({routed}): moe_expert_num % (ep_world_size - shared_expert_rank_num) == 0",
-                    p.experts
-                ),
-            ));
-        }
-        if p.top_k == 0 || p.top_k > 8 || p.top_k > p.experts {
-            return Err(invalid("top_k", "1..=8 and at most experts"));
-        }
-        if p.quant_mode != 0 && p.quant_mode != 2 {
-            return Err(invalid(
-                "quant_mode",
-                format!(
-                    "{}: 0 (none) or 2 (per-token dynamic INT8); static quantisation is not modelled",
-                    p.quant_mode
-                ),
-            ));
-        }
-        if p.smooth && p.quant_mode != 2 {
-            return Err(invalid("smooth", "smooth scales need quant_mode 2"));
-        }
-        if p.expert_token_nums_type > 1 {
-            return Err(invalid(
-                "expert_token_nums_type",
-                "0 (running sums) or 1 (counts)",
-            ));
-        }
-        let mask = p.active.is_some();
-        let active = p.active.unwrap_or_else(|| vec![p.bs; p.ranks]);
-        if active.len() != p.ranks {
-            return Err(invalid(
-                "active",
-                format!("{} counts for {} ranks", active.len(), p.ranks),
-            ));
-        }
-        if let Some((r, a)) = active.iter().enumerate().find(|(_, a)| **a > p.bs) {
-            return Err(invalid(
-                "active",
-                format!("rank {r}: {a} active tokens of {}", p.bs),
-            ));
-        }
-        let elems = p
-            .ranks
-            .checked_mul(p.bs)
-            .and_then(|n| n.checked_mul(p.hidden))
-            .and_then(|n| n.checked_mul(p.top_k + p.shared_experts));
-        if elems.is_none_or(|n| n > 1 << 30) {
-            return Err(invalid(
-                "ranks/bs/hidden/top_k",
-                "more than 2^30 received elements",
-            ));
-        }
-        Ok(Case {
-            ranks: p.ranks,
-            bs: p.bs,
-            hidden: p.hidden,
-            experts: p.experts,
-            top_k: p.top_k,
-            shared_experts: p.shared_experts,
-            shared_ranks: p.shared_ranks,
-            local: p.experts / routed,
-            quant: p.quant_mode == 2,
-            smooth: p.smooth,
-            dtype,
-            cumsum: p.expert_token_nums_type == 0,
-            active,
-            mask,
-        })
-    }
-
     fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let (w, bs, h, k) = (c.ranks, c.bs, c.hidden, c.top_k);
         let ne = c.shared_experts + c.experts;
@@ -827,6 +705,482 @@ impl MoeDispatchCombine {
             })
             .collect()
     }
+}
+
+/// An I64 tensor.
+fn i64_tensor(values: Vec<i64>) -> Tensor {
+    Tensor {
+        dtype: ElemType::I64,
+        shape: vec![values.len()],
+        data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+/// Columns the combine constructions set (each kill shows on this many elements).
+const CONSTRUCTION_COLUMNS: usize = 8;
+/// Tie rows `rounding_ties` plants, and the ties in each.
+const TIE_ROWS: usize = 2;
+const TIES_PER_ROW: usize = 8;
+
+fn pow2(e: i32) -> f64 {
+    let mut v = 1.0f64;
+    if e >= 0 {
+        for _ in 0..e {
+            v *= 2.0;
+        }
+    } else {
+        for _ in 0..(-e) {
+            v *= 0.5;
+        }
+    }
+    v
+}
+
+impl OpFamily for MoeDispatchCombine {
+    fn name(&self) -> &'static str {
+        OP
+    }
+
+    fn recipes(&self) -> Vec<&'static str> {
+        PRESETS.to_vec()
+    }
+
+    fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
+        let c = self.case(params)?;
+        let (inputs, outputs) = self.specs(&c);
+        let bytes: f64 = inputs
+            .iter()
+            .chain(&outputs)
+            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
+            .sum();
+        // Per received element: the quantisation's |v|, max and scaling (quant_mode 2), the
+        // expert step's product, the combine's product and add.
+        let per_row = if c.quant { 6.0 } else { 3.0 };
+        Ok(OpDescription {
+            inputs,
+            outputs,
+            cost: OpCost {
+                flops: per_row * (c.rows() * c.hidden) as f64,
+                bytes,
+                compute: c.dtype,
+            },
+        })
+    }
+
+    fn generate(
+        &self,
+        params: &serde_json::Value,
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        let c = self.case(params)?;
+        if let super::ValueDist::Special {
+            non_finite: true, ..
+        } = ctx.dist
+        {
+            return Err(failed(
+                "special inputs with non_finite = true: the API defines no result for NaN or Inf inputs, so no case asks for them",
+            ));
+        }
+        let (specs, _) = self.specs(&c);
+        let (w, bs, k) = (c.ranks, c.bs, c.top_k);
+        let mut out = TensorMap::new();
+        for s in &specs {
+            let t = match s.name.as_str() {
+                "x" => ctx.rounded_tensor(
+                    c.dtype,
+                    s.shape.clone(),
+                    &super::special_values(c.dtype),
+                    Rounding::RNE,
+                ),
+                "expert_ids" => {
+                    // K distinct experts per token (a partial shuffle).
+                    let mut ids = Vec::with_capacity(w * bs * k);
+                    let mut pool: Vec<usize> = (0..c.experts).collect();
+                    for _ in 0..w * bs {
+                        for i in 0..k {
+                            let j = i + ctx.below((c.experts - i) as u64) as usize;
+                            pool.swap(i, j);
+                            ids.push(pool[i] as i32);
+                        }
+                    }
+                    Tensor::from_i32(s.shape.clone(), &ids)
+                }
+                "expert_scales" => {
+                    // Router weights: positive, of order 1 / K, not normalised.
+                    let v: Vec<f32> = (0..w * bs * k)
+                        .map(|_| ((0.05 + 0.9 * ctx.unit()) * 2.0 / k as f64) as f32)
+                        .collect();
+                    Tensor::from_f32(s.shape.clone(), &v)
+                }
+                "expert_gain" => {
+                    // Powers of two in [1/2, 2]: the expert step is exact but per expert.
+                    let n: usize = s.shape.iter().product();
+                    let bits: Vec<u16> = (0..n)
+                        .map(|_| encode(c.dtype, pow2(ctx.below(3) as i32 - 1)))
+                        .collect();
+                    Tensor::from_bits16(c.dtype, s.shape.clone(), &bits)
+                }
+                "scales" => {
+                    // SmoothQuant factors in [0.25, 1), as f32.
+                    let n: usize = s.shape.iter().product();
+                    let v: Vec<f32> = (0..n).map(|_| (0.25 + 0.75 * ctx.unit()) as f32).collect();
+                    Tensor::from_f32(s.shape.clone(), &v)
+                }
+                "x_active_mask" => {
+                    let active = &c.active;
+                    let m: Vec<u8> = (0..w)
+                        .flat_map(|r| (0..bs).map(move |t| u8::from(t < active[r])))
+                        .collect();
+                    Tensor::from_u8(s.shape.clone(), m)
+                }
+                other => return Err(failed(format!("no generator for `{other}`"))),
+            };
+            out.insert(s.name.clone(), t);
+        }
+        Ok(out)
+    }
+
+    fn regimes(&self) -> Vec<Regime> {
+        super::regime::for_op(OP)
+    }
+
+    fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        preset_family::only_own_regimes(OP, regimes)?;
+        let c = self.case(params)?;
+        let mut tokens_needed = 0;
+        let routing_tokens = if regimes.contains(&Regime::MoeRoutingEdges) {
+            2
+        } else {
+            0
+        };
+        for &r in regimes {
+            match r {
+                Regime::MoeRoutingEdges => {
+                    let routed = c.ranks - c.shared_ranks;
+                    if routed < 2 {
+                        return Err(regime_err(
+                            r,
+                            "needs two or more routed ranks (one left empty)",
+                        ));
+                    }
+                    if c.local < c.top_k + 1 {
+                        return Err(regime_err(
+                            r,
+                            format!(
+                                "needs more local experts per rank ({}) than top_k ({}): a token's K experts on one rank beside an expert left empty",
+                                c.local, c.top_k
+                            ),
+                        ));
+                    }
+                    if c.experts - c.local - 1 < c.top_k {
+                        return Err(regime_err(
+                            r,
+                            "needs top_k experts outside the empty rank and the empty expert",
+                        ));
+                    }
+                    if !c.active.iter().any(|&a| a >= 2) {
+                        return Err(regime_err(r, "needs a rank with two active tokens"));
+                    }
+                }
+                Regime::MoeCombineOrder => {
+                    if c.quant || c.shared_experts > 0 || c.top_k < 3 {
+                        return Err(regime_err(
+                            r,
+                            "the order and precision constructions need quant_mode 0, no shared experts and top_k >= 3",
+                        ));
+                    }
+                    if c.hidden < CONSTRUCTION_COLUMNS {
+                        return Err(regime_err(r, "hidden is below the 8 construction columns"));
+                    }
+                    tokens_needed += 2;
+                }
+                Regime::RoundingTies => {
+                    if !c.quant {
+                        return Err(regime_err(
+                            r,
+                            "the ties are the quantisation's: quant_mode 2 only",
+                        ));
+                    }
+                    if c.hidden < TIES_PER_ROW + 2 {
+                        return Err(regime_err(r, "hidden is below the tie row's 9 columns"));
+                    }
+                    tokens_needed += TIE_ROWS;
+                }
+                _ => {}
+            }
+        }
+        // Tokens beyond the two the routing regime takes.
+        let spare = c.active_tokens().saturating_sub(routing_tokens);
+        if tokens_needed > spare {
+            return Err(regime_err(
+                *regimes.last().unwrap_or(&Regime::MoeRoutingEdges),
+                format!(
+                    "the declared regimes take {tokens_needed} active tokens of their own (beyond the routing regime's two), the case has {}",
+                    c.active_tokens()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn generate_with_regimes(
+        &self,
+        params: &serde_json::Value,
+        regimes: &[Regime],
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        preset_family::generate_imposed(self, params, regimes, ctx)
+    }
+
+    fn run(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        preset_family::run(self, params, recipe, inputs, threads)
+    }
+
+    fn run_with_recipe_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::ops::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        preset_family::run_edited(self, params, recipe, edit, inputs, threads)
+    }
+}
+
+impl PresetFamily for MoeDispatchCombine {
+    type Case = Case;
+    type Recipe = MoeRecipe;
+    const PRESETS: &'static [&'static str] = &PRESETS;
+
+    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
+        let p: Params = parse_params(OP, v)?;
+        let dtype = match p.dtype.as_str() {
+            "bf16" => ElemType::Bf16,
+            "f16" => ElemType::F16,
+            other => {
+                return Err(invalid(
+                    "dtype",
+                    format!("`{other}`: x is bf16 or f16 (the API's two input types)"),
+                ))
+            }
+        };
+        if p.ranks < 2 || p.ranks > 1024 {
+            return Err(invalid("ranks", "2..=1024 (ep_world_size)"));
+        }
+        if p.bs == 0 || p.bs > 512 {
+            return Err(invalid(
+                "bs",
+                "1..=512 tokens per rank (the API's BS range)",
+            ));
+        }
+        if p.hidden == 0 || !p.hidden.is_multiple_of(32) || p.hidden > 10240 {
+            return Err(invalid(
+                "hidden",
+                format!("{}: a positive multiple of 32, at most 10240", p.hidden),
+            ));
+        }
+        if p.shared_ranks >= p.ranks {
+            return Err(invalid(
+                "shared_ranks",
+                "below ranks: at least one rank holds routed experts",
+            ));
+        }
+        if p.shared_ranks == 0 && p.shared_experts != 0 {
+            return Err(invalid(
+                "shared_experts",
+                "shared experts need shared ranks (shared_ranks > 0)",
+            ));
+        }
+        if p.shared_ranks > 0
+            && (p.shared_experts == 0
+                || p.shared_experts > 4
+                || !p.shared_ranks.is_multiple_of(p.shared_experts))
+        {
+            return Err(invalid(
+                "shared_experts",
+                "1..=4, dividing shared_ranks (shared_expert_rank_num % shared_expert_num == 0)",
+            ));
+        }
+        let routed = p.ranks - p.shared_ranks;
+        if p.experts == 0 || !p.experts.is_multiple_of(routed) || p.experts > 1024 {
+            return Err(invalid(
+                "experts",
+                format!(
+                    "{}: 1..=1024 and a multiple of the routed ranks ({routed}): moe_expert_num % (ep_world_size - shared_expert_rank_num) == 0",
+                    p.experts
+                ),
+            ));
+        }
+        if p.top_k == 0 || p.top_k > 8 || p.top_k > p.experts {
+            return Err(invalid("top_k", "1..=8 and at most experts"));
+        }
+        if p.quant_mode != 0 && p.quant_mode != 2 {
+            return Err(invalid(
+                "quant_mode",
+                format!(
+                    "{}: 0 (none) or 2 (per-token dynamic INT8); static quantisation is not modelled",
+                    p.quant_mode
+                ),
+            ));
+        }
+        if p.smooth && p.quant_mode != 2 {
+            return Err(invalid("smooth", "smooth scales need quant_mode 2"));
+        }
+        if p.expert_token_nums_type > 1 {
+            return Err(invalid(
+                "expert_token_nums_type",
+                "0 (running sums) or 1 (counts)",
+            ));
+        }
+        let mask = p.active.is_some();
+        let active = p.active.unwrap_or_else(|| vec![p.bs; p.ranks]);
+        if active.len() != p.ranks {
+            return Err(invalid(
+                "active",
+                format!("{} counts for {} ranks", active.len(), p.ranks),
+            ));
+        }
+        if let Some((r, a)) = active.iter().enumerate().find(|(_, a)| **a > p.bs) {
+            return Err(invalid(
+                "active",
+                format!("rank {r}: {a} active tokens of {}", p.bs),
+            ));
+        }
+        let elems = p
+            .ranks
+            .checked_mul(p.bs)
+            .and_then(|n| n.checked_mul(p.hidden))
+            .and_then(|n| n.checked_mul(p.top_k + p.shared_experts));
+        if elems.is_none_or(|n| n > 1 << 30) {
+            return Err(invalid(
+                "ranks/bs/hidden/top_k",
+                "more than 2^30 received elements",
+            ));
+        }
+        Ok(Case {
+            ranks: p.ranks,
+            bs: p.bs,
+            hidden: p.hidden,
+            experts: p.experts,
+            top_k: p.top_k,
+            shared_experts: p.shared_experts,
+            shared_ranks: p.shared_ranks,
+            local: p.experts / routed,
+            quant: p.quant_mode == 2,
+            smooth: p.smooth,
+            dtype,
+            cumsum: p.expert_token_nums_type == 0,
+            active,
+            mask,
+        })
+    }
+
+    fn run_oracle(
+        &self,
+        c: &Case,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let inp = self.decoded(c, inputs)?;
+        let kernel = MoeRecipe::preset("ascend_v2").ok_or_else(|| failed("no preset"))?;
+        // The routing is exact: the kernel's rows, with exact payloads.
+        let rows = self.dispatch(c, &kernel, &inp, threads);
+        let (h, k, ns) = (c.hidden, c.top_k, c.shared_experts);
+        let slots = k + ns;
+        let n = c.rows();
+        let flat: Vec<&Row> = rows.iter().flatten().collect();
+        // Exact payload of every row: (values, scale) with y exact integers when quantised.
+        let exact: Vec<(Vec<f64>, f64)> = map_tasks(flat.len(), threads, |i| {
+            let row = flat[i];
+            let base = (row.source * c.bs + row.token) * h;
+            if c.quant {
+                let srow = if row.slot >= k {
+                    row.slot - k
+                } else {
+                    row.gain
+                };
+                let v: Vec<f64> = (0..h)
+                    .map(|j| {
+                        let a = decode(c.dtype, inp.x[base + j]) as f64;
+                        match inp.smooth.as_ref() {
+                            Some(sm) => a * sm[srow * h + j] as f64,
+                            None => a,
+                        }
+                    })
+                    .collect();
+                let (scale, y) = oracle_row(&v);
+                (y.into_iter().map(f64::from).collect(), scale)
+            } else {
+                (
+                    (0..h)
+                        .map(|j| decode(c.dtype, inp.x[base + j]) as f64)
+                        .collect(),
+                    0.0,
+                )
+            }
+        });
+        let mut index = vec![usize::MAX; c.ranks * c.bs * slots];
+        for (i, row) in flat.iter().enumerate() {
+            index[(row.source * c.bs + row.token) * slots + row.slot] = i;
+        }
+        let mut expand = Vec::with_capacity(n * h);
+        let mut scales = Vec::with_capacity(n);
+        for (v, s) in &exact {
+            expand.extend_from_slice(v);
+            scales.push(*s);
+        }
+        let y_exact = |i: usize, j: usize| -> f64 {
+            let g = decode(c.dtype, inp.gain[flat[i].gain]) as f64;
+            let (v, s) = &exact[i];
+            let deq = if c.quant { v[j] * s } else { v[j] };
+            deq * g
+        };
+        let tokens: Vec<(usize, usize)> = (0..c.ranks)
+            .flat_map(|s| (0..c.active[s]).map(move |t| (s, t)))
+            .collect();
+        let out_rows: Vec<Vec<f64>> = map_tasks(tokens.len(), threads, |i| {
+            let (s, t) = tokens[i];
+            (0..h)
+                .map(|j| {
+                    let mut acc = 0.0f64;
+                    for kk in 0..k {
+                        let at = index[(s * c.bs + t) * slots + kk];
+                        acc += inp.weights[(s * c.bs + t) * k + kk] as f64 * y_exact(at, j);
+                    }
+                    for si in 0..ns {
+                        acc += y_exact(index[(s * c.bs + t) * slots + k + si], j);
+                    }
+                    acc
+                })
+                .collect()
+        });
+        let nums = self.token_nums(c, &kernel, &inp, &rows);
+        let mut m = TensorMap::new();
+        m.insert("expand_x".into(), Tensor::of_f64(vec![n, h], &expand));
+        if c.quant {
+            m.insert("dynamic_scales".into(), Tensor::of_f64(vec![n], &scales));
+        }
+        m.insert(
+            "expert_token_nums".into(),
+            Tensor::of_f64(
+                vec![nums.len()],
+                &nums.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+            ),
+        );
+        let out: Vec<f64> = out_rows.into_iter().flatten().collect();
+        m.insert(
+            "out".into(),
+            Tensor::of_f64(vec![c.active_tokens(), h], &out),
+        );
+        Ok(m)
+    }
 
     fn run_recipe(
         &self,
@@ -977,391 +1331,6 @@ impl MoeDispatchCombine {
         Ok(m)
     }
 
-    fn run_oracle(
-        &self,
-        c: &Case,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let inp = self.decoded(c, inputs)?;
-        let kernel = MoeRecipe::preset("ascend_v2").ok_or_else(|| failed("no preset"))?;
-        // The routing is exact: the kernel's rows, with exact payloads.
-        let rows = self.dispatch(c, &kernel, &inp, threads);
-        let (h, k, ns) = (c.hidden, c.top_k, c.shared_experts);
-        let slots = k + ns;
-        let n = c.rows();
-        let flat: Vec<&Row> = rows.iter().flatten().collect();
-        // Exact payload of every row: (values, scale) with y exact integers when quantised.
-        let exact: Vec<(Vec<f64>, f64)> = map_tasks(flat.len(), threads, |i| {
-            let row = flat[i];
-            let base = (row.source * c.bs + row.token) * h;
-            if c.quant {
-                let srow = if row.slot >= k {
-                    row.slot - k
-                } else {
-                    row.gain
-                };
-                let v: Vec<f64> = (0..h)
-                    .map(|j| {
-                        let a = decode(c.dtype, inp.x[base + j]) as f64;
-                        match inp.smooth.as_ref() {
-                            Some(sm) => a * sm[srow * h + j] as f64,
-                            None => a,
-                        }
-                    })
-                    .collect();
-                let (scale, y) = oracle_row(&v);
-                (y.into_iter().map(f64::from).collect(), scale)
-            } else {
-                (
-                    (0..h)
-                        .map(|j| decode(c.dtype, inp.x[base + j]) as f64)
-                        .collect(),
-                    0.0,
-                )
-            }
-        });
-        let mut index = vec![usize::MAX; c.ranks * c.bs * slots];
-        for (i, row) in flat.iter().enumerate() {
-            index[(row.source * c.bs + row.token) * slots + row.slot] = i;
-        }
-        let mut expand = Vec::with_capacity(n * h);
-        let mut scales = Vec::with_capacity(n);
-        for (v, s) in &exact {
-            expand.extend_from_slice(v);
-            scales.push(*s);
-        }
-        let y_exact = |i: usize, j: usize| -> f64 {
-            let g = decode(c.dtype, inp.gain[flat[i].gain]) as f64;
-            let (v, s) = &exact[i];
-            let deq = if c.quant { v[j] * s } else { v[j] };
-            deq * g
-        };
-        let tokens: Vec<(usize, usize)> = (0..c.ranks)
-            .flat_map(|s| (0..c.active[s]).map(move |t| (s, t)))
-            .collect();
-        let out_rows: Vec<Vec<f64>> = map_tasks(tokens.len(), threads, |i| {
-            let (s, t) = tokens[i];
-            (0..h)
-                .map(|j| {
-                    let mut acc = 0.0f64;
-                    for kk in 0..k {
-                        let at = index[(s * c.bs + t) * slots + kk];
-                        acc += inp.weights[(s * c.bs + t) * k + kk] as f64 * y_exact(at, j);
-                    }
-                    for si in 0..ns {
-                        acc += y_exact(index[(s * c.bs + t) * slots + k + si], j);
-                    }
-                    acc
-                })
-                .collect()
-        });
-        let nums = self.token_nums(c, &kernel, &inp, &rows);
-        let mut m = TensorMap::new();
-        m.insert("expand_x".into(), Tensor::of_f64(vec![n, h], &expand));
-        if c.quant {
-            m.insert("dynamic_scales".into(), Tensor::of_f64(vec![n], &scales));
-        }
-        m.insert(
-            "expert_token_nums".into(),
-            Tensor::of_f64(
-                vec![nums.len()],
-                &nums.iter().map(|&v| v as f64).collect::<Vec<_>>(),
-            ),
-        );
-        let out: Vec<f64> = out_rows.into_iter().flatten().collect();
-        m.insert(
-            "out".into(),
-            Tensor::of_f64(vec![c.active_tokens(), h], &out),
-        );
-        Ok(m)
-    }
-
-    fn preset(&self, name: &str) -> Result<MoeRecipe, OpError> {
-        MoeRecipe::preset(name).ok_or_else(|| OpError::UnknownRecipe {
-            op: OP.into(),
-            recipe: name.into(),
-            known: PRESETS.join(", "),
-        })
-    }
-}
-
-/// An I64 tensor.
-fn i64_tensor(values: Vec<i64>) -> Tensor {
-    Tensor {
-        dtype: ElemType::I64,
-        shape: vec![values.len()],
-        data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    }
-}
-
-/// Columns the combine constructions set (each kill shows on this many elements).
-const CONSTRUCTION_COLUMNS: usize = 8;
-/// Tie rows `rounding_ties` plants, and the ties in each.
-const TIE_ROWS: usize = 2;
-const TIES_PER_ROW: usize = 8;
-
-fn pow2(e: i32) -> f64 {
-    let mut v = 1.0f64;
-    if e >= 0 {
-        for _ in 0..e {
-            v *= 2.0;
-        }
-    } else {
-        for _ in 0..(-e) {
-            v *= 0.5;
-        }
-    }
-    v
-}
-
-impl OpFamily for MoeDispatchCombine {
-    fn name(&self) -> &'static str {
-        OP
-    }
-
-    fn recipes(&self) -> Vec<&'static str> {
-        PRESETS.to_vec()
-    }
-
-    fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
-        let c = self.case(params)?;
-        let (inputs, outputs) = self.specs(&c);
-        let bytes: f64 = inputs
-            .iter()
-            .chain(&outputs)
-            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
-            .sum();
-        // Per received element: the quantisation's |v|, max and scaling (quant_mode 2), the
-        // expert step's product, the combine's product and add.
-        let per_row = if c.quant { 6.0 } else { 3.0 };
-        Ok(OpDescription {
-            inputs,
-            outputs,
-            cost: OpCost {
-                flops: per_row * (c.rows() * c.hidden) as f64,
-                bytes,
-                compute: c.dtype,
-            },
-        })
-    }
-
-    fn generate(
-        &self,
-        params: &serde_json::Value,
-        ctx: &mut GenContext,
-    ) -> Result<TensorMap, OpError> {
-        let c = self.case(params)?;
-        if let super::ValueDist::Special {
-            non_finite: true, ..
-        } = ctx.dist
-        {
-            return Err(failed(
-                "special inputs with non_finite = true: the API defines no result for NaN or Inf inputs, so no case asks for them",
-            ));
-        }
-        let (specs, _) = self.specs(&c);
-        let (w, bs, k) = (c.ranks, c.bs, c.top_k);
-        let mut out = TensorMap::new();
-        for s in &specs {
-            let t = match s.name.as_str() {
-                "x" => ctx.rounded_tensor(
-                    c.dtype,
-                    s.shape.clone(),
-                    &super::special_values(c.dtype),
-                    Rounding::RNE,
-                ),
-                "expert_ids" => {
-                    // K distinct experts per token (a partial shuffle).
-                    let mut ids = Vec::with_capacity(w * bs * k);
-                    let mut pool: Vec<usize> = (0..c.experts).collect();
-                    for _ in 0..w * bs {
-                        for i in 0..k {
-                            let j = i + ctx.below((c.experts - i) as u64) as usize;
-                            pool.swap(i, j);
-                            ids.push(pool[i] as i32);
-                        }
-                    }
-                    Tensor::from_i32(s.shape.clone(), &ids)
-                }
-                "expert_scales" => {
-                    // Router weights: positive, of order 1 / K, not normalised.
-                    let v: Vec<f32> = (0..w * bs * k)
-                        .map(|_| ((0.05 + 0.9 * ctx.unit()) * 2.0 / k as f64) as f32)
-                        .collect();
-                    Tensor::from_f32(s.shape.clone(), &v)
-                }
-                "expert_gain" => {
-                    // Powers of two in [1/2, 2]: the expert step is exact but per expert.
-                    let n: usize = s.shape.iter().product();
-                    let bits: Vec<u16> = (0..n)
-                        .map(|_| encode(c.dtype, pow2(ctx.below(3) as i32 - 1)))
-                        .collect();
-                    Tensor::from_bits16(c.dtype, s.shape.clone(), &bits)
-                }
-                "scales" => {
-                    // SmoothQuant factors in [0.25, 1), as f32.
-                    let n: usize = s.shape.iter().product();
-                    let v: Vec<f32> = (0..n).map(|_| (0.25 + 0.75 * ctx.unit()) as f32).collect();
-                    Tensor::from_f32(s.shape.clone(), &v)
-                }
-                "x_active_mask" => {
-                    let active = &c.active;
-                    let m: Vec<u8> = (0..w)
-                        .flat_map(|r| (0..bs).map(move |t| u8::from(t < active[r])))
-                        .collect();
-                    Tensor::from_u8(s.shape.clone(), m)
-                }
-                other => return Err(failed(format!("no generator for `{other}`"))),
-            };
-            out.insert(s.name.clone(), t);
-        }
-        Ok(out)
-    }
-
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
-    }
-
-    fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
-        let c = self.case(params)?;
-        let mut tokens_needed = 0;
-        let routing_tokens = if regimes.contains(&Regime::MoeRoutingEdges) {
-            2
-        } else {
-            0
-        };
-        for &r in regimes {
-            if !r.applies_to(OP) {
-                return Err(regime_err(
-                    r,
-                    format!("does not apply to this op (only to {})", r.ops().join(", ")),
-                ));
-            }
-            match r {
-                Regime::MoeRoutingEdges => {
-                    let routed = c.ranks - c.shared_ranks;
-                    if routed < 2 {
-                        return Err(regime_err(
-                            r,
-                            "needs two or more routed ranks (one left empty)",
-                        ));
-                    }
-                    if c.local < c.top_k + 1 {
-                        return Err(regime_err(
-                            r,
-                            format!(
-                                "needs more local experts per rank ({}) than top_k ({}): a token's K experts on one rank beside an expert left empty",
-                                c.local, c.top_k
-                            ),
-                        ));
-                    }
-                    if c.experts - c.local - 1 < c.top_k {
-                        return Err(regime_err(
-                            r,
-                            "needs top_k experts outside the empty rank and the empty expert",
-                        ));
-                    }
-                    if !c.active.iter().any(|&a| a >= 2) {
-                        return Err(regime_err(r, "needs a rank with two active tokens"));
-                    }
-                }
-                Regime::MoeCombineOrder => {
-                    if c.quant || c.shared_experts > 0 || c.top_k < 3 {
-                        return Err(regime_err(
-                            r,
-                            "the order and precision constructions need quant_mode 0, no shared experts and top_k >= 3",
-                        ));
-                    }
-                    if c.hidden < CONSTRUCTION_COLUMNS {
-                        return Err(regime_err(r, "hidden is below the 8 construction columns"));
-                    }
-                    tokens_needed += 2;
-                }
-                Regime::RoundingTies => {
-                    if !c.quant {
-                        return Err(regime_err(
-                            r,
-                            "the ties are the quantisation's: quant_mode 2 only",
-                        ));
-                    }
-                    if c.hidden < TIES_PER_ROW + 2 {
-                        return Err(regime_err(r, "hidden is below the tie row's 9 columns"));
-                    }
-                    tokens_needed += TIE_ROWS;
-                }
-                _ => {}
-            }
-        }
-        // Tokens beyond the two the routing regime takes.
-        let spare = c.active_tokens().saturating_sub(routing_tokens);
-        if tokens_needed > spare {
-            return Err(regime_err(
-                *regimes.last().unwrap_or(&Regime::MoeRoutingEdges),
-                format!(
-                    "the declared regimes take {tokens_needed} active tokens of their own (beyond the routing regime's two), the case has {}",
-                    c.active_tokens()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn generate_with_regimes(
-        &self,
-        params: &serde_json::Value,
-        regimes: &[Regime],
-        ctx: &mut GenContext,
-    ) -> Result<TensorMap, OpError> {
-        self.check_regimes(params, regimes)?;
-        let mut m = self.generate(params, ctx)?;
-        if regimes.is_empty() {
-            return Ok(m);
-        }
-        let c = self.case(params)?;
-        self.impose(&c, regimes, &mut m, ctx)?;
-        Ok(m)
-    }
-
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let c = self.case(params)?;
-        if recipe == ORACLE {
-            return self.run_oracle(&c, inputs, threads);
-        }
-        let r = self.preset(recipe)?;
-        self.run_recipe(&c, &r, inputs, threads)
-    }
-
-    fn run_with_recipe_edit(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        edit: &crate::ops::RecipeEdit,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<Option<TensorMap>, OpError> {
-        let crate::ops::RecipeEdit::Moe(f) = edit else {
-            return Ok(None);
-        };
-        if recipe == ORACLE {
-            return Ok(None);
-        }
-        let c = self.case(params)?;
-        let mut r = self.preset(recipe)?;
-        if !f(&mut r) {
-            return Ok(None);
-        }
-        self.run_recipe(&c, &r, inputs, threads).map(Some)
-    }
-}
-
-impl MoeDispatchCombine {
     /// Makes every regime of `regimes` true (docs/suites.md):
     /// - `moe_routing_edges`: a routed rank none of whose experts any active token picks (it
     ///   receives nothing); on another routed rank B, local expert 0 picked by nobody (an
@@ -1581,5 +1550,16 @@ impl MoeDispatchCombine {
             put_back(m, "scales", Tensor::from_f32(ss, &sm));
         }
         Ok(())
+    }
+
+    fn recipe_preset(name: &str) -> Option<MoeRecipe> {
+        MoeRecipe::preset(name)
+    }
+
+    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut MoeRecipe) -> bool> {
+        match edit {
+            crate::ops::RecipeEdit::Moe(f) => Some(*f),
+            _ => None,
+        }
     }
 }

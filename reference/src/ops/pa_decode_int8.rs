@@ -47,10 +47,11 @@
 
 use super::fa_prefill::{attention_flops, invalid, op_error, oracle_outputs, output_specs};
 use super::pa_decode::{PaDecodeParams, Plan};
+use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
-    TensorMap, TensorSpec, ORACLE,
+    TensorMap, TensorSpec,
 };
 use crate::attention::{
     gather_contiguous, oracle, paged_attention, AttentionInputs, CacheData, InputLayout, PagedKv,
@@ -240,7 +241,7 @@ struct Params {
 }
 
 /// A validated case.
-struct Case {
+pub(crate) struct Case {
     p: Params,
     plan: Plan,
     key_mode: u32,
@@ -344,118 +345,6 @@ fn i8_values(t: &Tensor) -> Vec<i8> {
 }
 
 impl PaDecodeInt8 {
-    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
-        let p: Params = parse_params(OP, v)?;
-        if !matches!(p.dtype, DType::Bf16 | DType::F16) {
-            return Err(invalid(
-                OP,
-                "dtype",
-                "the query and the new rows are bf16 or f16 (the page's antiquant query types)",
-            ));
-        }
-        if !matches!(
-            p.input_layout,
-            InputLayout::Bsnd | InputLayout::Bnsd | InputLayout::Bsh
-        ) {
-            return Err(invalid(OP, "input_layout", "must be BSND, BNSD or BSH"));
-        }
-        if p.cache_layout == KvCacheLayout::BnNBsD && p.input_layout != InputLayout::Bnsd {
-            return Err(invalid(
-                OP,
-                "cache_layout",
-                "BnNBsD (blocknum, KV_N, block_size, D) is allowed only with BNSD queries (FIA page, PagedAttention)",
-            ));
-        }
-        if !p.block_size.is_multiple_of(32) {
-            return Err(invalid(
-                OP,
-                "block_size",
-                &format!(
-                    "{}: an INT8 cache needs a multiple of 32 (FIA page, PagedAttention)",
-                    p.block_size
-                ),
-            ));
-        }
-        let (k, v2) = (p.key_antiquant_mode, p.value_antiquant_mode);
-        if k > 1 || v2 > 1 {
-            return Err(invalid(
-                OP,
-                if k > 1 {
-                    "key_antiquant_mode"
-                } else {
-                    "value_antiquant_mode"
-                },
-                "0 (per-channel) or 1 (per-token); the page's modes 2..6 are not modelled",
-            ));
-        }
-        if k != v2 && !(k == 0 && v2 == 1) {
-            return Err(invalid(
-                OP,
-                "value_antiquant_mode",
-                "must equal key_antiquant_mode, except key 0 with value 1 (FIA page)",
-            ));
-        }
-        if k == 0 && v2 == 1 && p.dtype != DType::F16 {
-            return Err(invalid(
-                OP,
-                "dtype",
-                "key per-channel with value per-token over INT8 needs an f16 query and output (FIA page, mode 3)",
-            ));
-        }
-        if p.new_tokens == 0 {
-            return Err(invalid(OP, "new_tokens", "must be positive"));
-        }
-        for (b, &l) in p.actual_seq_lengths_kv.iter().enumerate() {
-            if l < p.new_tokens as i64 {
-                return Err(invalid(
-                    OP,
-                    &format!("actual_seq_lengths_kv[{b}]"),
-                    &format!(
-                        "{l} keys cannot hold the {} new tokens this step writes",
-                        p.new_tokens
-                    ),
-                ));
-            }
-        }
-        let pd = PaDecodeParams {
-            dtype: p.dtype,
-            input_layout: p.input_layout,
-            batch: p.batch,
-            q_seq: 1,
-            num_heads: p.num_heads,
-            num_key_value_heads: p.num_key_value_heads,
-            head_dim: p.head_dim,
-            scale: p.scale,
-            sparse_mode: 0,
-            pre_tokens: None,
-            next_tokens: None,
-            actual_seq_lengths_kv: p.actual_seq_lengths_kv.clone(),
-            actual_seq_lengths: None,
-            block_size: p.block_size,
-            cache_layout: p.cache_layout,
-            num_blocks: p.num_blocks,
-            max_blocks: p.max_blocks,
-            shared_prefix_blocks: 0,
-            atten_mask: false,
-            softmax_lse_flag: false,
-            q_tile: None,
-        };
-        let plan = pd.plan().map_err(|e| match e {
-            OpError::InvalidParam { param, message, .. } => OpError::InvalidParam {
-                op: OP.into(),
-                param,
-                message,
-            },
-            other => other,
-        })?;
-        Ok(Case {
-            key_mode: k,
-            value_mode: v2,
-            p,
-            plan,
-        })
-    }
-
     fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let g = &c.plan.g;
         let et = ElemType::from(g.dtype);
@@ -726,129 +615,6 @@ impl PaDecodeInt8 {
         }
         Ok(())
     }
-
-    fn run_recipe(
-        &self,
-        c: &Case,
-        r: &C8Recipe,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let d = self.decoded(c, inputs)?;
-        self.check_table(c, &d.table)?;
-        let (kc, vc) = self.write(c, r, &d)?;
-        let [kf, vf] = self.dequantise(c, r, &d, [&kc, &vc], threads)?;
-        let g = &c.plan.g;
-        let kv = PagedKv {
-            key_cache: CacheData::F32(&kf),
-            value_cache: CacheData::F32(&vf),
-            layout: c.p.cache_layout,
-            cache: c.cache(),
-            block_table: &d.table,
-            max_blocks: c.plan.max_blocks,
-        };
-        let attn = Recipe::preset(r.attention, g.dtype)
-            .ok_or_else(|| failed(format!("no attention preset `{}`", r.attention)))?;
-        let o =
-            paged_attention(g, &attn, &d.query, None, &kv, threads).map_err(|e| op_error(OP, e))?;
-        let mut m = super::fa_prefill::recipe_outputs(g, &o.out, o.lse.as_deref());
-        let shape = c.p.cache_layout.shape(&c.cache());
-        m.insert("key_cache_out".into(), Tensor::from_i8(shape.clone(), &kc));
-        m.insert("value_cache_out".into(), Tensor::from_i8(shape, &vc));
-        Ok(m)
-    }
-
-    fn run_oracle(
-        &self,
-        c: &Case,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let d = self.decoded(c, inputs)?;
-        self.check_table(c, &d.table)?;
-        let g = &c.plan.g;
-        let cg = c.cache();
-        let layout = c.p.cache_layout;
-        let (kvh, hd) = (g.kv_heads, g.head_dim);
-        let exact = C8Recipe::preset("ascend_ifa_c8").expect("the kernel preset exists");
-        let mut caches = [d.key_cache.clone(), d.value_cache.clone()];
-        for (which, (rows, qp)) in [(&d.key, &d.kp), (&d.value, &d.vp)].into_iter().enumerate() {
-            for row in 0..c.rows() {
-                let (b, pos) = c.row_position(row);
-                let (blk, slot) = Self::slot_of(c, &d.slots, row, 0)?;
-                for h in 0..kvh {
-                    for e in 0..hd {
-                        let x = Self::decode16(c, rows[(row * kvh + h) * hd + e]) as f64;
-                        let (s, o) = qp.at(qp.index(c, &exact, b, pos, h, e));
-                        caches[which][layout.offset(&cg, blk, slot, h, e)] =
-                            exact_quantise(x, s as f64, o as f64);
-                    }
-                }
-            }
-        }
-        // The exact dequantisation: (y + o) * s is exact in f64; its f32 form must be too.
-        let mut deq = [
-            vec![f32::NAN; caches[0].len()],
-            vec![f32::NAN; caches[1].len()],
-        ];
-        let width = c.plan.max_blocks;
-        for which in 0..2 {
-            let qp = if which == 0 { &d.kp } else { &d.vp };
-            for b in 0..g.batch {
-                for pos in 0..g.lk[b] {
-                    let blk = d.table[b * width + pos / cg.block_size] as usize;
-                    for h in 0..kvh {
-                        for e in 0..hd {
-                            let at = layout.offset(&cg, blk, pos % cg.block_size, h, e);
-                            let (s, o) = qp.at(qp.index(c, &exact, b, pos, h, e));
-                            let v = (caches[which][at] as f64 + o as f64) * s as f64;
-                            if (v as f32) as f64 != v {
-                                return Err(failed(format!(
-                                    "the oracle needs (y + offset) * scale exact in f32; ({} + {o}) * {s} is not",
-                                    caches[which][at]
-                                )));
-                            }
-                            deq[which][at] = v as f32;
-                        }
-                    }
-                }
-            }
-        }
-        let kv = PagedKv {
-            key_cache: CacheData::F32(&deq[0]),
-            value_cache: CacheData::F32(&deq[1]),
-            layout,
-            cache: cg,
-            block_table: &d.table,
-            max_blocks: c.plan.max_blocks,
-        };
-        let (k, v) = gather_contiguous(g, &kv).map_err(|e| op_error(OP, e))?;
-        let ins = AttentionInputs {
-            query: &d.query,
-            key: &k,
-            value: &v,
-            atten_mask: None,
-        };
-        let o = oracle(g, &ins, threads).map_err(|e| op_error(OP, e))?;
-        let mut m = oracle_outputs(g, &o.out, &o.lse);
-        let shape = layout.shape(&cg);
-        for (name, cache) in ["key_cache_out", "value_cache_out"]
-            .into_iter()
-            .zip(&caches)
-        {
-            let vals: Vec<f64> = cache.iter().map(|&y| y as f64).collect();
-            m.insert(name.into(), Tensor::of_f64(shape.clone(), &vals));
-        }
-        Ok(m)
-    }
-
-    fn preset(&self, name: &str) -> Result<C8Recipe, OpError> {
-        C8Recipe::preset(name).ok_or_else(|| OpError::UnknownRecipe {
-            op: OP.into(),
-            recipe: name.into(),
-            known: PRESETS.join(", "),
-        })
-    }
 }
 
 /// The write of one element: `x` (a dtype value), the scale `s` and FIA offset `o` of its
@@ -1064,6 +830,7 @@ impl OpFamily for PaDecodeInt8 {
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        preset_family::only_own_regimes(OP, regimes)?;
         let c = self.case(params)?;
         let err = |r: &Regime, message: String| OpError::Regime {
             op: OP.into(),
@@ -1071,12 +838,6 @@ impl OpFamily for PaDecodeInt8 {
             message,
         };
         for r in regimes {
-            if !r.applies_to(OP) {
-                return Err(err(
-                    r,
-                    format!("does not apply to this op (only to {})", r.ops().join(", ")),
-                ));
-            }
             let per_row = c.plan.g.kv_heads * c.plan.g.head_dim;
             if c.rows() * per_row < 2 * TIE_ELEMENTS + 2 * EDGE_ELEMENTS {
                 return Err(err(
@@ -1116,14 +877,7 @@ impl OpFamily for PaDecodeInt8 {
         regimes: &[Regime],
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError> {
-        self.check_regimes(params, regimes)?;
-        let mut m = self.generate(params, ctx)?;
-        if regimes.is_empty() {
-            return Ok(m);
-        }
-        let c = self.case(params)?;
-        self.impose(&c, regimes, &mut m, ctx)?;
-        Ok(m)
+        preset_family::generate_imposed(self, params, regimes, ctx)
     }
 
     fn run(
@@ -1133,12 +887,7 @@ impl OpFamily for PaDecodeInt8 {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError> {
-        let c = self.case(params)?;
-        if recipe == ORACLE {
-            return self.run_oracle(&c, inputs, threads);
-        }
-        let r = self.preset(recipe)?;
-        self.run_recipe(&c, &r, inputs, threads)
+        preset_family::run(self, params, recipe, inputs, threads)
     }
 
     fn run_with_recipe_edit(
@@ -1149,62 +898,242 @@ impl OpFamily for PaDecodeInt8 {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::ops::RecipeEdit::C8(f) = edit else {
-            return Ok(None);
+        preset_family::run_edited(self, params, recipe, edit, inputs, threads)
+    }
+}
+
+impl PresetFamily for PaDecodeInt8 {
+    type Case = Case;
+    type Recipe = C8Recipe;
+    const PRESETS: &'static [&'static str] = &PRESETS;
+
+    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
+        let p: Params = parse_params(OP, v)?;
+        if !matches!(p.dtype, DType::Bf16 | DType::F16) {
+            return Err(invalid(
+                OP,
+                "dtype",
+                "the query and the new rows are bf16 or f16 (the page's antiquant query types)",
+            ));
+        }
+        if !matches!(
+            p.input_layout,
+            InputLayout::Bsnd | InputLayout::Bnsd | InputLayout::Bsh
+        ) {
+            return Err(invalid(OP, "input_layout", "must be BSND, BNSD or BSH"));
+        }
+        if p.cache_layout == KvCacheLayout::BnNBsD && p.input_layout != InputLayout::Bnsd {
+            return Err(invalid(
+                OP,
+                "cache_layout",
+                "BnNBsD (blocknum, KV_N, block_size, D) is allowed only with BNSD queries (FIA page, PagedAttention)",
+            ));
+        }
+        if !p.block_size.is_multiple_of(32) {
+            return Err(invalid(
+                OP,
+                "block_size",
+                &format!(
+                    "{}: an INT8 cache needs a multiple of 32 (FIA page, PagedAttention)",
+                    p.block_size
+                ),
+            ));
+        }
+        let (k, v2) = (p.key_antiquant_mode, p.value_antiquant_mode);
+        if k > 1 || v2 > 1 {
+            return Err(invalid(
+                OP,
+                if k > 1 {
+                    "key_antiquant_mode"
+                } else {
+                    "value_antiquant_mode"
+                },
+                "0 (per-channel) or 1 (per-token); the page's modes 2..6 are not modelled",
+            ));
+        }
+        if k != v2 && !(k == 0 && v2 == 1) {
+            return Err(invalid(
+                OP,
+                "value_antiquant_mode",
+                "must equal key_antiquant_mode, except key 0 with value 1 (FIA page)",
+            ));
+        }
+        if k == 0 && v2 == 1 && p.dtype != DType::F16 {
+            return Err(invalid(
+                OP,
+                "dtype",
+                "key per-channel with value per-token over INT8 needs an f16 query and output (FIA page, mode 3)",
+            ));
+        }
+        if p.new_tokens == 0 {
+            return Err(invalid(OP, "new_tokens", "must be positive"));
+        }
+        for (b, &l) in p.actual_seq_lengths_kv.iter().enumerate() {
+            if l < p.new_tokens as i64 {
+                return Err(invalid(
+                    OP,
+                    &format!("actual_seq_lengths_kv[{b}]"),
+                    &format!(
+                        "{l} keys cannot hold the {} new tokens this step writes",
+                        p.new_tokens
+                    ),
+                ));
+            }
+        }
+        let pd = PaDecodeParams {
+            dtype: p.dtype,
+            input_layout: p.input_layout,
+            batch: p.batch,
+            q_seq: 1,
+            num_heads: p.num_heads,
+            num_key_value_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+            scale: p.scale,
+            sparse_mode: 0,
+            pre_tokens: None,
+            next_tokens: None,
+            actual_seq_lengths_kv: p.actual_seq_lengths_kv.clone(),
+            actual_seq_lengths: None,
+            block_size: p.block_size,
+            cache_layout: p.cache_layout,
+            num_blocks: p.num_blocks,
+            max_blocks: p.max_blocks,
+            shared_prefix_blocks: 0,
+            atten_mask: false,
+            softmax_lse_flag: false,
+            q_tile: None,
         };
-        if recipe == ORACLE {
-            return Ok(None);
-        }
-        let c = self.case(params)?;
-        let mut r = self.preset(recipe)?;
-        if !f(&mut r) {
-            return Ok(None);
-        }
-        self.run_recipe(&c, &r, inputs, threads).map(Some)
+        let plan = pd.plan().map_err(|e| match e {
+            OpError::InvalidParam { param, message, .. } => OpError::InvalidParam {
+                op: OP.into(),
+                param,
+                message,
+            },
+            other => other,
+        })?;
+        Ok(Case {
+            key_mode: k,
+            value_mode: v2,
+            p,
+            plan,
+        })
     }
-}
 
-/// Ties `rounding_ties` plants per cache, and elements `kv_int8_edges` saturates per sign.
-const TIE_ELEMENTS: usize = 8;
-const EDGE_ELEMENTS: usize = 8;
-
-/// A scale in [1/128, 1/16) with at most 8 significant bits (exact in bf16, f16 and f32).
-fn draw_scale(ctx: &mut GenContext, _mode: u32) -> f64 {
-    let m = 128 + ctx.below(128) as i32; // 8 bits
-    let e = 3 + ctx.below(4) as i32; // 2^-3 .. 2^-6 times m / 256
-    m as f64 / 256.0 * pow2(-e)
-}
-
-/// A nonzero multiple of 1/16 in [-4, 4].
-fn draw_offset(ctx: &mut GenContext) -> f64 {
-    let k = 1 + ctx.below(64) as i32;
-    let sign = if ctx.below(2) == 0 { 1.0 } else { -1.0 };
-    sign * k as f64 / 16.0
-}
-
-fn param_tensor(dt: ElemType, shape: Vec<usize>, v: &[f64]) -> Tensor {
-    if dt == ElemType::F32 {
-        let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-        Tensor::from_f32(shape, &f)
-    } else {
-        Tensor::round_values(dt, shape, v, Rounding::RNE)
+    fn run_oracle(
+        &self,
+        c: &Case,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let d = self.decoded(c, inputs)?;
+        self.check_table(c, &d.table)?;
+        let g = &c.plan.g;
+        let cg = c.cache();
+        let layout = c.p.cache_layout;
+        let (kvh, hd) = (g.kv_heads, g.head_dim);
+        let exact = C8Recipe::preset("ascend_ifa_c8").expect("the kernel preset exists");
+        let mut caches = [d.key_cache.clone(), d.value_cache.clone()];
+        for (which, (rows, qp)) in [(&d.key, &d.kp), (&d.value, &d.vp)].into_iter().enumerate() {
+            for row in 0..c.rows() {
+                let (b, pos) = c.row_position(row);
+                let (blk, slot) = Self::slot_of(c, &d.slots, row, 0)?;
+                for h in 0..kvh {
+                    for e in 0..hd {
+                        let x = Self::decode16(c, rows[(row * kvh + h) * hd + e]) as f64;
+                        let (s, o) = qp.at(qp.index(c, &exact, b, pos, h, e));
+                        caches[which][layout.offset(&cg, blk, slot, h, e)] =
+                            exact_quantise(x, s as f64, o as f64);
+                    }
+                }
+            }
+        }
+        // The exact dequantisation: (y + o) * s is exact in f64; its f32 form must be too.
+        let mut deq = [
+            vec![f32::NAN; caches[0].len()],
+            vec![f32::NAN; caches[1].len()],
+        ];
+        let width = c.plan.max_blocks;
+        for which in 0..2 {
+            let qp = if which == 0 { &d.kp } else { &d.vp };
+            for b in 0..g.batch {
+                for pos in 0..g.lk[b] {
+                    let blk = d.table[b * width + pos / cg.block_size] as usize;
+                    for h in 0..kvh {
+                        for e in 0..hd {
+                            let at = layout.offset(&cg, blk, pos % cg.block_size, h, e);
+                            let (s, o) = qp.at(qp.index(c, &exact, b, pos, h, e));
+                            let v = (caches[which][at] as f64 + o as f64) * s as f64;
+                            if (v as f32) as f64 != v {
+                                return Err(failed(format!(
+                                    "the oracle needs (y + offset) * scale exact in f32; ({} + {o}) * {s} is not",
+                                    caches[which][at]
+                                )));
+                            }
+                            deq[which][at] = v as f32;
+                        }
+                    }
+                }
+            }
+        }
+        let kv = PagedKv {
+            key_cache: CacheData::F32(&deq[0]),
+            value_cache: CacheData::F32(&deq[1]),
+            layout,
+            cache: cg,
+            block_table: &d.table,
+            max_blocks: c.plan.max_blocks,
+        };
+        let (k, v) = gather_contiguous(g, &kv).map_err(|e| op_error(OP, e))?;
+        let ins = AttentionInputs {
+            query: &d.query,
+            key: &k,
+            value: &v,
+            atten_mask: None,
+        };
+        let o = oracle(g, &ins, threads).map_err(|e| op_error(OP, e))?;
+        let mut m = oracle_outputs(g, &o.out, &o.lse);
+        let shape = layout.shape(&cg);
+        for (name, cache) in ["key_cache_out", "value_cache_out"]
+            .into_iter()
+            .zip(&caches)
+        {
+            let vals: Vec<f64> = cache.iter().map(|&y| y as f64).collect();
+            m.insert(name.into(), Tensor::of_f64(shape.clone(), &vals));
+        }
+        Ok(m)
     }
-}
 
-/// 2^k exactly (k within f64's normal range).
-fn pow2(k: i32) -> f64 {
-    f64::from_bits(((1023 + k as i64) as u64) << 52)
-}
+    fn run_recipe(
+        &self,
+        c: &Case,
+        r: &C8Recipe,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let d = self.decoded(c, inputs)?;
+        self.check_table(c, &d.table)?;
+        let (kc, vc) = self.write(c, r, &d)?;
+        let [kf, vf] = self.dequantise(c, r, &d, [&kc, &vc], threads)?;
+        let g = &c.plan.g;
+        let kv = PagedKv {
+            key_cache: CacheData::F32(&kf),
+            value_cache: CacheData::F32(&vf),
+            layout: c.p.cache_layout,
+            cache: c.cache(),
+            block_table: &d.table,
+            max_blocks: c.plan.max_blocks,
+        };
+        let attn = Recipe::preset(r.attention, g.dtype)
+            .ok_or_else(|| failed(format!("no attention preset `{}`", r.attention)))?;
+        let o =
+            paged_attention(g, &attn, &d.query, None, &kv, threads).map_err(|e| op_error(OP, e))?;
+        let mut m = super::fa_prefill::recipe_outputs(g, &o.out, o.lse.as_deref());
+        let shape = c.p.cache_layout.shape(&c.cache());
+        m.insert("key_cache_out".into(), Tensor::from_i8(shape.clone(), &kc));
+        m.insert("value_cache_out".into(), Tensor::from_i8(shape, &vc));
+        Ok(m)
+    }
 
-/// The recipe the regimes are constructed for (both presets share the write).
-fn regime_recipe(ctx: &GenContext) -> C8Recipe {
-    ctx.recipe
-        .as_deref()
-        .and_then(C8Recipe::preset)
-        .unwrap_or_else(|| C8Recipe::preset("ascend_ifa_c8").expect("the kernel preset exists"))
-}
-
-impl PaDecodeInt8 {
     /// Makes every regime of `regimes` true among the new rows (see the module doc).
     ///
     /// - `rounding_ties`: per cache, 8 elements at distinct (row, head, d) get a power-of-two
@@ -1313,6 +1242,57 @@ impl PaDecodeInt8 {
         }
         Ok(())
     }
+
+    fn recipe_preset(name: &str) -> Option<C8Recipe> {
+        C8Recipe::preset(name)
+    }
+
+    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut C8Recipe) -> bool> {
+        match edit {
+            crate::ops::RecipeEdit::C8(f) => Some(*f),
+            _ => None,
+        }
+    }
+}
+
+/// Ties `rounding_ties` plants per cache, and elements `kv_int8_edges` saturates per sign.
+const TIE_ELEMENTS: usize = 8;
+const EDGE_ELEMENTS: usize = 8;
+
+/// A scale in [1/128, 1/16) with at most 8 significant bits (exact in bf16, f16 and f32).
+fn draw_scale(ctx: &mut GenContext, _mode: u32) -> f64 {
+    let m = 128 + ctx.below(128) as i32; // 8 bits
+    let e = 3 + ctx.below(4) as i32; // 2^-3 .. 2^-6 times m / 256
+    m as f64 / 256.0 * pow2(-e)
+}
+
+/// A nonzero multiple of 1/16 in [-4, 4].
+fn draw_offset(ctx: &mut GenContext) -> f64 {
+    let k = 1 + ctx.below(64) as i32;
+    let sign = if ctx.below(2) == 0 { 1.0 } else { -1.0 };
+    sign * k as f64 / 16.0
+}
+
+fn param_tensor(dt: ElemType, shape: Vec<usize>, v: &[f64]) -> Tensor {
+    if dt == ElemType::F32 {
+        let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+        Tensor::from_f32(shape, &f)
+    } else {
+        Tensor::round_values(dt, shape, v, Rounding::RNE)
+    }
+}
+
+/// 2^k exactly (k within f64's normal range).
+fn pow2(k: i32) -> f64 {
+    f64::from_bits(((1023 + k as i64) as u64) << 52)
+}
+
+/// The recipe the regimes are constructed for (both presets share the write).
+fn regime_recipe(ctx: &GenContext) -> C8Recipe {
+    ctx.recipe
+        .as_deref()
+        .and_then(C8Recipe::preset)
+        .unwrap_or_else(|| C8Recipe::preset("ascend_ifa_c8").expect("the kernel preset exists"))
 }
 
 /// The write's value before the cast to an integer (what [`quantise`] rounds).

@@ -46,10 +46,11 @@
 //! where the two orders of the scale products round apart; per-channel scales that differ;
 //! packed scales whose 19-bit truncation differs from rounding). See [`QuantMatmul::impose`].
 
+use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
-    TensorMap, TensorSpec, ORACLE,
+    TensorMap, TensorSpec,
 };
 use crate::formats::format::{FLOAT32, FLOAT64};
 use crate::formats::{bf16, f16, Exact, Rounding, RoundingMode};
@@ -422,7 +423,7 @@ pub enum BiasKind {
 
 /// A validated case.
 #[derive(Clone, Copy, Debug)]
-struct Case {
+pub(crate) struct Case {
     m: usize,
     k: usize,
     n: usize,
@@ -473,105 +474,6 @@ const WITNESSES: usize = 10;
 const DISTINCT_SCALES: usize = 8;
 
 impl QuantMatmul {
-    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
-        let p: Params = parse_params(OP, v)?;
-        for (name, val) in [("m", p.m), ("k", p.k), ("n", p.n)] {
-            if val == 0 {
-                return Err(invalid(name, "must be positive"));
-            }
-        }
-        if p.k > MAX_K {
-            return Err(invalid(
-                "k",
-                format!("{} is above {MAX_K}: conform refuses a k where an int32 accumulator of int8 products could overflow (128 * 128 * k >= 2^31), rather than model the wrap", p.k),
-            ));
-        }
-        let big = |a: usize, b: usize| a.checked_mul(b).is_none_or(|x| x > 1 << 28);
-        if big(p.m, p.k) || big(p.k, p.n) || big(p.m, p.n) {
-            return Err(invalid("m/k/n", "a tensor of more than 2^28 elements"));
-        }
-        let out = match p.out.as_str() {
-            "bf16" => ElemType::Bf16,
-            "f16" => ElemType::F16,
-            "int8" => ElemType::I8,
-            other => {
-                return Err(invalid(
-                    "out",
-                    format!("`{other}`: bf16, f16 or int8 (the int32 output is not modelled)"),
-                ))
-            }
-        };
-        let scale = match p.scale.as_str() {
-            "f32" => ScaleKind::F32,
-            "bf16" => ScaleKind::Bf16,
-            "packed" => ScaleKind::Packed,
-            other => {
-                return Err(invalid(
-                    "scale",
-                    format!("`{other}`: f32, bf16 or packed (npu_trans_quant_param's int64)"),
-                ))
-            }
-        };
-        let bias = match p.bias.as_str() {
-            "none" => BiasKind::None,
-            "i32" => BiasKind::I32,
-            "f32" => BiasKind::F32,
-            "bf16" => BiasKind::Bf16,
-            other => {
-                return Err(invalid(
-                    "bias",
-                    format!("`{other}`: none, i32, f32 or bf16"),
-                ))
-            }
-        };
-        // The API page's table of accepted combinations.
-        if p.offset && out != ElemType::I8 {
-            return Err(invalid(
-                "offset",
-                "an offset is for the int8 output only (the API's table)",
-            ));
-        }
-        match (scale, out) {
-            (ScaleKind::Packed, ElemType::F16 | ElemType::I8) => {
-                if p.pertoken {
-                    return Err(invalid("pertoken", "the packed (int64) scale takes no pertoken_scale (the API's table)"));
-                }
-                if !matches!(bias, BiasKind::None | BiasKind::I32) {
-                    return Err(invalid("bias", "with the packed scale the bias is int32 or none (the API's table)"));
-                }
-            }
-            (_, ElemType::I8) => {
-                return Err(invalid("scale", "the int8 output needs the packed (int64) scale: the API page requires npu_trans_quant_param first"))
-            }
-            (ScaleKind::Packed, _) => {
-                return Err(invalid("scale", "the packed (int64) scale is for an f16 (or int8) output (the API's table)"))
-            }
-            (ScaleKind::Bf16, ElemType::F16) => {
-                return Err(invalid("scale", "a bf16 scale is for a bf16 output (the API's table)"))
-            }
-            (ScaleKind::F32, ElemType::F16) if !p.pertoken => {
-                return Err(invalid("scale", "an f16 output without pertoken_scale needs the packed scale: the API page requires npu_trans_quant_param first"))
-            }
-            _ => {}
-        }
-        if out == ElemType::F16 && bias == BiasKind::Bf16 {
-            return Err(invalid(
-                "bias",
-                "a bf16 bias is for a bf16 output (the API's table)",
-            ));
-        }
-        Ok(Case {
-            m: p.m,
-            k: p.k,
-            n: p.n,
-            out,
-            scale,
-            pertoken: p.pertoken,
-            bias,
-            offset: p.offset,
-        })
-    }
-
     fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let mut inputs = vec![
             TensorSpec::new("x1", ElemType::I8, vec![c.m, c.k], &["m", "k"]),
@@ -679,141 +581,6 @@ impl QuantMatmul {
             fbias,
             offset,
         })
-    }
-
-    fn preset(&self, name: &str) -> Result<QmmRecipe, OpError> {
-        QmmRecipe::preset(name).ok_or_else(|| OpError::UnknownRecipe {
-            op: OP.into(),
-            recipe: name.into(),
-            known: PRESETS.join(", "),
-        })
-    }
-
-    /// Runs `r` (edited or not) on the inputs.
-    fn run_recipe(
-        &self,
-        c: &Case,
-        r: &QmmRecipe,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let d = self.decoded(c, inputs)?;
-        let (m, k, n) = (c.m, c.k, c.n);
-        let read = |v: i8| -> i32 { (v as i32).max(r.operand_min as i32) };
-        let x2t = transpose_widened(&d.x2, k, n, r.operand_min as i32);
-        let scales: Vec<f32> = (0..n)
-            .map(|j| {
-                let s = d.scale[if r.per_tensor_scale { 0 } else { j }];
-                if c.scale == ScaleKind::Packed {
-                    r.pack(s)
-                } else {
-                    s
-                }
-            })
-            .collect();
-        let rounding = Rounding::ieee(r.output_rounding);
-        const ROWS: usize = 4;
-        let parts = map_tasks(m.div_ceil(ROWS), threads, |task| {
-            let mut out = Vec::with_capacity(ROWS * n);
-            let mut a = vec![0i16; k];
-            for i in task * ROWS..((task + 1) * ROWS).min(m) {
-                for (p, v) in a.iter_mut().enumerate() {
-                    *v = read(d.x1[i * k + p]) as i16;
-                }
-                for j in 0..n {
-                    let b = &x2t[j * k..(j + 1) * k];
-                    let ib = d.ibias.as_ref().map_or(0, |v| v[j]);
-                    let before = r.int_bias == IntBiasPlace::BeforeDequant;
-                    let acc = match r.accumulation {
-                        Accumulation::Int32 => {
-                            let s = dot_i16(&a, b);
-                            i32_to_f32(if before { s.wrapping_add(ib) } else { s }, r.acc_to_f32)
-                        }
-                        Accumulation::F32Sequential => {
-                            let mut s = 0.0f32;
-                            for (&x, &y) in a.iter().zip(b) {
-                                s += (x as i32 * y as i32) as f32; // exact products (< 2^15)
-                            }
-                            if before {
-                                s + i32_to_f32(ib, r.acc_to_f32)
-                            } else {
-                                s
-                            }
-                        }
-                    };
-                    let t = d.pertoken.as_ref().map(|p| match r.token_axis {
-                        TokenAxis::Row => p[i],
-                        TokenAxis::ColumnModM => p[j % m],
-                    });
-                    let fb = d.fbias.as_ref().map(|v| v[j]);
-                    let after = if before {
-                        0.0
-                    } else {
-                        i32_to_f32(ib, r.acc_to_f32)
-                    };
-                    if c.out == ElemType::I8 {
-                        let off = d.offset.as_ref().map_or(0, |o| o[j]);
-                        out.push(r.requant(acc, scales[j], off) as u8 as u16);
-                        continue;
-                    }
-                    let y = r.epilogue(acc, scales[j], t, fb, after);
-                    out.push(match c.out {
-                        ElemType::F16 => f16::f32_to_f16(y, rounding),
-                        _ => bf16::f32_to_bf16(y, rounding),
-                    });
-                }
-            }
-            out
-        });
-        let y: Vec<u16> = parts.into_iter().flatten().collect();
-        let y = if c.out == ElemType::I8 {
-            let b: Vec<i8> = y.iter().map(|&v| v as u8 as i8).collect();
-            Tensor::from_i8(vec![m, n], &b)
-        } else {
-            Tensor::from_bits16(c.out, vec![m, n], &y)
-        };
-        Ok(TensorMap::from([("y".to_string(), y)]))
-    }
-
-    fn run_oracle(
-        &self,
-        c: &Case,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let d = self.decoded(c, inputs)?;
-        let (m, k, n) = (c.m, c.k, c.n);
-        let kernel = QmmRecipe::preset("ascend_a2").expect("the kernel preset exists");
-        let x2t = transpose_widened(&d.x2, k, n, i32::MIN);
-        let parts = map_tasks(m, threads, |i| {
-            let a: Vec<i16> = d.x1[i * k..(i + 1) * k].iter().map(|&v| v as i16).collect();
-            (0..n)
-                .map(|j| {
-                    // Exact: |sum| <= 2^14 * k <= 2^30.
-                    let mut acc = dot_i16(&a, &x2t[j * k..(j + 1) * k]) as i64;
-                    if let Some(b) = d.ibias.as_ref() {
-                        acc += b[j] as i64;
-                    }
-                    let s = if c.scale == ScaleKind::Packed {
-                        kernel.pack(d.scale[j])
-                    } else {
-                        d.scale[j]
-                    };
-                    if c.out == ElemType::I8 {
-                        let off = d.offset.as_ref().map_or(0, |o| o[j]);
-                        return oracle_requant(acc, s, off);
-                    }
-                    let t = d.pertoken.as_ref().map(|p| p[i]);
-                    let fb = d.fbias.as_ref().map(|v| v[j]);
-                    oracle_value(acc, s, t, fb)
-                })
-                .collect::<Vec<f64>>()
-        });
-        let y: Vec<f64> = parts.into_iter().flatten().collect();
-        Ok(TensorMap::from([(
-            "y".to_string(),
-            Tensor::of_f64(vec![m, n], &y),
-        )]))
     }
 }
 
@@ -989,16 +756,8 @@ impl OpFamily for QuantMatmul {
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        preset_family::only_own_regimes(OP, regimes)?;
         let c = self.case(params)?;
-        for r in regimes {
-            if !r.applies_to(OP) {
-                return Err(OpError::Regime {
-                    op: OP.into(),
-                    regime: r.name().into(),
-                    message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
-                });
-            }
-        }
         let (rows, cols) = needs(&c, regimes);
         let short = |what: &str, need: usize, have: usize| -> Result<(), OpError> {
             if need > have {
@@ -1028,14 +787,7 @@ impl OpFamily for QuantMatmul {
         regimes: &[Regime],
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError> {
-        self.check_regimes(params, regimes)?;
-        let mut m = self.generate(params, ctx)?;
-        if regimes.is_empty() {
-            return Ok(m);
-        }
-        let c = self.case(params)?;
-        self.impose(&c, regimes, &mut m, ctx)?;
-        Ok(m)
+        preset_family::generate_imposed(self, params, regimes, ctx)
     }
 
     fn run(
@@ -1045,12 +797,7 @@ impl OpFamily for QuantMatmul {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError> {
-        let c = self.case(params)?;
-        if recipe == ORACLE {
-            return self.run_oracle(&c, inputs, threads);
-        }
-        let r = self.preset(recipe)?;
-        self.run_recipe(&c, &r, inputs, threads)
+        preset_family::run(self, params, recipe, inputs, threads)
     }
 
     fn run_with_recipe_edit(
@@ -1061,195 +808,241 @@ impl OpFamily for QuantMatmul {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::ops::RecipeEdit::QuantMatmul(f) = edit else {
-            return Ok(None);
-        };
-        if recipe == ORACLE {
-            return Ok(None);
-        }
-        let c = self.case(params)?;
-        let mut r = self.preset(recipe)?;
-        if !f(&mut r) {
-            return Ok(None);
-        }
-        // An edit of a knob this case does not reach changes nothing.
-        let kernel = self.preset(recipe)?;
-        let reaches = if r.int_bias != kernel.int_bias {
-            c.bias == BiasKind::I32
-        } else if r.float_bias != kernel.float_bias {
-            matches!(c.bias, BiasKind::F32 | BiasKind::Bf16)
-        } else if r.scale_pack != kernel.scale_pack {
-            c.scale == ScaleKind::Packed
-        } else if r.scale_order != kernel.scale_order || r.token_axis != kernel.token_axis {
-            c.pertoken
-        } else if r.offset_place != kernel.offset_place || r.offset_negated != kernel.offset_negated
-        {
-            c.offset
-        } else if r.requant_rounding != kernel.requant_rounding || r.saturate != kernel.saturate {
-            c.out == ElemType::I8
-        } else if r.output_rounding != kernel.output_rounding {
-            c.out != ElemType::I8
-        } else {
-            true
-        };
-        if !reaches {
-            return Ok(None);
-        }
-        self.run_recipe(&c, &r, inputs, threads).map(Some)
+        preset_family::run_edited(self, params, recipe, edit, inputs, threads)
     }
 }
 
-/// Rows and columns a set of regimes takes.
-fn needs(c: &Case, regimes: &[Regime]) -> (usize, usize) {
-    let mut rows = 0;
-    let mut cols = 0;
-    for r in regimes {
-        match r {
-            Regime::RoundingTies => {
-                rows += TIE_ROWS;
-                cols += TIE_COLS;
+impl PresetFamily for QuantMatmul {
+    type Case = Case;
+    type Recipe = QmmRecipe;
+    const PRESETS: &'static [&'static str] = &PRESETS;
+
+    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
+        let p: Params = parse_params(OP, v)?;
+        for (name, val) in [("m", p.m), ("k", p.k), ("n", p.n)] {
+            if val == 0 {
+                return Err(invalid(name, "must be positive"));
             }
-            Regime::IntMatmulEdges => {
-                rows += EDGE_ROWS;
-                cols += EDGE_COLS + DISTINCT_SCALES;
-                if c.out == ElemType::I8 {
-                    cols += SAT_COLS;
+        }
+        if p.k > MAX_K {
+            return Err(invalid(
+                "k",
+                format!("{} is above {MAX_K}: conform refuses a k where an int32 accumulator of int8 products could overflow (128 * 128 * k >= 2^31), rather than model the wrap", p.k),
+            ));
+        }
+        let big = |a: usize, b: usize| a.checked_mul(b).is_none_or(|x| x > 1 << 28);
+        if big(p.m, p.k) || big(p.k, p.n) || big(p.m, p.n) {
+            return Err(invalid("m/k/n", "a tensor of more than 2^28 elements"));
+        }
+        let out = match p.out.as_str() {
+            "bf16" => ElemType::Bf16,
+            "f16" => ElemType::F16,
+            "int8" => ElemType::I8,
+            other => {
+                return Err(invalid(
+                    "out",
+                    format!("`{other}`: bf16, f16 or int8 (the int32 output is not modelled)"),
+                ))
+            }
+        };
+        let scale = match p.scale.as_str() {
+            "f32" => ScaleKind::F32,
+            "bf16" => ScaleKind::Bf16,
+            "packed" => ScaleKind::Packed,
+            other => {
+                return Err(invalid(
+                    "scale",
+                    format!("`{other}`: f32, bf16 or packed (npu_trans_quant_param's int64)"),
+                ))
+            }
+        };
+        let bias = match p.bias.as_str() {
+            "none" => BiasKind::None,
+            "i32" => BiasKind::I32,
+            "f32" => BiasKind::F32,
+            "bf16" => BiasKind::Bf16,
+            other => {
+                return Err(invalid(
+                    "bias",
+                    format!("`{other}`: none, i32, f32 or bf16"),
+                ))
+            }
+        };
+        // The API page's table of accepted combinations.
+        if p.offset && out != ElemType::I8 {
+            return Err(invalid(
+                "offset",
+                "an offset is for the int8 output only (the API's table)",
+            ));
+        }
+        match (scale, out) {
+            (ScaleKind::Packed, ElemType::F16 | ElemType::I8) => {
+                if p.pertoken {
+                    return Err(invalid("pertoken", "the packed (int64) scale takes no pertoken_scale (the API's table)"));
                 }
-                if c.pertoken {
-                    rows += WITNESSES;
-                    cols += WITNESSES;
+                if !matches!(bias, BiasKind::None | BiasKind::I32) {
+                    return Err(invalid("bias", "with the packed scale the bias is int32 or none (the API's table)"));
                 }
+            }
+            (_, ElemType::I8) => {
+                return Err(invalid("scale", "the int8 output needs the packed (int64) scale: the API page requires npu_trans_quant_param first"))
+            }
+            (ScaleKind::Packed, _) => {
+                return Err(invalid("scale", "the packed (int64) scale is for an f16 (or int8) output (the API's table)"))
+            }
+            (ScaleKind::Bf16, ElemType::F16) => {
+                return Err(invalid("scale", "a bf16 scale is for a bf16 output (the API's table)"))
+            }
+            (ScaleKind::F32, ElemType::F16) if !p.pertoken => {
+                return Err(invalid("scale", "an f16 output without pertoken_scale needs the packed scale: the API page requires npu_trans_quant_param first"))
             }
             _ => {}
         }
-    }
-    // Column 0 keeps its drawn scale (the per-tensor fault reads it).
-    (rows, cols + usize::from(cols > 0))
-}
-
-/// `x [k, n]` transposed to `[n, k]` and widened, each value raised to at least `min`.
-fn transpose_widened(x: &[i8], k: usize, n: usize, min: i32) -> Vec<i16> {
-    let mut t = vec![0i16; n * k];
-    for p in 0..k {
-        for j in 0..n {
-            t[j * k + p] = (x[p * n + j] as i32).max(min) as i16;
+        if out == ElemType::F16 && bias == BiasKind::Bf16 {
+            return Err(invalid(
+                "bias",
+                "a bf16 bias is for a bf16 output (the API's table)",
+            ));
         }
+        Ok(Case {
+            m: p.m,
+            k: p.k,
+            n: p.n,
+            out,
+            scale,
+            pertoken: p.pertoken,
+            bias,
+            offset: p.offset,
+        })
     }
-    t
-}
 
-/// The integer dot product of two int8-valued rows in int32: exact, since `|x * y| <= 2^14`
-/// and `k <= 2^16` keep every partial sum below 2^30 (the order of an exact sum does not
-/// matter).
-fn dot_i16(a: &[i16], b: &[i16]) -> i32 {
-    // 32 independent lanes (the compiler turns them into vector multiply-adds).
-    let mut lanes = [0i32; 32];
-    let (ca, cb) = (a.chunks_exact(32), b.chunks_exact(32));
-    let tail: i32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(&x, &y)| x as i32 * y as i32)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for ((l, &p), &q) in lanes.iter_mut().zip(x).zip(y) {
-            *l += p as i32 * q as i32;
-        }
+    fn run_oracle(
+        &self,
+        c: &Case,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let d = self.decoded(c, inputs)?;
+        let (m, k, n) = (c.m, c.k, c.n);
+        let kernel = QmmRecipe::preset("ascend_a2").expect("the kernel preset exists");
+        let x2t = transpose_widened(&d.x2, k, n, i32::MIN);
+        let parts = map_tasks(m, threads, |i| {
+            let a: Vec<i16> = d.x1[i * k..(i + 1) * k].iter().map(|&v| v as i16).collect();
+            (0..n)
+                .map(|j| {
+                    // Exact: |sum| <= 2^14 * k <= 2^30.
+                    let mut acc = dot_i16(&a, &x2t[j * k..(j + 1) * k]) as i64;
+                    if let Some(b) = d.ibias.as_ref() {
+                        acc += b[j] as i64;
+                    }
+                    let s = if c.scale == ScaleKind::Packed {
+                        kernel.pack(d.scale[j])
+                    } else {
+                        d.scale[j]
+                    };
+                    if c.out == ElemType::I8 {
+                        let off = d.offset.as_ref().map_or(0, |o| o[j]);
+                        return oracle_requant(acc, s, off);
+                    }
+                    let t = d.pertoken.as_ref().map(|p| p[i]);
+                    let fb = d.fbias.as_ref().map(|v| v[j]);
+                    oracle_value(acc, s, t, fb)
+                })
+                .collect::<Vec<f64>>()
+        });
+        let y: Vec<f64> = parts.into_iter().flatten().collect();
+        Ok(TensorMap::from([(
+            "y".to_string(),
+            Tensor::of_f64(vec![m, n], &y),
+        )]))
     }
-    lanes.iter().sum::<i32>() + tail
-}
 
-/// 2^k exactly (k within f64's normal range).
-fn pow2(k: i32) -> f64 {
-    f64::from_bits(((1023 + k as i64) as u64) << 52)
-}
-
-/// The f32 a scale input holds once written (the packed form's marker bits set, as
-/// [`scale_tensor`] writes them).
-fn scale_bits(c: &Case, s: f32) -> f32 {
-    if c.scale == ScaleKind::Packed {
-        f32::from_bits(s.to_bits() | 0x1001)
-    } else {
-        s
-    }
-}
-
-fn scale_tensor(c: &Case, v: &[f64]) -> Tensor {
-    match c.scale {
-        ScaleKind::Bf16 => {
-            let b: Vec<u16> = v
-                .iter()
-                .map(|&x| bf16::f64_to_bf16(x, Rounding::RNE))
-                .collect();
-            Tensor::from_bits16(ElemType::Bf16, vec![c.n], &b)
-        }
-        _ => {
-            let mut f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-            if c.scale == ScaleKind::Packed {
-                // Bit 12 set and a nonzero bit below it: truncation, rounding and the whole
-                // f32 give three different scales.
-                for s in &mut f {
-                    *s = f32::from_bits(s.to_bits() | 0x1001);
+    /// Runs `r` (edited or not) on the inputs.
+    fn run_recipe(
+        &self,
+        c: &Case,
+        r: &QmmRecipe,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let d = self.decoded(c, inputs)?;
+        let (m, k, n) = (c.m, c.k, c.n);
+        let read = |v: i8| -> i32 { (v as i32).max(r.operand_min as i32) };
+        let x2t = transpose_widened(&d.x2, k, n, r.operand_min as i32);
+        let scales: Vec<f32> = (0..n)
+            .map(|j| {
+                let s = d.scale[if r.per_tensor_scale { 0 } else { j }];
+                if c.scale == ScaleKind::Packed {
+                    r.pack(s)
+                } else {
+                    s
+                }
+            })
+            .collect();
+        let rounding = Rounding::ieee(r.output_rounding);
+        const ROWS: usize = 4;
+        let parts = map_tasks(m.div_ceil(ROWS), threads, |task| {
+            let mut out = Vec::with_capacity(ROWS * n);
+            let mut a = vec![0i16; k];
+            for i in task * ROWS..((task + 1) * ROWS).min(m) {
+                for (p, v) in a.iter_mut().enumerate() {
+                    *v = read(d.x1[i * k + p]) as i16;
+                }
+                for j in 0..n {
+                    let b = &x2t[j * k..(j + 1) * k];
+                    let ib = d.ibias.as_ref().map_or(0, |v| v[j]);
+                    let before = r.int_bias == IntBiasPlace::BeforeDequant;
+                    let acc = match r.accumulation {
+                        Accumulation::Int32 => {
+                            let s = dot_i16(&a, b);
+                            i32_to_f32(if before { s.wrapping_add(ib) } else { s }, r.acc_to_f32)
+                        }
+                        Accumulation::F32Sequential => {
+                            let mut s = 0.0f32;
+                            for (&x, &y) in a.iter().zip(b) {
+                                s += (x as i32 * y as i32) as f32; // exact products (< 2^15)
+                            }
+                            if before {
+                                s + i32_to_f32(ib, r.acc_to_f32)
+                            } else {
+                                s
+                            }
+                        }
+                    };
+                    let t = d.pertoken.as_ref().map(|p| match r.token_axis {
+                        TokenAxis::Row => p[i],
+                        TokenAxis::ColumnModM => p[j % m],
+                    });
+                    let fb = d.fbias.as_ref().map(|v| v[j]);
+                    let after = if before {
+                        0.0
+                    } else {
+                        i32_to_f32(ib, r.acc_to_f32)
+                    };
+                    if c.out == ElemType::I8 {
+                        let off = d.offset.as_ref().map_or(0, |o| o[j]);
+                        out.push(r.requant(acc, scales[j], off) as u8 as u16);
+                        continue;
+                    }
+                    let y = r.epilogue(acc, scales[j], t, fb, after);
+                    out.push(match c.out {
+                        ElemType::F16 => f16::f32_to_f16(y, rounding),
+                        _ => bf16::f32_to_bf16(y, rounding),
+                    });
                 }
             }
-            Tensor::from_f32(vec![c.n], &f)
-        }
+            out
+        });
+        let y: Vec<u16> = parts.into_iter().flatten().collect();
+        let y = if c.out == ElemType::I8 {
+            let b: Vec<i8> = y.iter().map(|&v| v as u8 as i8).collect();
+            Tensor::from_i8(vec![m, n], &b)
+        } else {
+            Tensor::from_bits16(c.out, vec![m, n], &y)
+        };
+        Ok(TensorMap::from([("y".to_string(), y)]))
     }
-}
 
-fn float_bias_tensor(c: &Case, v: &[f64]) -> Tensor {
-    match c.bias {
-        BiasKind::Bf16 => {
-            let b: Vec<u16> = v
-                .iter()
-                .map(|&x| bf16::f64_to_bf16(x, Rounding::RNE))
-                .collect();
-            Tensor::from_bits16(ElemType::Bf16, vec![c.n], &b)
-        }
-        _ => {
-            let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-            Tensor::from_f32(vec![c.n], &f)
-        }
-    }
-}
-
-/// The output dtype's two neighbours of `y` (finite, inside the dtype's range) and their
-/// midpoint, exactly.
-fn midpoint_near(out: ElemType, y: f64) -> f64 {
-    let (lo, hi) = match out {
-        ElemType::F16 => (
-            f16::f16_to_f64(f16::f64_to_f16(
-                y,
-                Rounding::ieee(RoundingMode::TowardNegative),
-            )),
-            f16::f16_to_f64(f16::f64_to_f16(
-                y,
-                Rounding::ieee(RoundingMode::TowardPositive),
-            )),
-        ),
-        _ => (
-            bf16::bf16_to_f64(bf16::f64_to_bf16(
-                y,
-                Rounding::ieee(RoundingMode::TowardNegative),
-            )),
-            bf16::bf16_to_f64(bf16::f64_to_bf16(
-                y,
-                Rounding::ieee(RoundingMode::TowardPositive),
-            )),
-        ),
-    };
-    (lo + hi) / 2.0
-}
-
-/// `y` rounded to the output dtype under `mode`, as bits.
-fn round_out(out: ElemType, y: f32, mode: RoundingMode) -> u16 {
-    match out {
-        ElemType::F16 => f16::f32_to_f16(y, Rounding::ieee(mode)),
-        _ => bf16::f32_to_bf16(y, Rounding::ieee(mode)),
-    }
-}
-
-impl QuantMatmul {
     /// Makes every regime of `regimes` true (see the module doc and docs/suites.md).
     ///
     /// Rows and columns are drawn from the stream, distinct across constructions; the
@@ -1545,6 +1338,191 @@ impl QuantMatmul {
         Ok(())
     }
 
+    /// An edit of a knob this case does not reach changes nothing.
+    fn edit_reaches(&self, c: &Case, r: &QmmRecipe, kernel: &QmmRecipe) -> bool {
+        if r.int_bias != kernel.int_bias {
+            c.bias == BiasKind::I32
+        } else if r.float_bias != kernel.float_bias {
+            matches!(c.bias, BiasKind::F32 | BiasKind::Bf16)
+        } else if r.scale_pack != kernel.scale_pack {
+            c.scale == ScaleKind::Packed
+        } else if r.scale_order != kernel.scale_order || r.token_axis != kernel.token_axis {
+            c.pertoken
+        } else if r.offset_place != kernel.offset_place || r.offset_negated != kernel.offset_negated
+        {
+            c.offset
+        } else if r.requant_rounding != kernel.requant_rounding || r.saturate != kernel.saturate {
+            c.out == ElemType::I8
+        } else if r.output_rounding != kernel.output_rounding {
+            c.out != ElemType::I8
+        } else {
+            true
+        }
+    }
+
+    fn recipe_preset(name: &str) -> Option<QmmRecipe> {
+        QmmRecipe::preset(name)
+    }
+
+    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut QmmRecipe) -> bool> {
+        match edit {
+            crate::ops::RecipeEdit::QuantMatmul(f) => Some(*f),
+            _ => None,
+        }
+    }
+}
+
+/// Rows and columns a set of regimes takes.
+fn needs(c: &Case, regimes: &[Regime]) -> (usize, usize) {
+    let mut rows = 0;
+    let mut cols = 0;
+    for r in regimes {
+        match r {
+            Regime::RoundingTies => {
+                rows += TIE_ROWS;
+                cols += TIE_COLS;
+            }
+            Regime::IntMatmulEdges => {
+                rows += EDGE_ROWS;
+                cols += EDGE_COLS + DISTINCT_SCALES;
+                if c.out == ElemType::I8 {
+                    cols += SAT_COLS;
+                }
+                if c.pertoken {
+                    rows += WITNESSES;
+                    cols += WITNESSES;
+                }
+            }
+            _ => {}
+        }
+    }
+    // Column 0 keeps its drawn scale (the per-tensor fault reads it).
+    (rows, cols + usize::from(cols > 0))
+}
+
+/// `x [k, n]` transposed to `[n, k]` and widened, each value raised to at least `min`.
+fn transpose_widened(x: &[i8], k: usize, n: usize, min: i32) -> Vec<i16> {
+    let mut t = vec![0i16; n * k];
+    for p in 0..k {
+        for j in 0..n {
+            t[j * k + p] = (x[p * n + j] as i32).max(min) as i16;
+        }
+    }
+    t
+}
+
+/// The integer dot product of two int8-valued rows in int32: exact, since `|x * y| <= 2^14`
+/// and `k <= 2^16` keep every partial sum below 2^30 (the order of an exact sum does not
+/// matter).
+fn dot_i16(a: &[i16], b: &[i16]) -> i32 {
+    // 32 independent lanes (the compiler turns them into vector multiply-adds).
+    let mut lanes = [0i32; 32];
+    let (ca, cb) = (a.chunks_exact(32), b.chunks_exact(32));
+    let tail: i32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(&x, &y)| x as i32 * y as i32)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for ((l, &p), &q) in lanes.iter_mut().zip(x).zip(y) {
+            *l += p as i32 * q as i32;
+        }
+    }
+    lanes.iter().sum::<i32>() + tail
+}
+
+/// 2^k exactly (k within f64's normal range).
+fn pow2(k: i32) -> f64 {
+    f64::from_bits(((1023 + k as i64) as u64) << 52)
+}
+
+/// The f32 a scale input holds once written (the packed form's marker bits set, as
+/// [`scale_tensor`] writes them).
+fn scale_bits(c: &Case, s: f32) -> f32 {
+    if c.scale == ScaleKind::Packed {
+        f32::from_bits(s.to_bits() | 0x1001)
+    } else {
+        s
+    }
+}
+
+fn scale_tensor(c: &Case, v: &[f64]) -> Tensor {
+    match c.scale {
+        ScaleKind::Bf16 => {
+            let b: Vec<u16> = v
+                .iter()
+                .map(|&x| bf16::f64_to_bf16(x, Rounding::RNE))
+                .collect();
+            Tensor::from_bits16(ElemType::Bf16, vec![c.n], &b)
+        }
+        _ => {
+            let mut f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+            if c.scale == ScaleKind::Packed {
+                // Bit 12 set and a nonzero bit below it: truncation, rounding and the whole
+                // f32 give three different scales.
+                for s in &mut f {
+                    *s = f32::from_bits(s.to_bits() | 0x1001);
+                }
+            }
+            Tensor::from_f32(vec![c.n], &f)
+        }
+    }
+}
+
+fn float_bias_tensor(c: &Case, v: &[f64]) -> Tensor {
+    match c.bias {
+        BiasKind::Bf16 => {
+            let b: Vec<u16> = v
+                .iter()
+                .map(|&x| bf16::f64_to_bf16(x, Rounding::RNE))
+                .collect();
+            Tensor::from_bits16(ElemType::Bf16, vec![c.n], &b)
+        }
+        _ => {
+            let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+            Tensor::from_f32(vec![c.n], &f)
+        }
+    }
+}
+
+/// The output dtype's two neighbours of `y` (finite, inside the dtype's range) and their
+/// midpoint, exactly.
+fn midpoint_near(out: ElemType, y: f64) -> f64 {
+    let (lo, hi) = match out {
+        ElemType::F16 => (
+            f16::f16_to_f64(f16::f64_to_f16(
+                y,
+                Rounding::ieee(RoundingMode::TowardNegative),
+            )),
+            f16::f16_to_f64(f16::f64_to_f16(
+                y,
+                Rounding::ieee(RoundingMode::TowardPositive),
+            )),
+        ),
+        _ => (
+            bf16::bf16_to_f64(bf16::f64_to_bf16(
+                y,
+                Rounding::ieee(RoundingMode::TowardNegative),
+            )),
+            bf16::bf16_to_f64(bf16::f64_to_bf16(
+                y,
+                Rounding::ieee(RoundingMode::TowardPositive),
+            )),
+        ),
+    };
+    (lo + hi) / 2.0
+}
+
+/// `y` rounded to the output dtype under `mode`, as bits.
+fn round_out(out: ElemType, y: f32, mode: RoundingMode) -> u16 {
+    match out {
+        ElemType::F16 => f16::f32_to_f16(y, Rounding::ieee(mode)),
+        _ => bf16::f32_to_bf16(y, Rounding::ieee(mode)),
+    }
+}
+
+impl QuantMatmul {
     /// `rounding_ties` for the int8 output: on the two tie rows (`x1 = 64` at `p0`, 1 at `p1`),
     /// `TIE_COLS` columns with a power-of-two scale `2^-(1 + d)` and an accumulator (int32 bias
     /// included) `+-(2q + 1) * 2^d`, `q` even and at most 58: the scaled value is `+-(q + 1/2)`,
