@@ -120,7 +120,10 @@ fn overflow_magnitude(rounding: Rounding, negative: bool) -> u16 {
 /// Rounds an f64 to f16 under `rounding`, in one step.
 #[inline]
 pub fn f64_to_f16(x: f64, rounding: Rounding) -> u16 {
-    Exact::of_f64(x).round_to(&FLOAT16, rounding) as u16
+    // Normal results through 64-bit arithmetic; everything else through the general rounder
+    // (the same results: `narrow_f64`'s tests).
+    super::narrow_f64::round_f64_to_normal(x, &FLOAT16, rounding)
+        .unwrap_or_else(|| Exact::of_f64(x).round_to(&FLOAT16, rounding)) as u16
 }
 
 /// Rounds an f32 to f16 and back: the value a kernel holds after an f16 cast.

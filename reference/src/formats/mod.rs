@@ -13,6 +13,7 @@ pub mod fp4_e1m2;
 pub mod fp4_e2m1;
 pub mod fp8_e4m3fn;
 pub mod fp8_e5m2;
+pub mod narrow_f64;
 pub mod rounding;
 
 pub use format::{

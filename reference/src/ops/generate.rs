@@ -5,6 +5,7 @@
 //! identical on every machine. Normal variates use Box-Muller with the pure-Rust libm.
 
 use crate::math;
+use crate::parallel::{map_elements, Threads};
 
 /// A distribution of input values.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -92,7 +93,7 @@ impl<'a> GenContext<'a> {
     /// Uniform in [0, 1) with 53 random bits.
     #[inline]
     pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        unit_of(self.next_u64())
     }
 
     /// Uniform integer in [0, n) (n > 0), by rejection (no modulo bias).
@@ -109,9 +110,9 @@ impl<'a> GenContext<'a> {
 
     /// A standard normal variate (Box-Muller, pure-Rust libm).
     pub fn standard_normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.unit(); // (0, 1]
-        let u2 = self.unit();
-        math::sqrt_f64(-2.0 * math::ln_f64(u1)) * libm::cos(2.0 * std::f64::consts::PI * u2)
+        let w1 = self.next_u64();
+        let w2 = self.next_u64();
+        normal_of(w1, w2)
     }
 
     /// Fisher-Yates shuffle.
@@ -166,52 +167,91 @@ impl<'a> GenContext<'a> {
     }
 
     /// `n` values from the context's distribution; `special` supplies the dtype's special values.
+    ///
+    /// Where every value takes a fixed number of words (all but [`ValueDist::Special`]), the
+    /// words are drawn in stream order first and turned into values on every core: the same
+    /// values as one at a time, for any thread count.
     pub fn values(&mut self, n: usize, special: &SpecialValues) -> Vec<f64> {
-        let dist = self.dist.clone();
-        (0..n)
-            .map(|_| match dist {
-                ValueDist::Uniform { low, high } => low + (high - low) * self.unit(),
-                ValueDist::Normal { mean, std } => mean + std * self.standard_normal(),
-                ValueDist::CannOutliers {
-                    fraction,
-                    outlier_scale,
-                } => {
-                    let v = 2.0 * self.unit() - 1.0;
-                    if self.unit() < fraction {
+        let all = Threads::available();
+        match self.dist.clone() {
+            ValueDist::Uniform { low, high } => {
+                let words: Vec<u64> = (0..n).map(|_| self.next_u64()).collect();
+                map_elements(&words, all, |&w| low + (high - low) * unit_of(w))
+            }
+            ValueDist::Normal { mean, std } => {
+                let words: Vec<[u64; 2]> =
+                    (0..n).map(|_| [self.next_u64(), self.next_u64()]).collect();
+                map_elements(&words, all, |&[w1, w2]| mean + std * normal_of(w1, w2))
+            }
+            ValueDist::CannOutliers {
+                fraction,
+                outlier_scale,
+            } => {
+                let words: Vec<[u64; 2]> =
+                    (0..n).map(|_| [self.next_u64(), self.next_u64()]).collect();
+                map_elements(&words, all, |&[w1, w2]| {
+                    let v = 2.0 * unit_of(w1) - 1.0;
+                    if unit_of(w2) < fraction {
                         v * outlier_scale
                     } else {
                         v
                     }
-                }
-                ValueDist::Special {
-                    fraction,
-                    non_finite,
-                } => {
-                    if self.unit() < fraction {
-                        let pool_non_finite = non_finite && !special.non_finite.is_empty();
-                        let total = special.finite.len()
-                            + if pool_non_finite {
-                                special.non_finite.len()
-                            } else {
-                                0
-                            };
-                        if total == 0 {
-                            0.0
-                        } else {
-                            let i = self.below(total as u64) as usize;
-                            if i < special.finite.len() {
-                                special.finite[i]
-                            } else {
-                                special.non_finite[i - special.finite.len()]
-                            }
-                        }
-                    } else {
-                        2.0 * self.unit() - 1.0
-                    }
-                }
-            })
-            .collect()
+                })
+            }
+            // A variable number of words per value: one at a time.
+            ValueDist::Special {
+                fraction,
+                non_finite,
+            } => (0..n)
+                .map(|_| self.special_or_uniform(fraction, non_finite, special))
+                .collect(),
+        }
     }
+
+    /// One value of [`ValueDist::Special`]: a special value with probability `fraction`,
+    /// otherwise uniform in (-1, 1).
+    fn special_or_uniform(
+        &mut self,
+        fraction: f64,
+        non_finite: bool,
+        special: &SpecialValues,
+    ) -> f64 {
+        if self.unit() < fraction {
+            let pool_non_finite = non_finite && !special.non_finite.is_empty();
+            let total = special.finite.len()
+                + if pool_non_finite {
+                    special.non_finite.len()
+                } else {
+                    0
+                };
+            if total == 0 {
+                0.0
+            } else {
+                let i = self.below(total as u64) as usize;
+                if i < special.finite.len() {
+                    special.finite[i]
+                } else {
+                    special.non_finite[i - special.finite.len()]
+                }
+            }
+        } else {
+            2.0 * self.unit() - 1.0
+        }
+    }
+}
+
+/// Uniform in [0, 1) from one word: its top 53 bits.
+#[inline]
+fn unit_of(w: u64) -> f64 {
+    (w >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A standard normal variate from two words (Box-Muller, pure-Rust libm).
+#[inline]
+fn normal_of(w1: u64, w2: u64) -> f64 {
+    let u1 = 1.0 - unit_of(w1); // (0, 1]
+    let u2 = unit_of(w2);
+    math::sqrt_f64(-2.0 * math::ln_f64(u1)) * libm::cos(2.0 * std::f64::consts::PI * u2)
 }
 
 /// The special values of a float dtype: ±0, the smallest subnormal, the largest subnormal, the
@@ -245,6 +285,62 @@ pub fn special_values(dtype: crate::ops::ElemType) -> SpecialValues {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The batched draw (words first, values on every core) gives the values, and leaves the
+    /// stream where, one value at a time, the scalar draws would: for each distribution with a
+    /// fixed number of words per value, across the 2^16-element chunks of the parallel map.
+    #[test]
+    fn batched_values_equal_the_scalar_draws_and_consume_the_same_words() {
+        let n = (1 << 16) * 3 + 5;
+        let dists = [
+            ValueDist::Uniform {
+                low: -3.0,
+                high: 5.0,
+            },
+            ValueDist::Normal {
+                mean: 0.5,
+                std: 2.0,
+            },
+            ValueDist::CannOutliers {
+                fraction: 0.01,
+                outlier_scale: 1000.0,
+            },
+        ];
+        for dist in dists {
+            let mut bits_a = counter();
+            let mut a = GenContext::new(&mut bits_a, dist.clone());
+            let batched = a.values(n, &SpecialValues::default());
+            let after_batched = a.next_u64();
+            let mut bits_b = counter();
+            let mut b = GenContext::new(&mut bits_b, dist.clone());
+            let scalar: Vec<f64> = (0..n)
+                .map(|_| match dist {
+                    ValueDist::Uniform { low, high } => low + (high - low) * b.unit(),
+                    ValueDist::Normal { mean, std } => mean + std * b.standard_normal(),
+                    ValueDist::CannOutliers {
+                        fraction,
+                        outlier_scale,
+                    } => {
+                        let v = 2.0 * b.unit() - 1.0;
+                        if b.unit() < fraction {
+                            v * outlier_scale
+                        } else {
+                            v
+                        }
+                    }
+                    ValueDist::Special { .. } => unreachable!(),
+                })
+                .collect();
+            assert_eq!(after_batched, b.next_u64(), "{dist:?}: stream position");
+            assert!(
+                batched
+                    .iter()
+                    .zip(&scalar)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{dist:?}: values"
+            );
+        }
+    }
 
     fn counter() -> impl FnMut() -> u64 {
         let mut g = crate::splitmix::SplitMix64::new(crate::splitmix::GAMMA);
