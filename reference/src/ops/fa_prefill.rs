@@ -356,11 +356,7 @@ impl OpFamily for FaPrefill {
         let g = p.geometry()?;
         let inputs = Self::inputs(&g);
         let outputs = output_specs(&g);
-        let bytes = inputs
-            .iter()
-            .chain(&outputs)
-            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
-            .sum();
+        let bytes = super::io_bytes(&inputs, &outputs);
         Ok(OpDescription {
             inputs,
             outputs,

@@ -389,11 +389,7 @@ impl OpFamily for Fp4Family {
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
         let c = self.case(params)?;
         let (inputs, outputs) = self.specs(&c);
-        let bytes: f64 = inputs
-            .iter()
-            .chain(&outputs)
-            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
-            .sum();
+        let bytes = super::io_bytes(&inputs, &outputs);
         let flops = match self.0 {
             Kind::W4a16 => 2.0 * (c.m * c.n * c.k) as f64 + (c.n * c.k) as f64,
             _ => (c.n * c.k) as f64 * if c.format == Format::Nv { 2.0 } else { 1.0 },

@@ -62,6 +62,19 @@ impl TensorSpec {
     }
 }
 
+impl TensorSpec {
+    /// The tensor's size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size_bytes()
+    }
+}
+
+/// Every input read once and every output written once: the minimum traffic of a case
+/// ([`OpCost::bytes`]).
+pub fn io_bytes(inputs: &[TensorSpec], outputs: &[TensorSpec]) -> f64 {
+    inputs.iter().chain(outputs).map(|s| s.bytes() as f64).sum()
+}
+
 /// Work and minimum traffic of one case, for roofline figures.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OpCost {

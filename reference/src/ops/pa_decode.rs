@@ -291,10 +291,7 @@ impl OpFamily for PaDecode {
         let bytes = (g.q_len() as f64) * es
             + 2.0 * (keys * g.kv_heads * g.head_dim) as f64 * es
             + (g.batch * plan.max_blocks * 4) as f64
-            + outputs
-                .iter()
-                .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
-                .sum::<f64>();
+            + outputs.iter().map(|s| s.bytes() as f64).sum::<f64>();
         Ok(OpDescription {
             inputs,
             outputs,

@@ -698,7 +698,7 @@ impl OpFamily for PaDecodeInt8 {
         let param_bytes: f64 = inputs
             .iter()
             .filter(|s| s.name.contains("antiquant"))
-            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
+            .map(|s| s.bytes() as f64)
             .sum();
         // Minimum traffic: the query, the INT8 K and V of every valid key (1 byte each), the
         // new rows read (dtype) and written (int8), the parameters, slot mapping, block table
@@ -871,35 +871,7 @@ impl OpFamily for PaDecodeInt8 {
         Ok(())
     }
 
-    fn generate_with_regimes(
-        &self,
-        params: &serde_json::Value,
-        regimes: &[Regime],
-        ctx: &mut GenContext,
-    ) -> Result<TensorMap, OpError> {
-        preset_family::generate_imposed(self, params, regimes, ctx)
-    }
-
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        preset_family::run(self, params, recipe, inputs, threads)
-    }
-
-    fn run_with_recipe_edit(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        edit: &crate::ops::RecipeEdit,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<Option<TensorMap>, OpError> {
-        preset_family::run_edited(self, params, recipe, edit, inputs, threads)
-    }
+    preset_family::preset_family_methods!();
 }
 
 impl PresetFamily for PaDecodeInt8 {

@@ -139,3 +139,40 @@ pub(crate) fn only_own_regimes(op: &str, regimes: &[Regime]) -> Result<(), OpErr
         }),
     }
 }
+
+/// The three [`OpFamily`] methods every preset family writes alike
+/// (`generate_with_regimes`, `run`, `run_with_recipe_edit`), for its `impl OpFamily` block.
+macro_rules! preset_family_methods {
+    () => {
+        fn generate_with_regimes(
+            &self,
+            params: &serde_json::Value,
+            regimes: &[$crate::ops::Regime],
+            ctx: &mut $crate::ops::GenContext,
+        ) -> Result<$crate::ops::TensorMap, $crate::ops::OpError> {
+            $crate::ops::preset_family::generate_imposed(self, params, regimes, ctx)
+        }
+
+        fn run(
+            &self,
+            params: &serde_json::Value,
+            recipe: &str,
+            inputs: &$crate::ops::TensorMap,
+            threads: $crate::parallel::Threads,
+        ) -> Result<$crate::ops::TensorMap, $crate::ops::OpError> {
+            $crate::ops::preset_family::run(self, params, recipe, inputs, threads)
+        }
+
+        fn run_with_recipe_edit(
+            &self,
+            params: &serde_json::Value,
+            recipe: &str,
+            edit: &$crate::ops::RecipeEdit,
+            inputs: &$crate::ops::TensorMap,
+            threads: $crate::parallel::Threads,
+        ) -> Result<Option<$crate::ops::TensorMap>, $crate::ops::OpError> {
+            $crate::ops::preset_family::run_edited(self, params, recipe, edit, inputs, threads)
+        }
+    };
+}
+pub(crate) use preset_family_methods;

@@ -660,11 +660,7 @@ impl OpFamily for QuantMatmul {
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
         let c = self.case(params)?;
         let (inputs, outputs) = self.specs(&c);
-        let bytes: f64 = inputs
-            .iter()
-            .chain(&outputs)
-            .map(|s| (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as f64)
-            .sum();
+        let bytes = super::io_bytes(&inputs, &outputs);
         Ok(OpDescription {
             inputs,
             outputs,
@@ -781,35 +777,7 @@ impl OpFamily for QuantMatmul {
         Ok(())
     }
 
-    fn generate_with_regimes(
-        &self,
-        params: &serde_json::Value,
-        regimes: &[Regime],
-        ctx: &mut GenContext,
-    ) -> Result<TensorMap, OpError> {
-        preset_family::generate_imposed(self, params, regimes, ctx)
-    }
-
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        preset_family::run(self, params, recipe, inputs, threads)
-    }
-
-    fn run_with_recipe_edit(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        edit: &crate::ops::RecipeEdit,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<Option<TensorMap>, OpError> {
-        preset_family::run_edited(self, params, recipe, edit, inputs, threads)
-    }
+    preset_family::preset_family_methods!();
 }
 
 impl PresetFamily for QuantMatmul {
