@@ -249,6 +249,8 @@ PASSED   paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 
 #[test]
 fn accept_refuses_staged_data_of_a_case_that_changed_after_bless() {
+    // The quick tier holds the changed case; the full tier's two large cases would only make
+    // the bless and verify slower (every-tier defaults have their own test below).
     let dir = scratch_project();
     let suite = dir.path().join("suites/paged_kv.toml");
     let original = std::fs::read_to_string(&suite).unwrap();
@@ -257,7 +259,10 @@ fn accept_refuses_staged_data_of_a_case_that_changed_after_bless() {
         "description = \"edge: one decode token\"\nseed = 7",
     );
     std::fs::write(&suite, &changed).unwrap();
-    let o = conform(dir.path(), &["golden", "bless", "--suite", "paged_kv"]);
+    let o = conform(
+        dir.path(),
+        &["golden", "bless", "--suite", "paged_kv", "--tier", "quick"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // The suite change is reverted before accept: the staged data is stale.
     std::fs::write(&suite, &original).unwrap();
@@ -269,12 +274,16 @@ error: refusing to accept: the staged golden data no longer matches the suites f
 
 "#]]);
     // Nothing moved: the store still verifies.
-    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
+    let o = conform(
+        dir.path(),
+        &["golden", "verify", "--suite", "paged_kv", "--tier", "quick"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]
 fn bless_stages_changes_for_review_and_accept_moves_them_in() {
+    // On the quick tier, which holds the changed case (as in the test above).
     let dir = scratch_project();
     // Change one case's seed: its golden data must change, and nothing else.
     let suite = dir.path().join("suites/paged_kv.toml");
@@ -284,13 +293,16 @@ fn bless_stages_changes_for_review_and_accept_moves_them_in() {
         "description = \"edge: one decode token\"\nseed = 7",
     );
     std::fs::write(&suite, s).unwrap();
-    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
+    let o = conform(
+        dir.path(),
+        &["golden", "verify", "--suite", "paged_kv", "--tier", "quick"],
+    );
     assert_eq!(o.status.code(), Some(1), "definition drift: {}", text(&o));
-    conform_snap(&root_of(&dir), &["golden", "bless", "--suite", "paged_kv"])
+    conform_snap(&root_of(&dir), &["golden", "bless", "--suite", "paged_kv", "--tier", "quick"])
         .code(exit_code::SUCCESS)
         .stdout_eq(str![[r#"
 changed    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token: definition changed; in.key: max 2142472936 ulp; in.key_cache_in: NaN where a number was (or the reverse); in.slot_mapping: 1 bytes differ; in.value: max 2139329201 ulp; in.value_cache_in: NaN where a number was (or the reverse); out.key_cache_out: NaN where a number was (or the reverse); out.value_cache_out: NaN where a number was (or the reverse)
-10 unchanged, 1 to review
+7 unchanged, 1 to review
 staged 2 file(s) as .new next to the golden data; review them, then run `conform golden review` (case by case) or `conform golden accept` (all)
 
 "#]])
@@ -302,15 +314,21 @@ staged 2 file(s) as .new next to the golden data; review them, then run `conform
     assert!(dir.path().join("golden/MANIFEST.toml.new").exists());
     // Nothing was overwritten yet: verify still reports the drift.
     assert_eq!(
-        conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"])
-            .status
-            .code(),
+        conform(
+            dir.path(),
+            &["golden", "verify", "--suite", "paged_kv", "--tier", "quick"]
+        )
+        .status
+        .code(),
         Some(1)
     );
     let o = conform(dir.path(), &["golden", "accept"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!staged.exists());
-    let o = conform(dir.path(), &["golden", "verify", "--suite", "paged_kv"]);
+    let o = conform(
+        dir.path(),
+        &["golden", "verify", "--suite", "paged_kv", "--tier", "quick"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
@@ -454,12 +472,16 @@ Options:
 "#]])
         .stderr_eq(str![""]);
 
-    // The cases of every tier, as `list --tier all` names them.
-    let list = conform(&root, &["list", "--suite", "paged_kv", "--tier", "all"]);
+    // The cases of every tier, as `list --tier all` names them (a suite whose full tier is
+    // small: the default, not the work, is under test).
+    let list = conform(
+        &root,
+        &["list", "--suite", "pa_decode_int8", "--tier", "all"],
+    );
     assert_eq!(list.status.code(), Some(0), "{}", text(&list));
     let all: Vec<String> = String::from_utf8_lossy(&list.stdout)
         .lines()
-        .filter(|l| l.starts_with("paged_kv/"))
+        .filter(|l| l.starts_with("pa_decode_int8/"))
         .map(|l| l.split_whitespace().next().unwrap().to_string())
         .collect();
     assert!(
@@ -468,7 +490,7 @@ Options:
         text(&list)
     );
 
-    let o = conform(&root, &["golden", "verify", "--suite", "paged_kv"]);
+    let o = conform(&root, &["golden", "verify", "--suite", "pa_decode_int8"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let n = all.len();
