@@ -4,7 +4,7 @@
 //! the score's order, the softmax step).
 
 use super::{Edit, Fault, RecipeEdit, Requirement};
-use crate::attention::mla::{KeyOrder, MlaRescale};
+use crate::attention::mla::{KeyOrder, MlaRescale, KEY};
 use crate::formats::Rounding;
 use crate::ops::mla_decode::{MlaRecipe, RopeUse};
 
@@ -153,6 +153,38 @@ pub(super) static FAULTS: &[Fault] = &[
         description: "softmax steps of 128 keys instead of 512 (a different rescale schedule)",
         edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
             if r.kernel.step == 128 { return false; } r.kernel.step = 128; true
+        })),
+    },
+    Fault {
+        name: "mla-score-one-chunk",
+        family: "mla_decode",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the 576-long score summed as one sequential chain instead of chunks of 96 added to the accumulator",
+        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+            if r.kernel.k_chunk == KEY {
+                return false;
+            }
+            r.kernel.k_chunk = KEY;
+            true
+        })),
+    },
+    Fault {
+        name: "mla-output-other-tie-rule",
+        family: "mla_decode",
+        ops: OPS,
+        // Exact ties of the output cast are about one in 2^16 (bf16) or 2^13 (f16) outputs: the
+        // f16 8k full case kills it on every seed set but by 7 elements at worst (below the
+        // floor of 8), the quick cases not on every seed.
+        requirement: Requirement::Advisory,
+        description: "the output cast with the other tie rule (ties-away for bf16, ties-to-even for f16) than the kernel's",
+        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+            r.kernel.output_rounding = if r.kernel.output_rounding == Rounding::RNE {
+                Rounding::RNA
+            } else {
+                Rounding::RNE
+            };
+            true
         })),
     },
 ];
