@@ -186,6 +186,7 @@ pub fn attention(
     threads: Threads,
 ) -> Result<AttentionOutput, AttentionError> {
     recipe.validate()?;
+    g.require_one_width()?;
     inputs.check_sizes(g)?;
     let shape = IfaShape {
         batch: g.batch,

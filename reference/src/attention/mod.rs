@@ -17,6 +17,7 @@ pub mod flash;
 pub mod ifa_tiling;
 pub mod kernel;
 pub mod mask;
+pub mod mla;
 pub mod online;
 pub mod oracle;
 pub mod paged;

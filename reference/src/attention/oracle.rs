@@ -6,7 +6,8 @@
 //! v_j) / l`, `lse = ln(l) + m`. The scale is the f32 value the kernels receive
 //! ([`Geometry::scale`]). A row without allowed keys gives output 0 and LSE +inf; padded rows
 //! (beyond `actual_seq_lengths`) give 0 and +inf too. The result is f64; callers round it ONCE
-//! to the output dtype.
+//! to the output dtype. Key rows and value rows may differ in width ([`Geometry::value_dim`],
+//! the MLA path: scores over 576-wide keys, values 512 wide).
 
 use super::error::AttentionError;
 use super::flash::AttentionInputs;
@@ -284,14 +285,15 @@ fn weighted_rows4(
     }
 }
 
-/// One chunk of rows of one head, K and V as dense f64 `[lk, dim]`.
+/// One chunk of rows of one head, K and V as dense f64 `[lk, key width]` and `[lk, value
+/// width]` (`dims`: key width, value width).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn chunk_generic(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
-    dim: usize,
+    dims: (usize, usize),
     mask: &BatchMask,
     r0: usize,
     scale: f64,
@@ -310,7 +312,7 @@ fn chunk_generic(
     s.clear();
     s.resize(nr * nk, 0.0);
     if nk > 0 {
-        scores64(q, k, dim, lo, hi, &mut s);
+        scores64(q, k, dims.0, lo, hi, &mut s);
     }
     let mut weights = WEIGHTS.with(|cell| cell.take());
     rows_softmax(
@@ -318,7 +320,7 @@ fn chunk_generic(
         nk,
         lo,
         v,
-        dim,
+        dims.1,
         mask,
         r0,
         scale,
@@ -452,14 +454,14 @@ fn chunk_avx2(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
-    dim: usize,
+    dims: (usize, usize),
     mask: &BatchMask,
     r0: usize,
     scale: f64,
     out: &mut [f64],
     lse: &mut [f64],
 ) {
-    chunk_generic(q, k, v, dim, mask, r0, scale, out, lse)
+    chunk_generic(q, k, v, dims, mask, r0, scale, out, lse)
 }
 
 /// [`chunk_generic`] compiled for AVX-512F (same bits: no FMA contraction, same order).
@@ -470,14 +472,14 @@ fn chunk_avx512(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
-    dim: usize,
+    dims: (usize, usize),
     mask: &BatchMask,
     r0: usize,
     scale: f64,
     out: &mut [f64],
     lse: &mut [f64],
 ) {
-    chunk_generic(q, k, v, dim, mask, r0, scale, out, lse)
+    chunk_generic(q, k, v, dims, mask, r0, scale, out, lse)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -485,7 +487,7 @@ fn chunk(
     q: &[&[f64]],
     k: &[f64],
     v: &[f64],
-    dim: usize,
+    dims: (usize, usize),
     mask: &BatchMask,
     r0: usize,
     scale: f64,
@@ -497,15 +499,15 @@ fn chunk(
         if super::kernel::use_avx512() {
             // SAFETY: the function's only requirement is AVX-512F, which `use_avx512`
             // (`crate::cpu::avx512`) detected at run time just above.
-            return unsafe { chunk_avx512(q, k, v, dim, mask, r0, scale, out, lse) };
+            return unsafe { chunk_avx512(q, k, v, dims, mask, r0, scale, out, lse) };
         }
         if crate::cpu::avx2() {
             // SAFETY: the function's only requirement is AVX2, which `cpu::avx2` detected at
             // run time just above.
-            return unsafe { chunk_avx2(q, k, v, dim, mask, r0, scale, out, lse) };
+            return unsafe { chunk_avx2(q, k, v, dims, mask, r0, scale, out, lse) };
         }
     }
-    chunk_generic(q, k, v, dim, mask, r0, scale, out, lse)
+    chunk_generic(q, k, v, dims, mask, r0, scale, out, lse)
 }
 
 /// Rows per oracle task.
@@ -518,16 +520,18 @@ pub fn oracle(
     threads: Threads,
 ) -> Result<OracleOutput, AttentionError> {
     inputs.check_sizes(g)?;
-    let dim = g.head_dim;
+    // Key rows are `head_dim` wide, value and output rows `value_dim` (equal except MLA).
+    let (dim, vdim) = (g.head_dim, g.value_dim);
     // Dense f64 K and V per (b, kv head), converted exactly once.
     let kv_dense: Vec<(Vec<f64>, Vec<f64>)> = map_tasks(g.batch * g.kv_heads, threads, |t| {
         let (b, kvh) = (t / g.kv_heads, t % g.kv_heads);
         let mut k = Vec::with_capacity(g.lk[b] * dim);
-        let mut v = Vec::with_capacity(g.lk[b] * dim);
+        let mut v = Vec::with_capacity(g.lk[b] * vdim);
         for j in 0..g.lk[b] {
             let o = g.kv_offset(b, j, kvh);
             k.extend(inputs.key[o..o + dim].iter().map(|&x| x as f64));
-            v.extend(inputs.value[o..o + dim].iter().map(|&x| x as f64));
+            let o = g.v_offset(b, j, kvh);
+            v.extend(inputs.value[o..o + vdim].iter().map(|&x| x as f64));
         }
         (k, v)
     });
@@ -544,9 +548,9 @@ pub fn oracle(
         let qr: Vec<&[f64]> = q.iter().map(|x| x.as_slice()).collect();
         let (k, v) = &kv_dense[b * g.kv_heads + g.kv_head(h)];
         let mask = BatchMask::new(g, b, inputs.atten_mask);
-        let mut out = vec![0.0f64; (r1 - r0) * dim];
+        let mut out = vec![0.0f64; (r1 - r0) * vdim];
         let mut lse = vec![0.0f64; r1 - r0];
-        chunk(&qr, k, v, dim, &mask, r0, scale, &mut out, &mut lse);
+        chunk(&qr, k, v, (dim, vdim), &mask, r0, scale, &mut out, &mut lse);
         (out, lse)
     });
     let mut out = vec![0.0f64; g.out_len()];
@@ -554,7 +558,7 @@ pub fn oracle(
     for (&(b, h, r0, r1), (o, l)) in tasks.iter().zip(&results) {
         for (r, i) in (r0..r1).enumerate() {
             let off = g.out_offset(b, i, h);
-            out[off..off + dim].copy_from_slice(&o[r * dim..(r + 1) * dim]);
+            out[off..off + vdim].copy_from_slice(&o[r * vdim..(r + 1) * vdim]);
             lse[g.lse_index(b, i, h)] = l[r];
         }
     }

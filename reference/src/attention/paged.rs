@@ -230,6 +230,7 @@ pub fn paged_attention(
     threads: Threads,
 ) -> Result<AttentionOutput, AttentionError> {
     recipe.validate()?;
+    g.require_one_width()?;
     if g.layout.is_varlen() {
         return Err(AttentionError::param(
             "input_layout",
@@ -347,6 +348,7 @@ pub fn gather_contiguous(
     g: &Geometry,
     kv: &PagedKv,
 ) -> Result<(Vec<f32>, Vec<f32>), AttentionError> {
+    g.require_one_width()?;
     let blocks = validate_paged(g, kv)?;
     let dim = g.head_dim;
     let mut k = vec![0.0f32; g.kv_len()];

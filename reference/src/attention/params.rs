@@ -15,6 +15,9 @@ use crate::math;
 
 /// The largest head_dim the Ascend kernels accept.
 pub const MAX_HEAD_DIM: usize = 512;
+/// The largest rope part a key may carry beyond [`MAX_HEAD_DIM`] when key and value widths
+/// differ (FIA's MLA path: a 512-wide latent plus a 64-wide rope key, values 512 wide).
+pub const MAX_ROPE_DIM: usize = 64;
 /// The largest query-to-KV head ratio the Ascend kernels accept.
 pub const MAX_GQA_RATIO: usize = 64;
 /// The largest head count the Ascend kernels accept.
@@ -85,7 +88,11 @@ pub struct AttentionConfig {
     pub num_heads: usize,
     /// 0 means equal to `num_heads`.
     pub num_key_value_heads: usize,
+    /// Width of query and key rows.
     pub head_dim: usize,
+    /// Width of value and output rows; 0 means equal to `head_dim` (MLA: keys 576 = latent
+    /// 512 + rope 64, values 512).
+    pub value_head_dim: usize,
     /// None: 1/sqrt(head_dim).
     pub scale: Option<f64>,
     /// 0, 2, 3 or 4.
@@ -121,6 +128,7 @@ impl AttentionConfig {
             num_heads,
             num_key_value_heads,
             head_dim,
+            value_head_dim: 0,
             scale: None,
             sparse_mode: 0,
             pre_tokens: i32::MAX as i64,
@@ -146,7 +154,10 @@ pub struct Geometry {
     pub batch: usize,
     pub heads: usize,
     pub kv_heads: usize,
+    /// Width of query and key rows.
     pub head_dim: usize,
+    /// Width of value and output rows (equal to `head_dim` except on the MLA path).
+    pub value_dim: usize,
     /// Query heads per KV head.
     pub group: usize,
     /// The scale as the kernels receive it: rounded to f32 once (RNE) from the f64 parameter.
@@ -273,10 +284,23 @@ fn validate_heads(c: &AttentionConfig) -> Result<(usize, usize), AttentionError>
             format!("num_heads / num_key_value_heads = {group} exceeds {MAX_GQA_RATIO}"),
         ));
     }
-    if c.head_dim == 0 || c.head_dim > MAX_HEAD_DIM {
+    // With distinct value width (MLA), keys may carry a rope part beyond MAX_HEAD_DIM.
+    let split = c.value_head_dim != 0 && c.value_head_dim != c.head_dim;
+    let max_key = if split {
+        MAX_HEAD_DIM + MAX_ROPE_DIM
+    } else {
+        MAX_HEAD_DIM
+    };
+    if c.head_dim == 0 || c.head_dim > max_key {
         return Err(AttentionError::param(
             "head_dim",
-            format!("{} is outside 1..={MAX_HEAD_DIM}", c.head_dim),
+            format!("{} is outside 1..={max_key}", c.head_dim),
+        ));
+    }
+    if c.value_head_dim > MAX_HEAD_DIM {
+        return Err(AttentionError::param(
+            "value_head_dim",
+            format!("{} is outside 1..={MAX_HEAD_DIM}", c.value_head_dim),
         ));
     }
     Ok((kv_heads, group))
@@ -397,7 +421,7 @@ fn check_sizes(c: &AttentionConfig, e: &Extents) -> Result<(), AttentionError> {
     for (name, tokens) in [("q_seq", e.q_tokens), ("kv_seq", e.kv_tokens)] {
         tokens
             .checked_mul(c.num_heads)
-            .and_then(|x| x.checked_mul(c.head_dim))
+            .and_then(|x| x.checked_mul(c.head_dim.max(c.value_head_dim)))
             .and_then(|x| x.checked_mul(8))
             .ok_or_else(|| AttentionError::param(name, "tensor size overflows"))?;
     }
@@ -424,6 +448,11 @@ impl Geometry {
             heads: c.num_heads,
             kv_heads,
             head_dim: c.head_dim,
+            value_dim: if c.value_head_dim == 0 {
+                c.head_dim
+            } else {
+                c.value_head_dim
+            },
             group,
             scale,
             sparse,
@@ -457,6 +486,21 @@ impl Geometry {
         tasks
     }
 
+    /// The recipe algorithms ([`super::flash`], [`super::paged`]) take one width for query,
+    /// key and value; the MLA path ([`super::mla`]) and the oracle take two.
+    pub(crate) fn require_one_width(&self) -> Result<(), AttentionError> {
+        if self.value_dim != self.head_dim {
+            return Err(AttentionError::param(
+                "value_head_dim",
+                format!(
+                    "{} differs from head_dim {}: only the oracle and the MLA recipe take distinct key and value widths",
+                    self.value_dim, self.head_dim
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The KV head that query head `h` reads (`h / (Hq / Hkv)`).
     #[inline]
     pub fn kv_head(&self, h: usize) -> usize {
@@ -465,12 +509,35 @@ impl Geometry {
 
     /// Shape of the query tensor.
     pub fn q_shape(&self) -> Vec<usize> {
-        self.shape(self.layout, self.q_seq, self.q_tokens, self.heads)
+        self.shape(
+            self.layout,
+            self.q_seq,
+            self.q_tokens,
+            self.heads,
+            self.head_dim,
+        )
     }
 
     /// Shape of the key (and value) tensor.
     pub fn kv_shape(&self) -> Vec<usize> {
-        self.shape(self.layout, self.kv_seq, self.kv_tokens, self.kv_heads)
+        self.shape(
+            self.layout,
+            self.kv_seq,
+            self.kv_tokens,
+            self.kv_heads,
+            self.head_dim,
+        )
+    }
+
+    /// Shape of the value tensor (the key's, with the value width).
+    pub fn v_shape(&self) -> Vec<usize> {
+        self.shape(
+            self.layout,
+            self.kv_seq,
+            self.kv_tokens,
+            self.kv_heads,
+            self.value_dim,
+        )
     }
 
     /// Shape of `attention_out`.
@@ -479,7 +546,13 @@ impl Geometry {
             InputLayout::BnsdBsnd => InputLayout::Bsnd,
             l => l,
         };
-        self.shape(layout, self.q_seq, self.q_tokens, self.heads)
+        self.shape(
+            layout,
+            self.q_seq,
+            self.q_tokens,
+            self.heads,
+            self.value_dim,
+        )
     }
 
     /// Axis names of [`Geometry::q_shape`] / [`Geometry::kv_shape`].
@@ -504,8 +577,14 @@ impl Geometry {
         }
     }
 
-    fn shape(&self, layout: InputLayout, seq: usize, tokens: usize, heads: usize) -> Vec<usize> {
-        let d = self.head_dim;
+    fn shape(
+        &self,
+        layout: InputLayout,
+        seq: usize,
+        tokens: usize,
+        heads: usize,
+        d: usize,
+    ) -> Vec<usize> {
         match layout {
             InputLayout::Bsnd => vec![self.batch, seq, heads, d],
             InputLayout::Bnsd | InputLayout::BnsdBsnd => vec![self.batch, heads, seq, d],
@@ -535,8 +614,12 @@ impl Geometry {
     pub fn kv_len(&self) -> usize {
         self.kv_tokens * self.kv_heads * self.head_dim
     }
+    /// Element count of the value tensor.
+    pub fn v_len(&self) -> usize {
+        self.kv_tokens * self.kv_heads * self.value_dim
+    }
     pub fn out_len(&self) -> usize {
-        self.q_len()
+        self.q_tokens * self.heads * self.value_dim
     }
     pub fn lse_len(&self) -> usize {
         self.q_tokens * self.heads
@@ -552,8 +635,8 @@ impl Geometry {
         b: usize,
         i: usize,
         n: usize,
+        d: usize,
     ) -> usize {
-        let d = self.head_dim;
         match layout {
             InputLayout::Bsnd | InputLayout::Bsh => ((b * seq + i) * heads + n) * d,
             InputLayout::Bnsd | InputLayout::BnsdBsnd => ((b * heads + n) * seq + i) * d,
@@ -564,7 +647,16 @@ impl Geometry {
     /// Offset of query row (b, i, head h) (its `head_dim` values are contiguous).
     #[inline]
     pub fn q_offset(&self, b: usize, i: usize, h: usize) -> usize {
-        self.row_offset(self.layout, &self.q_start, self.q_seq, self.heads, b, i, h)
+        self.row_offset(
+            self.layout,
+            &self.q_start,
+            self.q_seq,
+            self.heads,
+            b,
+            i,
+            h,
+            self.head_dim,
+        )
     }
 
     /// Distance between query rows i and i + 1 of one (b, h).
@@ -583,6 +675,22 @@ impl Geometry {
             b,
             j,
             kvh,
+            self.head_dim,
+        )
+    }
+
+    /// Offset of value row (b, j, kv head) (its `value_dim` values are contiguous).
+    #[inline]
+    pub fn v_offset(&self, b: usize, j: usize, kvh: usize) -> usize {
+        self.row_offset(
+            self.layout,
+            &self.kv_start,
+            self.kv_seq,
+            self.kv_heads,
+            b,
+            j,
+            kvh,
+            self.value_dim,
         )
     }
 
@@ -607,7 +715,16 @@ impl Geometry {
             InputLayout::BnsdBsnd => InputLayout::Bsnd,
             l => l,
         };
-        self.row_offset(layout, &self.q_start, self.q_seq, self.heads, b, i, h)
+        self.row_offset(
+            layout,
+            &self.q_start,
+            self.q_seq,
+            self.heads,
+            b,
+            i,
+            h,
+            self.value_dim,
+        )
     }
 
     /// Index of the LSE of (b, i, head h).
@@ -658,7 +775,7 @@ impl Geometry {
         };
         check("query", self.q_shape(), q)?;
         check("key", self.kv_shape(), k)?;
-        check("value", self.kv_shape(), v)?;
+        check("value", self.v_shape(), v)?;
         match (self.atten_mask, mask) {
             (true, Some(m)) => check("atten_mask", self.mask_shape(), m),
             (true, None) => Err(AttentionError::param(

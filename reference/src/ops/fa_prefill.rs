@@ -102,6 +102,7 @@ impl FaPrefillParams {
             num_heads: self.num_heads,
             num_key_value_heads: self.num_key_value_heads,
             head_dim: self.head_dim,
+            value_head_dim: 0,
             scale: self.scale,
             sparse_mode: self.sparse_mode,
             pre_tokens: self.pre_tokens,

@@ -18,6 +18,7 @@ pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
 pub mod mc2_ties;
+pub mod mla_decode;
 pub mod moe_dispatch_combine;
 pub mod nvfp4_witness;
 pub mod pa_decode;
@@ -200,6 +201,7 @@ pub fn registry() -> Vec<&'static dyn OpFamily> {
         &pa_decode_int8::PaDecodeInt8,
         &quant_matmul::QuantMatmul,
         &moe_dispatch_combine::MoeDispatchCombine,
+        &mla_decode::MlaDecode,
     ]
 }
 

@@ -16,4 +16,5 @@ pub enum RecipeEdit {
     C8(fn(&mut super::pa_decode_int8::C8Recipe) -> bool),
     QuantMatmul(fn(&mut super::quant_matmul::QmmRecipe) -> bool),
     Moe(fn(&mut super::moe_dispatch_combine::MoeRecipe) -> bool),
+    Mla(fn(&mut super::mla_decode::MlaRecipe) -> bool),
 }

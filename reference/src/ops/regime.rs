@@ -149,6 +149,7 @@ const EVERY_OP: &[&str] = &[
     "pa_decode_int8",
     "quant_matmul",
     "moe_dispatch_combine",
+    "mla_decode",
 ];
 
 impl Regime {

@@ -1,0 +1,784 @@
+//! `mla_decode`: one decode step of DeepSeek's Multi-head Latent Attention over the paged
+//! latent cache, as vLLM-Ascend runs it: this step's new latent rows `kv` (512 wide) and rope
+//! keys `k_rope` (64 wide) are written into their caches at the slot mapping's slots
+//! (`_npu_reshape_and_cache`: a plain copy), then FusedInferAttentionScore with `query_rope` /
+//! `key_rope` decodes over the caches: scores `scale * (q_nope . c_kv + q_rope . k_rope)`,
+//! values the `c_kv` rows, one KV head shared by all query heads.
+//!
+//! One op, not two (as `pa_decode_int8`): the write and the attention share the block table and
+//! the caches, and both results are outputs of every case (the caches bit for bit).
+//!
+//! Params (JSON, unknown keys rejected): `dtype` (`bf16` | `f16`), `input_layout` (`BNSD`
+//! default, `BSND`), `batch`, `num_heads` (1, 2, 4, ..., 128), `block_size` (16 or 128),
+//! `actual_seq_lengths_kv` (context length per sequence, the new tokens included),
+//! `new_tokens` (default 1: the last positions of each context), `scale` (f64, required: the
+//! caller's), `softmax_lse_flag`, `num_blocks`, `max_blocks` (pa_decode's defaults). The
+//! widths are the API's only MLA widths: latent 512, rope 64.
+//!
+//! Tensors: inputs `query` / `query_rope` (`[B, N, 1, 512 | 64]` BNSD, `[B, 1, N, ..]` BSND),
+//! `kv` / `k_rope` (`[T, 1, 512 | 64]`, T = B * new_tokens, batch-major), `slot_mapping` (I32
+//! `[T]`), `kv_cache_in` / `rope_cache_in` (`[num_blocks, 1, block_size, 512 | 64]`),
+//! `block_table` (I32 `[B, max_blocks]`); outputs `kv_cache_out`, `rope_cache_out`,
+//! `attention_out` (the query's layout, 512 wide) and `softmax_lse` (F32 `[B, N, 1, 1]`) when
+//! asked.
+//!
+//! Recipes: `ascend_mla` (the write, then [`crate::attention::mla`] with the A2 kernel's
+//! numerics: the permuted 576-long f32 score, 512-key softmax steps, the AMLA rescale) and the
+//! oracle (the exact write and the f64 attention oracle with 576-wide keys and 512-wide
+//! values). Fault models edit [`MlaRecipe`].
+
+use super::fa_prefill::{invalid, op_error, oracle_outputs, output_specs, recipe_outputs};
+use super::pa_decode::PaDecodeParams;
+use super::regime::Regime;
+use super::{
+    input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
+    TensorMap, TensorSpec, ORACLE,
+};
+use crate::attention::mla::{self, MlaBatch, MlaKernel, KEY, LATENT, ROPE};
+use crate::attention::{oracle, AttentionConfig, AttentionInputs, Geometry, InputLayout};
+use crate::formats::{bf16, f16, DType, Rounding};
+use crate::kv::{scatter, CacheGeometry, KvCacheLayout};
+use crate::parallel::Threads;
+
+/// The op name.
+pub const OP: &str = "mla_decode";
+
+/// The recipe presets.
+pub const PRESETS: [&str; 1] = ["ascend_mla"];
+
+/// The head counts the FIA page allows on the MLA path.
+pub const HEADS: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+
+/// How the rope term enters the score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeUse {
+    /// `q_rope . k_rope` (the API).
+    Added,
+    /// Left out (a bug).
+    Dropped,
+    /// The key's rope halves (0..32, 32..64) exchanged, as if the two K groups of the
+    /// kernel's permuted load took each other's rope half (a bug).
+    KeyHalvesSwapped,
+    /// `q_rope` against the first 64 latent columns of the key instead of `k_rope` (a bug).
+    AgainstLatent,
+}
+
+/// The numerics of one `mla_decode` step: the write, the way the inputs are read, and the
+/// attention kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MlaRecipe {
+    pub kernel: MlaKernel,
+    pub rope: RopeUse,
+    /// Latent columns the values (and the output) use: 512; a smaller width models the latent
+    /// width taken as the head_dim (the rest of the output is 0).
+    pub value_width: usize,
+    /// The scale recomputed as 1/sqrt(576) instead of the caller's (a bug).
+    pub scale_from_width: bool,
+    /// Query head h reads KV head h of a `[blocks, N, block_size, D]` cache (the one KV head
+    /// not shared; a bug): offsets wrap around the cache.
+    pub kv_head_per_query_head: bool,
+    /// Added to every physical block the table gives (0; 1 is an off-by-one).
+    pub table_shift: usize,
+    /// Added to every slot of the slot mapping (0; 1 is an off-by-one).
+    pub slot_shift: usize,
+}
+
+impl MlaRecipe {
+    /// A preset by name for `dtype`.
+    pub fn preset(name: &str, dtype: DType) -> Option<MlaRecipe> {
+        match name {
+            "ascend_mla" => Some(MlaRecipe {
+                kernel: MlaKernel::ascend(dtype),
+                rope: RopeUse::Added,
+                value_width: LATENT,
+                scale_from_width: false,
+                kv_head_per_query_head: false,
+                table_shift: 0,
+                slot_shift: 0,
+            }),
+            _ => None,
+        }
+    }
+}
+
+fn default_layout() -> InputLayout {
+    InputLayout::Bnsd
+}
+fn one() -> usize {
+    1
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    dtype: DType,
+    #[serde(default = "default_layout")]
+    input_layout: InputLayout,
+    batch: usize,
+    num_heads: usize,
+    block_size: usize,
+    actual_seq_lengths_kv: Vec<i64>,
+    #[serde(default = "one")]
+    new_tokens: usize,
+    scale: f64,
+    #[serde(default)]
+    softmax_lse_flag: bool,
+    #[serde(default)]
+    num_blocks: Option<usize>,
+    #[serde(default)]
+    max_blocks: Option<usize>,
+}
+
+/// A validated case.
+struct Case {
+    p: Params,
+    /// Queries and keys 576 wide, values and output 512 wide, one KV head.
+    g: Geometry,
+    num_blocks: usize,
+    max_blocks: usize,
+    /// Blocks each sequence uses.
+    used: Vec<usize>,
+}
+
+impl Case {
+    fn rows(&self) -> usize {
+        self.p.batch * self.p.new_tokens
+    }
+    /// (batch, position) of new row `r`.
+    fn row_position(&self, r: usize) -> (usize, usize) {
+        let b = r / self.p.new_tokens;
+        let i = r % self.p.new_tokens;
+        (b, self.g.lk[b] - self.p.new_tokens + i)
+    }
+    fn cache(&self, width: usize) -> CacheGeometry {
+        CacheGeometry {
+            num_blocks: self.num_blocks,
+            block_size: self.p.block_size,
+            kv_heads: 1,
+            head_dim: width,
+        }
+    }
+    fn cache_shape(&self, width: usize) -> Vec<usize> {
+        vec![self.num_blocks, 1, self.p.block_size, width]
+    }
+    /// Query shape with width `d`.
+    fn q_shape(&self, d: usize) -> Vec<usize> {
+        let (b, n) = (self.p.batch, self.p.num_heads);
+        match self.p.input_layout {
+            InputLayout::Bsnd => vec![b, 1, n, d],
+            _ => vec![b, n, 1, d],
+        }
+    }
+    /// Offset of head h of batch b in a query tensor of width `d`.
+    fn q_offset(&self, b: usize, h: usize, d: usize) -> usize {
+        // With one query row, BNSD and BSND both place (b, h) at (b * N + h) * d.
+        (b * self.p.num_heads + h) * d
+    }
+}
+
+/// The `mla_decode` family.
+pub struct MlaDecode;
+
+fn failed(message: impl std::fmt::Display) -> OpError {
+    OpError::Failed {
+        op: OP.into(),
+        message: message.to_string(),
+    }
+}
+
+/// The inputs of a case, decoded.
+struct Decoded {
+    q_nope: Vec<f32>,
+    q_rope: Vec<f32>,
+    kv: Vec<u16>,
+    k_rope: Vec<u16>,
+    slots: Vec<i64>,
+    kv_cache: Vec<u16>,
+    rope_cache: Vec<u16>,
+    table: Vec<i64>,
+}
+
+impl MlaDecode {
+    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
+        let p: Params = parse_params(OP, v)?;
+        if !matches!(p.dtype, DType::Bf16 | DType::F16) {
+            return Err(invalid(
+                OP,
+                "dtype",
+                "query, rope and caches are bf16 or f16 (FIA page, MLA)",
+            ));
+        }
+        if !matches!(p.input_layout, InputLayout::Bnsd | InputLayout::Bsnd) {
+            return Err(invalid(OP, "input_layout", "must be BNSD or BSND"));
+        }
+        if !HEADS.contains(&p.num_heads) {
+            return Err(invalid(
+                OP,
+                "num_heads",
+                &format!(
+                    "{} is not one of the MLA path's head counts {HEADS:?} (FIA page)",
+                    p.num_heads
+                ),
+            ));
+        }
+        if p.block_size != 16 && p.block_size != 128 {
+            return Err(invalid(
+                OP,
+                "block_size",
+                &format!(
+                    "{}: the MLA path takes block_size 16 or 128 (FIA page)",
+                    p.block_size
+                ),
+            ));
+        }
+        if !p.scale.is_finite() || p.scale <= 0.0 {
+            return Err(invalid(
+                OP,
+                "scale",
+                &format!("{} must be finite and positive", p.scale),
+            ));
+        }
+        if p.batch == 0 {
+            return Err(invalid(OP, "batch", "must be positive"));
+        }
+        if p.new_tokens == 0 {
+            return Err(invalid(OP, "new_tokens", "must be positive"));
+        }
+        for (b, &l) in p.actual_seq_lengths_kv.iter().enumerate() {
+            if l < p.new_tokens as i64 {
+                return Err(invalid(
+                    OP,
+                    &format!("actual_seq_lengths_kv[{b}]"),
+                    &format!(
+                        "{l} keys cannot hold the {} new tokens this step writes",
+                        p.new_tokens
+                    ),
+                ));
+            }
+        }
+        // The block arithmetic is pa_decode's (one KV head, the latent width).
+        let pd = PaDecodeParams {
+            dtype: p.dtype,
+            input_layout: p.input_layout,
+            batch: p.batch,
+            q_seq: 1,
+            num_heads: p.num_heads,
+            num_key_value_heads: 1,
+            head_dim: LATENT,
+            scale: Some(p.scale),
+            sparse_mode: 0,
+            pre_tokens: None,
+            next_tokens: None,
+            actual_seq_lengths_kv: p.actual_seq_lengths_kv.clone(),
+            actual_seq_lengths: None,
+            block_size: p.block_size,
+            cache_layout: KvCacheLayout::BnNBsD,
+            num_blocks: p.num_blocks,
+            max_blocks: p.max_blocks,
+            shared_prefix_blocks: 0,
+            atten_mask: false,
+            softmax_lse_flag: p.softmax_lse_flag,
+            q_tile: None,
+        };
+        let plan = pd.plan().map_err(|e| match e {
+            OpError::InvalidParam { param, message, .. } => OpError::InvalidParam {
+                op: OP.into(),
+                param,
+                message,
+            },
+            other => other,
+        })?;
+        let mut c = AttentionConfig::new(
+            p.dtype,
+            p.batch,
+            1,
+            plan.max_blocks * p.block_size,
+            p.num_heads,
+            1,
+            KEY,
+        );
+        c.value_head_dim = LATENT;
+        c.input_layout = p.input_layout;
+        c.scale = Some(p.scale);
+        c.actual_seq_lengths_kv = Some(p.actual_seq_lengths_kv.clone());
+        c.softmax_lse_flag = p.softmax_lse_flag;
+        let g = c.geometry().map_err(|e| op_error(OP, e))?;
+        Ok(Case {
+            num_blocks: plan.cache.num_blocks,
+            max_blocks: plan.max_blocks,
+            used: plan.used,
+            p,
+            g,
+        })
+    }
+
+    fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
+        let et = ElemType::from(c.p.dtype);
+        let q_axes: &[&str] = match c.p.input_layout {
+            InputLayout::Bsnd => &["b", "s", "n", "d"],
+            _ => &["b", "n", "s", "d"],
+        };
+        let cache_axes: &[&str] = &["block", "n", "slot", "d"];
+        let rows = c.rows();
+        let inputs = vec![
+            TensorSpec::new("query", et, c.q_shape(LATENT), q_axes),
+            TensorSpec::new("query_rope", et, c.q_shape(ROPE), q_axes),
+            TensorSpec::new("kv", et, vec![rows, 1, LATENT], &["t", "n", "d"]),
+            TensorSpec::new("k_rope", et, vec![rows, 1, ROPE], &["t", "n", "d"]),
+            TensorSpec::new("slot_mapping", ElemType::I32, vec![rows], &["t"]),
+            TensorSpec::new("kv_cache_in", et, c.cache_shape(LATENT), cache_axes),
+            TensorSpec::new("rope_cache_in", et, c.cache_shape(ROPE), cache_axes),
+            TensorSpec::new(
+                "block_table",
+                ElemType::I32,
+                vec![c.p.batch, c.max_blocks],
+                &["b", "block"],
+            ),
+        ];
+        let mut outputs = vec![
+            TensorSpec::new("kv_cache_out", et, c.cache_shape(LATENT), cache_axes),
+            TensorSpec::new("rope_cache_out", et, c.cache_shape(ROPE), cache_axes),
+        ];
+        outputs.extend(output_specs(&c.g));
+        (inputs, outputs)
+    }
+
+    fn decoded(&self, c: &Case, inputs: &TensorMap) -> Result<Decoded, OpError> {
+        let (specs, _) = self.specs(c);
+        let get = |name: &str| -> Result<&Tensor, OpError> {
+            let spec = specs
+                .iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| failed(format!("no input `{name}`")))?;
+            input(OP, inputs, spec)
+        };
+        let bad = |name: &str, e: String| OpError::InvalidInput {
+            op: OP.into(),
+            input: name.into(),
+            message: e,
+        };
+        let f32s = |name: &str| -> Result<Vec<f32>, OpError> {
+            get(name)?
+                .to_f32_vec()
+                .map_err(|e| bad(name, e.to_string()))
+        };
+        let ints = |name: &str| -> Result<Vec<i64>, OpError> {
+            get(name)?
+                .to_i64_vec()
+                .map_err(|e| bad(name, e.to_string()))
+        };
+        let bits = |name: &str| -> Result<Vec<u16>, OpError> {
+            get(name)?.bits16().map_err(|e| bad(name, e.to_string()))
+        };
+        Ok(Decoded {
+            q_nope: f32s("query")?,
+            q_rope: f32s("query_rope")?,
+            kv: bits("kv")?,
+            k_rope: bits("k_rope")?,
+            slots: ints("slot_mapping")?,
+            kv_cache: bits("kv_cache_in")?,
+            rope_cache: bits("rope_cache_in")?,
+            table: ints("block_table")?,
+        })
+    }
+
+    fn decode16(c: &Case, bits: u16) -> f32 {
+        match c.p.dtype {
+            DType::F16 => f16::f16_to_f32(bits),
+            _ => bf16::bf16_to_f32(bits),
+        }
+    }
+
+    /// The write: the new rows copied into copies of the caches at their slots (plus
+    /// `shift`, wrapping), through the paged KV reference's scatter.
+    fn write(&self, c: &Case, d: &Decoded, shift: usize) -> Result<(Vec<u16>, Vec<u16>), OpError> {
+        let total = (c.num_blocks * c.p.block_size) as i64;
+        let mut slots = Vec::with_capacity(d.slots.len());
+        for (r, &s) in d.slots.iter().enumerate() {
+            if s < 0 || s >= total {
+                return Err(OpError::InvalidInput {
+                    op: OP.into(),
+                    input: "slot_mapping".into(),
+                    message: format!(
+                        "entry {r} is {s}, outside the cache's {total} slots ({} blocks of {})",
+                        c.num_blocks, c.p.block_size
+                    ),
+                });
+            }
+            slots.push((s + shift as i64) % total);
+        }
+        let mut kv_cache = d.kv_cache.clone();
+        let mut rope_cache = d.rope_cache.clone();
+        let layout = KvCacheLayout::BnNBsD;
+        scatter(layout, &c.cache(LATENT), &mut kv_cache, &d.kv, &slots).map_err(|e| {
+            OpError::InvalidInput {
+                op: OP.into(),
+                input: "slot_mapping".into(),
+                message: e.to_string(),
+            }
+        })?;
+        scatter(layout, &c.cache(ROPE), &mut rope_cache, &d.k_rope, &slots).map_err(|e| {
+            OpError::InvalidInput {
+                op: OP.into(),
+                input: "slot_mapping".into(),
+                message: e.to_string(),
+            }
+        })?;
+        Ok((kv_cache, rope_cache))
+    }
+
+    /// The physical block of each used table entry, checked.
+    fn blocks(&self, c: &Case, table: &[i64]) -> Result<Vec<Vec<usize>>, OpError> {
+        let mut out = Vec::with_capacity(c.p.batch);
+        for b in 0..c.p.batch {
+            let mut row = Vec::with_capacity(c.used[b]);
+            for i in 0..c.used[b] {
+                let v = table[b * c.max_blocks + i];
+                if v < 0 || v as usize >= c.num_blocks {
+                    return Err(OpError::InvalidInput {
+                        op: OP.into(),
+                        input: "block_table".into(),
+                        message: format!(
+                            "entry [{b}][{i}] is {v}, outside the cache's {} blocks",
+                            c.num_blocks
+                        ),
+                    });
+                }
+                row.push(v as usize);
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    /// Per batch entry: the valid keys (`lk x 576`, latent then rope, as `r` reads them) and
+    /// values (`lk x 512`), for query head `head` (only the not-shared fault depends on it).
+    #[allow(clippy::too_many_arguments)]
+    fn gather(
+        c: &Case,
+        r: &MlaRecipe,
+        blocks: &[usize],
+        b: usize,
+        head: usize,
+        kv_cache: &[u16],
+        rope_cache: &[u16],
+    ) -> (Vec<f32>, Vec<f32>) {
+        let lk = c.g.lk[b];
+        let bs = c.p.block_size;
+        let mut keys = vec![0.0f32; lk * KEY];
+        let mut values = vec![0.0f32; lk * LATENT];
+        let n = if r.kv_head_per_query_head {
+            c.p.num_heads
+        } else {
+            1
+        };
+        let h = if r.kv_head_per_query_head { head } else { 0 };
+        for j in 0..lk {
+            let blk = (blocks[j / bs] + r.table_shift) % c.num_blocks;
+            // Row of (blk, head h, slot) in a [blocks, n, bs, D] view of the cache.
+            let row = ((blk * n + h) * bs + j % bs) % (c.num_blocks * bs);
+            let lat = &kv_cache[row * LATENT..(row + 1) * LATENT];
+            let rope = &rope_cache[row * ROPE..(row + 1) * ROPE];
+            let k = &mut keys[j * KEY..(j + 1) * KEY];
+            for (x, &bits) in k[..LATENT].iter_mut().zip(lat) {
+                *x = Self::decode16(c, bits);
+            }
+            for (x, &bits) in k[LATENT..].iter_mut().zip(rope) {
+                *x = Self::decode16(c, bits);
+            }
+            match r.rope {
+                RopeUse::Added => {}
+                RopeUse::Dropped => k[LATENT..].fill(0.0),
+                RopeUse::KeyHalvesSwapped => {
+                    let (a, z) = k[LATENT..].split_at_mut(ROPE / 2);
+                    a.swap_with_slice(z);
+                }
+                RopeUse::AgainstLatent => {
+                    let (lat, rope) = k.split_at_mut(LATENT);
+                    rope.copy_from_slice(&lat[..ROPE]);
+                }
+            }
+            let v = &mut values[j * LATENT..(j + 1) * LATENT];
+            v[..r.value_width].copy_from_slice(&k[..r.value_width]);
+        }
+        (keys, values)
+    }
+
+    /// The query rows of batch entry b: `N x 576` (latent then rope).
+    fn query_rows(c: &Case, d: &Decoded, b: usize) -> Vec<f32> {
+        let mut q = vec![0.0f32; c.p.num_heads * KEY];
+        for h in 0..c.p.num_heads {
+            let row = &mut q[h * KEY..(h + 1) * KEY];
+            let o = c.q_offset(b, h, LATENT);
+            row[..LATENT].copy_from_slice(&d.q_nope[o..o + LATENT]);
+            let o = c.q_offset(b, h, ROPE);
+            row[LATENT..].copy_from_slice(&d.q_rope[o..o + ROPE]);
+        }
+        q
+    }
+
+    fn run_recipe(
+        &self,
+        c: &Case,
+        r: &MlaRecipe,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let d = self.decoded(c, inputs)?;
+        let (kv_cache, rope_cache) = self.write(c, &d, r.slot_shift)?;
+        let blocks = self.blocks(c, &d.table)?;
+        let mut g = c.g.clone();
+        if r.scale_from_width {
+            g.scale = (1.0 / crate::math::sqrt_f64(KEY as f64)) as f32;
+        }
+        let queries: Vec<Vec<f32>> = (0..c.p.batch).map(|b| Self::query_rows(c, &d, b)).collect();
+        let (out, lse) = if r.kv_head_per_query_head {
+            // Every head reads its own (wrong) KV rows: one problem per (batch, head).
+            let mut out = vec![0.0f32; g.out_len()];
+            let mut lse = vec![0.0f32; g.lse_len()];
+            let mut one = AttentionConfig::new(c.p.dtype, 1, 1, g.kv_seq, 1, 1, KEY);
+            one.value_head_dim = LATENT;
+            one.scale = Some(g.scale as f64);
+            one.input_layout = InputLayout::Bnsd;
+            for b in 0..c.p.batch {
+                one.actual_seq_lengths_kv = Some(vec![g.lk[b] as i64]);
+                let g1 = one.geometry().map_err(|e| op_error(OP, e))?;
+                for h in 0..c.p.num_heads {
+                    let (keys, values) =
+                        Self::gather(c, r, &blocks[b], b, h, &kv_cache, &rope_cache);
+                    let p = [MlaBatch {
+                        query: &queries[b][h * KEY..(h + 1) * KEY],
+                        keys: &keys,
+                        values: &values,
+                        lk: g.lk[b],
+                    }];
+                    let (o, l) = mla::mla_decode(&g1, &r.kernel, &p, threads)
+                        .map_err(|e| op_error(OP, e))?;
+                    let off = g.out_offset(b, 0, h);
+                    out[off..off + LATENT].copy_from_slice(&o);
+                    lse[g.lse_index(b, 0, h)] = l[0];
+                }
+            }
+            (out, lse)
+        } else {
+            let kvs: Vec<(Vec<f32>, Vec<f32>)> = (0..c.p.batch)
+                .map(|b| Self::gather(c, r, &blocks[b], b, 0, &kv_cache, &rope_cache))
+                .collect();
+            let problems: Vec<MlaBatch> = (0..c.p.batch)
+                .map(|b| MlaBatch {
+                    query: &queries[b],
+                    keys: &kvs[b].0,
+                    values: &kvs[b].1,
+                    lk: g.lk[b],
+                })
+                .collect();
+            mla::mla_decode(&g, &r.kernel, &problems, threads).map_err(|e| op_error(OP, e))?
+        };
+        let mut m = recipe_outputs(&g, &out, g.softmax_lse_flag.then_some(&lse[..]));
+        let et = ElemType::from(c.p.dtype);
+        m.insert(
+            "kv_cache_out".into(),
+            Tensor::from_bits16(et, c.cache_shape(LATENT), &kv_cache),
+        );
+        m.insert(
+            "rope_cache_out".into(),
+            Tensor::from_bits16(et, c.cache_shape(ROPE), &rope_cache),
+        );
+        Ok(m)
+    }
+
+    fn run_oracle(
+        &self,
+        c: &Case,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let d = self.decoded(c, inputs)?;
+        let (kv_cache, rope_cache) = self.write(c, &d, 0)?;
+        let blocks = self.blocks(c, &d.table)?;
+        let g = &c.g;
+        let exact = MlaRecipe::preset("ascend_mla", c.p.dtype).expect("the preset exists");
+        // Contiguous query, key and value tensors in the geometry's layout.
+        let mut query = vec![0.0f32; g.q_len()];
+        let mut key = vec![0.0f32; g.kv_len()];
+        let mut value = vec![0.0f32; g.v_len()];
+        for b in 0..c.p.batch {
+            let q = Self::query_rows(c, &d, b);
+            for h in 0..c.p.num_heads {
+                let o = g.q_offset(b, 0, h);
+                query[o..o + KEY].copy_from_slice(&q[h * KEY..(h + 1) * KEY]);
+            }
+            let (k, v) = Self::gather(c, &exact, &blocks[b], b, 0, &kv_cache, &rope_cache);
+            for j in 0..g.lk[b] {
+                let o = g.kv_offset(b, j, 0);
+                key[o..o + KEY].copy_from_slice(&k[j * KEY..(j + 1) * KEY]);
+                let o = g.v_offset(b, j, 0);
+                value[o..o + LATENT].copy_from_slice(&v[j * LATENT..(j + 1) * LATENT]);
+            }
+        }
+        let ins = AttentionInputs {
+            query: &query,
+            key: &key,
+            value: &value,
+            atten_mask: None,
+        };
+        let o = oracle(g, &ins, threads).map_err(|e| op_error(OP, e))?;
+        let mut m = oracle_outputs(g, &o.out, &o.lse);
+        for (name, cache, width) in [
+            ("kv_cache_out", &kv_cache, LATENT),
+            ("rope_cache_out", &rope_cache, ROPE),
+        ] {
+            let vals: Vec<f64> = cache.iter().map(|&x| Self::decode16(c, x) as f64).collect();
+            m.insert(name.into(), Tensor::of_f64(c.cache_shape(width), &vals));
+        }
+        Ok(m)
+    }
+
+    fn preset(&self, name: &str, dtype: DType) -> Result<MlaRecipe, OpError> {
+        MlaRecipe::preset(name, dtype).ok_or_else(|| OpError::UnknownRecipe {
+            op: OP.into(),
+            recipe: name.into(),
+            known: PRESETS.join(", "),
+        })
+    }
+}
+
+impl OpFamily for MlaDecode {
+    fn name(&self) -> &'static str {
+        OP
+    }
+
+    fn recipes(&self) -> Vec<&'static str> {
+        PRESETS.to_vec()
+    }
+
+    fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
+        let c = self.case(params)?;
+        let (inputs, outputs) = self.specs(&c);
+        let g = &c.g;
+        let es = c.p.dtype.size_bytes() as f64;
+        let keys: usize = g.lk.iter().sum();
+        let rows = c.rows() as f64;
+        // Minimum traffic: the latent cache of every valid key read once for all heads (576 x
+        // 2 bytes per token, one KV head), the queries, the new rows read and written, slot
+        // mapping, block table and the output (and LSE).
+        let bytes = keys as f64 * KEY as f64 * es
+            + (c.p.batch * c.p.num_heads * KEY) as f64 * es
+            + 2.0 * rows * KEY as f64 * es
+            + rows * 4.0
+            + (c.p.batch * c.max_blocks * 4) as f64
+            + (c.p.batch * c.p.num_heads * LATENT) as f64 * es
+            + if c.p.softmax_lse_flag {
+                (c.p.batch * c.p.num_heads * 4) as f64
+            } else {
+                0.0
+            };
+        // Scores (576-long dots) and P V (512 wide): 2 flops per multiply-add.
+        let flops = 2.0 * keys as f64 * c.p.num_heads as f64 * (KEY + LATENT) as f64;
+        Ok(OpDescription {
+            inputs,
+            outputs,
+            cost: OpCost {
+                flops,
+                bytes,
+                compute: ElemType::from(c.p.dtype),
+            },
+        })
+    }
+
+    fn generate(
+        &self,
+        params: &serde_json::Value,
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        let c = self.case(params)?;
+        let et = ElemType::from(c.p.dtype);
+        let special = super::special_values(et);
+        let mut m = TensorMap::new();
+        let mut values = |ctx: &mut GenContext, name: &str, shape: Vec<usize>| {
+            let n: usize = shape.iter().product();
+            let v = ctx.values(n, &special);
+            m.insert(
+                name.into(),
+                Tensor::round_values(et, shape, &v, Rounding::RNE),
+            );
+        };
+        values(ctx, "query", c.q_shape(LATENT));
+        values(ctx, "query_rope", c.q_shape(ROPE));
+        values(ctx, "kv", vec![c.rows(), 1, LATENT]);
+        values(ctx, "k_rope", vec![c.rows(), 1, ROPE]);
+        // Stale cache contents everywhere, the new tokens' slots included (a write to the
+        // wrong slot leaves them visible).
+        values(ctx, "kv_cache_in", c.cache_shape(LATENT));
+        values(ctx, "rope_cache_in", c.cache_shape(ROPE));
+        // Block table: a shuffled permutation of physical blocks, handed out in order.
+        let mut perm: Vec<usize> = (0..c.num_blocks).collect();
+        ctx.shuffle(&mut perm);
+        let width = c.max_blocks;
+        let mut table = vec![0i32; c.p.batch * width];
+        let mut next = 0;
+        for b in 0..c.p.batch {
+            for j in 0..c.used[b] {
+                table[b * width + j] = perm[next] as i32;
+                next += 1;
+            }
+        }
+        let bs = c.p.block_size;
+        let slots: Vec<i32> = (0..c.rows())
+            .map(|r| {
+                let (b, pos) = c.row_position(r);
+                table[b * width + pos / bs] * bs as i32 + (pos % bs) as i32
+            })
+            .collect();
+        m.insert(
+            "slot_mapping".into(),
+            Tensor::from_i32(vec![c.rows()], &slots),
+        );
+        m.insert(
+            "block_table".into(),
+            Tensor::from_i32(vec![c.p.batch, width], &table),
+        );
+        Ok(m)
+    }
+
+    fn regimes(&self) -> Vec<Regime> {
+        super::regime::for_op(OP)
+    }
+
+    fn run(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let c = self.case(params)?;
+        if recipe == ORACLE {
+            return self.run_oracle(&c, inputs, threads);
+        }
+        let r = self.preset(recipe, c.p.dtype)?;
+        self.run_recipe(&c, &r, inputs, threads)
+    }
+
+    fn run_with_recipe_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::ops::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        let crate::ops::RecipeEdit::Mla(f) = edit else {
+            return Ok(None);
+        };
+        if recipe == ORACLE {
+            return Ok(None);
+        }
+        let c = self.case(params)?;
+        let mut r = self.preset(recipe, c.p.dtype)?;
+        if !f(&mut r) {
+            return Ok(None);
+        }
+        self.run_recipe(&c, &r, inputs, threads).map(Some)
+    }
+}
