@@ -391,7 +391,7 @@ def mla_decode(case):
         new = np.asarray(case.inputs[rows]).view(bits)[ok]  # [t, 1, D]
         c[slots[ok] // bs, 0, slots[ok] % bs] = new[:, 0]
         out[name + "_out"] = c.view(c_in.dtype)
-        cache[name] = cw.to_f32(out[name + "_out"], dt)[:, 0]  # [blocks, bs, D]
+        cache[name] = out[name + "_out"][:, 0]  # [blocks, bs, D], the dtype's storage
     q = cw.to_f32(case.inputs["query"], dt)
     qr = cw.to_f32(case.inputs["query_rope"], dt)
     if layout == "BSND":  # [B, 1, N, D] -> [B, N, 1, D]
@@ -404,8 +404,8 @@ def mla_decode(case):
     for b in range(batch):
         t = np.arange(lens[b])
         blk, off = table[b, t // bs], t % bs
-        c_kv = cache["kv_cache"][blk, off]  # [L, 512]
-        k_pe = cache["rope_cache"][blk, off]  # [L, 64]
+        c_kv = cw.to_f32(cache["kv_cache"][blk, off], dt)  # [L, 512]
+        k_pe = cw.to_f32(cache["rope_cache"][blk, off], dt)  # [L, 64]
         s = (q[b, :, 0] @ c_kv.T + qr[b, :, 0] @ k_pe.T) * scale  # [N, L]
         m = s.max(axis=1, keepdims=True)
         e = np.exp(s - m).astype(np.float32)
