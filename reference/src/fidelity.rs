@@ -110,6 +110,39 @@ pub const DYNAMIC_QUANT_CLAIMS: [(&str, &str); 5] = [
     ),
 ];
 
+/// Claims about `mla_decode` (the A2 MLA decode kernel and its cache write) fixed in the code
+/// rather than a recipe field.
+pub const MLA_CLAIMS: [(&str, &str); 7] = [
+    (
+        "mla.claim.chunk_inner_order",
+        "inside a 96-product chunk the products are added in index order from 0 (the cube's internal order is not published)",
+    ),
+    (
+        "mla.claim.pv_order",
+        "a step's P V is summed over its keys in order in f32, then added to the running output in f32",
+    ),
+    (
+        "mla.claim.rowsum",
+        "SoftmaxFlashV2's row sum is l = l * exp(m_old - m_new) + rowsum(P), the row sum in the 16-lane order the other attention recipes use, over the f32 P before the factor",
+    ),
+    (
+        "mla.claim.exp",
+        "the vector Exp is the crate's exp (correctly rounded f32); the hardware's ulp behaviour is not published",
+    ),
+    (
+        "mla.claim.amla_constants",
+        "n = round-away(m * -RECIP_OF_LN2), RECIP_OF_LN2 = 1 / LN2 in f32; the correction is round-away((max(n_i - n_{i-1}, -30) + 1.5 (cof_{i-1} / cof_i - 1) + 1e-6) * 2^23) with cof = factor / rounded factor, cof_0 = 1",
+    ),
+    (
+        "mla.claim.widths",
+        "latent 512, rope 64, N in {1, 2, 4, 8, 16, 32, 64, 128}, one KV head, block_size 16 or 128, query_rope only with key_rope",
+    ),
+    (
+        "mla.claim.flash_decode",
+        "long contexts are not split across cores (the kernel's tiling does split a sequence over idle cores when batch x heads leaves cores free, and combines partial results: not modelled)",
+    ),
+];
+
 /// Claims about `pa_decode_int8` (the INT8 KV cache write and FIA's antiquant decode) fixed in
 /// the code rather than a recipe field.
 pub const C8_CLAIMS: [(&str, &str); 7] = [
@@ -259,6 +292,13 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
                 k
             })
         }
+        "mla_decode" if recipe == "ascend_mla" => {
+            crate::ops::mla_decode::MlaRecipe::preset(recipe, dtype).map(|r| {
+                let mut k = r.knobs(recipe);
+                k.extend(MLA_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
+                k
+            })
+        }
         "paged_kv" if recipe == "reference" => Some(
             PAGED_KV_CLAIMS
                 .iter()
@@ -311,6 +351,10 @@ pub fn knob_ids() -> Vec<String> {
         );
     }
     ids.extend(MOE_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    if let Some(r) = crate::ops::mla_decode::MlaRecipe::preset("ascend_mla", DType::Bf16) {
+        ids.extend(r.knobs("ascend_mla").into_iter().map(|k| k.id));
+    }
+    ids.extend(MLA_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(CAST_CLAIMS.iter().map(|(id, _)| id.to_string()));
     ids.extend(

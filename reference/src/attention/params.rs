@@ -18,6 +18,8 @@ pub const MAX_HEAD_DIM: usize = 512;
 /// The largest rope part a key may carry beyond [`MAX_HEAD_DIM`] when key and value widths
 /// differ (FIA's MLA path: a 512-wide latent plus a 64-wide rope key, values 512 wide).
 pub const MAX_ROPE_DIM: usize = 64;
+/// The most query heads the MLA path's one KV head serves (FIA page: N up to 128).
+pub const MAX_MLA_GROUP: usize = 128;
 /// The largest query-to-KV head ratio the Ascend kernels accept.
 pub const MAX_GQA_RATIO: usize = 64;
 /// The largest head count the Ascend kernels accept.
@@ -278,14 +280,16 @@ fn validate_heads(c: &AttentionConfig) -> Result<(usize, usize), AttentionError>
         ));
     }
     let group = c.num_heads / kv_heads;
-    if group > MAX_GQA_RATIO {
+    // The MLA path (distinct value width) shares its one KV head with up to 128 query heads.
+    let split = c.value_head_dim != 0 && c.value_head_dim != c.head_dim;
+    let max_group = if split { MAX_MLA_GROUP } else { MAX_GQA_RATIO };
+    if group > max_group {
         return Err(AttentionError::param(
             "num_key_value_heads",
-            format!("num_heads / num_key_value_heads = {group} exceeds {MAX_GQA_RATIO}"),
+            format!("num_heads / num_key_value_heads = {group} exceeds {max_group}"),
         ));
     }
     // With distinct value width (MLA), keys may carry a rope part beyond MAX_HEAD_DIM.
-    let split = c.value_head_dim != 0 && c.value_head_dim != c.head_dim;
     let max_key = if split {
         MAX_HEAD_DIM + MAX_ROPE_DIM
     } else {

@@ -15,6 +15,7 @@ mod dynamic_quant;
 mod fp4;
 pub mod margins;
 mod mc2;
+mod mla_decode;
 mod moe;
 mod pa_decode_int8;
 mod paged_kv;
@@ -149,7 +150,7 @@ pub struct Fault {
     /// Stable name (`attn-o-not-rescaled`), used on the command line and in suites.
     pub name: &'static str,
     /// The group it belongs to, for reports: `fp4`, `w4a16`, `attention`, `paged_attention`,
-    /// `paged_kv`, `mc2`, `dynamic_quant`, `pa_decode_int8`, `quant_matmul`, `moe`, `range`,
+    /// `paged_kv`, `mc2`, `dynamic_quant`, `pa_decode_int8`, `quant_matmul`, `moe`, `mla_decode`, `range`,
     /// `any`.
     pub family: &'static str,
     /// The ops it applies to; empty means every op.
@@ -186,6 +187,7 @@ pub fn catalogue() -> Vec<&'static Fault> {
         .chain(pa_decode_int8::FAULTS)
         .chain(quant_matmul::FAULTS)
         .chain(moe::FAULTS)
+        .chain(mla_decode::FAULTS)
         .chain(range::FAULTS)
         .chain(any::FAULTS)
         .collect()

@@ -234,6 +234,7 @@ pub(crate) fn check(
             | Regime::IntMatmulEdges
             | Regime::MoeRoutingEdges
             | Regime::MoeCombineOrder
+            | Regime::MlaRopeLateMax
             | Regime::RepeatedCall => {}
         }
     }

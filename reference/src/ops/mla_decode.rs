@@ -37,6 +37,7 @@ use super::{
 use crate::attention::mla::{self, MlaBatch, MlaKernel, KEY, LATENT, ROPE};
 use crate::attention::{oracle, AttentionConfig, AttentionInputs, Geometry, InputLayout};
 use crate::formats::{bf16, f16, DType, Rounding};
+use crate::knob::{rounding_name, Knob};
 use crate::kv::{scatter, CacheGeometry, KvCacheLayout};
 use crate::parallel::Threads;
 
@@ -45,6 +46,11 @@ pub const OP: &str = "mla_decode";
 
 /// The recipe presets.
 pub const PRESETS: [&str; 1] = ["ascend_mla"];
+
+/// Keys per softmax step of the MLA kernel (and where a late key starts).
+const STEP: usize = 512;
+/// Heads per batch entry the rope late-max regime builds a late key for.
+const LATE_HEADS: usize = 8;
 
 /// The head counts the FIA page allows on the MLA path.
 pub const HEADS: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
@@ -98,6 +104,51 @@ impl MlaRecipe {
             }),
             _ => None,
         }
+    }
+
+    /// The ledger knobs of the preset (ids `mla.<preset>.<field>`, docs/ascend.md).
+    pub fn knobs(&self, preset: &str) -> Vec<Knob> {
+        let MlaRecipe {
+            kernel,
+            rope,
+            value_width,
+            scale_from_width,
+            kv_head_per_query_head,
+            table_shift,
+            slot_shift,
+        } = self;
+        let MlaKernel {
+            key_order,
+            k_chunk,
+            step,
+            rescale,
+            factor_rounding,
+            p_rounding,
+            output_rounding,
+            zero_huge,
+            lse_with_max,
+        } = kernel;
+        let id = |f: &str| format!("mla.{preset}.{f}");
+        vec![
+            Knob::new(id("key_order"), format!("{key_order:?}")),
+            Knob::new(id("k_chunk"), format!("{k_chunk}")),
+            Knob::new(id("step"), format!("{step}")),
+            Knob::new(id("rescale"), format!("{rescale:?}")),
+            Knob::new(id("factor_rounding"), rounding_name(factor_rounding)),
+            Knob::new(id("p_rounding"), rounding_name(p_rounding)),
+            Knob::new(id("output_rounding"), rounding_name(output_rounding)),
+            Knob::new(id("zero_huge"), format!("{zero_huge}")),
+            Knob::new(id("lse_with_max"), format!("{lse_with_max}")),
+            Knob::new(id("rope"), format!("{rope:?}")),
+            Knob::new(id("value_width"), format!("{value_width}")),
+            Knob::new(id("scale_from_width"), format!("{scale_from_width}")),
+            Knob::new(
+                id("kv_head_per_query_head"),
+                format!("{kv_head_per_query_head}"),
+            ),
+            Knob::new(id("table_shift"), format!("{table_shift}")),
+            Knob::new(id("slot_shift"), format!("{slot_shift}")),
+        ]
     }
 }
 
@@ -263,7 +314,8 @@ impl MlaDecode {
             batch: p.batch,
             q_seq: 1,
             num_heads: p.num_heads,
-            num_key_value_heads: 1,
+            // Only the block arithmetic is used; 0 keeps the head-ratio limit out of it.
+            num_key_value_heads: 0,
             head_dim: LATENT,
             scale: Some(p.scale),
             sparse_mode: 0,
@@ -634,6 +686,99 @@ impl MlaDecode {
         Ok(m)
     }
 
+    /// Keys after the first softmax step that are not this step's new tokens.
+    fn late_room(c: &Case, lk: usize) -> usize {
+        lk.saturating_sub(STEP + c.p.new_tokens)
+    }
+
+    /// [`Regime::MlaRopeLateMax`]: for each of the first `min(N, 8)` heads of every entry with
+    /// room, one key at a distinct position after key 512 (seed-chosen) becomes `beta *
+    /// sign(q_nope)` in its latent row and `gamma * sign(q_rope)` in its rope row, with
+    /// `beta`, `gamma` (rounded to the dtype) giving a nope score of `m1 - 2` and a rope score
+    /// of `lead + 2`, `m1` the head's largest score over keys 0..512 and `lead` drawn in
+    /// [3, 6): the key leads step one by `lead` with the rope and trails it by 2 without.
+    fn impose_rope_late_max(
+        &self,
+        c: &Case,
+        m: &mut TensorMap,
+        ctx: &mut GenContext,
+    ) -> Result<(), OpError> {
+        let d = self.decoded(c, m)?;
+        let blocks = self.blocks(c, &d.table)?;
+        let (mut kv_cache, mut rope_cache) = (d.kv_cache.clone(), d.rope_cache.clone());
+        let scale = c.g.scale as f64;
+        let bs = c.p.block_size;
+        let encode = |x: f64| -> u16 {
+            match c.p.dtype {
+                DType::F16 => f16::f64_to_f16(x, Rounding::RNE),
+                _ => bf16::f64_to_bf16(x, Rounding::RNE),
+            }
+        };
+        let decode = |bits: u16| Self::decode16(c, bits) as f64;
+        for b in 0..c.p.batch {
+            let room = Self::late_room(c, c.g.lk[b]);
+            let heads = c.p.num_heads.min(LATE_HEADS).min(room);
+            if heads == 0 {
+                continue;
+            }
+            let mut positions: Vec<usize> = (STEP..STEP + room).collect();
+            ctx.shuffle(&mut positions);
+            let q = Self::query_rows(c, &d, b);
+            let row_of = |j: usize| blocks[b][j / bs] * bs + j % bs;
+            for (h, &pos) in positions.iter().enumerate().take(heads) {
+                let qh = &q[h * KEY..(h + 1) * KEY];
+                // The head's largest score over the first step (exact products, f64 sums).
+                let mut m1 = f64::NEG_INFINITY;
+                for j in 0..STEP {
+                    let row = row_of(j);
+                    let mut dot = 0.0f64;
+                    for e in 0..LATENT {
+                        dot += qh[e] as f64 * decode(kv_cache[row * LATENT + e]);
+                    }
+                    for e in 0..ROPE {
+                        dot += qh[LATENT + e] as f64 * decode(rope_cache[row * ROPE + e]);
+                    }
+                    m1 = m1.max(scale * dot);
+                }
+                let lead = 3.0 + 3.0 * ctx.unit();
+                let s1: f64 = qh[..LATENT].iter().map(|&x| x.abs() as f64).sum();
+                let s2: f64 = qh[LATENT..].iter().map(|&x| x.abs() as f64).sum();
+                if s1 == 0.0 || s2 == 0.0 {
+                    return Err(failed(format!(
+                        "regime mla_rope_late_max: head {h} of batch entry {b} has an all-zero query part"
+                    )));
+                }
+                let beta = decode(encode((m1 - 2.0) / (scale * s1)));
+                let gamma = decode(encode((lead + 2.0) / (scale * s2)));
+                let (nope, rope) = (scale * beta * s1, scale * gamma * s2);
+                if nope > m1 - 1.0 || nope + rope < m1 + 2.5 {
+                    return Err(failed(format!(
+                        "regime mla_rope_late_max: the dtype cannot hold the late key of head {h}, batch entry {b} (nope {nope}, rope {rope}, first-step max {m1})"
+                    )));
+                }
+                let row = row_of(pos);
+                for e in 0..LATENT {
+                    let v = if qh[e] < 0.0 { -beta } else { beta };
+                    kv_cache[row * LATENT + e] = encode(v);
+                }
+                for e in 0..ROPE {
+                    let v = if qh[LATENT + e] < 0.0 { -gamma } else { gamma };
+                    rope_cache[row * ROPE + e] = encode(v);
+                }
+            }
+        }
+        let et = ElemType::from(c.p.dtype);
+        m.insert(
+            "kv_cache_in".into(),
+            Tensor::from_bits16(et, c.cache_shape(LATENT), &kv_cache),
+        );
+        m.insert(
+            "rope_cache_in".into(),
+            Tensor::from_bits16(et, c.cache_shape(ROPE), &rope_cache),
+        );
+        Ok(())
+    }
+
     fn preset(&self, name: &str, dtype: DType) -> Result<MlaRecipe, OpError> {
         MlaRecipe::preset(name, dtype).ok_or_else(|| OpError::UnknownRecipe {
             op: OP.into(),
@@ -743,6 +888,72 @@ impl OpFamily for MlaDecode {
 
     fn regimes(&self) -> Vec<Regime> {
         super::regime::for_op(OP)
+    }
+
+    fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
+        let c = self.case(params)?;
+        let err = |r: &Regime, message: &str| OpError::Regime {
+            op: OP.into(),
+            regime: r.name().into(),
+            message: message.into(),
+        };
+        for r in regimes {
+            if !r.applies_to(OP) {
+                return Err(err(
+                    r,
+                    &format!("does not apply to this op (only to {})", r.ops().join(", ")),
+                ));
+            }
+            if *r == Regime::MlaRopeLateMax {
+                let want = c.p.num_heads.min(LATE_HEADS);
+                if c.p.num_heads < 2 {
+                    return Err(err(
+                        r,
+                        "needs two or more query heads (sharing the one KV head)",
+                    ));
+                }
+                if !c.g.lk.iter().any(|&l| Self::late_room(&c, l) >= want) {
+                    return Err(err(
+                        r,
+                        &format!(
+                            "needs a sequence with {want} keys after the first {STEP}-key softmax step besides its {} new tokens",
+                            c.p.new_tokens
+                        ),
+                    ));
+                }
+                let first = c.g.lk[0];
+                if c.p.batch < 2 || c.g.lk.iter().all(|&l| l == first) {
+                    return Err(err(
+                        r,
+                        "needs two or more batch entries of distinct lengths",
+                    ));
+                }
+                if !c.used.iter().any(|&u| u >= 2)
+                    || !c.g.lk.iter().any(|&l| !l.is_multiple_of(c.p.block_size))
+                {
+                    return Err(err(
+                        r,
+                        "needs a sequence over several blocks and one whose last block is partial",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn generate_with_regimes(
+        &self,
+        params: &serde_json::Value,
+        regimes: &[Regime],
+        ctx: &mut GenContext,
+    ) -> Result<TensorMap, OpError> {
+        self.check_regimes(params, regimes)?;
+        let mut m = self.generate(params, ctx)?;
+        if regimes.contains(&Regime::MlaRopeLateMax) {
+            let c = self.case(params)?;
+            self.impose_rope_late_max(&c, &mut m, ctx)?;
+        }
+        Ok(m)
     }
 
     fn run(

@@ -81,6 +81,13 @@ pub enum Regime {
     /// of the final cast in k order and above it in reverse order, and 8 of another whose f32
     /// sum and per-step dtype sum round apart ([`super::moe_dispatch_combine`]).
     MoeCombineOrder,
+    /// `mla_decode`: in every batch entry long enough, each of up to 8 query heads (every head
+    /// when N <= 8) has a key after the first 512-key softmax step whose score leads every
+    /// score of the first step by 3 to 6, the rope term giving that lead plus 2 (without the
+    /// rope, or with the rope mangled, the key falls below the first step's maximum), so the
+    /// AMLA rescale between steps and every rope fault move the argmax
+    /// ([`super::mla_decode`]).
+    MlaRopeLateMax,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -111,6 +118,7 @@ const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
 const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
 const MOE: &[&str] = &["moe_dispatch_combine"];
+const MLA: &[&str] = &["mla_decode"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -154,7 +162,7 @@ const EVERY_OP: &[&str] = &[
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 17] = [
+    pub const ALL: [Regime; 18] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -172,6 +180,7 @@ impl Regime {
         Regime::IntMatmulEdges,
         Regime::MoeRoutingEdges,
         Regime::MoeCombineOrder,
+        Regime::MlaRopeLateMax,
     ];
 
     /// The stable name (`large_logits`).
@@ -194,6 +203,7 @@ impl Regime {
             Regime::IntMatmulEdges => "int_matmul_edges",
             Regime::MoeRoutingEdges => "moe_routing_edges",
             Regime::MoeCombineOrder => "moe_combine_order",
+            Regime::MlaRopeLateMax => "mla_rope_late_max",
         }
     }
 
@@ -248,6 +258,9 @@ impl Regime {
             Regime::QuantEdgeRows => {
                 "8 all-zero rows (scale 0, never NaN), a row whose largest magnitude is negative, a row holding the input dtype's largest finite value, a row of tiny values (f16: all subnormal), and 8 rows whose scale under the recipe's scale form differs from the other forms'"
             }
+            Regime::MlaRopeLateMax => {
+                "in every batch entry with room, up to 8 query heads each have a key after the first 512-key softmax step that leads the first step's maximum by 3 to 6 only through its rope term (lead + 2): the AMLA rescale between steps and the rope's use are judged"
+            }
             Regime::IntMatmulEdges => {
                 "2 rows x 8 columns whose int32 accumulator reaches 2^24 through 1024 products (-128) x (-128), loses eight +1 terms there in a float sum and comes back to 8; with a per-token scale, 10 elements where scale-then-token and the merged scale round apart; 8 columns whose scale differs from column 0's"
             }
@@ -274,6 +287,7 @@ impl Regime {
             Regime::KvInt8Edges => KV_INT8_EDGES,
             Regime::IntMatmulEdges => INT_MATMUL_EDGES,
             Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
+            Regime::MlaRopeLateMax => MLA,
         }
     }
 
@@ -334,6 +348,10 @@ mod tests {
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
         assert_eq!(for_op("dynamic_quant").len(), 3);
         assert_eq!(for_op("pa_decode_int8").len(), 3);
+        assert_eq!(
+            for_op("mla_decode"),
+            vec![Regime::RepeatedCall, Regime::MlaRopeLateMax]
+        );
         assert_eq!(
             for_op("quant_matmul"),
             vec![

@@ -37,6 +37,7 @@ mod mc2_planner;
 mod mc2_reduction;
 mod mc2_ties;
 mod mc2_timeline;
+mod mla_decode;
 mod moe_dispatch_combine;
 mod pa_decode_int8;
 mod quant_matmul;
