@@ -592,6 +592,24 @@ print(json.dumps(got))
             self.assertIn("aclnnFusedInferAttentionScoreV4", got[name], name)
             self.assertIn(why, got[name], name)
 
+    def test_mla_takes_128_query_heads_over_its_one_kv_head(self):
+        # The general group limit is 64; the MLA rules allow Q_N 128 with K_N 1.
+        code = _MLA_PRELUDE + """
+q128, qr128 = f16(B, 128, 1, 512), f16(B, 128, 1, 64)
+o, l = call(q=q128, num_heads=128, query_rope=t(qr128))
+print(o.shape, bool(np.isfinite(o.cpu().numpy().astype(np.float32)).all()))
+try:
+    torch_npu.npu_fused_infer_attention_score(
+        t(q128), t(kc), t(kc), block_table=t(table), **dict(KW, num_heads=128))
+except RuntimeError as e:
+    print(e)
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        first, second = out.splitlines()
+        self.assertEqual(first, "(2, 128, 1, 512) True")
+        self.assertIn("numHeads / numKeyValueHeads must be an integer <= 64", second)
+
     def test_reshape_and_cache_writes_latent_and_rope_rows_of_different_widths(self):
         code = """
 rng = np.random.default_rng(3)

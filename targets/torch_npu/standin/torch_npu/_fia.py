@@ -164,7 +164,10 @@ def fia(soc, q_t, k_t, v_t, *, antiquant=None, atten_mask=None, actual_seq_lengt
     kv_heads = int(num_key_value_heads) or heads
     if not 0 < heads <= 256:
         fail(API, "numHeads %d out of range (1..256)" % heads)
-    if heads % kv_heads or heads // kv_heads > 64:
+    # The group limit of 64 is the general one; MLA (both rope tensors) takes up to 128 query
+    # heads over its one KV head (checked in _check_mla).
+    mla_pair = query_rope is not None and key_rope is not None
+    if heads % kv_heads or (heads // kv_heads > 64 and not mla_pair):
         fail(API, "numHeads / numKeyValueHeads must be an integer <= 64")
     sparse = int(sparse_mode)
     if sparse not in (0, 1, 2, 3, 4):
