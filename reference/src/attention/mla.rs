@@ -141,7 +141,7 @@ fn to_dtype(dtype: DType, x: f32, rounding: Rounding) -> f32 {
 /// int32); exact for |x| < 2^31.
 #[inline(always)]
 fn round_away(x: f32) -> f32 {
-    if !(x.abs() < 2147483648.0) {
+    if x.is_nan() || x.abs() >= 2147483648.0 {
         return x;
     }
     let t = x as i64 as f32; // toward zero, exact for |x| < 2^31
@@ -298,7 +298,7 @@ fn rows(
                 if kernel.zero_huge {
                     for x in o.iter_mut() {
                         // Kept when |O| <= 1e10 (a NaN compares false and becomes 0 too).
-                        if !(x.abs() <= 1.0e10) {
+                        if x.is_nan() || x.abs() > 1.0e10 {
                             *x = 0.0;
                         }
                     }
