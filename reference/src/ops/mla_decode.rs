@@ -654,13 +654,13 @@ impl MlaDecode {
         let mut query = vec![0.0f32; g.q_len()];
         let mut key = vec![0.0f32; g.kv_len()];
         let mut value = vec![0.0f32; g.v_len()];
-        for b in 0..c.p.batch {
+        for (b, blk) in blocks.iter().enumerate() {
             let q = Self::query_rows(c, &d, b);
             for h in 0..c.p.num_heads {
                 let o = g.q_offset(b, 0, h);
                 query[o..o + KEY].copy_from_slice(&q[h * KEY..(h + 1) * KEY]);
             }
-            let (k, v) = Self::gather(c, &exact, &blocks[b], b, 0, &kv_cache, &rope_cache);
+            let (k, v) = Self::gather(c, &exact, blk, b, 0, &kv_cache, &rope_cache);
             for j in 0..g.lk[b] {
                 let o = g.kv_offset(b, j, 0);
                 key[o..o + KEY].copy_from_slice(&k[j * KEY..(j + 1) * KEY]);
@@ -715,7 +715,7 @@ impl MlaDecode {
             }
         };
         let decode = |bits: u16| Self::decode16(c, bits) as f64;
-        for b in 0..c.p.batch {
+        for (b, blk) in blocks.iter().enumerate() {
             let room = Self::late_room(c, c.g.lk[b]);
             let heads = c.p.num_heads.min(LATE_HEADS).min(room);
             if heads == 0 {
@@ -724,7 +724,7 @@ impl MlaDecode {
             let mut positions: Vec<usize> = (STEP..STEP + room).collect();
             ctx.shuffle(&mut positions);
             let q = Self::query_rows(c, &d, b);
-            let row_of = |j: usize| blocks[b][j / bs] * bs + j % bs;
+            let row_of = |j: usize| blk[j / bs] * bs + j % bs;
             for (h, &pos) in positions.iter().enumerate().take(heads) {
                 let qh = &q[h * KEY..(h + 1) * KEY];
                 // The head's largest score over the first step (exact products, f64 sums).
