@@ -1,5 +1,5 @@
-//! The torch_npu worker end to end before it meets a device: the whole quick tier, all six
-//! suites, through the real worker code (argument building, layouts, block tables, actual
+//! The torch_npu worker end to end before it meets a device: the whole quick tier, every
+//! suite, through the real worker code (argument building, layouts, block tables, actual
 //! sequence lengths, FP4 unpacking, W4A16 re-encoding, cache writes, the MC2 and MoE rank
 //! launches and their process groups, the timing path) on the CPU stand-in for torch / torch_npu
 //! (`targets/torch_npu/standin`, switched on by CONFORM_TORCH_NPU_STANDIN=1). The stand-in is
@@ -13,7 +13,8 @@
 //! put back runs on the stand-in and fails: MC2's bias on every rank, inner_precise 0 on fully
 //! masked rows, an illegal TND shape sent to the kernel, padded query rows reported as the
 //! kernel's result; and a MoE combine handed ones instead of the router's expert_scales fails
-//! too. Without the stand-in, a required torch_npu that cannot be imported fails
+//! too, and so does an MLA decode without its rope term (one without query_rope, or with the
+//! rope keys as query_rope, is rejected by the page's rules). Without the stand-in, a required torch_npu that cannot be imported fails
 //! the run with the import error.
 //!
 //! The worker needs the Python venv (`ci/setup-targets.sh`): without it the trials are
@@ -195,6 +196,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
         "pa_decode_int8",
         "quant_matmul",
         "moe_dispatch_combine",
+        "mla_decode",
     ] {
         assert!(passed.contains(suite), "no {suite} case passed: {passed:?}");
     }
@@ -381,6 +383,9 @@ fn run_patched(patches: &[(&str, &str, &str)], filter: &str) -> Vec<(String, Str
         .collect()
 }
 
+/// The mla_decode cases the stand-in trials run (both layouts, both dtypes, LSE).
+const MLA_CASES: &str = "^mla_decode/";
+
 const MC2_BIAS_CASES: &str =
     "^mc2_matmul_allreduce/(bf16/r4-m16-k32-n64/binary-tree-bias-x3|f16/r8-m20-k64-n32/rank-order-bits)$";
 
@@ -536,6 +541,48 @@ fn the_stand_in_catches_the_old_worker_lines() {
     assert_eq!(got.len(), 2, "{got:?}");
     for (id, st, msg) in got {
         assert_eq!(st, "failed", "expert_scales dropped: {id} {st} {msg}");
+    }
+    // MLA without its rope term: a worker that hands FIA neither query_rope nor key_rope runs
+    // plain attention over the latent cache, and every case fails (or, with 128 query heads
+    // over one KV head, is rejected: the plain path takes a group of at most 64).
+    let mla = MLA_CASES;
+    for (id, st, msg) in run_patched(&[], mla) {
+        assert_eq!(st, "passed", "{id}: {msg}");
+    }
+    let got = run_patched(
+        &[(
+            "worker.py",
+            "    kw[\"query_rope\"] = to_device(case.inputs[\"query_rope\"], dt)\n    kw[\"key_rope\"] = k_pe\n",
+            "",
+        )],
+        mla,
+    );
+    assert!(!got.is_empty());
+    assert!(got.iter().any(|(_, st, _)| st == "failed"), "{got:?}");
+    for (id, st, msg) in got {
+        assert!(
+            st == "failed" || (st == "error" && msg.contains("numHeads / numKeyValueHeads")),
+            "rope dropped: {id} {st} {msg}"
+        );
+    }
+    // query_rope left out with key_rope kept, or the rope keys handed over as query_rope: the
+    // page rejects both calls (the pair is given together; queryRope is shaped as the query).
+    for (new, why) in [
+        ("", "queryRope is null, but keyRope exists"),
+        ("    kw[\"query_rope\"] = k_pe\n", "queryRope shape"),
+    ] {
+        let got = run_patched(
+            &[(
+                "worker.py",
+                "    kw[\"query_rope\"] = to_device(case.inputs[\"query_rope\"], dt)\n",
+                new,
+            )],
+            mla,
+        );
+        assert!(!got.is_empty());
+        for (id, st, msg) in got {
+            assert!(st == "error" && msg.contains(why), "{why}: {id} {st} {msg}");
+        }
     }
     // The int8 output with the offset left out of the packed word (passed only as offset=):
     // the requantised values miss it and the case fails bit for bit.

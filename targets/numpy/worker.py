@@ -8,7 +8,10 @@ vLLM-Ascend's documented 16-bit write of the new K/V rows into the INT8 cache (e
 recipe's bit for bit, judged within one step), dequantisation (y + offset) * scale in f64 and
 the same f32 attention. quant_matmul: the documented W8A8 epilogue on an exact integer matmul
 (judged bit for bit). moe_dispatch_combine: the documented dispatch order, INT8 quantisation
-and k-ordered f32 combine, vectorised (judged bit for bit)."""
+and k-ordered f32 combine, vectorised (judged bit for bit). mla_decode: the latent cache write
+as a scatter of raw bits (judged bit for bit), then per sequence the latent rows gathered
+through the block table and all heads at once in f32 through BLAS: q_nope @ c_kv^T plus
+q_rope @ k_rope^T, times the scale, softmax, @ c_kv, one rounding (LSE = max + log(sum))."""
 import sys
 
 import conform_worker as cw
@@ -362,6 +365,64 @@ def moe_dispatch_combine(case):
     return out
 
 
+def mla_decode(case):
+    """DeepSeek MLA decode over the paged latent cache, written from the documented semantics
+    (not from the reference's recipe). First this step's rows are scattered into copies of the
+    two caches by slot mapping, moved as raw bits. Then for each sequence the first
+    actual_seq_lengths_kv rows of both caches are gathered through the block table (after the
+    write) and every head is done at once in f32 through BLAS: scores = q_nope @ c_kv^T +
+    q_rope @ k_rope^T (two matmuls, then one add), times the scale as f32, softmax with the
+    row max subtracted, P @ c_kv (the values are the latent rows), divided by the sum, one RNE
+    rounding to the dtype; LSE = max + log(sum) in f32."""
+    p = case.params
+    dt = case.input_dtypes["query"]
+    layout = p.get("input_layout", "BNSD")
+    if layout not in ("BNSD", "BSND"):
+        raise cw.Unsupported("mla_decode input_layout %s" % layout)
+    bs = int(p["block_size"])
+    lens = [int(x) for x in p["actual_seq_lengths_kv"]]
+    slots = np.asarray(case.inputs["slot_mapping"]).astype(np.int64)
+    ok = slots >= 0
+    out, cache = {}, {}
+    for rows, name in (("kv", "kv_cache"), ("k_rope", "rope_cache")):
+        c_in = case.inputs[name + "_in"]
+        bits = np.dtype("u%d" % c_in.dtype.itemsize)
+        c = np.array(c_in).view(bits)  # [blocks, 1, bs, D]
+        new = np.asarray(case.inputs[rows]).view(bits)[ok]  # [t, 1, D]
+        c[slots[ok] // bs, 0, slots[ok] % bs] = new[:, 0]
+        out[name + "_out"] = c.view(c_in.dtype)
+        cache[name] = out[name + "_out"][:, 0]  # [blocks, bs, D], the dtype's storage
+    q = cw.to_f32(case.inputs["query"], dt)
+    qr = cw.to_f32(case.inputs["query_rope"], dt)
+    if layout == "BSND":  # [B, 1, N, D] -> [B, N, 1, D]
+        q, qr = q.transpose(0, 2, 1, 3), qr.transpose(0, 2, 1, 3)
+    batch, heads = q.shape[0], q.shape[1]
+    table = np.asarray(case.inputs["block_table"]).astype(np.int64)
+    scale = np.float32(float(p["scale"]))
+    res = np.zeros((batch, heads, 512), dtype=np.float32)
+    lse = np.zeros((batch, heads), dtype=np.float32)
+    for b in range(batch):
+        t = np.arange(lens[b])
+        blk, off = table[b, t // bs], t % bs
+        c_kv = cw.to_f32(cache["kv_cache"][blk, off], dt)  # [L, 512]
+        k_pe = cw.to_f32(cache["rope_cache"][blk, off], dt)  # [L, 64]
+        s = (q[b, :, 0] @ c_kv.T + qr[b, :, 0] @ k_pe.T) * scale  # [N, L]
+        m = s.max(axis=1, keepdims=True)
+        e = np.exp(s - m).astype(np.float32)
+        total = e.sum(axis=1, dtype=np.float32)
+        res[b] = (e @ c_kv) / total[:, None]
+        lse[b] = m[:, 0] + np.log(total)
+    o = res[:, :, None, :]  # [B, N, 1, 512]
+    if layout == "BSND":
+        o = o.transpose(0, 2, 1, 3)
+    out["attention_out"] = cw.from_f32(np.ascontiguousarray(o), dt)
+    if p.get("softmax_lse_flag"):
+        out["softmax_lse"] = np.ascontiguousarray(lse[:, :, None, None], dtype=np.float32)
+    case.note("numpy mla_decode: bitwise scatter of the new latent rows, f32 BLAS scores "
+              "(nope + rope), softmax and P @ c_kv, one rounding")
+    return out
+
+
 ATTN_CAPS = {"dtypes": ["f32", "f16", "bf16"],
              "layouts": ["BSND", "BNSD", "BSH", "TND", "BNSD_BSND"],
              "limits": {"sparse_mode": {"one_of": [0, 2, 3, 4]}},
@@ -373,7 +434,8 @@ if __name__ == "__main__":
         ops={"fa_prefill": attention, "pa_decode": attention, "w4a16_matmul": w4a16,
              "paged_kv": paged_kv, "dynamic_quant": dynamic_quant,
              "pa_decode_int8": pa_decode_int8,
-             "quant_matmul": quant_matmul, "moe_dispatch_combine": moe_dispatch_combine},
+             "quant_matmul": quant_matmul, "moe_dispatch_combine": moe_dispatch_combine,
+             "mla_decode": mla_decode},
         capabilities={"ops": {
             "fa_prefill": ATTN_CAPS,
             "pa_decode": dict(ATTN_CAPS, notes="PA runs by gathering KV through the block table first"),
@@ -387,6 +449,8 @@ if __name__ == "__main__":
                                "recipes": ["numpy_f32_blas"]},
             "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
             "moe_dispatch_combine": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_v2"]},
+            "mla_decode": {"dtypes": ["bf16", "f16"], "layouts": ["BNSD", "BSND"],
+                           "recipes": ["numpy_f32_blas"]},
         }},
         libraries={"numpy": np.__version__, "python": sys.version.split()[0]},
         device="CPU (numpy %s, BLAS)" % np.__version__,

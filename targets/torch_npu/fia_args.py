@@ -148,6 +148,58 @@ def c8_kwargs(params, scale_keyword="scale"):
     return kw
 
 
+MLA_HEADS = (1, 2, 4, 8, 16, 32, 64, 128)
+MLA_BLOCK_SIZES = (16, 128)
+MLA_WIDTHS = {"query": 512, "query_rope": 64}
+
+
+def mla_kwargs(params, scale_keyword="scale"):
+    """FIA keyword arguments (except the tensors) for an mla_decode case, as vLLM-Ascend's MLA
+    decode passes them: num_heads, num_key_value_heads 1, input_layout, the caller's scale,
+    sparse_mode 0 (one query row, no mask), block_size, actual_seq_lengths_kv and
+    softmax_lse_flag; the caller adds query_rope, key_rope and block_table. Returns (kwargs,
+    cache_form): the latent caches go in as (blocknum, KV_N = 1, blocksize, D) with a BNSD
+    query and as (blocknum, blocksize, H = D) with a BSND one (the same bytes, KV_N being 1;
+    the page takes the first form with BNSD/TND queries only).
+
+    The MLA rules of the aclnnFusedInferAttentionScoreV3 page (query D 512) are checked first
+    (ArgError, a skip): N in 1, 2, 4, ..., 128, one KV head, block_size 16 or 128, f16/bf16,
+    decode (one query row, sparse_mode 0, no mask)."""
+    p = params
+    layout = p.get("input_layout", "BNSD")
+    if layout not in ("BNSD", "BSND"):
+        raise ArgError("input_layout %s: the worker maps BNSD and BSND" % layout)
+    heads = int(p["num_heads"])
+    if heads not in MLA_HEADS:
+        raise ArgError("num_heads %d: MLA takes 1, 2, 4, 8, 16, 32, 64 or 128 query heads" % heads)
+    if int(p.get("num_key_value_heads", 1) or 1) != 1:
+        raise ArgError("MLA takes one KV head (the latent cache), not %s"
+                       % p["num_key_value_heads"])
+    bs = int(p["block_size"])
+    if bs not in MLA_BLOCK_SIZES:
+        raise ArgError("block_size %d: MLA takes 16 or 128" % bs)
+    if p.get("dtype") not in ("bf16", "f16"):
+        raise ArgError("dtype %s: MLA takes f16 or bf16" % p.get("dtype"))
+    if int(p.get("q_seq", 1) or 1) != 1:
+        raise ArgError("q_seq %s: the worker maps the decode step (one query row) only"
+                       % p["q_seq"])
+    if p.get("actual_seq_lengths_kv") is None:
+        raise ArgError("MLA (PagedAttention) needs actual_seq_lengths_kv")
+    if p.get("scale") is None:
+        raise ArgError("MLA needs the caller's scale (no default from the latent width)")
+    kw = {
+        "num_heads": heads,
+        "num_key_value_heads": 1,
+        scale_keyword: float(p["scale"]),
+        "input_layout": layout,
+        "sparse_mode": 0,
+        "block_size": bs,
+        "actual_seq_lengths_kv": [int(x) for x in p["actual_seq_lengths_kv"]],
+        "softmax_lse_flag": bool(p.get("softmax_lse_flag", False)),
+    }
+    return kw, ("BnNBsD" if layout == "BNSD" else "BnBsH")
+
+
 def c8_rows(params, num_rows):
     """(batch, position) of each new row of a pa_decode_int8 case: row r belongs to sequence
     r // new_tokens, at the last new_tokens positions of its context."""
@@ -362,6 +414,11 @@ def probe(torch_npu, device_name):
               and hasattr(torch_npu, "npu_scatter_nd_update_")):
         reasons["pa_decode_int8"] = ("torch_npu %s lacks _npu_reshape_and_cache or "
                                      "npu_scatter_nd_update_ (the INT8 cache writes)" % version)
+    if why:
+        reasons["mla_decode"] = why
+    elif not hasattr(torch_npu, "_npu_reshape_and_cache"):
+        reasons["mla_decode"] = ("torch_npu %s has no _npu_reshape_and_cache (the latent cache "
+                                 "write)" % version)
     if not (hasattr(torch_npu, "npu_dtype_cast") and hasattr(torch_npu, "float4_e2m1fn_x2")):
         reasons["mxfp4_dequant"] = ("torch_npu %s has no float4_e2m1fn_x2 dtype for npu_dtype_cast"
                                     " (the FP4 cast exists from torch_npu 26.0 / CANN 9.0)"

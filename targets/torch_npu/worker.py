@@ -6,7 +6,9 @@ _npu_reshape_and_cache / npu_scatter_nd_update_, per-token INT8 quantisation thr
 npu_dynamic_quant, a decode step over an INT8 (C8) cache (torch-op quantisation, the cache
 writes, FIA with antiquant scales), W8A8 matmul through npu_quant_matmul (with
 npu_trans_quant_param for the packed scale), the MoE dispatch/combine round trip through
-npu_moe_distribute_dispatch_v2 / npu_moe_distribute_combine_v2 under torchrun (moe_rank.py).
+npu_moe_distribute_dispatch_v2 / npu_moe_distribute_combine_v2 under torchrun (moe_rank.py),
+a DeepSeek MLA decode step (the latent cache write through _npu_reshape_and_cache, FIA with
+query_rope / key_rope over the paged latent cache).
 Every argument mapping, constraint and device
 limit is traced to its source in docs/ascend.md ("The torch_npu worker").
 
@@ -440,6 +442,55 @@ def pa_decode_int8(case):
     return {"key_cache_out": to_host(kc, "I8").reshape(kc_in.shape),
             "value_cache_out": to_host(vc, "I8").reshape(kc_in.shape),
             "attention_out": to_host(out, dt).reshape(case.output_shapes["attention_out"])}
+def mla_decode(case):
+    """One DeepSeek MLA decode step as vLLM-Ascend runs it: this step's latent rows (c_kv
+    [T, 1, 512]) and rope keys (k_pe [T, 1, 64]) written by _npu_reshape_and_cache(key=c_kv,
+    value=k_pe, key_cache, value_cache, slot_indices) into the two caches in the
+    [blocks, block_size, 1, D] shape it allocates, then npu_fused_infer_attention_score(
+    q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=N,
+    num_key_value_heads=1, input_layout, scale, block_table, block_size,
+    actual_seq_lengths_kv, softmax_lse_flag) with the latent cache as both key and value."""
+    p = case.params
+    try:
+        kw, cache_form = fa.mla_kwargs(p, _scale_keyword())
+    except fa.ArgError as e:
+        raise cw.Unsupported(str(e))
+    dt = case.input_dtypes["query"]
+    bs = kw["block_size"]
+    kv_in, rope_in = case.inputs["kv_cache_in"], case.inputs["rope_cache_in"]
+    blocks, lora, rope = kv_in.shape[0], kv_in.shape[-1], rope_in.shape[-1]
+    # The case's [blocks, 1, bs, D] caches are [blocks, bs, 1, D] in memory (one KV head).
+    kc = to_device(np.ascontiguousarray(kv_in).reshape(blocks, bs, 1, lora), dt)
+    rc = to_device(np.ascontiguousarray(rope_in).reshape(blocks, bs, 1, rope), dt)
+    slots = to_device(np.asarray(case.inputs["slot_mapping"]).astype(np.int32), "I32")
+    torch_npu._npu_reshape_and_cache(to_device(case.inputs["kv"], dt),
+                                     to_device(case.inputs["k_rope"], dt), kc, rc, slots)
+    if cache_form == "BnNBsD":
+        k_nope, k_pe = kc.reshape(blocks, 1, bs, lora), rc.reshape(blocks, 1, bs, rope)
+    else:
+        k_nope, k_pe = kc.reshape(blocks, bs, lora), rc.reshape(blocks, bs, rope)
+        case.note("caches passed as (blocknum, blocksize, 512) / (blocknum, blocksize, 64), the "
+                  "same bytes with one KV head: the cache form FIA takes with a BSND query")
+    q = to_device(case.inputs["query"], dt)
+    kw["query_rope"] = to_device(case.inputs["query_rope"], dt)
+    kw["key_rope"] = k_pe
+    kw["block_table"] = to_device(case.inputs["block_table"], "I32")
+
+    def call():
+        return torch_npu.npu_fused_infer_attention_score(q, k_nope, k_nope, **kw)
+
+    case.note(MODULE_NOTE)
+    case.note("latent rows written by _npu_reshape_and_cache, then FIA with query_rope/key_rope "
+              "over the paged latent cache (key = value = the c_kv cache)")
+    out, lse = case.time(call, sync=torch.npu.synchronize, timer=npu_timer)
+    res = {"kv_cache_out": to_host(kc, dt).reshape(kv_in.shape),
+           "rope_cache_out": to_host(rc, dt).reshape(rope_in.shape),
+           "attention_out": to_host(out, dt).reshape(case.output_shapes["attention_out"])}
+    if kw["softmax_lse_flag"]:
+        res["softmax_lse"] = fa.lse_from_kernel(to_host(lse, "F32"), kw["input_layout"])
+    return res
+
+
 TORCH_OUT = {"BF16": "bfloat16", "F16": "float16", "I8": "int8"}
 
 
@@ -515,6 +566,11 @@ if __name__ == "__main__":
         "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
         # The kernels' documented arithmetic end to end: judged bit for bit.
         "moe_dispatch_combine": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_v2"]},
+        # vLLM-Ascend's write (a copy, judged bit for bit) and FIA's own MLA arithmetic (the
+        # AMLA rescale is the reference recipe's model, not claimed here): the attention is
+        # judged by its error ratio against the oracle.
+        "mla_decode": {"dtypes": ["bf16", "f16"], "layouts": ["BNSD", "BSND"],
+                       "recipes": ["npu_fia"]},
     }
     # What this build and device cannot run: those cases are skipped with the reason.
     for op, why in fa.probe(torch_npu, props).items():
@@ -525,7 +581,8 @@ if __name__ == "__main__":
         ops={"fa_prefill": attention, "pa_decode": attention, "mxfp4_dequant": fp4_dequant,
              "mc2_matmul_allreduce": mc2, "w4a16_matmul": w4a16, "paged_kv": paged_kv,
              "dynamic_quant": dynamic_quant, "pa_decode_int8": pa_decode_int8,
-             "quant_matmul": quant_matmul, "moe_dispatch_combine": moe},
+             "quant_matmul": quant_matmul, "moe_dispatch_combine": moe,
+             "mla_decode": mla_decode},
         capabilities={"ops": caps},
         libraries=libs,
         device=("%s (conform CPU stand-in simulating it: numpy, no NPU)" % props if STANDIN

@@ -977,7 +977,7 @@ impl PresetFamily for DynamicQuant {
         Ok(())
     }
 
-    fn recipe_preset(name: &str) -> Option<DqRecipe> {
+    fn recipe_preset(_: &Case, name: &str) -> Option<DqRecipe> {
         DqRecipe::preset(name)
     }
 

@@ -1520,7 +1520,7 @@ impl PresetFamily for MoeDispatchCombine {
         Ok(())
     }
 
-    fn recipe_preset(name: &str) -> Option<MoeRecipe> {
+    fn recipe_preset(_: &Case, name: &str) -> Option<MoeRecipe> {
         MoeRecipe::preset(name)
     }
 

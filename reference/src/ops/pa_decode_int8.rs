@@ -1215,7 +1215,7 @@ impl PresetFamily for PaDecodeInt8 {
         Ok(())
     }
 
-    fn recipe_preset(name: &str) -> Option<C8Recipe> {
+    fn recipe_preset(_: &Case, name: &str) -> Option<C8Recipe> {
         C8Recipe::preset(name)
     }
 

@@ -1,6 +1,6 @@
 //! The wiring shared by the families built as "a case, an exact oracle, and named recipe
 //! presets that a catalogue edit can change" (dynamic_quant, quant_matmul, pa_decode_int8,
-//! moe_dispatch_combine, and every family written the same way after them).
+//! moe_dispatch_combine, mla_decode, and every family written the same way after them).
 //!
 //! Such a family says what is its own ([`PresetFamily`]: how a case is read, how the oracle and
 //! a recipe compute it, how the regimes are imposed, which catalogue edit is its kind), and
@@ -22,8 +22,9 @@ pub(crate) trait PresetFamily: OpFamily {
 
     /// Parses and validates a case's parameters.
     fn case(&self, params: &serde_json::Value) -> Result<Self::Case, OpError>;
-    /// The preset called `name`, if there is one.
-    fn recipe_preset(name: &str) -> Option<Self::Recipe>;
+    /// The preset called `name` for case `c` (a preset may depend on the case's dtype), if
+    /// there is one.
+    fn recipe_preset(c: &Self::Case, name: &str) -> Option<Self::Recipe>;
     /// The exact oracle.
     fn run_oracle(
         &self,
@@ -59,9 +60,13 @@ pub(crate) trait PresetFamily: OpFamily {
     }
 }
 
-/// The preset called `name`, or the error that lists the known ones.
-pub(crate) fn preset<F: PresetFamily>(f: &F, name: &str) -> Result<F::Recipe, OpError> {
-    F::recipe_preset(name).ok_or_else(|| OpError::UnknownRecipe {
+/// The preset called `name` for case `c`, or the error that lists the known ones.
+pub(crate) fn preset<F: PresetFamily>(
+    f: &F,
+    c: &F::Case,
+    name: &str,
+) -> Result<F::Recipe, OpError> {
+    F::recipe_preset(c, name).ok_or_else(|| OpError::UnknownRecipe {
         op: f.name().into(),
         recipe: name.into(),
         known: F::PRESETS.join(", "),
@@ -80,7 +85,7 @@ pub(crate) fn run<F: PresetFamily>(
     if recipe == ORACLE {
         return f.run_oracle(&c, inputs, threads);
     }
-    let r = preset(f, recipe)?;
+    let r = preset(f, &c, recipe)?;
     f.run_recipe(&c, &r, inputs, threads)
 }
 
@@ -101,8 +106,8 @@ pub(crate) fn run_edited<F: PresetFamily>(
         return Ok(None);
     }
     let c = f.case(params)?;
-    let kernel = preset(f, recipe)?;
-    let mut r = preset(f, recipe)?;
+    let kernel = preset(f, &c, recipe)?;
+    let mut r = preset(f, &c, recipe)?;
     if !apply(&mut r) || !f.edit_reaches(&c, &r, &kernel) {
         return Ok(None);
     }

@@ -1328,7 +1328,7 @@ impl PresetFamily for QuantMatmul {
         }
     }
 
-    fn recipe_preset(name: &str) -> Option<QmmRecipe> {
+    fn recipe_preset(_: &Case, name: &str) -> Option<QmmRecipe> {
         QmmRecipe::preset(name)
     }
 

@@ -110,7 +110,7 @@ FULL = ("npu_fused_infer_attention_score", "npu_dtype_cast", "float4_e2m1fn_x2",
         "npu_mm_all_reduce_base", "npu_weight_quant_batchmatmul", "_npu_reshape_and_cache",
         "npu_scatter_nd_update_", "npu_dynamic_quant", "npu_quant_matmul", "npu_trans_quant_param")
 ALL_OPS = {"fa_prefill", "pa_decode", "mxfp4_dequant", "mc2_matmul_allreduce", "w4a16_matmul",
-           "paged_kv", "dynamic_quant", "pa_decode_int8", "quant_matmul"}
+           "paged_kv", "dynamic_quant", "pa_decode_int8", "quant_matmul", "mla_decode"}
 
 
 class ProbeTest(unittest.TestCase):
@@ -128,7 +128,8 @@ class ProbeTest(unittest.TestCase):
     def test_ascend950_runs_the_fp4_cast_and_w4a16_only(self):
         r = fa.probe(_Module("26.0.0", *FULL), "Ascend950PR")
         self.assertEqual(set(r), {"fa_prefill", "pa_decode", "mc2_matmul_allreduce", "paged_kv",
-                                  "dynamic_quant", "pa_decode_int8", "quant_matmul"})
+                                  "dynamic_quant", "pa_decode_int8", "quant_matmul",
+                                  "mla_decode"})
         self.assertIn("npu_dynamic_quant", r["dynamic_quant"])
 
     def test_first_generation_names_do_not_slip_through_a_prefix(self):
@@ -146,12 +147,13 @@ class ProbeTest(unittest.TestCase):
                     "npu_mm_all_reduce_base")
         r = fa.probe(m, "Ascend910B4")
         self.assertEqual(set(r), {"mxfp4_dequant", "w4a16_matmul", "paged_kv", "dynamic_quant",
-                                  "pa_decode_int8", "quant_matmul"})
+                                  "pa_decode_int8", "quant_matmul", "mla_decode"})
         self.assertIn("npu_quant_matmul", r["quant_matmul"])
         self.assertIn("2.1.0.post8", r["mxfp4_dequant"])
         self.assertIn("has no npu_dynamic_quant", r["dynamic_quant"])
         # FIA is there but not the INT8 cache writes a C8 decode step needs.
         self.assertIn("_npu_reshape_and_cache", r["pa_decode_int8"])
+        self.assertIn("_npu_reshape_and_cache", r["mla_decode"])
         self.assertIn("26.0", r["mxfp4_dequant"])
         r = fa.probe(_Module("1.11.0"), "Ascend910B4")
         self.assertEqual(set(r), ALL_OPS)
@@ -181,6 +183,33 @@ class FiaRulesTest(unittest.TestCase):
         b, pos = fa.c8_rows(base, 4)
         self.assertEqual(list(b), [0, 0, 1, 1])
         self.assertEqual(list(pos), [38, 39, 31, 32])
+
+    def test_mla_arguments_and_rules(self):
+        base = {"dtype": "bf16", "batch": 2, "num_heads": 16, "block_size": 128,
+                "actual_seq_lengths_kv": [130, 1], "new_tokens": 1, "scale": 0.0625,
+                "softmax_lse_flag": True}
+        kw, form = fa.mla_kwargs(base)
+        self.assertEqual(form, "BnNBsD")
+        self.assertEqual(kw, {"num_heads": 16, "num_key_value_heads": 1, "scale": 0.0625,
+                              "input_layout": "BNSD", "sparse_mode": 0, "block_size": 128,
+                              "actual_seq_lengths_kv": [130, 1], "softmax_lse_flag": True})
+        kw, form = fa.mla_kwargs(dict(base, input_layout="BSND", block_size=16),
+                                 scale_keyword="scale_value")
+        self.assertEqual((form, kw["input_layout"], kw["scale_value"]), ("BnBsH", "BSND", 0.0625))
+        self.assertNotIn("scale", kw)
+        for n in (1, 2, 4, 8, 32, 64, 128):
+            fa.mla_kwargs(dict(base, num_heads=n))
+        for bad, why in (({"num_heads": 3}, "1, 2, 4, 8, 16, 32, 64 or 128"),
+                         ({"num_heads": 256}, "1, 2, 4, 8, 16, 32, 64 or 128"),
+                         ({"num_key_value_heads": 2}, "one KV head"),
+                         ({"block_size": 64}, "16 or 128"),
+                         ({"dtype": "f32"}, "f16 or bf16"),
+                         ({"input_layout": "TND"}, "BNSD and BSND"),
+                         ({"q_seq": 2}, "decode step"),
+                         ({"actual_seq_lengths_kv": None}, "actual_seq_lengths_kv"),
+                         ({"scale": None}, "the caller's scale")):
+            with self.assertRaisesRegex(fa.ArgError, why):
+                fa.mla_kwargs(dict(base, **bad))
 
     def test_tnd_limits(self):
         tnd = dict(BASE, input_layout="TND", batch=3, num_heads=4, num_key_value_heads=2,
@@ -442,3 +471,157 @@ import shutil; shutil.rmtree(torch.distributed.rendezvous_dir(hcom))
         rc, out, err = _standin(code, CONFORM_STANDIN_SOC="Ascend910_9391")
         self.assertNotEqual(rc, 0)
         self.assertIn("Atlas A2 only", err)
+
+
+_MLA_PRELUDE = """
+import json
+rng = np.random.default_rng(7)
+B, N, BS, NB = 2, 4, 16, 5
+lens = [20, 3]
+table = np.array([[3, 1], [4, 0]], np.int32)
+f16 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float16)
+q, qr = f16(B, N, 1, 512), f16(B, N, 1, 64)
+kc, kr = f16(NB, 1, BS, 512), f16(NB, 1, BS, 64)
+KW = dict(num_heads=N, num_key_value_heads=1, input_layout="BNSD", scale=0.07,
+          block_size=BS, actual_seq_lengths_kv=lens, softmax_lse_flag=True)
+def call(q=q, k=kc, v=kc, **over):
+    kw = dict(KW, query_rope=t(qr), key_rope=t(kr), block_table=t(table))
+    kw.update(over)
+    kw = {a: b for a, b in kw.items() if b is not None}
+    return torch_npu.npu_fused_infer_attention_score(t(q), t(k), t(v), **kw)
+"""
+
+
+class StandInMlaTest(unittest.TestCase):
+    """FIA's MLA path (query_rope / key_rope) on the stand-in, from the V3 page."""
+
+    def test_mla_scores_add_the_rope_term_and_values_are_the_latent_rows(self):
+        code = _MLA_PRELUDE + """
+o, l = call()
+o = o.cpu().numpy().astype(np.float64); l = l.cpu().numpy()
+worst = 0.0
+for b in range(B):
+    ids = np.arange(lens[b])
+    blk, off = table[b, ids // BS], ids % BS
+    c = kc[blk, 0, off].astype(np.float64); r = kr[blk, 0, off].astype(np.float64)
+    for h in range(N):
+        s = (q[b, h, 0].astype(np.float64) @ c.T + qr[b, h, 0].astype(np.float64) @ r.T) * 0.07
+        p = np.exp(s - s.max()); want = p @ c / p.sum()
+        worst = max(worst, float(np.abs(o[b, h, 0] - want).max()))
+        assert abs(l[b, h, 0, 0] - (s.max() + np.log(p.sum()))) < 1e-4
+# The same call without the rope term gives other numbers; BSND / BSH with the 3-D cache agree.
+plain = torch_npu.npu_fused_infer_attention_score(
+    t(q), t(kc), t(kc), block_table=t(table), **dict(KW, num_heads=N))[0].cpu().numpy()
+qs, qrs = q.transpose(0, 2, 1, 3), qr.transpose(0, 2, 1, 3)
+k3, kr3 = kc.reshape(NB, BS, 512), kr.reshape(NB, BS, 64)
+bsnd = torch_npu.npu_fused_infer_attention_score(
+    t(qs), t(k3), t(k3), query_rope=t(qrs), key_rope=t(kr3), block_table=t(table),
+    **dict(KW, input_layout="BSND"))[0].cpu().numpy()
+bsh = torch_npu.npu_fused_infer_attention_score(
+    t(qs.reshape(B, 1, N * 512)), t(k3), t(k3), query_rope=t(qrs.reshape(B, 1, N * 64)),
+    key_rope=t(kr3), block_table=t(table), **dict(KW, input_layout="BSH"))[0].cpu().numpy()
+print(json.dumps([worst, l.shape, bool(np.array_equal(plain, o.astype(np.float16))),
+                  bool(np.array_equal(bsnd.transpose(0, 2, 1, 3), o.astype(np.float16))),
+                  bool(np.array_equal(bsh.reshape(B, 1, N, 512).transpose(0, 2, 1, 3),
+                                      o.astype(np.float16)))]))
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        import json
+        worst, lse_shape, same_as_plain, bsnd_same, bsh_same = json.loads(out)
+        self.assertLess(worst, 2e-3)  # one f16 rounding of values below 2
+        self.assertEqual(lse_shape, [2, 4, 1, 1])
+        self.assertFalse(same_as_plain)
+        self.assertTrue(bsnd_same and bsh_same)
+
+    def test_mla_refusals_are_the_page_rules(self):
+        code = _MLA_PRELUDE + """
+cases = {
+    "no_query_rope": dict(query_rope=None),
+    "no_key_rope": dict(key_rope=None),
+    "heads_3": dict(num_heads=3, q=f16(B, 3, 1, 512), query_rope=t(f16(B, 3, 1, 64))),
+    "kv_heads_2": dict(num_heads=4, num_key_value_heads=2),
+    "block_32": dict(block_size=32, k=f16(NB, 1, 32, 512), v=None,
+                     key_rope=t(f16(NB, 1, 32, 64))),
+    "no_table": dict(block_table=None),
+    "sparse_3": dict(sparse_mode=3, atten_mask=t(np.triu(np.ones((2048, 2048), bool), 1))),
+    "rope_dtype": dict(query_rope=t(qr.astype(np.float32))),
+    "rope_shape": dict(query_rope=t(f16(B, N, 1, 32))),
+    "key_rope_shape": dict(key_rope=t(f16(NB, 1, BS, 32))),
+    "value_shape": dict(v=f16(NB, 1, BS, 256)),
+    "layout": dict(input_layout="BNSD_BSND"),
+    "d128": dict(q=f16(B, N, 1, 128)),
+    "q_seq_2": dict(q=f16(B, N, 2, 512), query_rope=t(f16(B, N, 2, 64))),
+    "q_lengths": dict(actual_seq_lengths=[1, 1]),
+}
+got = {}
+for name, over in cases.items():
+    a = {k: over.pop(k) for k in ("q", "k", "v") if k in over}
+    if "v" in a and a["v"] is None:
+        a["v"] = a["k"]
+    try:
+        call(**a, **over)
+        got[name] = "accepted"
+    except RuntimeError as e:
+        got[name] = str(e)
+print(json.dumps(got))
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        import json
+        got = json.loads(out)
+        want = {
+            "no_query_rope": "queryRope is null, but keyRope exists",
+            "no_key_rope": "keyRope is null, but queryRope exists",
+            "heads_3": "1, 2, 4, 8, 16, 32, 64 or 128",
+            "kv_heads_2": "the key has one head",
+            "block_32": "16 or 128",
+            "no_table": "PagedAttention must be enabled",
+            "sparse_3": "only sparseMode 0 without a mask",
+            "rope_dtype": "queryRope must have the query's dtype",
+            "rope_shape": "queryRope shape",
+            "key_rope_shape": "keyRope shape",
+            "value_shape": "key and value shapes must be identical",
+            "layout": "BNSD_BSND with queryRope/keyRope",
+            "d128": "takes inputLayout TND or NTD_TND",
+            "q_seq_2": "Q_S > 1",
+            "q_lengths": "actualSeqLengths is supported only in TND",
+        }
+        self.assertEqual(set(got), set(want))
+        for name, why in want.items():
+            self.assertIn("aclnnFusedInferAttentionScoreV4", got[name], name)
+            self.assertIn(why, got[name], name)
+
+    def test_mla_takes_128_query_heads_over_its_one_kv_head(self):
+        # The general group limit is 64; the MLA rules allow Q_N 128 with K_N 1.
+        code = _MLA_PRELUDE + """
+q128, qr128 = f16(B, 128, 1, 512), f16(B, 128, 1, 64)
+o, l = call(q=q128, num_heads=128, query_rope=t(qr128))
+print(o.shape, bool(np.isfinite(o.cpu().numpy().astype(np.float32)).all()))
+try:
+    torch_npu.npu_fused_infer_attention_score(
+        t(q128), t(kc), t(kc), block_table=t(table), **dict(KW, num_heads=128))
+except RuntimeError as e:
+    print(e)
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        first, second = out.splitlines()
+        self.assertEqual(first, "(2, 128, 1, 512) True")
+        self.assertIn("numHeads / numKeyValueHeads must be an integer <= 64", second)
+
+    def test_reshape_and_cache_writes_latent_and_rope_rows_of_different_widths(self):
+        code = """
+rng = np.random.default_rng(3)
+kc = np.zeros((3, 16, 1, 512), np.float16); rc = np.zeros((3, 16, 1, 64), np.float16)
+kv = rng.standard_normal((2, 1, 512)).astype(np.float16)
+kp = rng.standard_normal((2, 1, 64)).astype(np.float16)
+tk, tr = t(kc), t(rc)
+torch_npu._npu_reshape_and_cache(t(kv), t(kp), tk, tr, t(np.array([17, 2], np.int32)))
+a, r = tk.cpu().numpy(), tr.cpu().numpy()
+print(bool(np.array_equal(a[1, 1, 0], kv[0, 0])), bool(np.array_equal(r[0, 2, 0], kp[1, 0])),
+      int((a != 0).any(axis=-1).sum()), int((r != 0).any(axis=-1).sum()))
+"""
+        rc, out, err = _standin(code)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), ["True", "True", "2", "2"])

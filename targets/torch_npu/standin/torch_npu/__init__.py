@@ -6,7 +6,9 @@ The simulated product is CONFORM_STANDIN_SOC (default Ascend910B4, an Atlas A2 p
 refuses the products its page does not list, with the aclnn error the real call raises.
 
 - npu_fused_infer_attention_score: _fia.py (semantics, rejections, uninitialised rows; INT8
-  paged K/V with key/value antiquant scales and offsets, modes 0 and 1, in decode).
+  paged K/V with key/value antiquant scales and offsets, modes 0 and 1, in decode; the MLA
+  decode path with query_rope / key_rope over the paged latent cache, and the V3 page's MLA
+  rules).
 - npu_mm_all_reduce_base (aclnnMatmulAllReduce / aclnnMatmulAllReduceV2, Atlas A2 only, 1/2/4/8
   cards): output = allreduce(x1 @ x2 + bias + x3) as the pages write it: every rank adds the
   bias and x3 IT IS PASSED to its own product, rounds that to the output dtype, and the ranks'
@@ -16,7 +18,8 @@ refuses the products its page does not list, with the aclnn error the real call 
 - npu_weight_quant_batchmatmul (aclnnWeightQuantBatchMatmulV2): y = x @ ((w + offset) * scale)
   + bias, per-tensor / per-channel / per-group scales; INT8 weights.
 - _npu_reshape_and_cache (ATB ReshapeAndCacheOperation) and npu_scatter_nd_update_: in-place
-  cache writes, bit for bit.
+  cache writes, bit for bit (key and value may differ in their last dimension, as the MLA
+  latent and rope rows do).
 - npu_dynamic_quant (aclnnDynamicQuant, Atlas A2 / A3): per-token symmetric int8 with the A2
   kernel's arithmetic as its open source writes it (hicann/ops-nn
   quant/dynamic_quant/op_kernel/dynamic_quant.h): f32 product with the smooth row, 127 divided

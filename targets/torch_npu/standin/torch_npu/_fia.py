@@ -25,6 +25,14 @@ What it models:
   values are dequantised as (y + offset) * scale in float32 (the incre-flash-attention kernel
   widens int8 and parameters to float32, adds the offset, then multiplies by the scale) before
   the same attention.
+- MLA (query_rope and key_rope both given; the aclnnFusedInferAttentionScoreV3 page's rules for
+  a query D of 512, outside TND): the ND latent cache paged through block_table as key and
+  value, the 64-wide rope keys paged the same way; the scores are one 576-long f32 dot product
+  of [q_nope, q_rope] with [c_kv, k_rope] per key, the rest as above (values from the value
+  tensor, 512 wide). One rope tensor without the other, a Q_N outside 1, 2, 4, ..., 128, a
+  second KV head, block sizes other than 16 and 128, no block table, a sparse mode or mask with
+  Q_S 1, rope dtypes or shapes unlike the query's / key's, quantisation, and BNSD_BSND are
+  refused as the page says; MTP (Q_S > 1), TND and the NZ cache are refused as not modelled.
 """
 import numpy as np
 
@@ -156,7 +164,10 @@ def fia(soc, q_t, k_t, v_t, *, antiquant=None, atten_mask=None, actual_seq_lengt
     kv_heads = int(num_key_value_heads) or heads
     if not 0 < heads <= 256:
         fail(API, "numHeads %d out of range (1..256)" % heads)
-    if heads % kv_heads or heads // kv_heads > 64:
+    # The group limit of 64 is the general one; MLA (both rope tensors) takes up to 128 query
+    # heads over its one KV head (checked in _check_mla).
+    mla_pair = query_rope is not None and key_rope is not None
+    if heads % kv_heads or (heads // kv_heads > 64 and not mla_pair):
         fail(API, "numHeads / numKeyValueHeads must be an integer <= 64")
     sparse = int(sparse_mode)
     if sparse not in (0, 1, 2, 3, 4):
@@ -189,11 +200,20 @@ def fia(soc, q_t, k_t, v_t, *, antiquant=None, atten_mask=None, actual_seq_lengt
     if decode and ip not in (0, 1):
         fail(API, "innerPrecise %d: the decode (Q_S = 1) path supports only 0 and 1" % ip)
     paged = block_table is not None
+    mla = query_rope is not None or key_rope is not None
+    if mla:
+        if query_rope is None or key_rope is None:
+            fail(API, "%s is null, but %s exists: queryRope and keyRope are given together or "
+                      "not at all" % (("queryRope", "keyRope") if query_rope is None
+                                      else ("keyRope", "queryRope")))
+        if query_rope.dtype is not q_t.dtype or key_rope.dtype is not k_t.dtype:
+            fail(API, "queryRope must have the query's dtype and keyRope the key's")
     if tnd:
         _check_tnd(dt, d, heads, kv_heads, sparse, atten_mask, paged, query_rope, key_rope,
                    actual_seq_lengths, actual_seq_lengths_kv)
-    elif query_rope is not None or key_rope is not None:
-        fail(API, "query_rope/key_rope (MLA) are not modelled by the stand-in")
+    elif mla:
+        _check_mla(q_t, k_t, v_t, query_rope, key_rope, d, heads, kv_heads, q_seq, input_layout,
+                   sparse, atten_mask, paged, block_size, actual_seq_lengths, int8_kv or aq)
     # Keys and values per batch: [KVN, L, D].
     if paged:
         bs = int(block_size)
@@ -247,6 +267,20 @@ def fia(soc, q_t, k_t, v_t, *, antiquant=None, atten_mask=None, actual_seq_lengt
                     else:
                         lst[b] = ((y + of[b, None, :n, None]).astype(np.float32)
                                   * sc[b, None, :n, None]).astype(np.float32)
+        if mla:
+            # The 64-wide rope keys, paged like the latent cache, join the keys (and the rope
+            # queries the queries): the scores are one 576-long dot product per key.
+            kr = key_rope._f32()
+            if kr.ndim == 3:
+                kr = kr.reshape(kr.shape[0], bs, 1, -1).transpose(0, 2, 1, 3)
+            qr = _per_batch(input_layout, query_rope._f32(), heads)
+            for b in range(batch):
+                n = int(actual_seq_lengths_kv[b])
+                ids = bt[b, :-(-n // bs)]
+                kr_b = (np.concatenate([kr[i] for i in ids], axis=1)[:, :n] if n
+                        else np.zeros((1, 0, kr.shape[-1]), np.float32))
+                ks[b] = np.concatenate([ks[b], kr_b], axis=-1)
+                qs[b] = np.concatenate([qs[b], qr[b]], axis=-1)
     else:
         ks = _per_batch(input_layout, k_raw, kv_heads, lengths=actual_seq_lengths_kv)
         vs = _per_batch(input_layout, v_raw, kv_heads, lengths=actual_seq_lengths_kv)
@@ -320,6 +354,61 @@ def fia(soc, q_t, k_t, v_t, *, antiquant=None, atten_mask=None, actual_seq_lengt
             out = o
         lse = np.stack(lses)[..., None]  # [B, N, S, 1]
     return np.ascontiguousarray(out), (lse if softmax_lse_flag else None), dt
+
+
+MLA_HEADS = (1, 2, 4, 8, 16, 32, 64, 128)
+MLA_LAYOUTS = ("BSH", "BSND", "BNSD")  # the page's others (*_NBSD, TND, TND_NTD): not modelled
+
+
+def _check_mla(q_t, k_t, v_t, q_rope, k_rope, d, heads, kv_heads, q_seq, layout, sparse,
+               atten_mask, paged, block_size, actual_seq_lengths, quantised):
+    """The MLA rules of the aclnnFusedInferAttentionScoreV3 page (queryRope and keyRope given),
+    Atlas A2, outside TND: query D 512 (128 takes TND / NTD_TND only); rope D 64, each rope
+    tensor shaped as its query / key otherwise; Q_N 1, 2, 4, ..., 128; one KV head of D 512;
+    Q_S 1..16, Q_S 1 with sparse mode 0 and no mask; PagedAttention on with blockSize 16 or
+    128; no actualSeqLengths (TND only); no pseudo- or full quantisation. Modelled: decode
+    (Q_S = 1) with the ND caches; MTP (Q_S > 1, sparse mode 3 and its mask) and the NZ cache
+    are refused as not modelled."""
+    if d == 128:
+        fail(API, "with queryRope/keyRope, a query D of 128 takes inputLayout TND or NTD_TND")
+    if d != 512:
+        fail(API, "with queryRope/keyRope, the query D must be 512 (or 128 in TND), not %d" % d)
+    if layout not in MLA_LAYOUTS:
+        fail(API, "input_layout %s with queryRope/keyRope is not modelled by the stand-in "
+                  "(BSH, BSND, BNSD)" % layout)
+    q_shape, r_shape = tuple(q_t.shape), tuple(q_rope.shape)
+    want = q_shape[:-1] + ((q_shape[-1] // 512 * 64,) if layout == "BSH" else (64,))
+    if r_shape != want:
+        fail(API, "queryRope shape %s: the query's %s with D 64" % (r_shape, q_shape))
+    if heads not in MLA_HEADS:
+        fail(API, "numHeads %d with queryRope (query D 512): 1, 2, 4, 8, 16, 32, 64 or 128"
+             % heads)
+    if kv_heads != 1:
+        fail(API, "numKeyValueHeads %d with queryRope (query D 512): the key has one head"
+             % kv_heads)
+    if not 1 <= q_seq <= 16:
+        fail(API, "Q_S %d with queryRope (query D 512): 1 to 16" % q_seq)
+    if q_seq == 1 and (sparse != 0 or atten_mask is not None):
+        fail(API, "with queryRope and Q_S 1 only sparseMode 0 without a mask is supported")
+    if q_seq > 1:
+        fail(API, "stand-in: MLA with Q_S > 1 (sparseMode 3 and its mask) is not modelled")
+    if quantised:
+        fail(API, "queryRope/keyRope do not support pseudo- or full quantisation")
+    if actual_seq_lengths is not None:
+        fail(API, "with queryRope, actualSeqLengths is supported only in TND with Q_S > 1")
+    if not paged:
+        fail(API, "with queryRope (query D 512), PagedAttention must be enabled (blockTable)")
+    if int(block_size) not in (16, 128):
+        fail(API, "blockSize %d with queryRope (query D 512): 16 or 128" % int(block_size))
+    k_shape, v_shape, kr_shape = tuple(k_t.shape), tuple(v_t.shape), tuple(k_rope.shape)
+    if len(k_shape) == 5:
+        fail(API, "stand-in: the NZ cache [blockNum, N, D/16, blockSize, 16] is not modelled")
+    if k_shape[-1] != 512:
+        fail(API, "with queryRope (query D 512), the key D must be 512, not %d" % k_shape[-1])
+    if v_shape != k_shape:
+        fail(API, "key and value shapes must be identical: %s and %s" % (k_shape, v_shape))
+    if kr_shape != k_shape[:-1] + (64,):
+        fail(API, "keyRope shape %s: the key's %s with D 64" % (kr_shape, k_shape))
 
 
 def _check_tnd(dt, d, heads, kv_heads, sparse, atten_mask, paged, query_rope, key_rope,
