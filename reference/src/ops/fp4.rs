@@ -7,8 +7,9 @@
 //! - w4a16: the same plus `"m": M` and `"format": "mxfp4"|"nvfp4"`;
 //! - NVFP4 (either op): `"tie_global_scale": true` draws the global scale as a rounding
 //!   midpoint of the output type, so elements with a power-of-two `q * s` land on exact ties;
-//!   `"order_witness": "b_rne"` (order a/b/c, rounding rne/rna) constructs a global scale and
-//!   a (code, scale) pair on which that order differs from the other exact-product orders.
+//!   `"order_witness": "b_rne"` (order a/b/c/d, rounding rne/rna) constructs a global scale and
+//!   a (code, scale) pair on which that order differs from the other exact-product orders (for
+//!   d, the combined scale rounded to bf16: from each of a, b and c).
 //!
 //! `packing` is the byte layout of the `weight` tensor (it overrides the recipe's layout, so one
 //! recipe can be checked under every packing a kernel may use; `split_halves` is the QingCheng
@@ -209,7 +210,7 @@ impl Fp4Family {
                 let bad = || {
                     self.invalid(
                         "order_witness",
-                        format!("`{w}`: a_rne, a_rna, b_rne, b_rna, c_rne or c_rna"),
+                        format!("`{w}`: a, b, c or d, then _rne or _rna (e.g. b_rne)"),
                     )
                 };
                 let (o, r) = w.split_once('_').ok_or_else(bad)?;
@@ -217,6 +218,7 @@ impl Fp4Family {
                     "a" => ScaleOrder::BlockThenGlobalF32,
                     "b" => ScaleOrder::CombinedScaleF32,
                     "c" => ScaleOrder::ExactOnce,
+                    "d" => ScaleOrder::CombinedScaleBf16,
                     _ => return Err(bad()),
                 };
                 let mode = match r {

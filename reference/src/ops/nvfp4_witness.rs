@@ -1,6 +1,7 @@
 //! NVFP4 inputs that pin a scale order: a global scale `g` and one (code, block scale) pair on
 //! which the order a case asks for gives other output bits than each of the other exact-product
-//! orders (A, B, C; see [`ScaleOrder`]).
+//! orders (A, B, C; see [`ScaleOrder`]), or, for order D (the combined scale handed over as
+//! bf16), than each of A, B and C.
 //!
 //! Orders A, B and C agree almost everywhere for bf16/f16 outputs: f32 carries more than
 //! 2p + 2 bits, so their different f32 roundings change the final rounding only when the
@@ -20,12 +21,19 @@ const ODD_CODES: [u8; 3] = [3, 5, 7];
 /// Candidates tried before giving up.
 const MAX_CANDIDATES: usize = 20_000;
 
-/// The orders a witness must separate.
-const ORDERS: [ScaleOrder; 3] = [
+/// The orders a witness separates: A, B and C from each other, and D from A, B and C.
+const ORDERS: [ScaleOrder; 4] = [
     ScaleOrder::BlockThenGlobalF32,
     ScaleOrder::CombinedScaleF32,
     ScaleOrder::ExactOnce,
+    ScaleOrder::CombinedScaleBf16,
 ];
+
+/// Whether order `j` must differ from order `which` (indices into [`ORDERS`]): every other
+/// exact-product order (A, B, C), and for D all three of them.
+fn rival(which: usize, j: usize) -> bool {
+    j != which && (j < 3 || which == 3)
+}
 
 /// A global scale and a (code, block scale) pair on which `order` under `mode` gives other
 /// output bits than each of the other orders of A, B, C.
@@ -36,7 +44,7 @@ pub struct Witness {
     pub block_scale: u8,
 }
 
-fn outputs(code: u8, s: u8, g: f32, out: HalfType, mode: RoundingMode) -> [u16; 3] {
+fn outputs(code: u8, s: u8, g: f32, out: HalfType, mode: RoundingMode) -> [u16; 4] {
     let mut r = Fp4DequantRecipe::vllm_nvfp4();
     r.output = out;
     r.rounding = Rounding::ieee(mode);
@@ -46,8 +54,8 @@ fn outputs(code: u8, s: u8, g: f32, out: HalfType, mode: RoundingMode) -> [u16; 
     })
 }
 
-/// Searches the stream for a witness of `order` (A, B or C) under `mode`; `None` when the
-/// order is not one of those or nothing was found within the bound.
+/// Searches the stream for a witness of `order` (A, B, C or D) under `mode`; `None` when
+/// nothing was found within the bound. The stream is read the same way for every order.
 pub fn find(
     ctx: &mut GenContext,
     order: ScaleOrder,
@@ -72,7 +80,7 @@ pub fn find(
         for k in -12i32..=12 {
             let g = f32::from_bits((g0.to_bits() as i64 + k as i64) as u32);
             let o = outputs(code, block_scale, g, out, mode);
-            if (0..3).all(|j| j == which || o[j] != o[which]) {
+            if (0..ORDERS.len()).all(|j| !rival(which, j) || o[j] != o[which]) {
                 return Some(Witness {
                     global_scale: g,
                     code,
@@ -90,7 +98,7 @@ mod tests {
     use crate::ops::ValueDist;
 
     #[test]
-    fn every_exact_product_order_has_a_witness_under_both_tie_rules() {
+    fn every_order_has_a_witness_under_both_tie_rules() {
         for out in [HalfType::Bf16, HalfType::F16] {
             for mode in [
                 RoundingMode::NearestTiesToEven,
@@ -109,8 +117,8 @@ mod tests {
                         let w = find(&mut ctx, *order, mode, out)
                             .unwrap_or_else(|| panic!("{out:?} {mode:?} {order:?} seed {seed}"));
                         let o = outputs(w.code, w.block_scale, w.global_scale, out, mode);
-                        for j in 0..3 {
-                            if j != n {
+                        for j in 0..ORDERS.len() {
+                            if rival(n, j) {
                                 assert_ne!(o[j], o[n], "{order:?} vs {:?}", ORDERS[j]);
                             }
                         }
