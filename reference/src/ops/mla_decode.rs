@@ -28,7 +28,7 @@
 //! values). Fault models edit [`MlaRecipe`].
 
 use super::fa_prefill::{invalid, op_error, oracle_outputs, output_specs, recipe_outputs};
-use super::pa_decode::PaDecodeParams;
+use super::pa_decode::{check_new_tokens, PaDecodeParams};
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -748,21 +748,7 @@ impl PresetFamily for MlaDecode {
         if p.batch == 0 {
             return Err(invalid(OP, "batch", "must be positive"));
         }
-        if p.new_tokens == 0 {
-            return Err(invalid(OP, "new_tokens", "must be positive"));
-        }
-        for (b, &l) in p.actual_seq_lengths_kv.iter().enumerate() {
-            if l < p.new_tokens as i64 {
-                return Err(invalid(
-                    OP,
-                    &format!("actual_seq_lengths_kv[{b}]"),
-                    &format!(
-                        "{l} keys cannot hold the {} new tokens this step writes",
-                        p.new_tokens
-                    ),
-                ));
-            }
-        }
+        check_new_tokens(OP, p.new_tokens, &p.actual_seq_lengths_kv)?;
         // The block arithmetic is pa_decode's (one KV head, the latent width).
         let pd = PaDecodeParams {
             dtype: p.dtype,

@@ -596,3 +596,25 @@ pub(crate) fn score_view(
         g: plan.g.clone(),
     })
 }
+
+/// Checks that a decode step writing `new_tokens` rows per sequence (the last positions of
+/// each) has rows to write and sequences long enough to hold them.
+pub(crate) fn check_new_tokens(
+    op: &str,
+    new_tokens: usize,
+    lengths: &[i64],
+) -> Result<(), OpError> {
+    if new_tokens == 0 {
+        return Err(invalid(op, "new_tokens", "must be positive"));
+    }
+    for (b, &l) in lengths.iter().enumerate() {
+        if l < new_tokens as i64 {
+            return Err(invalid(
+                op,
+                &format!("actual_seq_lengths_kv[{b}]"),
+                &format!("{l} keys cannot hold the {new_tokens} new tokens this step writes"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -46,7 +46,7 @@
 //! never zero.
 
 use super::fa_prefill::{attention_flops, invalid, op_error, oracle_outputs, output_specs};
-use super::pa_decode::{PaDecodeParams, Plan};
+use super::pa_decode::{check_new_tokens, PaDecodeParams, Plan};
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -937,21 +937,7 @@ impl PresetFamily for PaDecodeInt8 {
                 "key per-channel with value per-token over INT8 needs an f16 query and output (FIA page, mode 3)",
             ));
         }
-        if p.new_tokens == 0 {
-            return Err(invalid(OP, "new_tokens", "must be positive"));
-        }
-        for (b, &l) in p.actual_seq_lengths_kv.iter().enumerate() {
-            if l < p.new_tokens as i64 {
-                return Err(invalid(
-                    OP,
-                    &format!("actual_seq_lengths_kv[{b}]"),
-                    &format!(
-                        "{l} keys cannot hold the {} new tokens this step writes",
-                        p.new_tokens
-                    ),
-                ));
-            }
-        }
+        check_new_tokens(OP, p.new_tokens, &p.actual_seq_lengths_kv)?;
         let pd = PaDecodeParams {
             dtype: p.dtype,
             input_layout: p.input_layout,
