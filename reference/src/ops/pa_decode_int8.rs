@@ -34,9 +34,12 @@
 //! o) * s`; the `ascend_ifa_c8` recipe forms it in f32 (exact for the generated scales and
 //! offsets) and runs the `ascend_ifa_bf16` attention recipe on the dequantised cache;
 //! `c8_dequant_in_dtype` rounds each step to the query dtype (vLLM-Ascend's host-side dense
-//! dequantisation, `(key.to(dtype) - offset) * scale`). `oracle`: the exact quantisation
-//! (`round_half_even(x / s - o)`, decided with exact products) and the f64 attention oracle on
-//! the exactly dequantised cache.
+//! dequantisation, `(key.to(dtype) - offset) * scale`). `oracle`: the write as above (it is
+//! bit-defined by the torch ops, not a kernel's approximation of `round(x / s - o)`), the exact
+//! dequantisation and the f64 attention oracle. Writing the exact quotient instead would move an
+//! oracle output by a whole scale step wherever the 16-bit arithmetic lands on the other side of
+//! a near tie: the error ratio of the attention output would then measure which side the write
+//! took (already judged on the caches), not the attention arithmetic.
 //!
 //! Regimes: `rounding_ties` (8 exact .5 ties with an even integer part per cache among the new
 //! rows, on channels or tokens whose scale is a power of two, under the case's recipe) and
@@ -656,29 +659,6 @@ pub fn dequantise_one(dtype: DType, r: &C8Recipe, y: f32, s: f32, o: f32) -> f32
     }
 }
 
-/// The exact quantisation `clamp(round_half_even(x / s - o), -128, 127)` for `s > 0`, decided
-/// with exact f64 products: `x` has at most 11 significant bits, `n + 1/2 + o` at most 20 and
-/// `s` at most 24 here, so `(n + 1/2 + o) * s` is exact and its comparison with `x` decides
-/// the rounding (the f64 quotient only gives the first guess).
-pub fn exact_quantise(x: f64, s: f64, o: f64) -> i8 {
-    let guess = (x / s - o).round().clamp(-1000.0, 1000.0);
-    let mut n = guess as i64;
-    // Move n until x lies in [(n - 1/2 + o) s, (n + 1/2 + o) s].
-    while x > (n as f64 + 0.5 + o) * s && n < 1000 {
-        n += 1;
-    }
-    while x < (n as f64 - 0.5 + o) * s && n > -1000 {
-        n -= 1;
-    }
-    // A tie at the upper bound goes to the even of n and n + 1, at the lower to n - 1 and n.
-    if x == (n as f64 + 0.5 + o) * s && n % 2 != 0 {
-        n += 1;
-    } else if x == (n as f64 - 0.5 + o) * s && n % 2 != 0 {
-        n -= 1;
-    }
-    n.clamp(-128, 127) as i8
-}
-
 impl OpFamily for PaDecodeInt8 {
     fn name(&self) -> &'static str {
         OP
@@ -989,22 +969,11 @@ impl PresetFamily for PaDecodeInt8 {
         let cg = c.cache();
         let layout = c.p.cache_layout;
         let (kvh, hd) = (g.kv_heads, g.head_dim);
-        let exact = C8Recipe::preset("ascend_ifa_c8").expect("the kernel preset exists");
-        let mut caches = [d.key_cache.clone(), d.value_cache.clone()];
-        for (which, (rows, qp)) in [(&d.key, &d.kp), (&d.value, &d.vp)].into_iter().enumerate() {
-            for row in 0..c.rows() {
-                let (b, pos) = c.row_position(row);
-                let (blk, slot) = Self::slot_of(c, &d.slots, row, 0)?;
-                for h in 0..kvh {
-                    for e in 0..hd {
-                        let x = Self::decode16(c, rows[(row * kvh + h) * hd + e]) as f64;
-                        let (s, o) = qp.at(qp.index(c, &exact, b, pos, h, e));
-                        caches[which][layout.offset(&cg, blk, slot, h, e)] =
-                            exact_quantise(x, s as f64, o as f64);
-                    }
-                }
-            }
-        }
+        // The write is bit-defined (vLLM-Ascend's torch ops on the rows' dtype), so the oracle
+        // writes as the kernel preset does; only the dequantisation and the attention are exact.
+        let kernel = C8Recipe::preset("ascend_ifa_c8").expect("the kernel preset exists");
+        let (kc, vc) = self.write(c, &kernel, &d)?;
+        let caches = [kc, vc];
         // The exact dequantisation: (y + o) * s is exact in f64; its f32 form must be too.
         let mut deq = [
             vec![f32::NAN; caches[0].len()],
@@ -1019,7 +988,7 @@ impl PresetFamily for PaDecodeInt8 {
                     for h in 0..kvh {
                         for e in 0..hd {
                             let at = layout.offset(&cg, blk, pos % cg.block_size, h, e);
-                            let (s, o) = qp.at(qp.index(c, &exact, b, pos, h, e));
+                            let (s, o) = qp.at(qp.index(c, &kernel, b, pos, h, e));
                             let v = (caches[which][at] as f64 + o as f64) * s as f64;
                             if (v as f32) as f64 != v {
                                 return Err(failed(format!(
@@ -1268,16 +1237,6 @@ fn pre_cast(dtype: DType, mode: u32, r: &C8Recipe, x: f32, s: f32, o: f32) -> f3
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exact_quantise_rounds_ties_to_even_and_saturates() {
-        // x / s - o = 2.5 -> 2; 3.5 -> 4; -2.5 -> -2.
-        assert_eq!(exact_quantise(2.5 * 0.125, 0.125, 0.0), 2);
-        assert_eq!(exact_quantise((3.5 - 0.25) * 0.125, 0.125, -0.25), 4);
-        assert_eq!(exact_quantise(-2.5 * 0.125, 0.125, 0.0), -2);
-        assert_eq!(exact_quantise(1000.0, 0.125, 0.0), 127);
-        assert_eq!(exact_quantise(-1000.0, 0.125, 0.0), -128);
-    }
 
     #[test]
     fn the_write_and_the_dequantisation_invert_each_other_on_exact_values() {
