@@ -27,15 +27,8 @@ pub fn f32_to_bf16(x: f32, rounding: Rounding) -> u16 {
     let b = x.to_bits();
     let sign = ((b >> 16) & 0x8000) as u16;
     let mag = b & 0x7FFF_FFFF;
-    if mag >= 0x7F80_0000 {
-        if mag > 0x7F80_0000 {
-            return nan_encoding(&BFLOAT16, rounding.nan, sign != 0) as u16;
-        }
-        return match rounding.overflow {
-            OverflowPolicy::Ieee => sign | 0x7F80,
-            OverflowPolicy::Saturate => sign | 0x7F7F,
-        };
-    }
+    // Written without early returns (every case computed, then selected), so that loops of
+    // conversions vectorise; for infinity and NaN the finite path's result is discarded.
     let mut hi = (mag >> 16) as u16;
     let lo = mag & 0xFFFF;
     let negative = sign != 0;
@@ -51,7 +44,17 @@ pub fn f32_to_bf16(x: f32, rounding: Rounding) -> u16 {
     if rounding.subnormals == SubnormalPolicy::FlushToZero && hi < 0x0080 {
         hi = 0;
     }
-    sign | hi
+    let infinite = match rounding.overflow {
+        OverflowPolicy::Ieee => 0x7F80,
+        OverflowPolicy::Saturate => 0x7F7F,
+    };
+    if mag > 0x7F80_0000 {
+        nan_encoding(&BFLOAT16, rounding.nan, negative) as u16
+    } else if mag == 0x7F80_0000 {
+        sign | infinite
+    } else {
+        sign | hi
+    }
 }
 
 /// Rounds an f64 to bf16 under `rounding`, in ONE step (no intermediate f32 rounding).

@@ -47,48 +47,34 @@ pub fn f32_to_f16(x: f32, rounding: Rounding) -> u16 {
     let negative = b >> 31 != 0;
     let sign = ((b >> 16) & 0x8000) as u16;
     let mag = b & 0x7FFF_FFFF;
-    if mag >= 0x7F80_0000 {
-        if mag > 0x7F80_0000 {
-            return nan_encoding(&FLOAT16, rounding.nan, negative) as u16;
-        }
-        return match rounding.overflow {
-            OverflowPolicy::Ieee => sign | 0x7C00,
-            OverflowPolicy::Saturate => sign | 0x7BFF,
-        };
-    }
-    let e = (mag >> 23) as i32; // biased f32 exponent
-    if e >= 127 + 16 {
-        // |x| >= 2^16 > 65504: overflow in every mode.
-        return sign | overflow_magnitude(rounding, negative);
-    }
-    // Truncated magnitude code `trunc` and the discarded bits `rem` out of `1 << shift`.
-    let (trunc, rem, shift) = if e >= 127 - 14 {
-        // Normal f16 range: 13 fraction bits are discarded.
-        let code = (((e - 112) as u32) << 10) | ((mag >> 13) & 0x3FF);
-        (code, mag & 0x1FFF, 13u32)
+    // The biased f32 exponent.
+    let e = (mag >> 23) as i32;
+    // Written without early returns (every case computed, then selected), so that loops of
+    // conversions vectorise. The truncated magnitude code is `src >> shift` and the discarded
+    // bits `src & ((1 << shift) - 1)`:
+    // - normal f16 range (e >= 127 - 14): `src` is `mag` rebased by 112 exponents, so its top
+    //   bits are ((e - 112) << 10) | the 10 kept fraction bits, and 13 bits are discarded; from
+    //   e = 143 (|x| >= 2^16 > 65504) on the code is >= 0x7C00, an overflow in every mode;
+    // - subnormal f16 or smaller: `src` is the significand with its hidden bit and `shift` =
+    //   126 - max(e, 1) (f16 quantum 2^-24, the f32 unit 2^(max(e, 1) - 150)). From 25 on the
+    //   code is 0 and the discarded part (< 2^24) lies below half of 2^(shift - 1) >= 2^24,
+    //   so capping the shift at 31 decides every rounding alike.
+    let normal = e >= 127 - 14;
+    let significand = (mag & 0x7F_FFFF) | if e == 0 { 0 } else { 0x80_0000 };
+    let src = if normal {
+        mag.wrapping_sub(112 << 23)
     } else {
-        // Subnormal f16 (or smaller): the significand with its hidden bit, shifted right.
-        let sig = if e == 0 {
-            mag & 0x7F_FFFF
-        } else {
-            (mag & 0x7F_FFFF) | 0x80_0000
-        };
-        // f16 subnormal quantum 2^-24; the f32 significand's unit is 2^(max(e,1) - 150).
-        let shift = (126 - e.max(1)) as u32; // = -24 - (max(e,1) - 150)
-        if shift >= 32 {
-            (0, sig, 32)
-        } else {
-            (sig >> shift, sig & ((1u32 << shift) - 1), shift)
-        }
+        significand
     };
-    let inexact = rem != 0;
-    let (above_half, at_half) = if shift >= 32 {
-        // sig < 2^24 < 2^31: always below half.
-        (false, false)
+    let shift = if normal {
+        13
     } else {
-        let half = 1u32 << (shift - 1);
-        (rem > half, rem == half)
+        ((126 - e.max(1)) as u32).min(31)
     };
+    let trunc = src >> shift;
+    let rem = src & ((1u32 << shift) - 1);
+    let half = 1u32 << (shift - 1);
+    let (inexact, above_half, at_half) = (rem != 0, rem > half, rem == half);
     let mut code = trunc;
     match rounding.mode {
         RoundingMode::ToOdd => code |= inexact as u32,
@@ -96,17 +82,29 @@ pub fn f32_to_f16(x: f32, rounding: Rounding) -> u16 {
             code += mode.rounds_up(negative, code & 1 == 1, above_half, at_half, inexact) as u32
         }
     }
-    if code >= 0x7C00 {
-        return sign | overflow_magnitude(rounding, negative);
+    let flush = rounding.subnormals == SubnormalPolicy::FlushToZero && code < 0x0400;
+    let finite = if code >= 0x7C00 {
+        overflow_magnitude(rounding, negative)
+    } else if flush {
+        0
+    } else {
+        code as u16
+    };
+    let infinite = match rounding.overflow {
+        OverflowPolicy::Ieee => 0x7C00,
+        OverflowPolicy::Saturate => 0x7BFF,
+    };
+    if mag > 0x7F80_0000 {
+        nan_encoding(&FLOAT16, rounding.nan, negative) as u16
+    } else if mag == 0x7F80_0000 {
+        sign | infinite
+    } else {
+        sign | finite
     }
-    if rounding.subnormals == SubnormalPolicy::FlushToZero && code < 0x0400 {
-        code = 0;
-    }
-    sign | code as u16
 }
 
 /// The f16 magnitude an overflowing result gets: infinity or the largest finite value.
-#[inline]
+#[inline(always)]
 fn overflow_magnitude(rounding: Rounding, negative: bool) -> u16 {
     if rounding.overflow == OverflowPolicy::Saturate
         || !rounding.mode.overflows_to_infinity(negative)

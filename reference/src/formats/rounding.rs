@@ -91,6 +91,7 @@ impl RoundingMode {
 
     /// Whether an overflowing result of the given sign becomes infinity (true) or the largest
     /// finite value (false), as IEEE 754 prescribes for this mode.
+    #[inline]
     pub fn overflows_to_infinity(self, negative: bool) -> bool {
         match self {
             RoundingMode::NearestTiesToEven | RoundingMode::NearestTiesAway => true,

@@ -64,26 +64,26 @@ struct Position {
 fn position(t: &Target, bits: u32) -> Position {
     let neg = bits >> 31 != 0;
     let x = f32::from_bits(bits & 0x7FFF_FFFF);
-    if !x.is_finite() {
-        return Position {
-            neg,
-            special: if x.is_nan() { 2 } else { 1 },
-            lo: 0,
-            n_odd: false,
-            frac_vs_half: 0,
-            inexact: false,
-        };
-    }
-    let a = x as f64;
+    // Infinity and NaN are marked, and their grid fields (computed on 0, unused) discarded:
+    // no early return, so that the sweep's loops vectorise.
+    let special = if x.is_nan() {
+        2
+    } else if x.is_infinite() {
+        1
+    } else {
+        0
+    };
+    let a = if special == 0 { x as f64 } else { 0.0 };
     // floor(log2 a), clamped to the smallest normal exponent (a = 0 gives -1023 -> emin).
     let ex = (((a.to_bits() >> 52) as i32) - 1023).max(t.emin);
-    let q = a * pow2(t.man as i32 - ex); // |x| / spacing, exact
-                                         // q < 2^(man + 1) <= 2^11: 32-bit conversions are exact and cheap.
+    // q = |x| / spacing, exact; q < 2^(man + 1) <= 2^11: 32-bit conversions are exact and
+    // cheap.
+    let q = a * pow2(t.man as i32 - ex);
     let n = q as i32;
     let frac = q - n as f64;
     Position {
         neg,
-        special: 0,
+        special,
         lo: (((ex - t.emin) as u64) << t.man) + n as u64,
         n_odd: n % 2 == 1,
         frac_vs_half: if frac > 0.5 {
