@@ -2,7 +2,7 @@
 
 use super::format::BFLOAT16;
 use super::rounding::{
-    nan_encoding, Exact, OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy,
+    select_f32_specials, Exact, OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy,
 };
 
 /// Decodes bf16 bits to f32 (always exact: bf16 is the top half of an f32).
@@ -44,17 +44,7 @@ pub fn f32_to_bf16(x: f32, rounding: Rounding) -> u16 {
     if rounding.subnormals == SubnormalPolicy::FlushToZero && hi < 0x0080 {
         hi = 0;
     }
-    let infinite = match rounding.overflow {
-        OverflowPolicy::Ieee => 0x7F80,
-        OverflowPolicy::Saturate => 0x7F7F,
-    };
-    if mag > 0x7F80_0000 {
-        nan_encoding(&BFLOAT16, rounding.nan, negative) as u16
-    } else if mag == 0x7F80_0000 {
-        sign | infinite
-    } else {
-        sign | hi
-    }
+    select_f32_specials(&BFLOAT16, rounding, mag, sign, hi)
 }
 
 /// Rounds an f64 to bf16 under `rounding`, in ONE step (no intermediate f32 rounding).

@@ -2,7 +2,7 @@
 
 use super::format::FLOAT16;
 use super::rounding::{
-    nan_encoding, Exact, OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy,
+    select_f32_specials, Exact, OverflowPolicy, Rounding, RoundingMode, SubnormalPolicy,
 };
 
 /// Decodes f16 bits to f32 (exact).
@@ -90,17 +90,7 @@ pub fn f32_to_f16(x: f32, rounding: Rounding) -> u16 {
     } else {
         code as u16
     };
-    let infinite = match rounding.overflow {
-        OverflowPolicy::Ieee => 0x7C00,
-        OverflowPolicy::Saturate => 0x7BFF,
-    };
-    if mag > 0x7F80_0000 {
-        nan_encoding(&FLOAT16, rounding.nan, negative) as u16
-    } else if mag == 0x7F80_0000 {
-        sign | infinite
-    } else {
-        sign | finite
-    }
+    select_f32_specials(&FLOAT16, rounding, mag, sign, finite)
 }
 
 /// The f16 magnitude an overflowing result gets: infinity or the largest finite value.

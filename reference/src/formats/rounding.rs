@@ -374,6 +374,33 @@ fn overflow_encoding(format: &FloatFormat, rounding: Rounding, negative: bool) -
     }
 }
 
+/// The last step of a narrowing from f32 to an IEEE 16-bit `format` that computed its finite
+/// result for every input (no early return, so that loops of conversions vectorise): a NaN
+/// input (`mag`, the f32 magnitude bits, above infinity's) gives the format's NaN under
+/// `rounding`, an infinite one infinity or, saturating, the largest finite magnitude, any other
+/// the `finite` magnitude code; each with the input's `sign` (0 or 0x8000).
+#[inline(always)]
+pub(crate) fn select_f32_specials(
+    format: &FloatFormat,
+    rounding: Rounding,
+    mag: u32,
+    sign: u16,
+    finite: u16,
+) -> u16 {
+    let infinity = (((1u32 << format.exp_bits) - 1) << format.man_bits) as u16;
+    let infinite = match rounding.overflow {
+        OverflowPolicy::Ieee => infinity,
+        OverflowPolicy::Saturate => infinity - 1,
+    };
+    if mag > 0x7F80_0000 {
+        nan_encoding(format, rounding.nan, sign != 0) as u16
+    } else if mag == 0x7F80_0000 {
+        sign | infinite
+    } else {
+        sign | finite
+    }
+}
+
 /// The NaN encoding of `format` under `policy` for a NaN of the given sign.
 pub fn nan_encoding(format: &FloatFormat, policy: NanPolicy, negative: bool) -> u64 {
     if let NanPolicy::Pinned(code) = policy {
