@@ -336,18 +336,11 @@ impl Case {
 pub struct DynamicQuant;
 
 fn invalid(param: &str, message: impl Into<String>) -> OpError {
-    OpError::InvalidParam {
-        op: OP.into(),
-        param: param.into(),
-        message: message.into(),
-    }
+    OpError::invalid_param(OP, param, message)
 }
 
 fn failed(message: impl std::fmt::Display) -> OpError {
-    OpError::Failed {
-        op: OP.into(),
-        message: message.to_string(),
-    }
+    OpError::failed(OP, message)
 }
 
 /// The columns whose smooth scale the regimes set to 1/2 (exact products), at most.
@@ -542,14 +535,7 @@ impl OpFamily for DynamicQuant {
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError> {
         let c = self.case(params)?;
-        if let super::ValueDist::Special {
-            non_finite: true, ..
-        } = ctx.dist
-        {
-            return Err(failed(
-                "special inputs with non_finite = true: the API defines no result for NaN or Inf inputs, so no case asks for them",
-            ));
-        }
+        super::refuse_non_finite(OP, &ctx.dist)?;
         let (specs, _) = self.specs(&c);
         let mut out = TensorMap::new();
         for s in &specs {

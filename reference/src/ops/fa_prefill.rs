@@ -135,11 +135,7 @@ impl FaPrefillParams {
 }
 
 pub(crate) fn invalid(op: &str, param: &str, message: &str) -> OpError {
-    OpError::InvalidParam {
-        op: op.to_string(),
-        param: param.to_string(),
-        message: message.to_string(),
-    }
+    OpError::invalid_param(op, param, message)
 }
 
 /// Maps an attention error to the op layer's, keeping the parameter or tensor name.

@@ -362,10 +362,7 @@ impl Fp4Family {
 }
 
 fn failed(op: &str, e: impl std::fmt::Display) -> OpError {
-    OpError::Failed {
-        op: op.into(),
-        message: e.to_string(),
-    }
+    OpError::failed(op, e)
 }
 
 impl OpFamily for Fp4Family {

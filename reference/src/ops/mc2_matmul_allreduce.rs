@@ -61,11 +61,7 @@ struct Params {
 pub struct Mc2MatmulAllReduce;
 
 fn invalid(param: &str, message: impl Into<String>) -> OpError {
-    OpError::InvalidParam {
-        op: NAME.into(),
-        param: param.into(),
-        message: message.into(),
-    }
+    OpError::invalid_param(NAME, param, message)
 }
 
 impl Params {

@@ -232,10 +232,7 @@ impl Case {
 pub struct MlaDecode;
 
 fn failed(message: impl std::fmt::Display) -> OpError {
-    OpError::Failed {
-        op: OP.into(),
-        message: message.to_string(),
-    }
+    OpError::failed(OP, message)
 }
 
 /// The inputs of a case, decoded.

@@ -133,6 +133,39 @@ pub enum OpError {
     },
 }
 
+impl OpError {
+    /// A parameter of `op` that it cannot take.
+    pub fn invalid_param(op: &str, param: &str, message: impl Into<String>) -> OpError {
+        OpError::InvalidParam {
+            op: op.into(),
+            param: param.into(),
+            message: message.into(),
+        }
+    }
+
+    /// `op` could not compute (or generate) what was asked.
+    pub fn failed(op: &str, message: impl std::fmt::Display) -> OpError {
+        OpError::Failed {
+            op: op.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Refuses special inputs with NaN or infinity for an op whose API defines no result for
+/// them (a case that asks is wrong, not a kernel).
+pub(crate) fn refuse_non_finite(op: &str, dist: &ValueDist) -> Result<(), OpError> {
+    match dist {
+        ValueDist::Special {
+            non_finite: true, ..
+        } => Err(OpError::failed(
+            op,
+            "special inputs with non_finite = true: the API defines no result for NaN or Inf inputs, so no case asks for them",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// An op family: one suite file's worth of cases.
 pub trait OpFamily: Sync {
     /// The op name used in suites (`fa_prefill`, `mxfp4_dequant`, ...).

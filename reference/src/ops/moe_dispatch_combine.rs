@@ -328,18 +328,11 @@ impl Case {
 pub struct MoeDispatchCombine;
 
 fn invalid(param: &str, message: impl Into<String>) -> OpError {
-    OpError::InvalidParam {
-        op: OP.into(),
-        param: param.into(),
-        message: message.into(),
-    }
+    OpError::invalid_param(OP, param, message)
 }
 
 fn failed(message: impl std::fmt::Display) -> OpError {
-    OpError::Failed {
-        op: OP.into(),
-        message: message.to_string(),
-    }
+    OpError::failed(OP, message)
 }
 
 fn regime_err(r: Regime, message: impl Into<String>) -> OpError {
@@ -769,14 +762,7 @@ impl OpFamily for MoeDispatchCombine {
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError> {
         let c = self.case(params)?;
-        if let super::ValueDist::Special {
-            non_finite: true, ..
-        } = ctx.dist
-        {
-            return Err(failed(
-                "special inputs with non_finite = true: the API defines no result for NaN or Inf inputs, so no case asks for them",
-            ));
-        }
+        super::refuse_non_finite(OP, &ctx.dist)?;
         let (specs, _) = self.specs(&c);
         let (w, bs, k) = (c.ranks, c.bs, c.top_k);
         let mut out = TensorMap::new();

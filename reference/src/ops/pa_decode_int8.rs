@@ -289,10 +289,7 @@ impl Case {
 pub struct PaDecodeInt8;
 
 fn failed(message: impl std::fmt::Display) -> OpError {
-    OpError::Failed {
-        op: OP.into(),
-        message: message.to_string(),
-    }
+    OpError::failed(OP, message)
 }
 
 fn round_to(dtype: DType, v: f32) -> f32 {

@@ -100,11 +100,7 @@ struct Case {
 pub struct PagedKv;
 
 fn invalid(param: &str, message: impl Into<String>) -> OpError {
-    OpError::InvalidParam {
-        op: NAME.to_string(),
-        param: param.to_string(),
-        message: message.into(),
-    }
+    OpError::invalid_param(NAME, param, message)
 }
 
 impl PagedKvParams {

@@ -439,18 +439,11 @@ pub(crate) struct Case {
 pub struct QuantMatmul;
 
 fn invalid(param: &str, message: impl Into<String>) -> OpError {
-    OpError::InvalidParam {
-        op: OP.into(),
-        param: param.into(),
-        message: message.into(),
-    }
+    OpError::invalid_param(OP, param, message)
 }
 
 fn failed(message: impl std::fmt::Display) -> OpError {
-    OpError::Failed {
-        op: OP.into(),
-        message: message.to_string(),
-    }
+    OpError::failed(OP, message)
 }
 
 /// Tie rows `rounding_ties` plants, and the tie columns (one tie per row and column).
