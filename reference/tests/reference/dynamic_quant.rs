@@ -4,6 +4,7 @@
 //! hand-computed row comes out as computed by hand, and bad parameters or inputs are errors
 //! naming what is wrong.
 
+use crate::op_runs;
 use conform_reference::faults;
 use conform_reference::formats::{bf16, f16};
 use conform_reference::ops::{
@@ -22,36 +23,27 @@ fn generate(
     seed: u64,
     recipe: &str,
 ) -> Result<TensorMap, OpError> {
-    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD0);
-    let mut bits = move || g.next_u64();
-    let ctx = GenContext::new(&mut bits, ValueDist::default());
-    let mut ctx = ctx.with_recipe(recipe);
-    ops::find("dynamic_quant")?.generate_with_regimes(params, regimes, &mut ctx)
+    op_runs::generate(
+        "dynamic_quant",
+        params,
+        regimes,
+        seed,
+        0xD0,
+        ValueDist::default(),
+        recipe,
+    )
 }
 
 fn run(params: &Value, recipe: &str, inputs: &TensorMap, threads: usize) -> TensorMap {
-    ops::find("dynamic_quant")
-        .unwrap()
-        .run(params, recipe, inputs, Threads(threads))
-        .unwrap()
+    op_runs::run("dynamic_quant", params, recipe, inputs, threads)
 }
 
 fn with_fault(name: &str, params: &Value, recipe: &str, inputs: &TensorMap) -> TensorMap {
-    let f = faults::find(name).unwrap();
-    let fam = ops::find("dynamic_quant").unwrap();
-    match faults::run(f, fam, params, recipe, inputs, Threads(1)).unwrap() {
-        faults::FaultRun::Outputs(o) => o,
-        faults::FaultRun::NotApplicable(why) => panic!("{name}: {why}"),
-    }
+    op_runs::with_fault("dynamic_quant", name, params, recipe, inputs)
 }
 
 fn differing(a: &Tensor, b: &Tensor) -> usize {
-    let w = a.dtype.size_bytes();
-    a.data
-        .chunks(w)
-        .zip(b.data.chunks(w))
-        .filter(|(x, y)| x != y)
-        .count()
+    op_runs::differing(a, b)
 }
 
 fn x_values(inputs: &TensorMap) -> (ElemType, Vec<u16>) {

@@ -6,6 +6,7 @@
 mod attention_common;
 mod common;
 mod mc2_common;
+mod op_runs;
 
 mod attention_errors;
 mod attention_ops;

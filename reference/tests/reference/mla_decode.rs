@@ -4,10 +4,10 @@
 //! fault of the catalogue changes the outputs of the quick shapes, and bad parameters are errors naming
 //! the field.
 
+use crate::op_runs;
 use conform_reference::faults;
-use conform_reference::ops::{self, GenContext, OpError, Regime, Tensor, TensorMap, ValueDist};
+use conform_reference::ops::{self, OpError, Regime, Tensor, TensorMap, ValueDist};
 use conform_reference::parallel::Threads;
-use conform_reference::splitmix::SplitMix64;
 use serde_json::{json, Value};
 
 const OP: &str = "mla_decode";
@@ -17,33 +17,26 @@ fn generate(params: &Value, seed: u64) -> Result<TensorMap, OpError> {
 }
 
 fn generate_with(params: &Value, regimes: &[Regime], seed: u64) -> Result<TensorMap, OpError> {
-    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x31);
-    let mut bits = move || g.next_u64();
-    let ctx = GenContext::new(
-        &mut bits,
+    op_runs::generate(
+        OP,
+        params,
+        regimes,
+        seed,
+        0x31,
         ValueDist::Normal {
             mean: 0.0,
             std: 1.0,
         },
-    );
-    let mut ctx = ctx.with_recipe("ascend_mla");
-    ops::find(OP)?.generate_with_regimes(params, regimes, &mut ctx)
+        "ascend_mla",
+    )
 }
 
 fn run(params: &Value, recipe: &str, inputs: &TensorMap, threads: usize) -> TensorMap {
-    ops::find(OP)
-        .unwrap()
-        .run(params, recipe, inputs, Threads(threads))
-        .unwrap()
+    op_runs::run(OP, params, recipe, inputs, threads)
 }
 
 fn differing(a: &Tensor, b: &Tensor) -> usize {
-    let w = a.dtype.size_bytes();
-    a.data
-        .chunks(w)
-        .zip(b.data.chunks(w))
-        .filter(|(x, y)| x != y)
-        .count()
+    op_runs::differing(a, b)
 }
 
 fn cases() -> Vec<Value> {

@@ -4,53 +4,38 @@
 //! 8 or more elements on every seed of the cases whose regimes are meant to kill it, and bad
 //! parameters or inputs refused naming what is wrong.
 
-use conform_reference::faults;
+use crate::op_runs;
 use conform_reference::formats::{bf16, Rounding};
-use conform_reference::ops::{
-    self, ElemType, GenContext, OpError, Regime, Tensor, TensorMap, ValueDist,
-};
+use conform_reference::ops::{self, ElemType, OpError, Regime, Tensor, TensorMap, ValueDist};
 use conform_reference::parallel::Threads;
-use conform_reference::splitmix::SplitMix64;
 use serde_json::{json, Value};
 
 const OP: &str = "moe_dispatch_combine";
 const SEEDS: u64 = 30;
 
 fn generate(params: &Value, regimes: &[Regime], seed: u64) -> Result<TensorMap, OpError> {
-    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x3E);
-    let mut bits = move || g.next_u64();
-    let ctx = GenContext::new(&mut bits, ValueDist::default());
-    let mut ctx = ctx.with_recipe("ascend_v2");
-    ops::find(OP)?.generate_with_regimes(params, regimes, &mut ctx)
+    op_runs::generate(
+        OP,
+        params,
+        regimes,
+        seed,
+        0x3E,
+        ValueDist::default(),
+        "ascend_v2",
+    )
 }
 
 fn run(params: &Value, recipe: &str, inputs: &TensorMap, threads: usize) -> TensorMap {
-    ops::find(OP)
-        .unwrap()
-        .run(params, recipe, inputs, Threads(threads))
-        .unwrap()
+    op_runs::run(OP, params, recipe, inputs, threads)
 }
 
 fn with_fault(name: &str, params: &Value, inputs: &TensorMap) -> TensorMap {
-    let f = faults::find(name).unwrap();
-    let fam = ops::find(OP).unwrap();
-    match faults::run(f, fam, params, "ascend_v2", inputs, Threads(1)).unwrap() {
-        faults::FaultRun::Outputs(o) => o,
-        faults::FaultRun::NotApplicable(why) => panic!("{name}: {why}"),
-    }
+    op_runs::with_fault(OP, name, params, "ascend_v2", inputs)
 }
 
 fn differing(a: &TensorMap, b: &TensorMap) -> usize {
     a.iter()
-        .map(|(name, x)| {
-            let y = &b[name];
-            let w = x.dtype.size_bytes();
-            x.data
-                .chunks(w)
-                .zip(y.data.chunks(w))
-                .filter(|(p, q)| p != q)
-                .count()
-        })
+        .map(|(name, x)| op_runs::differing(x, &b[name]))
         .sum()
 }
 

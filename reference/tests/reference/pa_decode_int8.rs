@@ -4,12 +4,11 @@
 //! the recipe's attention stays close to the oracle's, and bad parameters or inputs are errors
 //! naming what is wrong.
 
-use conform_reference::faults;
+use crate::op_runs;
 use conform_reference::formats::DType;
 use conform_reference::ops::pa_decode_int8::{dequantise_one, quantise, C8Recipe};
-use conform_reference::ops::{self, GenContext, OpError, Regime, Tensor, TensorMap, ValueDist};
+use conform_reference::ops::{self, OpError, Regime, Tensor, TensorMap, ValueDist};
 use conform_reference::parallel::Threads;
-use conform_reference::splitmix::SplitMix64;
 use serde_json::{json, Value};
 
 const OP: &str = "pa_decode_int8";
@@ -17,42 +16,30 @@ const SEEDS: u64 = 12;
 const BOTH: [Regime; 2] = [Regime::RoundingTies, Regime::KvInt8Edges];
 
 fn generate(params: &Value, regimes: &[Regime], seed: u64) -> Result<TensorMap, OpError> {
-    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xC8);
-    let mut bits = move || g.next_u64();
-    let ctx = GenContext::new(
-        &mut bits,
+    op_runs::generate(
+        OP,
+        params,
+        regimes,
+        seed,
+        0xC8,
         ValueDist::Normal {
             mean: 0.0,
             std: 1.0,
         },
-    );
-    let mut ctx = ctx.with_recipe("ascend_ifa_c8");
-    ops::find(OP)?.generate_with_regimes(params, regimes, &mut ctx)
+        "ascend_ifa_c8",
+    )
 }
 
 fn run(params: &Value, recipe: &str, inputs: &TensorMap, threads: usize) -> TensorMap {
-    ops::find(OP)
-        .unwrap()
-        .run(params, recipe, inputs, Threads(threads))
-        .unwrap()
+    op_runs::run(OP, params, recipe, inputs, threads)
 }
 
 fn with_fault(name: &str, params: &Value, inputs: &TensorMap) -> TensorMap {
-    let f = faults::find(name).unwrap();
-    let fam = ops::find(OP).unwrap();
-    match faults::run(f, fam, params, "ascend_ifa_c8", inputs, Threads(1)).unwrap() {
-        faults::FaultRun::Outputs(o) => o,
-        faults::FaultRun::NotApplicable(why) => panic!("{name}: {why}"),
-    }
+    op_runs::with_fault(OP, name, params, "ascend_ifa_c8", inputs)
 }
 
 fn differing(a: &Tensor, b: &Tensor) -> usize {
-    let w = a.dtype.size_bytes();
-    a.data
-        .chunks(w)
-        .zip(b.data.chunks(w))
-        .filter(|(x, y)| x != y)
-        .count()
+    op_runs::differing(a, b)
 }
 
 fn cases() -> Vec<Value> {

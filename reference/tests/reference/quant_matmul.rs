@@ -4,49 +4,37 @@
 //! hand-computed case comes out as computed by hand, and bad parameters or inputs are errors
 //! naming what is wrong.
 
-use conform_reference::faults;
+use crate::op_runs;
 use conform_reference::formats::{bf16, f16, Rounding, RoundingMode};
-use conform_reference::ops::{
-    self, ElemType, GenContext, OpError, Regime, Tensor, TensorMap, ValueDist,
-};
+use conform_reference::ops::{self, ElemType, OpError, Regime, Tensor, TensorMap, ValueDist};
 use conform_reference::parallel::Threads;
-use conform_reference::splitmix::SplitMix64;
 use serde_json::{json, Value};
 
 const SEEDS: u64 = 12;
 const BOTH: [Regime; 2] = [Regime::RoundingTies, Regime::IntMatmulEdges];
 
 fn generate(params: &Value, regimes: &[Regime], seed: u64) -> Result<TensorMap, OpError> {
-    let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5A);
-    let mut bits = move || g.next_u64();
-    let ctx = GenContext::new(&mut bits, ValueDist::default());
-    let mut ctx = ctx.with_recipe("ascend_a2");
-    ops::find("quant_matmul")?.generate_with_regimes(params, regimes, &mut ctx)
+    op_runs::generate(
+        "quant_matmul",
+        params,
+        regimes,
+        seed,
+        0x5A,
+        ValueDist::default(),
+        "ascend_a2",
+    )
 }
 
 fn run(params: &Value, recipe: &str, inputs: &TensorMap, threads: usize) -> TensorMap {
-    ops::find("quant_matmul")
-        .unwrap()
-        .run(params, recipe, inputs, Threads(threads))
-        .unwrap()
+    op_runs::run("quant_matmul", params, recipe, inputs, threads)
 }
 
 fn with_fault(name: &str, params: &Value, inputs: &TensorMap) -> TensorMap {
-    let f = faults::find(name).unwrap();
-    let fam = ops::find("quant_matmul").unwrap();
-    match faults::run(f, fam, params, "ascend_a2", inputs, Threads(1)).unwrap() {
-        faults::FaultRun::Outputs(o) => o,
-        faults::FaultRun::NotApplicable(why) => panic!("{name}: {why}"),
-    }
+    op_runs::with_fault("quant_matmul", name, params, "ascend_a2", inputs)
 }
 
 fn differing(a: &Tensor, b: &Tensor) -> usize {
-    let w = a.dtype.size_bytes();
-    a.data
-        .chunks(w)
-        .zip(b.data.chunks(w))
-        .filter(|(x, y)| x != y)
-        .count()
+    op_runs::differing(a, b)
 }
 
 fn i8s(t: &Tensor) -> Vec<i8> {
