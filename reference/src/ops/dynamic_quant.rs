@@ -613,16 +613,7 @@ impl PresetFamily for DynamicQuant {
 
     fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
         let p: Params = parse_params(OP, v)?;
-        let dtype = match p.dtype.as_str() {
-            "bf16" => ElemType::Bf16,
-            "f16" => ElemType::F16,
-            other => {
-                return Err(invalid(
-                    "dtype",
-                    format!("`{other}`: x is bf16 or f16 (the API's two input types)"),
-                ))
-            }
-        };
+        let dtype = super::x_dtype_16(OP, &p.dtype)?;
         if p.tokens == 0 || p.hidden == 0 {
             return Err(invalid(
                 if p.tokens == 0 { "tokens" } else { "hidden" },

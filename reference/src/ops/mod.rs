@@ -152,6 +152,20 @@ impl OpError {
     }
 }
 
+/// The `dtype` parameter of an op whose activation `x` is bf16 or f16, the two input types of
+/// the quantising APIs (npu_dynamic_quant, the MoE dispatch).
+pub(crate) fn x_dtype_16(op: &str, dtype: &str) -> Result<ElemType, OpError> {
+    match dtype {
+        "bf16" => Ok(ElemType::Bf16),
+        "f16" => Ok(ElemType::F16),
+        other => Err(OpError::invalid_param(
+            op,
+            "dtype",
+            format!("`{other}`: x is bf16 or f16 (the API's two input types)"),
+        )),
+    }
+}
+
 /// Refuses special inputs with NaN or infinity for an op whose API defines no result for
 /// them (a case that asks is wrong, not a kernel).
 pub(crate) fn refuse_non_finite(op: &str, dist: &ValueDist) -> Result<(), OpError> {

@@ -915,16 +915,7 @@ impl PresetFamily for MoeDispatchCombine {
 
     fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
         let p: Params = parse_params(OP, v)?;
-        let dtype = match p.dtype.as_str() {
-            "bf16" => ElemType::Bf16,
-            "f16" => ElemType::F16,
-            other => {
-                return Err(invalid(
-                    "dtype",
-                    format!("`{other}`: x is bf16 or f16 (the API's two input types)"),
-                ))
-            }
-        };
+        let dtype = super::x_dtype_16(OP, &p.dtype)?;
         if p.ranks < 2 || p.ranks > 1024 {
             return Err(invalid("ranks", "2..=1024 (ep_world_size)"));
         }
