@@ -123,9 +123,29 @@ impl Project {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
-        // Nights are told apart by their UTC stamp (one second resolution).
-        std::thread::sleep(std::time::Duration::from_millis(1100));
+        self.wait_past_newest_stamp();
         (o.status.code(), text, out)
+    }
+
+    /// Nights are told apart by their UTC stamp (one second resolution, taken as the script
+    /// starts): before the next night, waits until the clock has left the second of the
+    /// newest night kept, which a night of a few seconds has long done. Without a kept night
+    /// it waits a whole second.
+    fn wait_past_newest_stamp(&self) {
+        let newest = std::fs::read_dir(&self.history)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|n| Some(n.strip_prefix("perf-")?.strip_suffix(".json")?.to_string()))
+            .max();
+        let Some(newest) = newest else {
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+            return;
+        };
+        // `date`'s stamp has the script's format, so later stamps sort later.
+        while utc_stamp() <= newest {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// Runs `conform perf history <command> --db <store> <args>`; returns its stdout.
@@ -257,6 +277,16 @@ fn history_keeps_every_night_and_flags_night_6(p: &Project, night5: &str, night6
             .any(|l| l.contains("slowable") && l.split_whitespace().nth(3) == Some("7")),
         "the store does not hold 7 runs of the case: {list}"
     );
+}
+
+/// Now, as the nightly script stamps a night (`date -u +%Y%m%dT%H%M%SZ`).
+fn utc_stamp() -> String {
+    let o = Command::new("date")
+        .args(["-u", "+%Y%m%dT%H%M%SZ"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "date: {o:?}");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn main() {
