@@ -59,7 +59,7 @@ def _become_rank(script, args, env):
         os.environ.clear()
         os.environ.update(env)
         sys.argv = [script] + list(args)
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
