@@ -9,6 +9,10 @@
 //! The project is a git repository with one commit per night, so the runs carry commits as on
 //! a real runner.
 //!
+//! The same binary runs the same-night control on the reference target
+//! (`nightly/same_night_control.rs`); the two trials run one at a time, so neither loads the
+//! other's cores while it times.
+//!
 //! The worker is the example MXFP4 worker plus a sleep, so it needs the Python venv
 //! (`ci/setup-targets.sh`): without it the trial is ignored with the reason, unless
 //! CONFORM_REQUIRE_TARGETS names a CPU worker (CI), where it runs and fails.
@@ -31,6 +35,12 @@ mod slowable_worker;
 #[path = "support/copy_dir.rs"]
 mod copy_dir;
 use copy_dir::copy_dir;
+
+#[path = "support/night_stamps.rs"]
+mod night_stamps;
+
+#[path = "nightly/same_night_control.rs"]
+mod same_night_control;
 
 /// The simulated project: a git repository with the suites, the golden store, the hardware
 /// profiles and the slowable worker, whose speed factor the file `speed` sets.
@@ -123,29 +133,8 @@ impl Project {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
-        self.wait_past_newest_stamp();
+        night_stamps::wait_past_newest_stamp(&self.history);
         (o.status.code(), text, out)
-    }
-
-    /// Nights are told apart by their UTC stamp (one second resolution, taken as the script
-    /// starts): before the next night, waits until the clock has left the second of the
-    /// newest night kept, which a night of a few seconds has long done. Without a kept night
-    /// it waits a whole second.
-    fn wait_past_newest_stamp(&self) {
-        let newest = std::fs::read_dir(&self.history)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter_map(|n| Some(n.strip_prefix("perf-")?.strip_suffix(".json")?.to_string()))
-            .max();
-        let Some(newest) = newest else {
-            std::thread::sleep(std::time::Duration::from_millis(1100));
-            return;
-        };
-        // `date`'s stamp has the script's format, so later stamps sort later.
-        while utc_stamp() <= newest {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
     }
 
     /// Runs `conform perf history <command> --db <store> <args>`; returns its stdout.
@@ -279,21 +268,19 @@ fn history_keeps_every_night_and_flags_night_6(p: &Project, night5: &str, night6
     );
 }
 
-/// Now, as the nightly script stamps a night (`date -u +%Y%m%dT%H%M%SZ`).
-fn utc_stamp() -> String {
-    let o = Command::new("date")
-        .args(["-u", "+%Y%m%dT%H%M%SZ"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "date: {o:?}");
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
 fn main() {
     let missing = venv::missing(&repo());
-    trials::run(vec![trials::Test {
-        name: "seven_nights_steady_slow_recovered",
-        body: seven_nights_steady_slow_recovered,
-        missing,
-    }])
+    // One at a time: both trials time a kernel, and neither may load the other's cores.
+    trials::run_one_at_a_time(vec![
+        trials::Test {
+            name: "seven_nights_steady_slow_recovered",
+            body: seven_nights_steady_slow_recovered,
+            missing,
+        },
+        trials::Test {
+            name: "same_night_control::the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one",
+            body: same_night_control::the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one,
+            missing: None,
+        },
+    ])
 }

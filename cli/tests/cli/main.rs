@@ -23,7 +23,6 @@ mod cli_numbers;
 mod cli_suites_and_golden;
 mod exit_code_table;
 mod mc2_cli;
-mod nightly_control;
 mod output_snapshots;
 mod perf_compare_cli;
 mod perf_history;

@@ -5,6 +5,9 @@
 //! (`CONFORM_REQUIRE_TARGETS`, `CONFORM_REQUIRE_CHROMIUM`) the caller passes no reason, so the
 //! test runs and fails.
 
+// Each binary that includes this file calls `run` or `run_one_at_a_time`, not both.
+#![allow(dead_code)]
+
 use libtest_mimic::{Arguments, Failed, Trial};
 
 /// One test: its name, its body, and why it cannot run here (None: it runs).
@@ -16,7 +19,18 @@ pub struct Test {
 
 /// Runs `tests` under libtest's command line; prints each distinct skip reason once.
 pub fn run(tests: Vec<Test>) -> ! {
-    let args = Arguments::from_args();
+    run_with(Arguments::from_args(), tests)
+}
+
+/// As [`run`], one test at a time unless `--test-threads` says otherwise: for tests that time
+/// something and must not load each other's cores.
+pub fn run_one_at_a_time(tests: Vec<Test>) -> ! {
+    let mut args = Arguments::from_args();
+    args.test_threads.get_or_insert(1);
+    run_with(args, tests)
+}
+
+fn run_with(args: Arguments, tests: Vec<Test>) -> ! {
     let mut reasons: Vec<&str> = tests.iter().filter_map(|t| t.missing.as_deref()).collect();
     reasons.dedup();
     for r in reasons {

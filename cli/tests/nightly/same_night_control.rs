@@ -11,12 +11,18 @@
 //!   with REGRESSION naming the case; the history gate, which sees the same commit as its
 //!   reference, calls its own move environment drift;
 //! - night 3: back to normal, exit 0 (the failed night's build never became the control).
+//!
+//! It runs in the nightly script's test binary, one trial at a time, never beside the CLI
+//! binary's other tests: there, with both cores loaded by them, the control once judged night
+//! 3's unchanged build a REGRESSION (ratio 1.13 [1.078, 1.192], 140 us against 160 us), the
+//! two builds' worker processes sharing the two loaded cores unevenly for the whole window.
+//! The gate's behaviour under load is the calibration's subject
+//! (harness/tests/harness/perf_nightly_simulation.rs), not this test's.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::copy_dir;
-use copy_dir::copy_dir;
+use crate::copy_dir::copy_dir;
 
 /// About 110 us on the development machine: long enough that load on a shared machine
 /// spreads its samples by a few percent, not by whole scheduler slices.
@@ -83,8 +89,7 @@ impl Project {
             .env_remove("CI")
             .output()
             .unwrap();
-        // Nights are told apart by their UTC stamp (one second resolution).
-        std::thread::sleep(std::time::Duration::from_millis(1100));
+        crate::night_stamps::wait_past_newest_stamp(&self.dir.path().join("history"));
         (
             o.status.code(),
             format!(
@@ -108,8 +113,7 @@ fn regex_escape(s: &str) -> String {
         .collect()
 }
 
-#[test]
-fn the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one() {
+pub fn the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one() {
     let p = Project::new();
     let kept = p
         .dir
