@@ -83,18 +83,7 @@ impl Project {
 
     /// Runs git in the project; returns its trimmed stdout.
     fn git(&self, args: &[&str]) -> String {
-        let o = Command::new("git")
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env("GIT_AUTHOR_NAME", "nightly")
-            .env("GIT_AUTHOR_EMAIL", "nightly@example.invalid")
-            .env("GIT_COMMITTER_NAME", "nightly")
-            .env("GIT_COMMITTER_EMAIL", "nightly@example.invalid")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "git {args:?}: {o:?}");
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
+        git_in(&self.root, args)
     }
 
     /// Night `n`: one commit, then the nightly script with the worker `factor` times slower.
@@ -147,6 +136,22 @@ impl Project {
             .unwrap();
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
+}
+
+/// Runs git in the scratch project `root` as the nightly committer; returns its trimmed stdout.
+fn git_in(root: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "nightly")
+        .env("GIT_AUTHOR_EMAIL", "nightly@example.invalid")
+        .env("GIT_COMMITTER_NAME", "nightly")
+        .env("GIT_COMMITTER_EMAIL", "nightly@example.invalid")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn seven_nights_steady_slow_recovered() {

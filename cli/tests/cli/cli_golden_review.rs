@@ -220,7 +220,7 @@ fn a_second_bless_keeps_what_the_first_staged() {
                 "--suite",
                 "paged_kv",
                 "--filter",
-                &format!("^{}$", regex_escape(id)),
+                &cli::exact_filter(id),
             ],
         );
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -248,16 +248,4 @@ fn a_second_bless_keeps_what_the_first_staged() {
             "{id}"
         );
     }
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let special = "\\.+*?()|[]{}^$".contains(c);
-            special
-                .then_some('\\')
-                .into_iter()
-                .chain(std::iter::once(c))
-        })
-        .collect()
 }

@@ -430,21 +430,9 @@ fn run_writes_results_json_and_junit_and_replays_a_seed() {
     let c = &r["cases"][0];
     assert_eq!(r["fresh_seeds"], true);
     let seed = c["seed"].as_u64().unwrap().to_string();
-    let filter = format!("^{}$", regex_escape(c["id"].as_str().unwrap()));
+    let filter = cli::exact_filter(c["id"].as_str().unwrap());
     let o = conform(&repo(), &["run", "--filter", &filter, "--seed", &seed]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if "\\.+*?()|[]{}^$".contains(c) {
-                vec!['\\', c]
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }
 
 /// `golden verify --help` says what the command does with no --tier (every tier, since the

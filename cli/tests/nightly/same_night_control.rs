@@ -59,17 +59,7 @@ impl Project {
     }
 
     fn git(&self, args: &[&str]) {
-        let o = Command::new("git")
-            .arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env("GIT_AUTHOR_NAME", "nightly")
-            .env("GIT_AUTHOR_EMAIL", "nightly@example.invalid")
-            .env("GIT_COMMITTER_NAME", "nightly")
-            .env("GIT_COMMITTER_EMAIL", "nightly@example.invalid")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "git {args:?}: {o:?}");
+        crate::git_in(&self.root, args);
     }
 
     /// Night `n` with the reference slowed by `slowdown`; the exit code and the output.
@@ -78,7 +68,7 @@ impl Project {
             .arg(self.repo.join("ci/nightly-perf.sh"))
             .args(["--target", "reference", "--hardware", "this-cpu"])
             .args(["--tier", "quick", "--suite", "w4a16_matmul", "--filter"])
-            .arg(format!("^{}$", regex_escape(CASE)))
+            .arg(cli::exact_filter(CASE))
             .arg("--history")
             .arg(self.dir.path().join("history"))
             .arg("--out")
@@ -99,18 +89,6 @@ impl Project {
             ),
         )
     }
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if "\\.+*?()|[]{}^$".contains(c) {
-                vec!['\\', c]
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }
 
 pub fn the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one() {

@@ -52,6 +52,21 @@ pub fn conform(root: &Path, args: &[&str]) -> Output {
     conform_without(root, args, &[])
 }
 
+/// A `--filter` that selects the case `id` and no other: `^id$`, its regex characters escaped.
+pub fn exact_filter(id: &str) -> String {
+    let escaped: String = id
+        .chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect();
+    format!("^{escaped}$")
+}
+
 /// Stdout then stderr, as one text.
 pub fn text(o: &Output) -> String {
     format!(
