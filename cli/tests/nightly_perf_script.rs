@@ -55,12 +55,7 @@ struct Project {
 
 impl Project {
     fn new() -> Project {
-        let repo = repo();
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("project");
-        for sub in ["suites", "golden", "ci/hardware"] {
-            copy_dir(&repo.join(sub), &root.join(sub));
-        }
+        let (repo, dir, root) = scratch_project();
         let speed = root.join("targets/slowable/speed");
         // Read from the worker's own directory: the kept copy has the speed it was kept with.
         slowable_worker::write_worker(
@@ -136,6 +131,18 @@ impl Project {
             .unwrap();
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
+}
+
+/// A scratch project in a new temporary directory (`<dir>/project`): the repository's suites,
+/// golden store and hardware profiles. Returns the repository, the directory and the project.
+fn scratch_project() -> (PathBuf, tempfile::TempDir, PathBuf) {
+    let repo = repo();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    for sub in ["suites", "golden", "ci/hardware"] {
+        copy_dir(&repo.join(sub), &root.join(sub));
+    }
+    (repo, dir, root)
 }
 
 /// Runs git in the scratch project `root` as the nightly committer; returns its trimmed stdout.

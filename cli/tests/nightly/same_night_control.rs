@@ -22,14 +22,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::copy_dir::copy_dir;
-
 /// About 110 us on the development machine: long enough that load on a shared machine
 /// spreads its samples by a few percent, not by whole scheduler slices.
 const CASE: &str = "w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert";
 
 use crate::cli;
-use cli::repo_canonical as repo;
 
 struct Project {
     repo: PathBuf,
@@ -39,12 +36,7 @@ struct Project {
 
 impl Project {
     fn new() -> Project {
-        let repo = repo();
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("project");
-        for sub in ["suites", "golden", "ci/hardware"] {
-            copy_dir(&repo.join(sub), &root.join(sub));
-        }
+        let (repo, dir, root) = crate::scratch_project();
         std::fs::create_dir_all(root.join("targets")).unwrap();
         let p = Project { repo, dir, root };
         p.git(&["init", "-q"]);
