@@ -398,10 +398,13 @@ def _device_reason(kernel, what, device_name):
         ", ".join(PRODUCTS[kernel]))
 
 
-def probe(torch_npu, device_name):
+def probe(torch_npu, device_name, atb=None):
     """What this torch_npu build and device cannot run, found at the handshake: op -> the
     reason (ops that can run are absent). Pure (the module is a parameter), so it is tested
-    without torch_npu. Every case of an op listed here is skipped with the reason."""
+    without torch_npu. Every case of an op listed here is skipped with the reason. `atb` is why
+    NNAL's ATB does not load (atb_unavailable), or None: every mla_decode case writes its
+    caches through ATB, so the op is then unavailable (the BnBsH cases of paged_kv and
+    pa_decode_int8 are skipped one by one: needs_atb)."""
     version = getattr(torch_npu, "__version__", "?")
     reasons = {}
     if not hasattr(torch_npu, "npu_fused_infer_attention_score"):
@@ -419,6 +422,8 @@ def probe(torch_npu, device_name):
     elif not hasattr(torch_npu, "_npu_reshape_and_cache"):
         reasons["mla_decode"] = ("torch_npu %s has no _npu_reshape_and_cache (the latent cache "
                                  "write)" % version)
+    elif atb:
+        reasons["mla_decode"] = atb
     if not (hasattr(torch_npu, "npu_dtype_cast") and hasattr(torch_npu, "float4_e2m1fn_x2")):
         reasons["mxfp4_dequant"] = ("torch_npu %s has no float4_e2m1fn_x2 dtype for npu_dtype_cast"
                                     " (the FP4 cast exists from torch_npu 26.0 / CANN 9.0)"
@@ -462,6 +467,71 @@ def probe(torch_npu, device_name):
         if why:
             reasons["quant_matmul"] = why
     return reasons
+
+
+# --------------------------------------------------------------------------- ATB
+
+ATB_USERS = ("_npu_reshape_and_cache (op-plugin's ATB ReshapeAndCache: every mla_decode case, "
+             "the BnBsH cache writes of paged_kv and pa_decode_int8)")
+
+
+def atb_unavailable(error, cann_release=None, arch=None):
+    """The skip reason for the ATB-based cases when loading ATB raised `error` (torch_npu's
+    OSError asking for NNAL, chained to the loader's error): what failed and what to install."""
+    why = "%s: %s" % (type(error).__name__, error)
+    cause = error.__cause__
+    if cause is not None:
+        why += " (from %s: %s)" % (type(cause).__name__, cause)
+    return ("NNAL's ATB does not load, and %s needs it: %s. Install NNAL of the same CANN "
+            "release (Ascend-cann-nnal_%s_linux-%s.run) and source nnal/atb/set_env.sh before "
+            "conform starts (ci/atlas/setup-torch-npu.sh finds, sources and checks it)"
+            % (ATB_USERS, why, cann_release or "<CANN release>", arch or "<arch>"))
+
+
+def needs_atb(op, params):
+    """Whether a case writes its cache through ATB (_npu_reshape_and_cache): every mla_decode
+    case; paged_kv in the BnBsH layout with f16/bf16 (cache_write_plan); pa_decode_int8 with
+    the BnBsH cache."""
+    if op == "mla_decode":
+        return True
+    if op == "paged_kv":
+        return params.get("layout") == "BnBsH" and params.get("dtype", "bf16") in ("bf16", "f16")
+    if op == "pa_decode_int8":
+        return params.get("cache_layout", "BnBsH") == "BnBsH"
+    return False
+
+
+def toolkit_versions(environ, read_text):
+    """The CANN release and NNAL ATB version for the handshake's libraries: what
+    ci/atlas/setup-torch-npu.sh recorded (CONFORM_CANN_RELEASE, CONFORM_CANN_BUILD,
+    CONFORM_ATB_VERSION), else what the environment a set_env.sh left says: the release
+    directory ASCEND_TOOLKIT_HOME / ASCEND_HOME_PATH points to (ascend-toolkit/8.0.0,
+    cann-8.5.0) and ATB's version.info two levels above ATB_HOME_PATH ("Ascend-cann-atb :
+    8.2.RC2"). `read_text(path)` returns a file's text or None."""
+    import os
+    out = {}
+    cann = environ.get("CONFORM_CANN_RELEASE")
+    if not cann:
+        home = environ.get("ASCEND_TOOLKIT_HOME") or environ.get("ASCEND_HOME_PATH")
+        if home:
+            name = os.path.basename(os.path.realpath(home))
+            name = name[len("cann-"):] if name.startswith("cann-") else name
+            if RELEASE.match(name):
+                cann = name
+    if cann:
+        build = environ.get("CONFORM_CANN_BUILD")
+        out["CANN"] = cann if not build or build == cann else "%s (build %s)" % (cann, build)
+    atb = environ.get("CONFORM_ATB_VERSION")
+    if not atb and environ.get("ATB_HOME_PATH"):
+        text = read_text(os.path.join(environ["ATB_HOME_PATH"], "..", "..", "version.info"))
+        m = re.search(r"^\s*Ascend-cann-atb\s*:\s*(\S+)", text or "", re.M)
+        atb = m.group(1) if m else None
+    if atb:
+        out["ATB"] = atb
+    return out
+
+
+RELEASE = re.compile(r"^\d+\.\d+\.(RC\d+|\d+)([.-][A-Za-z][0-9A-Za-z.]*)?$")
 
 
 # --------------------------------------------------------------------------- W4A16

@@ -332,9 +332,6 @@ class StandInTest(unittest.TestCase):
                 self.assertIn("refuses to load: a real `%s` is installed" % name, r.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class StandInIndependenceTest(unittest.TestCase):
     """The stand-in is built from the CANN / torch_npu documentation, not from conform: it
@@ -372,14 +369,20 @@ class StandInIndependenceTest(unittest.TestCase):
                 self.assertNotIn(banned, text, os.path.relpath(path, STANDIN))
 
 
-def _standin(code, **env):
-    """Runs `code` with the stand-in's torch / torch_npu; returns (rc, stdout, stderr)."""
+def _standin(code, atb=True, **env):
+    """Runs `code` with the stand-in's torch / torch_npu, on a host with NNAL's libatb.so on
+    LD_LIBRARY_PATH (as nnal/atb/set_env.sh leaves it) or, `atb=False`, without; returns (rc,
+    stdout, stderr)."""
     import subprocess
     import tempfile
-    e = dict(os.environ, PYTHONPATH=STANDIN, **env)
-    prelude = ("import numpy as np, torch, torch_npu\n"
-               "t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to('npu')\n")
     with tempfile.TemporaryDirectory() as cwd:
+        lib = os.path.join(cwd, "atb-lib")
+        os.mkdir(lib)
+        if atb:
+            open(os.path.join(lib, "libatb.so"), "w").close()
+        e = dict(os.environ, PYTHONPATH=STANDIN, LD_LIBRARY_PATH=lib, **env)
+        prelude = ("import numpy as np, torch, torch_npu\n"
+                   "t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to('npu')\n")
         r = subprocess.run([sys.executable, "-c", prelude + code], env=e, cwd=cwd,
                            capture_output=True, text=True)
     return r.returncode, r.stdout, r.stderr
@@ -625,3 +628,75 @@ print(bool(np.array_equal(a[1, 1, 0], kv[0, 0])), bool(np.array_equal(r[0, 2, 0]
         rc, out, err = _standin(code)
         self.assertEqual(rc, 0, err)
         self.assertEqual(out.split(), ["True", "True", "2", "2"])
+
+
+class AtbTest(unittest.TestCase):
+    """NNAL's ATB: torch_npu's _npu_reshape_and_cache exists whatever the host has, and loads
+    libatb.so on its first call; the worker probes it with a call and skips what needs it."""
+
+    CALL = """
+row = t(np.zeros((1, 1, 16), np.float16)); kc = t(np.zeros((1, 16, 1, 16), np.float16))
+print(hasattr(torch_npu, "_npu_reshape_and_cache"))
+try:
+    torch_npu._npu_reshape_and_cache(row, row, kc, t(np.zeros((1, 16, 1, 16), np.float16)),
+                                     t(np.zeros(1, np.int32)))
+    print("loads")
+except OSError as e:
+    print(type(e).__name__, e, "|", e.__cause__)
+"""
+
+    def test_the_stand_in_raises_torch_npus_error_without_libatb(self):
+        rc, out, err = _standin(self.CALL, atb=False)
+        self.assertEqual(rc, 0, err)
+        has, result = out.splitlines()
+        self.assertEqual(has, "True")
+        self.assertIn("Please check that the nnal package is installed", result)
+        self.assertIn("libatb.so: cannot open shared object file", result)
+        rc, out, err = _standin(self.CALL)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), ["True", "loads"])
+
+    def test_the_reason_names_what_to_install_and_the_probe_uses_it(self):
+        cause = OSError("libatb.so: cannot open shared object file")
+        try:
+            raise OSError(None, "Please check that the nnal package is installed.") from cause
+        except OSError as e:
+            why = fa.atb_unavailable(e, "8.5.0", "aarch64")
+        self.assertIn("Ascend-cann-nnal_8.5.0_linux-aarch64.run", why)
+        self.assertIn("nnal/atb/set_env.sh", why)
+        self.assertIn("libatb.so: cannot open", why)
+        r = fa.probe(_Module("2.9.0", *FULL), "Ascend910B4", atb=why)
+        self.assertEqual(set(r), {"mxfp4_dequant", "mla_decode"})
+        self.assertEqual(r["mla_decode"], why)
+        # A device FIA does not run on keeps its own reason.
+        r = fa.probe(_Module("2.9.0", *FULL), "Ascend950PR", atb=why)
+        self.assertIn("Ascend950PR", r["mla_decode"])
+
+    def test_which_cases_write_through_atb(self):
+        self.assertTrue(fa.needs_atb("mla_decode", {}))
+        self.assertTrue(fa.needs_atb("paged_kv", {"layout": "BnBsH", "dtype": "f16"}))
+        self.assertFalse(fa.needs_atb("paged_kv", {"layout": "BnBsH", "dtype": "f32"}))
+        self.assertFalse(fa.needs_atb("paged_kv", {"layout": "BnNBsD", "dtype": "bf16"}))
+        self.assertTrue(fa.needs_atb("pa_decode_int8", {}))
+        self.assertFalse(fa.needs_atb("pa_decode_int8", {"cache_layout": "BnNBsD"}))
+        self.assertFalse(fa.needs_atb("pa_decode", {}))
+
+    def test_toolkit_versions_for_the_handshake(self):
+        never = lambda path: None  # noqa: E731
+        self.assertEqual(fa.toolkit_versions({"CONFORM_CANN_RELEASE": "8.0.RC2",
+                                              "CONFORM_CANN_BUILD": "8.0.RC2.alpha001",
+                                              "CONFORM_ATB_VERSION": "8.0.RC2"}, never),
+                         {"CANN": "8.0.RC2 (build 8.0.RC2.alpha001)", "ATB": "8.0.RC2"})
+        self.assertEqual(fa.toolkit_versions(
+            {"ASCEND_HOME_PATH": "/usr/local/Ascend/cann-8.5.0"}, never), {"CANN": "8.5.0"})
+        self.assertEqual(fa.toolkit_versions({"ASCEND_HOME_PATH": "/opt/x/latest"}, never), {})
+        info = "    Ascend-cann-atb : 8.2.RC2\n    Ascend-cann-atb Version : 8.2.RC2.B030\n"
+        got = fa.toolkit_versions(
+            {"ATB_HOME_PATH": "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_0"},
+            lambda path: info if path.endswith(os.path.join("..", "..", "version.info"))
+            else None)
+        self.assertEqual(got, {"ATB": "8.2.RC2"})
+
+
+if __name__ == "__main__":
+    unittest.main()
