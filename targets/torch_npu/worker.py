@@ -268,7 +268,7 @@ def moe(case):
     if have < world:
         raise cw.Unsupported("moe_dispatch_combine on %d ranks needs %d NPUs (one per rank); "
                              "this host has %d" % (world, world, have))
-    why = fa.moe_unsupported(p, torch.npu.get_device_name(0))
+    why = fa.moe_unsupported(p, torch.npu.get_device_name(0), fa.moe_hierarchy(os.environ))
     if why:
         raise cw.Unsupported(why)
     with socket.socket() as s:
@@ -532,6 +532,10 @@ def quant_matmul(case):
     or int8 (requantisation) with the f32 offset packed by npu_trans_quant_param(scale, offset)
     and also passed as offset=, as the page's example does."""
     p = case.params
+    try:
+        fa.quant_matmul_check(p)
+    except fa.ArgError as e:
+        raise cw.Unsupported(str(e))
     x1 = to_device(np.asarray(case.inputs["x1"]), "I8")
     x2 = to_device(np.asarray(case.inputs["x2"]), "I8")
     scale = to_device(case.inputs["scale"], case.input_dtypes["scale"])

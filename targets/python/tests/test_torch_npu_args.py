@@ -698,5 +698,116 @@ except OSError as e:
         self.assertEqual(got, {"ATB": "8.2.RC2"})
 
 
+class WorkerRulesAreTheStandInsErrorsTest(unittest.TestCase):
+    """Each documented constraint the worker checks before a call (a skip naming its page) is
+    one the stand-in raises as the aclnn error when the call is made anyway: a check the worker
+    missed shows as an error on the stand-in, never as a pass."""
+
+    RAISES = """
+try:
+    {call}
+    print("no error")
+except torch_npu.AclnnError as e:
+    print("AclnnError", e)
+"""
+    MLA = ("q = t(np.zeros((1, {n}, 1, 512), np.float16)); c = t(np.zeros((2, 1, {bs}, 512), "
+           "np.float16))\n"
+           "qr = t(np.zeros((1, {n}, 1, 64), np.float16)); kr = t(np.zeros((2, 1, {bs}, 64), "
+           "np.float16))\n"
+           "bt = t(np.array([[0]], np.int32))\n")
+    MLA_CALL = ("torch_npu.npu_fused_infer_attention_score(q, c, c, query_rope=qr, key_rope=kr, "
+                "num_heads={n}, num_key_value_heads=1, input_layout='BNSD', block_size={bs}, "
+                "block_table=bt, actual_seq_lengths_kv=[10], scale=0.1)")
+    C8 = ("q = t(np.zeros((1, 2, 1, 64), np.float32)).to({qdt})\n"
+          "c = t(np.zeros((2, 2, {bs}, 64), np.int8))\n"
+          "ks = t(np.ones({ks}, np.float32)).to({kdt})\n"
+          "vs = t(np.ones({vs}, np.float32)).to({vdt})\n"
+          "bt = t(np.array([[0]], np.int32))\n")
+    C8_CALL = ("torch_npu.npu_fused_infer_attention_score(q, c, c, num_heads=2, "
+               "num_key_value_heads=2, input_layout='BNSD', block_size={bs}, block_table=bt, "
+               "actual_seq_lengths_kv=[10], key_antiquant_scale=ks, value_antiquant_scale=vs, "
+               "key_antiquant_mode={km}, value_antiquant_mode={vm})")
+    QMM = ("a = t(np.ones((2, 32), np.int8)); b = t(np.ones((32, 8), np.int8))\n"
+           "sc = t(np.ones(8, np.float32)).to({sdt})\n")
+    QMM_CALL = "torch_npu.npu_quant_matmul(a, b, sc, output_dtype={out})"
+    WQ = ("x = t(np.zeros((2, 64), np.float16)); w = t(np.zeros((64, 8), np.int8))\n"
+          "s = t(np.ones((4, 8), np.float16))\n")
+    WQ_CALL = "torch_npu.npu_weight_quant_batchmatmul(x, w, s, antiquant_group_size=16)"
+
+    def _standin_raises(self, setup, call, needle):
+        rc, out, err = _standin(setup + self.RAISES.format(call=call))
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith("AclnnError"), out)
+        self.assertIn(needle, out)
+
+    def test_each_rule_is_raised_by_the_stand_in(self):
+        mla = {"dtype": "f16", "num_heads": 16, "block_size": 128, "scale": 0.1,
+               "actual_seq_lengths_kv": [10]}
+        c8 = {"dtype": "f16", "input_layout": "BNSD", "batch": 1, "num_heads": 2,
+              "num_key_value_heads": 2, "head_dim": 64, "block_size": 32,
+              "cache_layout": "BnNBsD", "actual_seq_lengths_kv": [10]}
+        # Per-channel (1, N, 1, D) scales of the query's dtype; per-token (1, B, S) f32 ones.
+        chan, tok = "(1, 2, 1, 64)", "(1, 1, 32)"
+        f16, bf16, f32 = "torch.float16", "torch.bfloat16", "torch.float32"
+        cases = [
+            (lambda: fa.mla_kwargs(dict(mla, block_size=64)), fa.MlaRule,
+             self.MLA.format(n=16, bs=64), self.MLA_CALL.format(n=16, bs=64), "blockSize 64"),
+            (lambda: fa.mla_kwargs(dict(mla, num_heads=3)), fa.MlaRule,
+             self.MLA.format(n=3, bs=128), self.MLA_CALL.format(n=3, bs=128), "numHeads 3"),
+            (lambda: fa.c8_kwargs(dict(c8, key_antiquant_mode=1)), fa.FiaRule,
+             self.C8.format(qdt=f16, bs=32, ks=tok, kdt=f32, vs=chan, vdt=f16),
+             self.C8_CALL.format(bs=32, km=1, vm=0), "must match"),
+            (lambda: fa.c8_kwargs(dict(c8, block_size=16)), fa.FiaRule,
+             self.C8.format(qdt=f16, bs=16, ks=chan, kdt=f16, vs=chan, vdt=f16),
+             self.C8_CALL.format(bs=16, km=0, vm=0), "multiple of 32"),
+            (lambda: fa.c8_kwargs(dict(c8, dtype="bf16", value_antiquant_mode=1)), fa.FiaRule,
+             self.C8.format(qdt=bf16, bs=32, ks=chan, kdt=bf16, vs=tok, vdt=f32),
+             self.C8_CALL.format(bs=32, km=0, vm=1), "FLOAT16 query"),
+            (lambda: fa.quant_matmul_check({"out": "f16", "scale": "bf16"}), fa.QmmRule,
+             self.QMM.format(sdt="torch.bfloat16"), self.QMM_CALL.format(out="torch.float16"),
+             "BFLOAT16 scale"),
+            (lambda: fa.quant_matmul_check({"out": "int8", "scale": "f32"}), fa.QmmRule,
+             self.QMM.format(sdt="torch.float32"), self.QMM_CALL.format(out="torch.int8"),
+             "INT64 scale"),
+            (lambda: fa.quant_matmul_check({"out": "f16", "scale": "f32"}), fa.QmmRule,
+             self.QMM.format(sdt="torch.float32"), self.QMM_CALL.format(out="torch.float16"),
+             "npu_trans_quant_param"),
+            (lambda: fa.w4a16_args({"group_size": 16}, 64), fa.WqbmmRule,
+             self.WQ, self.WQ_CALL, "antiquantGroupSize 16"),
+        ]
+        for check, rule, setup, call, needle in cases:
+            with self.assertRaises(rule) as e:
+                check()
+            self.assertTrue(str(e.exception).endswith("(%s)" % rule.SOURCE), str(e.exception))
+            self._standin_raises(setup, call, needle)
+        # The table's own combinations pass the worker's check.
+        for p in ({"out": "bf16", "scale": "f32", "pertoken": True, "bias": "i32"},
+                  {"out": "bf16", "scale": "bf16", "bias": "bf16"},
+                  {"out": "f16", "scale": "packed", "bias": "i32"},
+                  {"out": "f16", "scale": "f32", "pertoken": True, "bias": "f32"},
+                  {"out": "int8", "scale": "packed", "bias": "i32", "offset": True}):
+            fa.quant_matmul_check(p)
+
+    def test_moe_rules_name_the_product_constraints(self):
+        p = {"ranks": 4, "bs": 6, "hidden": 256, "experts": 32, "top_k": 3}
+        why = fa.moe_unsupported(p, "Ascend910B4")
+        self.assertIn("ep_world_size 4: in [16, 256] and a multiple of 8 (fullmesh)", why)
+        self.assertIn("Atlas A2 constraints", why)
+        big = {"ranks": 16, "bs": 8, "hidden": 7168, "experts": 256, "top_k": 8}
+        self.assertIsNone(fa.moe_unsupported(big, "Ascend910B4"))
+        self.assertIn("H 8192: a multiple of 32 in (0, 7168] (fullmesh)",
+                      fa.moe_unsupported(dict(big, hidden=8192), "Ascend910B4"))
+        self.assertIsNone(fa.moe_unsupported(dict(big, hidden=8192), "Ascend910B4",
+                                             hierarchy=True))
+        self.assertIn("at most 24", fa.moe_unsupported(dict(big, experts=512), "Ascend910B4"))
+        self.assertIn("shared experts are Atlas A3 only",
+                      fa.moe_unsupported(dict(big, shared_ranks=1), "Ascend910B4"))
+        self.assertIn("H 256: in [1024, 8192]", fa.moe_unsupported(p, "Ascend910_9392"))
+        self.assertIsNone(fa.moe_unsupported(dict(p, hidden=1024), "Ascend910_9392"))
+        self.assertTrue(fa.moe_hierarchy({"HCCL_INTRA_PCIE_ENABLE": "1",
+                                          "HCCL_INTRA_ROCE_ENABLE": "0"}))
+        self.assertFalse(fa.moe_hierarchy({}))
+
+
 if __name__ == "__main__":
     unittest.main()
