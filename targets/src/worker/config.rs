@@ -254,7 +254,7 @@ impl WorkerConfig {
             description: self.description.clone(),
             command: expand(&self.command),
             args: self.args.iter().map(|a| expand(a)).collect(),
-            env: resolve_env(&self.env, &expand, |name| std::env::var_os(name)),
+            env: resolve_env(&self.env, expand, |name| std::env::var_os(name)),
             working_dir,
             device_group: self.device_group.clone(),
             timeouts: self.timeouts.clone(),
