@@ -79,7 +79,7 @@ while [ $# -gt 0 ]; do
         --ascend-base) [ $# -ge 2 ] || die "--ascend-base needs a directory"; DETECT_BASES+=("$2"); shift ;;
         --venv) [ $# -ge 2 ] || die "--venv needs a directory"; VENV="$2"; shift ;;
         --env-file) [ $# -ge 2 ] || die "--env-file needs a path"; ENV_FILE="$2"; shift ;;
-        -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
