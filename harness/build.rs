@@ -1,12 +1,17 @@
 //! Generates the check-policy registry from the files in `src/verdict/policies/`: every file
 //! there except `mod.rs` is one policy, whose judge is the type named by its
 //! `impl Policy for <Type>` line. So adding a policy is adding its file (docs/verdicts.md,
-//! "Adding a check policy"); nothing else lists it.
+//! "Adding a check policy"); nothing else lists it. And builds the hardware profiles in
+//! (`build_hardware.rs`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+#[path = "build_hardware.rs"]
+mod build_hardware;
+
 fn main() {
+    build_hardware::embed_profiles();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/verdict/policies");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={}", dir.display());

@@ -2,35 +2,52 @@
 # Sets up the Python side of the torch_npu worker on an Atlas runner: a virtual environment
 # with torch and torch_npu pinned to the CANN release installed on the machine, checked by
 # importing torch_npu and asking for a device. Writes CONFORM_PYTHON (the interpreter that
-# `targets/*/target.toml` start as `${CONFORM_PYTHON}`) to an env file the CI sources.
+# `targets/*/target.toml` start as `${CONFORM_PYTHON}`) and what it found of CANN and NNAL's
+# ATB (CONFORM_CANN_RELEASE, CONFORM_ATB_VERSION, CONFORM_ATB_CXX_ABI, ...) to an env file the
+# CI sources.
 #
-# Before anything is installed, the CANN release (detected from the toolkit's version files,
-# step 1 below, or $CANN_VERSION) and the torch / torch_npu pins are checked against ci/atlas/torch-npu-compat.tsv,
-# and the Python version against the range that torch release supports: a combination outside
-# the table stops here with exit 2, printing the rows that would fit.
+# CANN is found under every layout CANN documents (ci/atlas/ascend-env.sh: <base>/cann on 8.5
+# and later, <base>/ascend-toolkit/latest before, $ASCEND_HOME_PATH, $ASCEND_TOOLKIT_HOME,
+# $CANN_SET_ENV) and its set_env.sh sourced. Before anything is installed, the CANN release
+# (read from the toolkit's version files, an alpha / beta build counting as the release it
+# belongs to, or $CANN_VERSION) and the torch / torch_npu pins are checked against
+# ci/atlas/torch-npu-compat.tsv, and the Python version against the range that torch release
+# supports: a combination outside the table stops here with exit 2, printing the rows that
+# would fit. NNAL's ATB (nnal/atb/set_env.sh), which torch_npu's _npu_reshape_and_cache needs,
+# is sourced with the worker's torch ABI and checked by loading libatb.so; without it the
+# ATB-based cases are skipped, and where CONFORM_REQUIRE_TARGETS names torch_npu the setup stops
+# (exit 2) saying what to install.
 #
 # Usage: ci/atlas/setup-torch-npu.sh [--dry-run] [--venv DIR] [--env-file FILE]
 #        ci/atlas/setup-torch-npu.sh --detect-cann [--cann-root DIR]...
+#        ci/atlas/setup-torch-npu.sh --detect [--ascend-base DIR]...
 #   --dry-run   print every step instead of running it; still checks the arguments, the pins,
 #               the Python interpreter and the repository layout (the parts that need no NPU)
-#   --detect-cann  only detect the CANN release (under the --cann-root directories, default
-#               the usual install roots) and print "<release> <file it came from>"; exit 2
-#               when none is found
+#   --detect-cann  only read the CANN release from the version files under the --cann-root
+#               directories (default: the toolkit found as above) and print "<release> <file>",
+#               then "build <build>" when the toolkit names a pre-release build; exit 2 when
+#               none is found
+#   --detect    only find CANN and ATB under the --ascend-base directories (default:
+#               $ASCEND_BASES, else /usr/local/Ascend and $HOME/Ascend) and print KEY=VALUE
+#               lines (cann_root, cann_set_env, cann_release, cann_build, cann_version_file,
+#               atb_set_env, atb_version; `none` where nothing was found); exit 2 without CANN
 #   --venv      virtual environment directory (default: $CONFORM_NPU_VENV or .venv-npu)
 #   --env-file  file to append KEY=VALUE lines to (GitHub: "$GITHUB_ENV"; GitLab: a dotenv
 #               file that the job sources); default: print them only
 # Pins (override through the environment): TORCH_NPU_VERSION (default: the newest pair the
-# table lists for the installed CANN; TORCH_VERSION follows the table), CANN_SET_ENV,
-# CANN_VERSION (skips detection: what a runner reports, or a simulated version in tests).
+# table lists for the installed CANN; TORCH_VERSION follows the table), CANN_SET_ENV (the
+# toolkit's set_env.sh, found by itself otherwise), CANN_VERSION (skips detection: what a
+# runner reports, or a simulated version in tests).
 set -euo pipefail
 
 DRY_RUN=0
-DETECT_ONLY=0
+DETECT_ONLY=""
 DETECT_ROOTS=()
+DETECT_BASES=()
 VENV="${CONFORM_NPU_VENV:-.venv-npu}"
 ENV_FILE=""
 TORCH_NPU_VERSION="${TORCH_NPU_VERSION:-}"
-CANN_SET_ENV="${CANN_SET_ENV:-/usr/local/Ascend/ascend-toolkit/set_env.sh}"
+CANN_SET_ENV="${CANN_SET_ENV:-}"
 CANN_VERSION="${CANN_VERSION:-}"
 PYTHON="${PYTHON:-python3}"
 
@@ -56,11 +73,13 @@ step() {
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY_RUN=1 ;;
-        --detect-cann) DETECT_ONLY=1 ;;
+        --detect-cann) DETECT_ONLY=cann ;;
+        --detect) DETECT_ONLY=all ;;
         --cann-root) [ $# -ge 2 ] || die "--cann-root needs a directory"; DETECT_ROOTS+=("$2"); shift ;;
+        --ascend-base) [ $# -ge 2 ] || die "--ascend-base needs a directory"; DETECT_BASES+=("$2"); shift ;;
         --venv) [ $# -ge 2 ] || die "--venv needs a directory"; VENV="$2"; shift ;;
         --env-file) [ $# -ge 2 ] || die "--env-file needs a path"; ENV_FILE="$2"; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -76,85 +95,71 @@ REQUIREMENTS="$REPO/targets/torch_npu/requirements-npu.txt"
 [ -f "$COMPAT" ] || die "$COMPAT is missing"
 [ -f "$REQUIREMENTS" ] || die "$REQUIREMENTS is missing"
 
-# 1. The CANN version: $CANN_VERSION, else detected from the installed toolkit's files.
-#
-# The release is read from, in order (the first file giving one wins):
-#   <arch>-linux/ascend_toolkit_install.info   version=8.0.0 (also 8.3.RC2, 9.2.0-beta.2)
-#   version.cfg                                runtime_running_version=[7.6.0.1.220:8.0.0]:
-#                                              the part AFTER the colon is the CANN release;
-#                                              before it is a component version
-#   <component>/version.info                   version_dir=8.0.0 is the release; Version= is
-#                                              a component version on CANN 8.x (7.6.0.1.220
-#                                              on 8.0.0, 8.2.0.0.201 on 8.2.RC1), used only
-#                                              when version_dir is not a release (CANN 9:
-#                                              Version=9.2.0-beta.2, version_dir=cann)
-# under each candidate root: $ASCEND_HOME_PATH, $ASCEND_TOOLKIT_HOME, <set_env.sh dir>/latest,
-# <set_env.sh dir> (CANN 8.5 and later install to /usr/local/Ascend/cann[-<release>]).
+# 1. CANN and ATB, found under the documented layouts (ci/atlas/ascend-env.sh), and the CANN
+# release: $CANN_VERSION, else read from the toolkit's version files (an alpha or beta build
+# counts as the release it belongs to: 8.0.RC2.alpha001 is 8.0.RC2, 8.5.0.alpha001 is 8.5.0).
+ASCEND_ENV_FUNCTIONS_ONLY=1
+# shellcheck source=ci/atlas/ascend-env.sh
+source "$REPO/ci/atlas/ascend-env.sh"
+unset ASCEND_ENV_FUNCTIONS_ONLY
 
-# A CANN release as the compatibility table writes them: 8.0.0, 8.1.RC1, 8.5.0.alpha002,
-# 9.2.0-beta.2 — never a component version (four or more numeric parts) or an internal build
-# (8.0.T63).
-is_release() {
-    [[ "$1" =~ ^[0-9]+\.[0-9]+\.(RC[0-9]+|[0-9]+)([.-][A-Za-z][0-9A-Za-z.]*)?$ ]]
-}
-# The first `key=value` value in a file (whitespace around both trimmed, quotes dropped).
-kv() {
-    sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*\"\{0,1\}\([^\"[:space:]]*\)\"\{0,1\}[[:space:]]*\$/\1/p" "$1" | head -n 1
-}
-# Prints "<release> <file>" for the first file under the roots that names a release.
-detect_cann_release() {
-    local root f v arch
-    arch="$(uname -m)"
-    for root in "$@"; do
-        [ -n "$root" ] && [ -d "$root" ] || continue
-        for f in "$root/$arch-linux/ascend_toolkit_install.info" \
-                 "$root"/*-linux/ascend_toolkit_install.info \
-                 "$root/share/info/ascend_toolkit_install.info"; do
-            [ -f "$f" ] || continue
-            v="$(kv "$f" version)"
-            if is_release "$v"; then echo "$v $f"; return 0; fi
-        done
-        f="$root/version.cfg"
-        if [ -f "$f" ]; then
-            v="$(sed -n 's/^[[:space:]]*runtime_running_version=\[[^]:]*:\([^]]*\)\].*/\1/p' "$f" | head -n 1)"
-            v="${v#CANN-}"
-            if is_release "$v"; then echo "$v $f"; return 0; fi
-        fi
-        for f in "$root/version.info" "$root/runtime/version.info" "$root/compiler/version.info" \
-                 "$root/toolkit/version.info" "$root/opp/version.info"; do
-            [ -f "$f" ] || continue
-            v="$(kv "$f" version_dir)"
-            if is_release "$v"; then echo "$v $f"; return 0; fi
-            v="$(kv "$f" Version)"
-            if is_release "$v"; then echo "$v $f"; return 0; fi
-        done
-    done
-    return 1
-}
-cann_roots() {
-    local d
-    d="$(dirname "$CANN_SET_ENV")"
-    echo "${ASCEND_HOME_PATH:-}"
-    echo "${ASCEND_TOOLKIT_HOME:-}"
-    echo "$d/latest"
-    echo "$d"
+# Prints "<release> <file>", and "build <build>" when they differ, for the first version file
+# under the given roots.
+print_release() {
+    local found build
+    found="$(ascend_detect_cann_build "$@")" || return 1
+    build="${found%% *}"
+    echo "$(ascend_release_of "$build") ${found#* }"
+    [ "$build" = "$(ascend_release_of "$build")" ] || echo "build $build"
 }
 
-if [ "$DETECT_ONLY" = 1 ]; then
-    # Only the detection: the roots given (default: the usual ones), one line "<release> <file>".
+if [ "$DETECT_ONLY" = cann ]; then
     if [ ${#DETECT_ROOTS[@]} -eq 0 ]; then
-        mapfile -t DETECT_ROOTS < <(cann_roots)
+        ascend_find_cann || die "no CANN toolkit (set_env.sh) under: $(ascend_cann_roots | tr '\n' ' ')"
+        DETECT_ROOTS=("$ASCEND_CANN_ROOT")
     fi
-    detect_cann_release "${DETECT_ROOTS[@]}" || die "no CANN release found under: ${DETECT_ROOTS[*]}"
+    print_release "${DETECT_ROOTS[@]}" || die "no CANN release found under: ${DETECT_ROOTS[*]}"
+    exit 0
+fi
+if [ "$DETECT_ONLY" = all ]; then
+    if [ ${#DETECT_BASES[@]} -gt 0 ]; then
+        ASCEND_BASES="$(IFS=:; echo "${DETECT_BASES[*]}")"
+    fi
+    if ascend_find_atb; then :; fi
+    if ! ascend_find_cann; then
+        echo "cann_root=none"
+        echo "atb_set_env=${ASCEND_ATB_SET_ENV:-none}"
+        echo "atb_version=${ASCEND_ATB_VERSION:-none}"
+        die "no CANN toolkit (set_env.sh) under: $(ascend_cann_roots | tr '\n' ' ')"
+    fi
+    echo "cann_root=$ASCEND_CANN_ROOT"
+    echo "cann_set_env=$ASCEND_CANN_SET_ENV"
+    echo "cann_release=${ASCEND_CANN_RELEASE:-none}"
+    echo "cann_build=${ASCEND_CANN_BUILD:-none}"
+    echo "cann_version_file=${ASCEND_CANN_VERSION_FILE:-none}"
+    echo "atb_set_env=${ASCEND_ATB_SET_ENV:-none}"
+    echo "atb_version=${ASCEND_ATB_VERSION:-none}"
     exit 0
 fi
 
-if [ -z "$CANN_VERSION" ]; then
-    mapfile -t ROOTS < <(cann_roots)
-    if FOUND="$(detect_cann_release "${ROOTS[@]}")"; then
-        CANN_VERSION="${FOUND%% *}"
-        say "CANN release $CANN_VERSION read from ${FOUND#* }"
+CANN_FOUND=0
+if ascend_find_cann; then
+    CANN_FOUND=1
+    CANN_SET_ENV="$ASCEND_CANN_SET_ENV"
+    say "CANN toolkit: $ASCEND_CANN_ROOT (environment: $CANN_SET_ENV)"
+fi
+CANN_BUILD=""
+if [ -z "$CANN_VERSION" ] && [ -n "${ASCEND_CANN_BUILD:-}" ]; then
+    CANN_BUILD="$ASCEND_CANN_BUILD"
+    CANN_VERSION="$ASCEND_CANN_RELEASE"
+    if [ "$CANN_BUILD" = "$CANN_VERSION" ]; then
+        say "CANN release $CANN_VERSION read from $ASCEND_CANN_VERSION_FILE"
+    else
+        say "CANN build $CANN_BUILD (release $CANN_VERSION) read from $ASCEND_CANN_VERSION_FILE"
     fi
+elif [ -n "$CANN_VERSION" ]; then
+    CANN_BUILD="$CANN_VERSION"
+    ascend_is_release "$CANN_VERSION" && CANN_VERSION="$(ascend_release_of "$CANN_VERSION")"
 fi
 table_rows() { grep -v '^#' "$COMPAT" | awk -F'\t' -v c="$1" 'c == "" || $1 == c'; }
 print_rows() {
@@ -165,7 +170,7 @@ if [ -z "$CANN_VERSION" ]; then
     if [ "$DRY_RUN" = 1 ]; then
         say "CANN version: not detected (no toolkit here; a real run would stop here)"
     else
-        die "cannot tell the CANN release (no ascend_toolkit_install.info, version.cfg or version.info naming one under: $(cann_roots | tr '\n' ' ')); set CANN_VERSION"
+        die "cannot tell the CANN release (no toolkit with ascend_toolkit_install.info, version.cfg or version.info naming one under: $(ascend_cann_roots | tr '\n' ' ')); set CANN_VERSION"
     fi
 else
     [[ "$CANN_VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9A-Za-z.]+$ ]] || die "CANN_VERSION='$CANN_VERSION' is not a version"
@@ -174,6 +179,26 @@ else
         echo "setup-torch-npu: CANN $CANN_VERSION is not in $COMPAT; torch_npu is built for:" >&2
         print_rows ""
         exit 2
+    fi
+fi
+
+# NNAL's ATB: torch_npu's ATB operators (_npu_reshape_and_cache, which every mla_decode case
+# and the BnBsH cache writes use) load libatb.so, which only nnal/atb/set_env.sh puts on the
+# library path.
+ATB_FOUND=0
+if ascend_find_atb; then
+    ATB_FOUND=1
+    say "NNAL ATB $ASCEND_ATB_VERSION: $ASCEND_ATB_SET_ENV"
+else
+    ATB_INSTALL="install NNAL (Ascend-cann-nnal_${CANN_VERSION:-<CANN release>}_linux-$(uname -m).run --install, the package of the same CANN release) so that nnal/atb/set_env.sh exists under one of: $(ascend_atb_roots | tr '\n' ' ')"
+    if [[ ",${CONFORM_REQUIRE_TARGETS:-}," =~ [,[:space:]]torch_npu[,[:space:]] ]]; then
+        if [ "$DRY_RUN" = 1 ]; then
+            say "NNAL ATB: not found; torch_npu is required (CONFORM_REQUIRE_TARGETS), so a real run would stop here: $ATB_INSTALL"
+        else
+            die "NNAL ATB is not installed and torch_npu is required (CONFORM_REQUIRE_TARGETS): its ATB-based cases (every mla_decode case, the BnBsH cache writes of paged_kv and pa_decode_int8) cannot run; $ATB_INSTALL"
+        fi
+    else
+        say "NNAL ATB: not found; the ATB-based cases will be skipped with the reason ($ATB_INSTALL)"
     fi
 fi
 
@@ -213,19 +238,14 @@ if [ "$(ver "$PY_VERSION")" -lt "$(ver "$PY_MIN")" ] || [ "$(ver "$PY_VERSION")"
 fi
 say "python $PY_VERSION, torch $TORCH_VERSION, torch_npu $TORCH_NPU_VERSION (compatible: $COMPAT), venv $VENV"
 
-if [ -f "$CANN_SET_ENV" ]; then
-    say "CANN environment: $CANN_SET_ENV"
+if [ "$CANN_FOUND" = 1 ]; then
     if [ "$DRY_RUN" = 0 ]; then
-        # set_env.sh references unset variables; relax -u while sourcing it.
-        set +u
-        # shellcheck disable=SC1090
-        source "$CANN_SET_ENV"
-        set -u
+        ascend_source "$CANN_SET_ENV"
     fi
 elif [ "$DRY_RUN" = 1 ]; then
-    say "CANN environment: $CANN_SET_ENV not found (a real run would stop here)"
+    say "CANN environment: no set_env.sh found (a real run would stop here)"
 else
-    die "CANN is not installed: $CANN_SET_ENV not found (set CANN_SET_ENV)"
+    die "CANN is not installed: no set_env.sh under: $(ascend_cann_roots | tr '\n' ' ') (set CANN_SET_ENV)"
 fi
 
 step "$PYTHON" -m venv "$VENV"
@@ -245,11 +265,27 @@ esac
 step "$VPY" -m pip install "torch_npu==$TORCH_NPU_VERSION"
 step "$VPY" -c 'import torch, torch_npu; assert torch.npu.is_available(), "no NPU visible"; print("torch_npu", torch_npu.__version__, "devices:", torch.npu.device_count())'
 
-LINES="CONFORM_PYTHON=$VPY"
+LINES=("CONFORM_PYTHON=$VPY" "CONFORM_CANN_RELEASE=${CANN_VERSION:-}" "CONFORM_CANN_BUILD=${CANN_BUILD:-}"
+       "CONFORM_CANN_SET_ENV=${CANN_SET_ENV:-}")
+if [ "$ATB_FOUND" = 1 ]; then
+    # ATB ships one build per C++ ABI; the worker's torch says which one it links against.
+    if [ "$DRY_RUN" = 1 ]; then
+        ATB_ABI="<0 or 1: torch.compiled_with_cxx11_abi() of $VPY>"
+        show "$VPY" -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))'
+    else
+        ATB_ABI="$("$VPY" -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))')"
+        ascend_source "$ASCEND_ATB_SET_ENV" "--cxx_abi=$ATB_ABI"
+    fi
+    say "NNAL ATB environment: $ASCEND_ATB_SET_ENV --cxx_abi=$ATB_ABI"
+    # What torch_npu does on the first ATB operator: load libatb.so through the library path.
+    step "$VPY" -c 'import ctypes; ctypes.CDLL("libatb.so"); print("libatb.so loads")'
+    LINES+=("CONFORM_ATB_VERSION=$ASCEND_ATB_VERSION" "CONFORM_ATB_SET_ENV=$ASCEND_ATB_SET_ENV"
+            "CONFORM_ATB_CXX_ABI=$ATB_ABI")
+fi
 if [ -n "$ENV_FILE" ] && [ "$DRY_RUN" = 0 ]; then
-    echo "$LINES" >> "$ENV_FILE"
-    say "wrote CONFORM_PYTHON to $ENV_FILE"
+    printf '%s\n' "${LINES[@]}" >> "$ENV_FILE"
+    say "wrote ${LINES[*]%%=*} to $ENV_FILE"
 else
     say "environment for the worker:"
-    echo "$LINES"
+    printf '%s\n' "${LINES[@]}"
 fi

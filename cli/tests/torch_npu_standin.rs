@@ -9,13 +9,20 @@
 //! poisoned. Every case must pass or be skipped with a documented reason — never an error —
 //! and say that the stand-in ran it; the skips and their reasons are printed.
 //!
+//! The host the stand-in simulates has NNAL's ATB (a libatb.so on LD_LIBRARY_PATH, as
+//! nnal/atb/set_env.sh leaves it) unless a run says otherwise: on a stock host without it every
+//! ATB-based case (mla_decode, the BnBsH cache writes) is skipped with what to install, and
+//! nothing errors. The quick tier runs on a simulated Atlas A2, A3 and Ascend950: no case ends
+//! as an error on any of them.
+//!
 //! For each contradiction fixed in the worker, a scratch copy of the worker with the old line
 //! put back runs on the stand-in and fails: MC2's bias on every rank, inner_precise 0 on fully
 //! masked rows, an illegal TND shape sent to the kernel, padded query rows reported as the
-//! kernel's result; and a MoE combine handed ones instead of the router's expert_scales fails
+//! kernel's result, MoE launches the A2 tiling refuses, ATB taken as loadable because the
+//! attribute exists; and a MoE combine handed ones instead of the router's expert_scales fails
 //! too, and so does an MLA decode without its rope term (one without query_rope, or with the
-//! rope keys as query_rope, is rejected by the page's rules). Without the stand-in, a required torch_npu that cannot be imported fails
-//! the run with the import error.
+//! rope keys as query_rope, is rejected by the page's rules). Without the stand-in, a required
+//! torch_npu that cannot be imported fails the run with the import error.
 //!
 //! The worker needs the Python venv (`ci/setup-targets.sh`): without it the trials are
 //! ignored with the reason, unless CONFORM_REQUIRE_TARGETS names a CPU worker (CI), where they
@@ -58,10 +65,30 @@ fn conform_env(
     } else {
         c.env_remove("CONFORM_TORCH_NPU_STANDIN");
     }
+    // A host with NNAL's ATB set up, unless the caller says what LD_LIBRARY_PATH holds.
+    c.env("LD_LIBRARY_PATH", atb_lib_dir());
     c.envs(env.iter().copied());
     let o = cli::output(c);
     (o.status.code(), cli::text(&o))
 }
+
+/// A directory holding a `libatb.so`, standing for the `lib/` of NNAL's ATB that
+/// nnal/atb/set_env.sh puts on LD_LIBRARY_PATH (the stand-in loads nothing: it looks there).
+fn atb_lib_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("libatb.so"), b"").unwrap();
+        d
+    })
+    .path()
+}
+
+/// A stock host: no ATB on the library path.
+const NO_ATB: (&str, &str) = ("LD_LIBRARY_PATH", "");
+
+/// The skip reason of an ATB-based case where ATB does not load.
+const ATB_MISSING: &str = "NNAL's ATB does not load";
 
 /// Runs `args` (a `conform run`) with a results file; returns the exit code, the output and
 /// the cases.
@@ -195,17 +222,27 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
         "dynamic_quant",
         "pa_decode_int8",
         "quant_matmul",
-        "moe_dispatch_combine",
         "mla_decode",
     ] {
         assert!(passed.contains(suite), "no {suite} case passed: {passed:?}");
     }
-    // Shared experts are Atlas A3's only: skipped on the simulated A2 with the page's reason,
-    // passed on a simulated A3.
+    // The MoE kernels' A2 limits (ep_world_size in [16, 256] and a multiple of 8, no shared
+    // experts): every quick case is a skip on the simulated A2 with the README's constraint;
+    // on a simulated A3 the ones within its limits (H in [1024, 8192]) pass.
     let shared = "moe_dispatch_combine/w5-s1-e32-k3/bf16/h1024/int8-smooth/routing-ties";
     let (st, msg) = status(cases, shared);
     assert!(
         st == "skipped" && msg.contains("shared experts are Atlas A3 only"),
+        "{msg}"
+    );
+    let (st, msg) = status(
+        cases,
+        "moe_dispatch_combine/w4-e32-k4/bf16/h7168/int8/deepseek-hidden",
+    );
+    assert!(
+        st == "skipped"
+            && msg.contains("ep_world_size 4: in [16, 256] and a multiple of 8")
+            && msg.contains("MoeDistributeDispatchV2 / CombineV2 README, Atlas A2"),
         "{msg}"
     );
     let (code, text, cases_a3) = run_json(
@@ -214,7 +251,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
             "--target",
             "torch_npu",
             "--filter",
-            "^moe_dispatch_combine/w(5-s1|8-s4)-",
+            "^moe_dispatch_combine/w(4-e32-k4/|5-s1-|8-s4-)",
         ],
         &[("CONFORM_STANDIN_SOC", "Ascend910_9392")],
         None,
@@ -223,7 +260,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     for c in &cases_a3 {
         assert_eq!(c["status"], "passed", "{c}");
     }
-    assert_eq!(cases_a3.len(), 2);
+    assert_eq!(cases_a3.len(), 3);
     // The documented reasons, where the documentation rules a case out.
     let (st, msg) = status(cases, "fa_prefill/bf16/tnd-hq4-hkv2-d64/causal_br");
     assert!(
@@ -313,6 +350,80 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     );
 }
 
+fn a_stock_host_without_atb_skips_every_atb_case_and_nothing_errors() {
+    // With NNAL set up, the cases that write through ATB say so in their notes (the worker
+    // names _npu_reshape_and_cache): every mla_decode case, the f16/bf16 BnBsH cache writes.
+    let suites = "^(mla_decode|paged_kv|pa_decode_int8)/";
+    let (code, text, cases) = run_json(
+        &["run", "--target", "torch_npu", "--filter", suites],
+        &[],
+        None,
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let mut through_atb = std::collections::BTreeSet::new();
+    for c in &cases {
+        if c["notes"].to_string().contains("_npu_reshape_and_cache") {
+            assert_eq!(c["status"], "passed", "{c}");
+            through_atb.insert(c["id"].as_str().unwrap().to_string());
+        }
+    }
+    for suite in ["mla_decode/", "paged_kv/", "pa_decode_int8/"] {
+        assert!(
+            through_atb.iter().any(|id| id.starts_with(suite)),
+            "{suite}: {through_atb:?}"
+        );
+    }
+    // A stock CANN host without NNAL: the worker's handshake loads ATB (one tiny
+    // _npu_reshape_and_cache), the stand-in raises torch_npu's OSError, and exactly those
+    // cases are skipped with it and what to install; the others run as before.
+    let (code, text, cases) = run_json(
+        &["run", "--target", "torch_npu", "--filter", suites],
+        &[NO_ATB],
+        None,
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let (passed, skips) = check_cases(&cases);
+    print_skips("ATB-based suites on a stock host (no NNAL)", &skips);
+    for c in &cases {
+        let id = c["id"].as_str().unwrap();
+        let msg = c["message"].as_str().unwrap_or("");
+        if through_atb.contains(id) {
+            assert!(
+                c["status"] == "skipped"
+                    && msg.contains(ATB_MISSING)
+                    && msg.contains("Please check that the nnal package is installed")
+                    && msg.contains("Ascend-cann-nnal_"),
+                "{id}: {msg}"
+            );
+        } else {
+            assert!(!msg.contains(ATB_MISSING), "{id}: {msg}");
+        }
+    }
+    assert!(
+        passed.contains("paged_kv") && passed.contains("pa_decode_int8"),
+        "{passed:?}"
+    );
+}
+
+fn the_quick_tier_never_errors_on_any_documented_soc() {
+    // Atlas A2 runs in the test above; here Atlas A3 and Ascend950 (the SoC names
+    // torch.npu.get_device_name gives): every case passes or is skipped with a reason.
+    for soc in ["Ascend910_9392", "Ascend950PR"] {
+        let (code, text, cases) = run_json(
+            &["run", "--target", "torch_npu"],
+            &[("CONFORM_STANDIN_SOC", soc)],
+            None,
+        );
+        assert!(matches!(code, Some(0) | Some(1)), "{soc}: {text}");
+        let (passed, skips) = check_cases(&cases);
+        print_skips(
+            &format!("quick tier on the stand-in simulating {soc}"),
+            &skips,
+        );
+        assert!(!passed.is_empty(), "{soc}: nothing passed");
+    }
+}
+
 /// A scratch project root whose torch_npu worker is a copy of this one with `patches` (file
 /// under targets/torch_npu, the exact text, its replacement) applied; suites, golden data and
 /// the shared Python helpers are the repository's.
@@ -364,10 +475,19 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Runs the cases matching `filter` on a patched worker; returns their statuses and messages.
 fn run_patched(patches: &[(&str, &str, &str)], filter: &str) -> Vec<(String, String, String)> {
+    run_patched_on(patches, filter, &[])
+}
+
+/// [`run_patched`] with the stand-in's host set by `env`.
+fn run_patched_on(
+    patches: &[(&str, &str, &str)],
+    filter: &str,
+    env: &[(&str, &str)],
+) -> Vec<(String, String, String)> {
     let root = scratch_worker(patches);
     let (code, text, cases) = run_json(
         &["run", "--target", "torch_npu", "--filter", filter],
-        &[],
+        env,
         Some(root.path()),
     );
     assert!(!cases.is_empty(), "exit {code:?}, no results: {text}");
@@ -525,22 +645,57 @@ fn the_stand_in_catches_the_old_worker_lines() {
     assert!(got[0].2.contains("npu_trans_quant_param"), "{got:?}");
     // The MoE combine handed ones instead of the router's expert_scales: the weighted sum is
     // wrong on every case whose weights are not all 1.
-    let moe =
-        "^moe_dispatch_combine/w4-e32-k3/(bf16/h256/mask-cumsum|f16/h256/counts)/routing-order$";
-    for (id, st, msg) in run_patched(&[], moe) {
+    // (On a simulated A3: the quick cases within its limits.)
+    let moe = "^moe_dispatch_combine/w(4-e32-k4/|5-s1-|8-s4-)";
+    let a3 = [("CONFORM_STANDIN_SOC", "Ascend910_9392")];
+    for (id, st, msg) in run_patched_on(&[], moe, &a3) {
         assert_eq!(st, "passed", "{id}: {msg}");
     }
-    let got = run_patched(
+    let got = run_patched_on(
         &[(
             "moe_rank.py",
             "    combine_scales = ws\n",
             "    combine_scales = dev(np.ones_like(shard_w), \"F32\")\n",
         )],
         moe,
+        &a3,
+    );
+    assert_eq!(got.len(), 3, "{got:?}");
+    for (id, st, msg) in got {
+        assert_eq!(st, "failed", "expert_scales dropped: {id} {st} {msg}");
+    }
+    // The A2 limits unchecked: the 4-rank launches reach the kernel, whose A2 tiling refuses
+    // them (epWorldSize a multiple of 8): errors, where the worker skips them.
+    let a2_moe = "^moe_dispatch_combine/w4-e32-k3/";
+    let got = run_patched(
+        &[(
+            "worker.py",
+            "    why = fa.moe_unsupported(p, torch.npu.get_device_name(0), fa.moe_hierarchy(os.environ))\n",
+            "    why = None\n",
+        )],
+        a2_moe,
     );
     assert_eq!(got.len(), 2, "{got:?}");
     for (id, st, msg) in got {
-        assert_eq!(st, "failed", "expert_scales dropped: {id} {st} {msg}");
+        assert_eq!(st, "error", "MoE A2 limits unchecked: {id} {st} {msg}");
+    }
+    // ATB taken as loadable because _npu_reshape_and_cache exists (the old probe): on a host
+    // without NNAL every ATB-based case errors at the call, where the worker skips it.
+    let got = run_patched_on(
+        &[(
+            "worker.py",
+            "        ATB_REASON = atb_check()\n",
+            "        ATB_REASON = None\n",
+        )],
+        MLA_CASES,
+        &[NO_ATB],
+    );
+    assert!(!got.is_empty());
+    for (id, st, msg) in got {
+        assert!(
+            st == "error" && msg.contains("nnal package"),
+            "ATB unprobed: {id} {st} {msg}"
+        );
     }
     // MLA without its rope term: a worker that hands FIA neither query_rope nor key_rope runs
     // plain attention over the latent cache, and every case fails (or, with 128 query heads
@@ -656,6 +811,16 @@ fn main() {
         trials::Test {
             name: "the_stand_in_catches_the_old_worker_lines",
             body: the_stand_in_catches_the_old_worker_lines,
+            missing: missing.clone(),
+        },
+        trials::Test {
+            name: "a_stock_host_without_atb_skips_every_atb_case_and_nothing_errors",
+            body: a_stock_host_without_atb_skips_every_atb_case_and_nothing_errors,
+            missing: missing.clone(),
+        },
+        trials::Test {
+            name: "the_quick_tier_never_errors_on_any_documented_soc",
+            body: the_quick_tier_never_errors_on_any_documented_soc,
             missing: missing.clone(),
         },
         trials::Test {

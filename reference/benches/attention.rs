@@ -86,7 +86,11 @@ fn decode(c: &mut Criterion) {
         block_table: &table,
         max_blocks: per_seq,
     };
-    let recipe = Recipe::preset("ascend_ifa_bf16", DType::Bf16).unwrap();
+    // The decode kernel's tiling on the SoC of the Atlas 800I A2 profile (its vector cores, as
+    // ci/hardware/atlas-800i-a2.toml gives them; 32 x 8 units never split anyway).
+    let recipe = Recipe::preset("ascend_ifa_bf16", DType::Bf16)
+        .unwrap()
+        .on_vector_cores(Some(profile_vector_cores("atlas-800i-a2")));
     let threads = Threads::available();
     let mut group = c.benchmark_group("decode");
     group
@@ -100,3 +104,16 @@ fn decode(c: &mut Criterion) {
 
 criterion_group!(benches, prefill, decode);
 criterion_main!(benches);
+
+/// `[soc] vector_cores` of the hardware profile `id` (ci/hardware/<id>.toml), the one place the
+/// count is written.
+fn profile_vector_cores(id: &str) -> usize {
+    let path = format!("{}/../ci/hardware/{id}.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .find_map(|l| {
+            let (key, value) = l.split_once('=')?;
+            (key.trim() == "vector_cores").then(|| value.split('#').next()?.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("{path}: no `vector_cores`"))
+}

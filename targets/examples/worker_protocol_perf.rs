@@ -45,7 +45,7 @@ fn main() {
     let mut env = BTreeMap::new();
     env.insert(
         "PYTHONPATH".to_string(),
-        repo.join("targets/python").to_string_lossy().into_owned(),
+        repo.join("targets/python").into_os_string(),
     );
     let cfg = ResolvedConfig {
         description: "perf".into(),

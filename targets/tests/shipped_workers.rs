@@ -36,6 +36,11 @@ fn main() {
             missing: None,
         },
         trials::Test {
+            name: "shipped_workers_keep_the_search_paths_they_inherit",
+            body: shipped_workers_keep_the_search_paths_they_inherit,
+            missing: None,
+        },
+        trials::Test {
             name: "cpu_workers_are_available_and_torch_npu_says_why_it_is_not",
             body: cpu_workers_are_available_and_torch_npu_says_why_it_is_not,
             missing: venv.clone(),
@@ -71,6 +76,42 @@ fn registry_lists_every_shipped_target() {
     ] {
         assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
     }
+}
+
+/// Every shipped worker puts the project's Python helpers before the `PYTHONPATH` it inherits
+/// (where a toolkit's `set_env.sh` put its own packages) and sets no search path outright: a
+/// replaced path would drop what the device runtime needs, on the host only.
+fn shipped_workers_keep_the_search_paths_they_inherit() {
+    use conform_targets::worker::env::EnvValue;
+    use conform_targets::worker::WorkerConfig;
+    let mut checked = 0;
+    for entry in std::fs::read_dir(repo().join("targets")).unwrap() {
+        let path = entry.unwrap().path().join("target.toml");
+        if !path.is_file() {
+            continue;
+        }
+        let cfg = WorkerConfig::load(&path).unwrap();
+        match cfg.env.get("PYTHONPATH") {
+            Some(EnvValue::Edit(e)) => assert_eq!(
+                e.prepend.as_deref(),
+                Some("${REPO}/targets/python"),
+                "{}",
+                path.display()
+            ),
+            other => panic!("{}: PYTHONPATH is {other:?}", path.display()),
+        }
+        for (name, value) in &cfg.env {
+            let search_path = ["PATH", "PYTHONPATH", "LD_LIBRARY_PATH"].contains(&name.as_str())
+                || name.starts_with("ASCEND_");
+            assert!(
+                !(search_path && matches!(value, EnvValue::Set(_))),
+                "{}: {name} replaces the inherited value",
+                path.display()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 6, "{checked} target.toml files");
 }
 
 fn cpu_workers_are_available_and_torch_npu_says_why_it_is_not() {

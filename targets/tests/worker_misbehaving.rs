@@ -97,7 +97,7 @@ fn config(script: &str, args: &[&str], request_s: f64) -> ResolvedConfig {
     let mut env = BTreeMap::new();
     env.insert(
         "PYTHONPATH".to_string(),
-        repo().join("targets/python").to_string_lossy().into_owned(),
+        repo().join("targets/python").into_os_string(),
     );
     ResolvedConfig {
         description: "test".into(),

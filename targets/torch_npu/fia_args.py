@@ -37,7 +37,36 @@ PA_QUERY_LAYOUTS = {"BnBsH": ("BSND", "BNSD", "BSH", "BNSD_BSND"),
 
 
 class ArgError(ValueError):
-    """A case the kernel cannot express (the worker reports it `unsupported`)."""
+    """A case the kernel cannot express (the worker reports it `unsupported`). A subclass names
+    the page whose constraint the case breaks; its message ends with it."""
+
+    SOURCE = None
+
+    def __str__(self):
+        msg = super().__str__()
+        return "%s (%s)" % (msg, self.SOURCE) if self.SOURCE else msg
+
+
+# The pages the constraints come from (hicann/ops-transformer and hicann/ops-nn `docs/`, the
+# torch_npu API pages; docs/ascend.md, "The torch_npu worker", lists them with their commits).
+class FiaRule(ArgError):
+    SOURCE = "aclnnFusedInferAttentionScoreV4 page"
+
+
+class MlaRule(ArgError):
+    SOURCE = "aclnnFusedInferAttentionScoreV3 page, queryRope/keyRope with a query D of 512"
+
+
+class WqbmmRule(ArgError):
+    SOURCE = "aclnnWeightQuantBatchMatmulV2 page, per-group antiquant"
+
+
+class Mc2Rule(ArgError):
+    SOURCE = "aclnnMatmulAllReduce page"
+
+
+class QmmRule(ArgError):
+    SOURCE = "aclnnQuantMatmulV4 page, the Atlas A2/A3 table of dtype combinations"
 
 
 def compressed_causal_mask():
@@ -59,17 +88,19 @@ def fia_kwargs(op, params, scale_keyword="scale"):
     heads = int(p["num_heads"])
     kv_heads = int(p.get("num_key_value_heads", 0) or 0) or heads
     if heads > 256:
-        raise ArgError("num_heads %d: FIA takes at most 256 heads" % heads)
+        raise FiaRule("num_heads %d: FIA takes at most 256 heads" % heads)
     if heads % kv_heads or heads // kv_heads > 64:
-        raise ArgError("num_heads / num_key_value_heads must be an integer <= 64")
+        raise FiaRule("num_heads / num_key_value_heads must be an integer <= 64")
     d = int(p["head_dim"])
     if d > 512:
-        raise ArgError("head_dim %d: FIA takes at most 512" % d)
+        raise FiaRule("head_dim %d: FIA takes at most 512" % d)
     scale = p.get("scale")
     scale = float(scale) if scale is not None else 1.0 / math.sqrt(d)
     sparse = int(p.get("sparse_mode", 0))
-    if sparse not in (0, 2, 3, 4):
-        raise ArgError("sparse_mode %d" % sparse)
+    if sparse not in (0, 1, 2, 3, 4):
+        raise FiaRule("sparse_mode %d: 0 to 4" % sparse)
+    if sparse == 1:
+        raise ArgError("sparse_mode 1 (allMask): the worker maps 0, 2, 3 and 4")
     explicit = bool(p.get("atten_mask", False))
     if explicit and sparse != 0:
         raise ArgError("an explicit atten_mask with sparse_mode %d cannot be expressed" % sparse)
@@ -90,12 +121,12 @@ def fia_kwargs(op, params, scale_keyword="scale"):
     if op == "pa_decode":
         bs = int(p.get("block_size", 128))
         if not (0 < bs <= 512 and bs % 16 == 0):
-            raise ArgError("block_size %d: must be a multiple of 16 in 16..512" % bs)
+            raise FiaRule("block_size %d: must be a multiple of 16 in 16..512" % bs)
         cache_layout = p.get("cache_layout", "BnBsH")
         if cache_layout not in PA_QUERY_LAYOUTS:
             raise ArgError("cache_layout %s" % cache_layout)
         if "actual_seq_lengths_kv" not in kw:
-            raise ArgError("pa_decode needs actual_seq_lengths_kv")
+            raise FiaRule("PagedAttention needs actual_seq_lengths_kv")
         if layout not in PA_QUERY_LAYOUTS[cache_layout]:
             # With one query row, [B, 1, N, D] (BSND) or [B, 1, N*D] (BSH) holds the same
             # bytes as [B, N, 1, D]: the query goes in as BNSD, the only query layout (with
@@ -103,12 +134,12 @@ def fia_kwargs(op, params, scale_keyword="scale"):
             if layout in ("BSND", "BSH") and cache_layout == "BnNBsD":
                 kw["input_layout"] = "BNSD"
             else:
-                raise ArgError("cache_layout %s with input_layout %s" % (cache_layout, layout))
+                raise FiaRule("cache_layout %s with input_layout %s" % (cache_layout, layout))
         kw["block_size"] = bs
     elif layout == "TND":
         tnd_check(p, heads, kv_heads, d, sparse, explicit)
         if len(kw.get("actual_seq_lengths", ())) > 4096:
-            raise ArgError("TND takes at most 4096 sequences")
+            raise FiaRule("TND takes at most 4096 sequences")
     kw["inner_precise"] = inner_precise_for(op, p)
     if sparse in (2, 3, 4):
         mask_kind = "compressed"
@@ -135,13 +166,13 @@ def c8_kwargs(params, scale_keyword="scale"):
         raise ArgError("key/value_antiquant_mode %d/%d: the worker maps 0 (per-channel) and 1 "
                        "(per-token)" % (km, vm))
     if km != vm and not (km == 0 and vm == 1):
-        raise ArgError("key_antiquant_mode %d with value_antiquant_mode %d: the modes must "
+        raise FiaRule("key_antiquant_mode %d with value_antiquant_mode %d: the modes must "
                        "match, except key 0 with value 1" % (km, vm))
     if (km, vm) == (0, 1) and p.get("dtype") != "f16":
-        raise ArgError("key per-channel with value per-token over INT8 needs an f16 query")
+        raise FiaRule("key per-channel with value per-token over INT8 needs an f16 query")
     bs = int(p.get("block_size", 128))
     if bs % 32:
-        raise ArgError("block_size %d: an INT8 cache needs a multiple of 32" % bs)
+        raise FiaRule("block_size %d: an INT8 cache needs a multiple of 32" % bs)
     kw, _ = fia_kwargs("pa_decode", {k: p[k] for k in C8_FIA_PARAMS if k in p}, scale_keyword)
     kw["key_antiquant_mode"] = km
     kw["value_antiquant_mode"] = vm
@@ -171,20 +202,20 @@ def mla_kwargs(params, scale_keyword="scale"):
         raise ArgError("input_layout %s: the worker maps BNSD and BSND" % layout)
     heads = int(p["num_heads"])
     if heads not in MLA_HEADS:
-        raise ArgError("num_heads %d: MLA takes 1, 2, 4, 8, 16, 32, 64 or 128 query heads" % heads)
+        raise MlaRule("num_heads %d: MLA takes 1, 2, 4, 8, 16, 32, 64 or 128 query heads" % heads)
     if int(p.get("num_key_value_heads", 1) or 1) != 1:
-        raise ArgError("MLA takes one KV head (the latent cache), not %s"
+        raise MlaRule("MLA takes one KV head (the latent cache), not %s"
                        % p["num_key_value_heads"])
     bs = int(p["block_size"])
     if bs not in MLA_BLOCK_SIZES:
-        raise ArgError("block_size %d: MLA takes 16 or 128" % bs)
+        raise MlaRule("block_size %d: MLA takes 16 or 128" % bs)
     if p.get("dtype") not in ("bf16", "f16"):
-        raise ArgError("dtype %s: MLA takes f16 or bf16" % p.get("dtype"))
+        raise MlaRule("dtype %s: MLA takes f16 or bf16" % p.get("dtype"))
     if int(p.get("q_seq", 1) or 1) != 1:
         raise ArgError("q_seq %s: the worker maps the decode step (one query row) only"
                        % p["q_seq"])
     if p.get("actual_seq_lengths_kv") is None:
-        raise ArgError("MLA (PagedAttention) needs actual_seq_lengths_kv")
+        raise MlaRule("MLA (PagedAttention) needs actual_seq_lengths_kv")
     if p.get("scale") is None:
         raise ArgError("MLA needs the caller's scale (no default from the latent width)")
     kw = {
@@ -218,25 +249,25 @@ def tnd_check(p, heads, kv_heads, d, sparse, explicit):
     with GQA nor with PagedAttention); with sparse mode 3 every batch's query length below its
     KV length. Raises ArgError with the first rule the case breaks."""
     if p.get("actual_seq_lengths") is None or p.get("actual_seq_lengths_kv") is None:
-        raise ArgError("TND needs cumulative actual_seq_lengths and actual_seq_lengths_kv")
+        raise FiaRule("TND needs cumulative actual_seq_lengths and actual_seq_lengths_kv")
     if explicit or sparse not in (0, 3):
-        raise ArgError("TND takes sparse_mode 0 (no mask) or 3 (causal), not %s"
+        raise FiaRule("TND takes sparse_mode 0 (no mask) or 3 (causal), not %s"
                        % ("an explicit mask" if explicit else sparse))
     if d == 512:
-        raise ArgError("TND with head_dim 512 needs query_rope/key_rope (MLA) and "
+        raise FiaRule("TND with head_dim 512 needs query_rope/key_rope (MLA) and "
                        "PagedAttention, which the suites do not state")
     if d not in (128, 192):
-        raise ArgError("TND needs head_dim 128 or 192 (512 only with query_rope/key_rope), "
+        raise FiaRule("TND needs head_dim 128 or 192 (512 only with query_rope/key_rope), "
                        "not %d" % d)
     if d == 192 and heads != kv_heads:
-        raise ArgError("TND with head_dim 192 does not support GQA")
+        raise FiaRule("TND with head_dim 192 does not support GQA")
     if p.get("dtype", "bf16") != "bf16":
-        raise ArgError("TND with head_dim %d takes BF16 only, not %s" % (d, p.get("dtype")))
+        raise FiaRule("TND with head_dim %d takes BF16 only, not %s" % (d, p.get("dtype")))
     if sparse == 3:
         lq = _lengths(p["actual_seq_lengths"])
         lk = _lengths(p["actual_seq_lengths_kv"])
         if any(a >= b for a, b in zip(lq, lk)):
-            raise ArgError("TND with sparse_mode 3 needs each batch's query length below its "
+            raise FiaRule("TND with sparse_mode 3 needs each batch's query length below its "
                            "KV length")
 
 
@@ -332,7 +363,7 @@ def mc2_launch_command(python, rank_script, world_size, inputs, outputs, master_
     """The torchrun command line for one MatmulAllReduce case (one process per rank); with
     `any_world` (the MoE dispatch/combine), any rank count."""
     if not any_world and world_size not in (1, 2, 4, 8):
-        raise ArgError("world_size %d: MC2 runs on 1, 2, 4 or 8 cards" % world_size)
+        raise Mc2Rule("world_size %d: MC2 runs on 1, 2, 4 or 8 cards" % world_size)
     return [python, "-m", "torch.distributed.run", "--standalone",
             "--nproc_per_node=%d" % world_size, "--master_port=%d" % master_port,
             rank_script, "--inputs", inputs, "--outputs", outputs]
@@ -398,10 +429,13 @@ def _device_reason(kernel, what, device_name):
         ", ".join(PRODUCTS[kernel]))
 
 
-def probe(torch_npu, device_name):
+def probe(torch_npu, device_name, atb=None):
     """What this torch_npu build and device cannot run, found at the handshake: op -> the
     reason (ops that can run are absent). Pure (the module is a parameter), so it is tested
-    without torch_npu. Every case of an op listed here is skipped with the reason."""
+    without torch_npu. Every case of an op listed here is skipped with the reason. `atb` is why
+    NNAL's ATB does not load (atb_unavailable), or None: every mla_decode case writes its
+    caches through ATB, so the op is then unavailable (the BnBsH cases of paged_kv and
+    pa_decode_int8 are skipped one by one: needs_atb)."""
     version = getattr(torch_npu, "__version__", "?")
     reasons = {}
     if not hasattr(torch_npu, "npu_fused_infer_attention_score"):
@@ -419,6 +453,8 @@ def probe(torch_npu, device_name):
     elif not hasattr(torch_npu, "_npu_reshape_and_cache"):
         reasons["mla_decode"] = ("torch_npu %s has no _npu_reshape_and_cache (the latent cache "
                                  "write)" % version)
+    elif atb:
+        reasons["mla_decode"] = atb
     if not (hasattr(torch_npu, "npu_dtype_cast") and hasattr(torch_npu, "float4_e2m1fn_x2")):
         reasons["mxfp4_dequant"] = ("torch_npu %s has no float4_e2m1fn_x2 dtype for npu_dtype_cast"
                                     " (the FP4 cast exists from torch_npu 26.0 / CANN 9.0)"
@@ -464,6 +500,106 @@ def probe(torch_npu, device_name):
     return reasons
 
 
+# --------------------------------------------------------------------------- W8A8
+
+# The aclnnQuantMatmulV4 page's combinations for INT8 x1 and x2 on Atlas A2 / A3 (hicann/ops-nn
+# matmul/quant_batch_matmul_v3/docs/aclnnQuantMatmulV4.md, "约束说明"), as (scale, offset,
+# bias, pertoken scale, output) dtype sets; None is an absent tensor. The INT32 output is not
+# mapped by the worker.
+QMM_TABLE = (
+    ({"INT64"}, {None}, {None, "INT32"}, {None}, "F16"),
+    ({"INT64"}, {None, "FLOAT32"}, {None, "INT32"}, {None}, "I8"),
+    ({"FLOAT32", "BFLOAT16"}, {None}, {None, "INT32", "BFLOAT16", "FLOAT32"}, {None, "FLOAT32"},
+     "BF16"),
+    ({"FLOAT32"}, {None}, {None, "INT32", "FLOAT16", "FLOAT32"}, {"FLOAT32"}, "F16"),
+)
+QMM_DTYPES = {"packed": "INT64", "f32": "FLOAT32", "bf16": "BFLOAT16", "f16": "FLOAT16",
+              "i32": "INT32", "none": None}
+QMM_OUT = {"bf16": "BF16", "f16": "F16", "int8": "I8"}
+
+
+def quant_matmul_check(params):
+    """The dtype combination npu_quant_matmul is called with for a quant_matmul case, checked
+    against the page's table (QmmRule, a skip, when it is not there). The packed scale is the
+    INT64 of npu_trans_quant_param."""
+    p = params
+    combo = (QMM_DTYPES.get(p.get("scale", "f32"), p.get("scale")),
+             "FLOAT32" if p.get("offset") else None,
+             QMM_DTYPES.get(p.get("bias", "none"), p.get("bias")),
+             "FLOAT32" if p.get("pertoken") else None,
+             QMM_OUT.get(p.get("out", "bf16"), p.get("out")))
+    for row in QMM_TABLE:
+        if all(v in allowed for v, allowed in zip(combo[:4], row[:4])) and combo[4] == row[4]:
+            return
+    raise QmmRule("scale %s, offset %s, bias %s, pertoken_scale %s with a %s output is not one "
+                  "of the combinations" % tuple(x or "absent" for x in combo))
+
+
+# --------------------------------------------------------------------------- ATB
+
+ATB_USERS = ("_npu_reshape_and_cache (op-plugin's ATB ReshapeAndCache: every mla_decode case, "
+             "the BnBsH cache writes of paged_kv and pa_decode_int8)")
+
+
+def atb_unavailable(error, cann_release=None, arch=None):
+    """The skip reason for the ATB-based cases when loading ATB raised `error` (torch_npu's
+    OSError asking for NNAL, chained to the loader's error): what failed and what to install."""
+    why = "%s: %s" % (type(error).__name__, error)
+    cause = error.__cause__
+    if cause is not None:
+        why += " (from %s: %s)" % (type(cause).__name__, cause)
+    return ("NNAL's ATB does not load, and %s needs it: %s. Install NNAL of the same CANN "
+            "release (Ascend-cann-nnal_%s_linux-%s.run) and source nnal/atb/set_env.sh before "
+            "conform starts (ci/atlas/setup-torch-npu.sh finds, sources and checks it)"
+            % (ATB_USERS, why, cann_release or "<CANN release>", arch or "<arch>"))
+
+
+def needs_atb(op, params):
+    """Whether a case writes its cache through ATB (_npu_reshape_and_cache): every mla_decode
+    case; paged_kv in the BnBsH layout with f16/bf16 (cache_write_plan); pa_decode_int8 with
+    the BnBsH cache."""
+    if op == "mla_decode":
+        return True
+    if op == "paged_kv":
+        return params.get("layout") == "BnBsH" and params.get("dtype", "bf16") in ("bf16", "f16")
+    if op == "pa_decode_int8":
+        return params.get("cache_layout", "BnBsH") == "BnBsH"
+    return False
+
+
+def toolkit_versions(environ, read_text):
+    """The CANN release and NNAL ATB version for the handshake's libraries: what
+    ci/atlas/setup-torch-npu.sh recorded (CONFORM_CANN_RELEASE, CONFORM_CANN_BUILD,
+    CONFORM_ATB_VERSION), else what the environment a set_env.sh left says: the release
+    directory ASCEND_TOOLKIT_HOME / ASCEND_HOME_PATH points to (ascend-toolkit/8.0.0,
+    cann-8.5.0) and ATB's version.info two levels above ATB_HOME_PATH ("Ascend-cann-atb :
+    8.2.RC2"). `read_text(path)` returns a file's text or None."""
+    import os
+    out = {}
+    cann = environ.get("CONFORM_CANN_RELEASE")
+    if not cann:
+        home = environ.get("ASCEND_TOOLKIT_HOME") or environ.get("ASCEND_HOME_PATH")
+        if home:
+            name = os.path.basename(os.path.realpath(home))
+            name = name[len("cann-"):] if name.startswith("cann-") else name
+            if RELEASE.match(name):
+                cann = name
+    if cann:
+        build = environ.get("CONFORM_CANN_BUILD")
+        out["CANN"] = cann if not build or build == cann else "%s (build %s)" % (cann, build)
+    atb = environ.get("CONFORM_ATB_VERSION")
+    if not atb and environ.get("ATB_HOME_PATH"):
+        text = read_text(os.path.join(environ["ATB_HOME_PATH"], "..", "..", "version.info"))
+        m = re.search(r"^\s*Ascend-cann-atb\s*:\s*(\S+)", text or "", re.M)
+        atb = m.group(1) if m else None
+    if atb:
+        out["ATB"] = atb
+    return out
+
+
+RELEASE = re.compile(r"^\d+\.\d+\.(RC\d+|\d+)([.-][A-Za-z][0-9A-Za-z.]*)?$")
+
+
 # --------------------------------------------------------------------------- W4A16
 
 def e2m1_as_int8(codes, packing="low_first"):
@@ -492,19 +628,19 @@ def w4a16_args(params, k):
     per 16 and a global scale) does not (group 16 is below the documented minimum of 32)."""
     fmt = params.get("format", "mxfp4")
     if fmt != "mxfp4":
-        raise ArgError("format %s: npu_weight_quant_batchmatmul's per-group mode needs "
+        raise WqbmmRule("format %s: npu_weight_quant_batchmatmul's per-group mode needs "
                        "antiquant_group_size a multiple of 32 in [32, k-1], and NVFP4 groups "
                        "are 16 with an E4M3 scale" % fmt)
     g = int(params.get("group_size", 32))
     if g % 32 or not 32 <= g <= k - 1:
-        raise ArgError("antiquant_group_size %d: must be a multiple of 32 in [32, k-1] (k = %d)"
+        raise WqbmmRule("antiquant_group_size %d: must be a multiple of 32 in [32, k-1] (k = %d)"
                        % (g, k))
     if params.get("element", "e2m1") != "e2m1":
         raise ArgError("element %s: only E2M1 re-encodes exactly as INT8" % params["element"])
     if params.get("dtype", "bf16") != "bf16":
-        raise ArgError("output dtype %s: the kernel's y has x's dtype (BF16)" % params["dtype"])
+        raise WqbmmRule("output dtype %s: the kernel's y has x's dtype (BF16)" % params["dtype"])
     if not (1 <= k <= 65535):
-        raise ArgError("k %d outside [1, 65535]" % k)
+        raise WqbmmRule("k %d outside [1, 65535]" % k)
     return g
 
 
@@ -552,27 +688,64 @@ def mc2_iteration_times(per_rank):
     return [max(float(t[i]) for t in per_rank) for i in range(len(per_rank[0]))]
 
 
-# npu_moe_distribute_dispatch_v2 / combine_v2: the product limits of the ops-transformer README
-# (MoeDistributeDispatchV2) that the suites' parameters can meet. A2: no shared experts,
-# H a multiple of 32 up to 10240, BS up to 256, ep_world_size from the full-mesh list; A3: H in
-# [1024, 8192], BS up to 512.
-MOE_A2_WORLD = (2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 192, 256, 384)
+# npu_moe_distribute_dispatch_v2 / combine_v2: the product constraints of the ops-transformer
+# READMEs (MoeDistributeDispatchV2, MoeDistributeCombineV2; hicann/ops-transformer@c29bc10
+# mc2/moe_distribute_dispatch_v2/README.md, "约束说明") that the suites' parameters can meet,
+# which are at least as strict as the A2 tiling's checks
+# (op_host/op_tiling/moe_distribute_dispatch_v2_tiling.cpp,
+# MoeDistributeDispatchA2CheckAttrAndSetTiling and ...CheckShapeAndSetTiling; the same limits in
+# combine_v2's tiling). Atlas A2 runs the fullmesh algorithm unless commAlg (left empty by the
+# worker) or, for an empty commAlg, HCCL_INTRA_PCIE_ENABLE=1 with HCCL_INTRA_ROCE_ENABLE=0 asks
+# for hierarchy.
+MOE_SOURCE = "MoeDistributeDispatchV2 / CombineV2 README, %s constraints"
 
 
-def moe_unsupported(p, soc):
-    """Why this device cannot run the case (None when it can)."""
+def moe_hierarchy(environ):
+    """Whether the A2 kernels take the hierarchy algorithm: the worker passes no commAlg, so
+    the documented environment switch decides."""
+    return (environ.get("HCCL_INTRA_PCIE_ENABLE") == "1"
+            and environ.get("HCCL_INTRA_ROCE_ENABLE") == "0")
+
+
+def moe_unsupported(p, soc, hierarchy=False):
+    """Why this device cannot run the case (None when it can), with the constraint's source."""
     fam = product_family(soc)
-    h, bs, w = int(p["hidden"]), int(p["bs"]), int(p["ranks"])
+    h, bs, w, e, k = (int(p[n]) for n in ("hidden", "bs", "ranks", "experts", "top_k"))
     shared = int(p.get("shared_ranks", 0))
     if fam == "Atlas A2":
-        if shared:
-            return "%s (Atlas A2): shared experts are Atlas A3 only (MoeDistributeDispatchV2)" % soc
-        if h % 32 or h > 10240 or bs > 256 or w not in MOE_A2_WORLD:
-            return ("%s (Atlas A2): H a multiple of 32 up to 10240, BS up to 256, ep_world_size "
-                    "one of %s" % (soc, MOE_A2_WORLD))
-        return None
-    if fam == "Atlas A3":
-        if h % 32 or not 1024 <= h <= 8192 or bs > 512:
-            return "%s (Atlas A3): H in [1024, 8192], BS up to 512" % soc
-        return None
-    return "%s: MoeDistributeDispatchV2 runs on Atlas A2 and A3 only" % soc
+        alg = "hierarchy" if hierarchy else "fullmesh"
+        wmax, hmax = (64, 10240) if hierarchy else (256, 7168)
+        rules = [
+            (shared, "shared experts are Atlas A3 only (sharedExpertRankNum must be 0)"),
+            (w % 8 or not 16 <= w <= wmax,
+             "ep_world_size %d: in [16, %d] and a multiple of 8 (%s)" % (w, wmax, alg)),
+            (e % w or not 0 < e <= 512,
+             "moe_expert_num %d: in (0, 512] and a multiple of ep_world_size %d" % (e, w)),
+            (not hierarchy and e // w > 24,
+             "moe_expert_num / ep_world_size = %d: at most 24 (fullmesh)" % (e // w)),
+            (h % 32 or not 0 < h <= hmax,
+             "H %d: a multiple of 32 in (0, %d] (%s)" % (h, hmax, alg)),
+            (not 1 <= bs <= 256, "BS %d: in [1, 256]" % bs),
+            (not 0 < k <= 16, "K %d: in (0, 16]" % k),
+            (hierarchy and (p.get("smooth") or p.get("active") is not None),
+             "hierarchy takes neither scales nor x_active_mask"),
+        ]
+    elif fam == "Atlas A3":
+        ns = int(p.get("shared_experts", 0))
+        rules = [
+            (not 2 <= w <= 768, "ep_world_size %d: in [2, 768]" % w),
+            (shared >= w or (w - shared) and e % (w - shared) or not 0 < e <= 1024,
+             "moe_expert_num %d: in (0, 1024] and a multiple of ep_world_size - "
+             "shared_expert_rank_num" % e),
+            (not 0 <= ns <= 4, "shared_expert_num %d: in [0, 4]" % ns),
+            (not 1024 <= h <= 8192, "H %d: in [1024, 8192]" % h),
+            (not 1 <= bs <= 512, "BS %d: in [1, 512]" % bs),
+            (not 0 < k <= 16 or k > e, "K %d: in (0, 16] and at most moe_expert_num" % k),
+        ]
+    else:
+        return ("%s: MoeDistributeDispatchV2 runs on Atlas A2 and A3 only (%s)"
+                % (soc, MOE_SOURCE % "product"))
+    for broken, why in rules:
+        if broken:
+            return "%s (%s): %s (%s)" % (soc, fam, why, MOE_SOURCE % fam)
+    return None

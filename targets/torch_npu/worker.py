@@ -42,6 +42,9 @@ except Exception as e:
 
 DEVICE = "npu:%s" % os.environ.get("CONFORM_NPU_DEVICE", "0")
 STANDIN = bool(getattr(torch_npu, "STANDIN", False))
+# Why NNAL's ATB does not load here (set at the handshake by atb_check), or None: the cases
+# that write through _npu_reshape_and_cache are then skipped with it (fa.needs_atb).
+ATB_REASON = None
 # Every case says which module ran it.
 MODULE_NOTE = "torch_npu %s%s" % (
     getattr(torch_npu, "__version__", "?"),
@@ -71,6 +74,33 @@ def npu_timer(fn):
     end.record()
     end.synchronize()
     return start.elapsed_time(end) * 1e3  # ms -> us
+
+
+def atb_check():
+    """Loads ATB the way the cases will, with one tiny _npu_reshape_and_cache call (a token of
+    16 f16 values into a one-block cache): torch_npu loads op-plugin's ATB library, and with it
+    NNAL's libatb.so, on the first ATB operator, so the attribute alone says nothing. Returns
+    the skip reason, or None."""
+    if not hasattr(torch_npu, "_npu_reshape_and_cache"):
+        return "torch_npu %s has no _npu_reshape_and_cache (ATB ReshapeAndCache)" % (
+            getattr(torch_npu, "__version__", "?"))
+    try:
+        row = to_device(np.zeros((1, 1, 16), np.float16), "F16")
+        kc = to_device(np.zeros((1, 16, 1, 16), np.float16), "F16")
+        vc = to_device(np.zeros((1, 16, 1, 16), np.float16), "F16")
+        slot = to_device(np.zeros(1, np.int32), "I32")
+        torch_npu._npu_reshape_and_cache(row, row, kc, vc, slot)
+        torch.npu.synchronize()
+    except Exception as e:
+        import platform
+        return fa.atb_unavailable(e, os.environ.get("CONFORM_CANN_RELEASE"), platform.machine())
+    return None
+
+
+def atb_required(case):
+    """Skips a case that writes through ATB where ATB does not load."""
+    if ATB_REASON and fa.needs_atb(case.op, case.params):
+        raise cw.Unsupported(ATB_REASON)
 
 
 def _scale_keyword():
@@ -238,7 +268,7 @@ def moe(case):
     if have < world:
         raise cw.Unsupported("moe_dispatch_combine on %d ranks needs %d NPUs (one per rank); "
                              "this host has %d" % (world, world, have))
-    why = fa.moe_unsupported(p, torch.npu.get_device_name(0))
+    why = fa.moe_unsupported(p, torch.npu.get_device_name(0), fa.moe_hierarchy(os.environ))
     if why:
         raise cw.Unsupported(why)
     with socket.socket() as s:
@@ -311,9 +341,8 @@ def paged_kv(case):
     except fa.ArgError as e:
         raise cw.Unsupported(str(e))
     kc_in, vc_in = case.inputs["key_cache_in"], case.inputs["value_cache_in"]
-    if how == "reshape_and_cache" and not hasattr(torch_npu, "_npu_reshape_and_cache"):
-        how, idx = "scatter_nd", fa.cache_write_plan("BnBsH", "f32", slots[valid], n, d, bs, 4)[1]
     if how == "reshape_and_cache":
+        atb_required(case)
         # [blocks, bs, N*D] is [blocks, bs, N, D] in memory, the cache shape ATB takes.
         kc = to_device(np.ascontiguousarray(kc_in).reshape(kc_in.shape[0], bs, n, d), storage)
         vc = to_device(np.ascontiguousarray(vc_in).reshape(vc_in.shape[0], bs, n, d), storage)
@@ -377,6 +406,7 @@ def pa_decode_int8(case):
         kw = fa.c8_kwargs(p, _scale_keyword())
     except fa.ArgError as e:
         raise cw.Unsupported(str(e))
+    atb_required(case)
     dt = case.input_dtypes["query"]
     bs = int(p.get("block_size", 128))
     layout = p.get("cache_layout", "BnBsH")
@@ -502,6 +532,10 @@ def quant_matmul(case):
     or int8 (requantisation) with the f32 offset packed by npu_trans_quant_param(scale, offset)
     and also passed as offset=, as the page's example does."""
     p = case.params
+    try:
+        fa.quant_matmul_check(p)
+    except fa.ArgError as e:
+        raise cw.Unsupported(str(e))
     x1 = to_device(np.asarray(case.inputs["x1"]), "I8")
     x2 = to_device(np.asarray(case.inputs["x2"]), "I8")
     scale = to_device(case.inputs["scale"], case.input_dtypes["scale"])
@@ -523,6 +557,14 @@ def quant_matmul(case):
     return {"y": to_host(y, case.output_dtypes["y"])}
 
 
+def _read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 if __name__ == "__main__":
     try:
         props = torch.npu.get_device_name(0)
@@ -533,9 +575,7 @@ if __name__ == "__main__":
     if STANDIN:
         libs["torch_npu"] += " (conform CPU stand-in)"
         libs["torch"] += " (conform CPU stand-in)"
-    cann = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
-    if cann:
-        libs["CANN"] = os.path.basename(os.path.realpath(cann))
+    libs.update(fa.toolkit_versions(os.environ, _read_text))
     attn = {"dtypes": ["f16", "bf16"], "layouts": list(fa.LAYOUTS),
             "limits": {"num_heads": {"max": 256}, "head_dim": {"max": 512},
                        "sparse_mode": {"one_of": [0, 2, 3, 4]}},
@@ -572,8 +612,15 @@ if __name__ == "__main__":
         "mla_decode": {"dtypes": ["bf16", "f16"], "layouts": ["BNSD", "BSND"],
                        "recipes": ["npu_fia"]},
     }
-    # What this build and device cannot run: those cases are skipped with the reason.
-    for op, why in fa.probe(torch_npu, props).items():
+    # What this build and device cannot run: those cases are skipped with the reason. ATB is
+    # loaded only where a case would use it (an op that writes through it can run here).
+    reasons = fa.probe(torch_npu, props)
+    if any(op not in reasons for op in ("mla_decode", "paged_kv", "pa_decode_int8")):
+        ATB_REASON = atb_check()
+        reasons = fa.probe(torch_npu, props, atb=ATB_REASON)
+        libs["ATB"] = "%s, %s" % (libs.get("ATB", "version not recorded"),
+                                  "loads" if ATB_REASON is None else "does not load")
+    for op, why in reasons.items():
         caps[op] = dict(caps[op], unavailable=why)
     cw.serve(
         name="torch_npu",

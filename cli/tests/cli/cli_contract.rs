@@ -104,7 +104,7 @@ fn an_unknown_suite_key_is_a_usage_error_at_file_line_column() {
         .code(exit_code::USAGE)
         .stdout_eq(str![""])
         .stderr_eq(str![[r#"
-error: [ROOT]/suites/paged_kv.toml:7:1: unknown field `chek`, expected one of `name`, `op`, `params`, `recipe`, `tier`, `inputs`, `check`, `checks`, `checks_without_recipe`, `perf`, `budget`, `seed`, `axes`, `only`, `exclude`, `description`, `discriminates`, `regimes`
+error: [ROOT]/suites/paged_kv.toml:7:1: unknown field `chek`, expected one of `name`, `op`, `params`, `recipe`, `recipe_hardware`, `tier`, `inputs`, `check`, `checks`, `checks_without_recipe`, `perf`, `budget`, `seed`, `axes`, `only`, `exclude`, `description`, `discriminates`, `regimes`
 
 "#]]);
 }

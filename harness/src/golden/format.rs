@@ -36,11 +36,19 @@ pub fn split_golden(all: &TensorMap) -> (TensorMap, TensorMap) {
 }
 
 /// The canonical description of a case definition: what, if changed, invalidates its golden.
+/// The parameters a hardware profile gave (`recipe_hardware`) are left out: the profile is an
+/// input of its own, whose change `conform golden verify` reports as drift.
 pub fn definition_json(case: &Case) -> String {
+    let mut params = case.params.clone();
+    if let Some(object) = params.as_object_mut() {
+        for name in &case.hardware_params {
+            object.remove(name);
+        }
+    }
     let mut d = serde_json::json!({
         "id": case.id,
         "op": case.op,
-        "params": case.params,
+        "params": params,
         "recipe": case.recipe,
         "generator": case.inputs,
         "seed": case.seed,
@@ -75,4 +83,33 @@ pub fn golden_metadata(case: &Case) -> Metadata {
     m.insert("definition".into(), definition_digest(case));
     m.insert("reference_version".into(), env!("CARGO_PKG_VERSION").into());
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counts_a_hardware_profile_gives_stay_out_of_the_definition() {
+        let suite = |defaults: &str| {
+            format!(
+                "[suite]\nname = \"demo\"\nop = \"demo_op\"\n[defaults]\nrecipe = \"r1\"\n{defaults}\n\
+                 [[case]]\nname = \"c\"\nparams = {{ batch = 1 }}\n"
+            )
+        };
+        let path = std::path::Path::new("suites/demo.toml");
+        let parse = |text: &str| {
+            crate::suite::load::parse_suite(path, text)
+                .unwrap()
+                .remove(0)
+        };
+        let with = parse(&suite("recipe_hardware = \"atlas-800i-a2\""));
+        let without = parse(&suite(""));
+        assert_eq!(with.params["vector_cores"], 40);
+        // The profile is an input of its own (its change shows as drift): the case's digest is
+        // the one it had before it named a profile, and other params still count.
+        assert_eq!(definition_digest(&with), definition_digest(&without));
+        let other = parse(&suite("params = { head_dim = 64 }"));
+        assert_ne!(definition_digest(&other), definition_digest(&without));
+    }
 }

@@ -1,5 +1,6 @@
 //! Hardware profiles (`ci/hardware/*.toml`): peak compute per dtype and memory bandwidth, with
-//! where each figure comes from (a datasheet, or a measurement on the machine itself).
+//! where each figure comes from (a datasheet, or a measurement on the machine itself), and for
+//! an NPU its SoC's core counts (`[soc]`, [`super::soc`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,6 +62,10 @@ pub struct HardwareProfile {
     /// What the figures cover, e.g. "one card (two 310P3 chips)".
     pub scope: String,
     pub provenance: Provenance,
+    /// The SoC and its core counts, for an NPU whose kernels tile by them
+    /// ([`super::soc::SocFacts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soc: Option<super::soc::SocFacts>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +112,9 @@ impl HardwareProfile {
             && !(bw.is_finite() && bw > 0.0)
         {
             return bad("memory_bandwidth_gbps", format!("{bw} is not > 0"));
+        }
+        if let Some(key) = p.soc.as_ref().and_then(|s| s.invalid()) {
+            return bad(key, "must be a positive core count".into());
         }
         if p.provenance.kind != ProvenanceKind::Measured && p.provenance.sources.is_empty() {
             return bad(

@@ -7,7 +7,8 @@
 //! - [`compare`]: the baseline/candidate gate and its verdicts; [`metric`]: wall or CPU time.
 //! - [`history`]: the perf history store, and the gate against a series' newest segment;
 //!   [`changepoint`]: E-divisive change points of a series.
-//! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be.
+//! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be; [`soc`]: a profile's
+//!   SoC core counts, which recipes that model a kernel's run-time tiling read.
 
 pub mod budget;
 pub mod budget_text;
@@ -21,6 +22,7 @@ pub mod mann_whitney;
 pub mod metric;
 pub mod perf_file;
 pub mod roofline;
+pub mod soc;
 pub mod stats;
 pub mod welch;
 

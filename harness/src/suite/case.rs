@@ -17,6 +17,15 @@ pub struct Case {
     /// Op parameters, as a JSON object (the names the reference ops and workers use).
     pub params: serde_json::Value,
     pub recipe: String,
+    /// The hardware profile whose SoC the recipe models (`recipe_hardware`), if any; its
+    /// counts are in `params` under the names of `hardware_params`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipe_hardware: Option<String>,
+    /// The parameters `params` took from the `recipe_hardware` profile: not part of the
+    /// case's definition digest (the profile is its own input: a change to it shows as
+    /// golden drift, which `conform golden verify` reports).
+    #[serde(skip)]
+    pub hardware_params: Vec<String>,
     pub tier: Tier,
     pub inputs: ValueDist,
     /// Default check policy (TOML table with a `policy` key), if any.

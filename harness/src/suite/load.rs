@@ -246,11 +246,27 @@ fn resolve(
 ) -> Result<Case, SuiteError> {
     let d = &file.defaults;
     let id = format!("{}/{}", file.suite.name, name);
-    let params_json = serde_json::to_value(&params).map_err(|e| SuiteError::Case {
+    let mut params_json = serde_json::to_value(&params).map_err(|e| SuiteError::Case {
         path: path.to_path_buf(),
         id: id.clone(),
         message: format!("params: {e}"),
     })?;
+    let recipe_hardware = entry
+        .recipe_hardware
+        .clone()
+        .or_else(|| d.recipe_hardware.clone());
+    let hardware_params = match &recipe_hardware {
+        Some(profile) => {
+            super::recipe_hardware::apply(profile, &mut params_json).map_err(|message| {
+                SuiteError::Case {
+                    path: path.to_path_buf(),
+                    id: id.clone(),
+                    message,
+                }
+            })?
+        }
+        None => Vec::new(),
+    };
     let recipe = entry
         .recipe
         .clone()
@@ -338,6 +354,8 @@ fn resolve(
             .unwrap_or_else(|| file.suite.op.clone()),
         params: params_json,
         recipe,
+        recipe_hardware,
+        hardware_params,
         tier: entry.tier.or(d.tier).unwrap_or(Tier::Quick),
         inputs: entry
             .inputs
@@ -424,6 +442,39 @@ axes.mask = [ { label = "none", sparse_mode = 0 }, { label = "causal_br", sparse
 exclude = [ { dtype = "f16", mask = "causal_br" } ]
 only = [ { batch = "2" }, { dtype = "bf16" } ]
 "#;
+
+    #[test]
+    fn a_recipe_hardware_profile_gives_the_cases_its_soc_counts() {
+        let text = r#"
+[suite]
+name = "demo"
+op = "demo_op"
+
+[defaults]
+recipe = "r1"
+recipe_hardware = "atlas-800i-a2"
+
+[[case]]
+name = "a2"
+params = { batch = 1 }
+
+[[case]]
+name = "b2"
+recipe_hardware = "ascend-910b2"
+params = { batch = 1 }
+"#;
+        let cases = parse(text).unwrap();
+        assert_eq!(cases[0].params["vector_cores"], 40);
+        assert_eq!(cases[1].params["vector_cores"], 48);
+        assert_eq!(cases[1].recipe_hardware.as_deref(), Some("ascend-910b2"));
+        assert_eq!(cases[0].hardware_params, vec!["vector_cores"]);
+        let clash = text.replace("params = { batch = 1 }", "params = { vector_cores = 8 }");
+        let e = parse(&clash).unwrap_err().to_string();
+        assert!(e.contains("set one or the other"), "{e}");
+        let unknown = text.replace("\"ascend-910b2\"", "\"atlas-900\"");
+        let e = parse(&unknown).unwrap_err().to_string();
+        assert!(e.contains("no hardware profile `atlas-900`"), "{e}");
+    }
 
     #[test]
     fn grids_expand_in_declaration_order_with_readable_ids() {

@@ -4,6 +4,7 @@ pub mod case;
 pub mod checks;
 pub mod error;
 pub mod load;
+pub mod recipe_hardware;
 pub mod schema;
 pub mod select;
 

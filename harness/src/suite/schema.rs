@@ -119,6 +119,11 @@ pub struct Entry {
     pub params: Option<toml::Table>,
     /// The reference recipe the case's expected output is computed with.
     pub recipe: Option<String>,
+    /// The hardware profile (`ci/hardware/<id>.toml`) whose SoC the recipe models, where the
+    /// recipe follows a kernel's run-time choice that depends on it (the decode kernel's split
+    /// over the vector cores): its `[soc]` counts become the case's parameters
+    /// (`conform_harness::perf::soc::RECIPE_PARAMS`).
+    pub recipe_hardware: Option<String>,
     pub tier: Option<Tier>,
     /// The input value distribution.
     pub inputs: Option<ValueDist>,

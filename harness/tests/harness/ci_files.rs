@@ -84,6 +84,20 @@ fn gitlab_pipeline_builds_once_shards_from_the_archive_requires_the_npu_and_chec
         &doc["default"]["before_script"],
         "ci/atlas/setup-rust.sh"
     ));
+    // CANN and ATB found under whichever layout the runner has, never one hard-coded path.
+    let before = all_strings(&doc["default"]["before_script"]);
+    assert!(
+        before.contains(&"source ci/atlas/ascend-env.sh".to_string()),
+        "{before:?}"
+    );
+    assert!(!any_contains(&doc, "ascend-toolkit/set_env.sh"));
+    // The worker's environment file is sourced, then ATB again with the ABI it recorded.
+    let tests_script = all_strings(&doc["tests"]["script"]);
+    let env_file = tests_script
+        .iter()
+        .position(|l| l.contains("source npu.env"))
+        .unwrap();
+    assert_eq!(tests_script[env_file + 1], "source ci/atlas/ascend-env.sh");
     // One build; the test binaries archived once.
     let build = &doc["build"];
     assert!(any_contains(
@@ -147,10 +161,14 @@ fn github_workflow_builds_once_shards_from_the_archive_requires_the_npu_and_chec
     assert!(on["pull_request"].as_hash().is_some() || !on["pull_request"].is_badvalue());
     assert!(any_contains(&on["schedule"], "0 2 * * *"));
     assert!(!on["workflow_dispatch"].is_badvalue());
+    // Every step sources the layout-independent environment script, never one layout's
+    // set_env.sh (CANN 8.5 installs under <base>/cann, earlier releases under ascend-toolkit).
     assert_eq!(
         doc["env"]["BASH_ENV"].as_str(),
-        Some("/usr/local/Ascend/ascend-toolkit/set_env.sh")
+        Some("${{ github.workspace }}/ci/atlas/ascend-env.sh")
     );
+    assert!(!any_contains(&doc, "ascend-toolkit/set_env.sh"));
+    assert!(repo().join("ci/atlas/ascend-env.sh").is_file());
     let required = doc["env"]["CONFORM_REQUIRE_TARGETS"].as_str().unwrap();
     assert!(required.split(',').any(|t| t == "torch_npu"), "{required}");
     let jobs = &doc["jobs"];
@@ -177,7 +195,10 @@ fn github_workflow_builds_once_shards_from_the_archive_requires_the_npu_and_chec
     // Jobs that talk to the NPU set up CANN and the worker; those that build install Rust.
     for name in ["tests", "report", "nightly-perf"] {
         let steps = &jobs[name]["steps"];
-        assert!(any_contains(steps, "source \"$CANN_SET_ENV\""), "{name}");
+        assert!(
+            any_contains(steps, "ci/atlas/setup-torch-npu.sh --detect"),
+            "{name}"
+        );
         assert!(any_contains(steps, "ci/atlas/setup-torch-npu.sh"), "{name}");
     }
     for name in ["build", "tests", "nightly-perf"] {

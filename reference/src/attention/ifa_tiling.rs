@@ -181,4 +181,14 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn the_core_count_decides_whether_busy_cores_split() {
+        // 18 units (9 x 2 KV heads): below 0.4 x 48 = 19.2 but not below 0.4 x 40 = 16, so a
+        // 48-vector-core part (Ascend910B2) splits the 20000-key context and a 40-core one
+        // (Ascend910B4, the Atlas 800I A2) does not: the count is the SoC's, never assumed.
+        let s = paged(9, 2, 1, 20000, 16);
+        assert_eq!(ifa_tiling(&s, 48).split, Some(10000));
+        assert_eq!(ifa_tiling(&s, 40).split, None);
+    }
 }

@@ -11,11 +11,6 @@ use super::ifa_tiling::{ifa_tiling, IfaShape};
 use crate::formats::{DType, Rounding};
 use crate::knob::{rounding_name, Knob};
 
-/// Vector cores the [`Recipe::ascend_ifa_bf16`] preset's tiling assumes: an A2 part with 24
-/// AI cores and two vector cores each (CANN's platform configuration for such a part lists
-/// `vector_core_cnt=48`). Which A2 part a runner has is not known here: assumed (docs/ascend.md).
-pub const IFA_VECTOR_CORES: usize = 48;
-
 /// Names of the presets [`Recipe::preset`] knows.
 pub const PRESETS: [&str; 7] = [
     "ascend_pfa_bf16",
@@ -183,7 +178,9 @@ pub enum KvTiling {
     /// Ascend incre flash attention's run-time tiling ([`super::ifa_tiling`]): the KV tile is
     /// the kernel's sInner size and long contexts are split across `vector_cores` cores
     /// (flash decode) when batch x KV heads leaves cores idle; `kv_tile` and `split` are
-    /// ignored.
+    /// ignored. The count is the SoC's, which the reference does not know: 0 (the preset's)
+    /// until the caller sets it ([`Recipe::on_vector_cores`]; a case gets it from its suite's
+    /// hardware profile), and [`Recipe::validate`] refuses 0.
     AscendIfa { vector_cores: usize },
 }
 
@@ -291,14 +288,13 @@ impl Recipe {
     /// row per tile, the output cast CAST_RINT for bf16, CAST_ROUND for f16, and masked scores
     /// selected to -1e12 (the kernel's bool-mask value; sources in docs/ascend.md). The KV
     /// tile and the flash-decode split follow the kernel's tiling ([`super::ifa_tiling`]) on
-    /// [`IFA_VECTOR_CORES`] vector cores.
+    /// the vector cores of the SoC it models, which the caller gives
+    /// ([`Recipe::on_vector_cores`]): the preset holds no count of its own.
     pub fn ascend_ifa_bf16(dtype: DType) -> Recipe {
         Recipe {
             name: "ascend_ifa_bf16".into(),
             q_tile: 1,
-            kv_tiling: KvTiling::AscendIfa {
-                vector_cores: IFA_VECTOR_CORES,
-            },
+            kv_tiling: KvTiling::AscendIfa { vector_cores: 0 },
             mask_fill: MaskFill::SelectMinus1e12,
             output_rounding: if dtype == DType::F16 {
                 Rounding::RNA
@@ -529,9 +525,15 @@ impl Recipe {
             k(
                 "split",
                 match (kv_tiling, split) {
+                    (KvTiling::AscendIfa { vector_cores: 0 }, _) => {
+                        "flash decode on the vector cores of the SoC the case's hardware \
+                         profile names when batch x KV heads leaves cores idle; partials f32, \
+                         AscendSumMax"
+                            .to_string()
+                    }
                     (KvTiling::AscendIfa { vector_cores }, _) => format!(
-                        "flash decode on {vector_cores} vector cores (the count is assumed) \
-                         when batch x KV heads leaves cores idle; partials f32, AscendSumMax"
+                        "flash decode on {vector_cores} vector cores when batch x KV heads \
+                         leaves cores idle; partials f32, AscendSumMax"
                     ),
                     (KvTiling::Fixed, None) => "none".to_string(),
                     (KvTiling::Fixed, Some(s)) => format!(
@@ -544,6 +546,18 @@ impl Recipe {
                 },
             ),
         ]
+    }
+
+    /// The recipe on a SoC with `vector_cores` vector cores: sets the count a
+    /// [`KvTiling::AscendIfa`] tiling splits over (`None` leaves the recipe as it is; a
+    /// recipe with fixed tiles ignores it).
+    pub fn on_vector_cores(mut self, vector_cores: Option<usize>) -> Recipe {
+        if let (KvTiling::AscendIfa { vector_cores: n }, Some(v)) =
+            (&mut self.kv_tiling, vector_cores)
+        {
+            *n = v;
+        }
+        self
     }
 
     /// The recipe as it runs on a problem of `shape`, and its KV tile: under
@@ -608,7 +622,12 @@ impl Recipe {
             return bad("split", "partition must be positive");
         }
         if let KvTiling::AscendIfa { vector_cores: 0 } = self.kv_tiling {
-            return bad("kv_tiling", "the vector core count must be positive");
+            return bad(
+                "vector_cores",
+                "the kernel's tiling splits over the vector cores of the SoC it models, and \
+                 none were given: a case takes the count from the hardware profile its suite \
+                 names (`recipe_hardware`), or sets `vector_cores`",
+            );
         }
 
         Ok(())

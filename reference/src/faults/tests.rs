@@ -95,7 +95,7 @@ fn attention_faults_change_the_outputs() {
     ] {
         changes(f, "fa_prefill", fa.clone(), "ascend_pfa_bf16");
     }
-    let pa = json!({"dtype": "bf16", "batch": 2, "num_heads": 4, "num_key_value_heads": 2,
+    let pa = json!({"dtype": "bf16", "vector_cores": 48, "batch": 2, "num_heads": 4, "num_key_value_heads": 2,
                     "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [37, 20]});
     for f in [
         "pa-last-partial-block-dropped",
@@ -242,7 +242,7 @@ fn no_max_subtraction_and_empty_row_lse_show_only_in_their_regimes() {
         ),
         (
             "pa_decode",
-            json!({"dtype": "bf16", "batch": 3, "num_heads": 4, "num_key_value_heads": 2,
+            json!({"dtype": "bf16", "vector_cores": 48, "batch": 3, "num_heads": 4, "num_key_value_heads": 2,
                    "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [200, 150, 140],
                    "atten_mask": true, "softmax_lse_flag": true}),
             "ascend_ifa_bf16",
@@ -476,7 +476,7 @@ fn shape_regime_faults_show_exactly_where_their_regime_holds() {
         p
     };
     let pa = |extra: serde_json::Value| {
-        let mut p = json!({"dtype": "bf16", "batch": 2, "num_heads": 4, "num_key_value_heads": 2,
+        let mut p = json!({"dtype": "bf16", "vector_cores": 48, "batch": 2, "num_heads": 4, "num_key_value_heads": 2,
                            "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [37, 20]});
         for (k, v) in extra.as_object().unwrap() {
             p[k] = v.clone();

@@ -89,6 +89,10 @@ pub struct FaPrefillParams {
     /// Overrides the recipe's KV tile (kernels choose it from the shape at run time).
     #[serde(default)]
     pub kv_tile: Option<usize>,
+    /// Vector cores of the SoC a recipe with the decode kernel's run-time tiling models
+    /// (`ascend_ifa_bf16`; as for `pa_decode`).
+    #[serde(default)]
+    pub vector_cores: Option<usize>,
 }
 
 impl FaPrefillParams {
@@ -465,7 +469,7 @@ impl OpFamily for FaPrefill {
             let o = oracle(&g, &ins, threads).map_err(|e| op_error(OP, e))?;
             return Ok(oracle_outputs(&g, &o.out, &o.lse));
         }
-        let r = preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?;
+        let r = preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?.on_vector_cores(p.vector_cores);
         let o = attention(&g, &r, &ins, threads).map_err(|e| op_error(OP, e))?;
         Ok(recipe_outputs(&g, &o.out, o.lse.as_deref()))
     }
@@ -486,7 +490,8 @@ impl OpFamily for FaPrefill {
         }
         let p: FaPrefillParams = parse_params(OP, params)?;
         let g = p.geometry()?;
-        let mut r = preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?;
+        let mut r =
+            preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?.on_vector_cores(p.vector_cores);
         if !f(&mut r) {
             return Ok(None);
         }

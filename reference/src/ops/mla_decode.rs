@@ -770,6 +770,7 @@ impl PresetFamily for MlaDecode {
             atten_mask: false,
             softmax_lse_flag: p.softmax_lse_flag,
             q_tile: None,
+            vector_cores: None,
         };
         let plan = pd.plan().map_err(|e| match e {
             OpError::InvalidParam { param, message, .. } => OpError::InvalidParam {

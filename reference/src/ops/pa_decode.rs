@@ -51,7 +51,8 @@ fn default_cache_layout() -> KvCacheLayout {
 /// 0 (= `num_heads`), `scale` 1/sqrt(head_dim), `sparse_mode` 0, `block_size` 128,
 /// `cache_layout` "BnBsH", `max_blocks` = ceil(max context / block_size), `num_blocks` = the
 /// blocks the sequences need plus max(2, needed / 8) free ones, `shared_prefix_blocks` 0,
-/// `atten_mask` false, `softmax_lse_flag` false.
+/// `atten_mask` false, `softmax_lse_flag` false, `vector_cores` none (needed by the
+/// `ascend_ifa_bf16` recipe).
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaDecodeParams {
@@ -99,6 +100,11 @@ pub struct PaDecodeParams {
     /// Overrides the recipe's query tile (the KV tile is always `block_size`).
     #[serde(default)]
     pub q_tile: Option<usize>,
+    /// Vector cores of the SoC whose kernel tiling the recipe follows (`ascend_ifa_bf16`'s
+    /// flash-decode split): the harness sets it from the hardware profile the suite names
+    /// (`recipe_hardware`); recipes with fixed tiles ignore it.
+    #[serde(default)]
+    pub vector_cores: Option<usize>,
 }
 
 /// Validated sizes of a case (also `pa_decode_int8`'s, which reads the same paged cache).
@@ -546,7 +552,7 @@ fn run_edited(
             let o = oracle(g, &ins, threads).map_err(|e| op_error(OP, e))?;
             return Ok(Some(oracle_outputs(g, &o.out, &o.lse)));
         }
-        let mut r = preset(OP, recipe, g.dtype, p.q_tile, None)?;
+        let mut r = preset(OP, recipe, g.dtype, p.q_tile, None)?.on_vector_cores(p.vector_cores);
         if let Some(edit) = edit
             && !edit(&mut r)
         {

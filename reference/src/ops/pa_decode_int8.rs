@@ -241,6 +241,10 @@ struct Params {
     value_antiquant_mode: u32,
     #[serde(default)]
     antiquant_offset: bool,
+    /// Vector cores of the SoC whose decode-kernel tiling the attention recipe follows (set
+    /// by the harness from the suite's hardware profile, as for `pa_decode`).
+    #[serde(default)]
+    vector_cores: Option<usize>,
 }
 
 /// A validated case.
@@ -937,6 +941,7 @@ impl PresetFamily for PaDecodeInt8 {
             atten_mask: false,
             softmax_lse_flag: false,
             q_tile: None,
+            vector_cores: p.vector_cores,
         };
         let plan = pd.plan().map_err(|e| match e {
             OpError::InvalidParam { param, message, .. } => OpError::InvalidParam {
@@ -1048,7 +1053,8 @@ impl PresetFamily for PaDecodeInt8 {
             max_blocks: c.plan.max_blocks,
         };
         let attn = Recipe::preset(r.attention, g.dtype)
-            .ok_or_else(|| failed(format!("no attention preset `{}`", r.attention)))?;
+            .ok_or_else(|| failed(format!("no attention preset `{}`", r.attention)))?
+            .on_vector_cores(c.p.vector_cores);
         let o =
             paged_attention(g, &attn, &d.query, None, &kv, threads).map_err(|e| op_error(OP, e))?;
         let mut m = super::fa_prefill::recipe_outputs(g, &o.out, o.lse.as_deref());

@@ -1,5 +1,6 @@
 //! Bad input gives a typed error naming the parameter, never a panic or an out-of-bounds read.
 
+use crate::attention_common::VECTOR_CORES;
 use conform_reference::attention::{
     attention, oracle, paged_attention, AttentionConfig, AttentionError, AttentionInputs,
     CacheData, InputLayout, PagedKv, Recipe,
@@ -190,7 +191,7 @@ fn paged_error(
     };
     paged_attention(
         &g,
-        &Recipe::ascend_ifa_bf16(DType::Bf16),
+        &Recipe::ascend_ifa_bf16(DType::Bf16).on_vector_cores(Some(VECTOR_CORES)),
         &q,
         None,
         &kv,
@@ -292,7 +293,7 @@ fn op_families_reject_bad_params_with_their_names() {
         Err(OpError::MissingInput { .. })
     ));
     let pa = ops::find("pa_decode").unwrap();
-    let pbase = serde_json::json!({"dtype":"bf16","batch":2,"num_heads":4,"num_key_value_heads":2,
+    let pbase = serde_json::json!({"dtype":"bf16","vector_cores":VECTOR_CORES,"batch":2,"num_heads":4,"num_key_value_heads":2,
         "head_dim":16,"block_size":16,"actual_seq_lengths_kv":[20,40]});
     pa.describe(&pbase).unwrap();
     let pwith = |k: &str, v: serde_json::Value| {
@@ -326,6 +327,19 @@ fn op_families_reject_bad_params_with_their_names() {
         ),
         "shared_prefix_blocks"
     );
+    // The decode kernel's tiling without the vector cores of a SoC is an error naming the
+    // parameter (the reference holds no count of its own); a recipe with fixed tiles runs.
+    let mut ctx = ops::GenContext::new(&mut bits, ValueDist::default());
+    let clean = pa.generate(&pbase, &mut ctx).unwrap();
+    let mut no_cores = pbase.clone();
+    no_cores.as_object_mut().unwrap().remove("vector_cores");
+    let e = pa
+        .run(&no_cores, "ascend_ifa_bf16", &clean, Threads(1))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("recipe_hardware"), "{msg}");
+    assert_eq!(param(e), "vector_cores");
+    pa.run(&no_cores, "vllm_pa_v1", &clean, Threads(1)).unwrap();
     // A corrupted block table in the inputs is an error, not an out-of-bounds read.
     let mut ctx = ops::GenContext::new(&mut bits, ValueDist::default());
     let mut inputs = pa.generate(&pbase, &mut ctx).unwrap();

@@ -34,7 +34,8 @@ fn fa_prefill_describes_generates_and_runs_oracle_and_recipes() {
     let params = serde_json::json!({
         "dtype": "bf16", "input_layout": "BSND", "batch": 2, "q_seq": 24, "kv_seq": 40,
         "num_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "sparse_mode": 3,
-        "softmax_lse_flag": true, "actual_seq_lengths_kv": [40, 31]
+        "softmax_lse_flag": true, "actual_seq_lengths_kv": [40, 31],
+        "vector_cores": crate::attention_common::VECTOR_CORES
     });
     let d = fa.describe(&params).unwrap();
     // The roofline's compute ceiling is that of the operands' type, as the op says.
@@ -117,7 +118,8 @@ fn pa_decode_generates_valid_shuffled_shared_tables_and_runs() {
     let params = serde_json::json!({
         "dtype": "bf16", "batch": 3, "num_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
         "block_size": 16, "cache_layout": "BnNBsD", "actual_seq_lengths_kv": [70, 33, 50],
-        "shared_prefix_blocks": 2, "softmax_lse_flag": true
+        "shared_prefix_blocks": 2, "softmax_lse_flag": true,
+        "vector_cores": crate::attention_common::VECTOR_CORES
     });
     let d = pa.describe(&params).unwrap();
     let names: Vec<&str> = d.inputs.iter().map(|s| s.name.as_str()).collect();

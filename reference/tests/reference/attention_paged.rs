@@ -3,7 +3,7 @@
 
 use crate::attention_common;
 
-use attention_common::{bits, values};
+use attention_common::{bits, values, VECTOR_CORES};
 use conform_reference::attention::{
     attention, gather_contiguous, paged_attention, AttentionConfig, AttentionInputs, CacheData,
     PagedKv, Recipe,
@@ -163,7 +163,9 @@ proptest! {
         let (k, v) = gather_contiguous(&g, &kv).unwrap();
         let ins = AttentionInputs { query: &c.q, key: &k, value: &v, atten_mask: None };
         for name in conform_reference::attention::PRESETS {
-            let mut r = Recipe::preset(name, DType::Bf16).unwrap();
+            let mut r = Recipe::preset(name, DType::Bf16)
+                .unwrap()
+                .on_vector_cores(Some(VECTOR_CORES));
             let pa = paged_attention(&g, &r, &c.q, None, &kv, Threads(2)).unwrap();
             r.kv_tile = bs;
             let fa = attention(&g, &r, &ins, Threads(1)).unwrap();
@@ -185,7 +187,7 @@ proptest! {
         let layout = if bnnbsd { KvCacheLayout::BnNBsD } else { KvCacheLayout::BnBsH };
         let c = case(seed, &lens, 1, bs, 0, layout, 4, 1, 16);
         let g = c.cfg.geometry().unwrap();
-        let r = Recipe::ascend_ifa_bf16(DType::Bf16);
+        let r = Recipe::ascend_ifa_bf16(DType::Bf16).on_vector_cores(Some(VECTOR_CORES));
         let (kn, vn) = c.filled(NAN_BF16);
         let (ki, vi) = c.filled(0x7F80); // +inf
         let a = paged_attention(&g, &r, &c.q, None, &c.kv(&kn, &vn), Threads(1)).unwrap();
@@ -214,7 +216,9 @@ fn paged_decode_is_independent_of_thread_count() {
     let (kc, vc) = c.filled(NAN_BF16);
     let kv = c.kv(&kc, &vc);
     for name in conform_reference::attention::PRESETS {
-        let r = Recipe::preset(name, DType::Bf16).unwrap();
+        let r = Recipe::preset(name, DType::Bf16)
+            .unwrap()
+            .on_vector_cores(Some(VECTOR_CORES));
         let base = paged_attention(&g, &r, &c.q, None, &kv, Threads(1)).unwrap();
         for t in [2, 7] {
             let x = paged_attention(&g, &r, &c.q, None, &kv, Threads(t)).unwrap();
@@ -256,7 +260,7 @@ fn the_ifa_preset_tiles_and_splits_as_the_decode_kernel() {
         let g = c.cfg.geometry().unwrap();
         let kv = c.kv(&c.kc, &c.vc);
         let run = |r: &Recipe| paged_attention(&g, r, &c.q, None, &kv, Threads(2)).unwrap();
-        let ifa = run(&Recipe::ascend_ifa_bf16(DType::Bf16));
+        let ifa = run(&Recipe::ascend_ifa_bf16(DType::Bf16).on_vector_cores(Some(VECTOR_CORES)));
         // A fixed recipe under PagedAttention tiles by the block: the written-out tiling runs
         // on the gathered contiguous K/V.
         let (k, v) = gather_contiguous(&g, &kv).unwrap();

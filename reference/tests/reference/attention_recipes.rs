@@ -3,7 +3,7 @@
 
 use crate::attention_common;
 
-use attention_common::{bits, ulps, Problem};
+use attention_common::{bits, ulps, Problem, VECTOR_CORES};
 use conform_reference::attention::recipe::{EmptyRow, MaskFill};
 use conform_reference::attention::{
     attention, oracle, AttentionConfig, AttentionInputs, Recipe, PRESETS,
@@ -60,7 +60,9 @@ fn max_abs_score(p: &Problem) -> f64 {
 
 fn check_recipe_against_oracle(name: &str, cfg: &AttentionConfig, seed: u64) {
     let p = Problem::new(cfg, seed, 2.0);
-    let recipe = Recipe::preset(name, cfg.dtype).unwrap();
+    let recipe = Recipe::preset(name, cfg.dtype)
+        .unwrap()
+        .on_vector_cores(Some(VECTOR_CORES));
     let o = oracle(&p.g, &p.inputs(), Threads(2)).unwrap();
     let r = attention(&p.g, &recipe, &p.inputs(), Threads(2)).unwrap();
     let vmax = p.v.iter().fold(0f64, |a, &x| a.max(x.abs() as f64));
@@ -157,7 +159,9 @@ fn gqa_equals_attention_with_kv_heads_repeated_bitwise() {
         atten_mask: None,
     };
     for name in PRESETS {
-        let r = Recipe::preset(name, DType::Bf16).unwrap();
+        let r = Recipe::preset(name, DType::Bf16)
+            .unwrap()
+            .on_vector_cores(Some(VECTOR_CORES));
         let a = attention(&p.g, &r, &p.inputs(), Threads(2)).unwrap();
         let e = attention(&g2, &r, &ins2, Threads(2)).unwrap();
         assert_eq!(bits(&a.out), bits(&e.out), "{name}");
@@ -254,7 +258,9 @@ fn fully_masked_rows_follow_the_empty_row_policy_without_nan() {
                 },
                 ..p.inputs()
             };
-            let mut recipe = Recipe::preset(name, DType::Bf16).unwrap();
+            let mut recipe = Recipe::preset(name, DType::Bf16)
+                .unwrap()
+                .on_vector_cores(Some(VECTOR_CORES));
             recipe.q_tile = 4;
             let r = attention(&g, &recipe, &ins, Threads(2)).unwrap();
             let o = oracle(&g, &ins, Threads(1)).unwrap();
@@ -316,7 +322,9 @@ fn causal_top_left_and_bottom_right_differ_exactly_when_lengths_differ() {
 fn thread_independence(cfg: &AttentionConfig) {
     let p = Problem::new(cfg, 17, 2.0);
     for name in ["ascend_pfa_bf16", "fa2_cuda", "vllm_pa_v2"] {
-        let r = Recipe::preset(name, DType::Bf16).unwrap();
+        let r = Recipe::preset(name, DType::Bf16)
+            .unwrap()
+            .on_vector_cores(Some(VECTOR_CORES));
         let base = attention(&p.g, &r, &p.inputs(), Threads(1)).unwrap();
         for t in [2, 7] {
             let x = attention(&p.g, &r, &p.inputs(), Threads(t)).unwrap();

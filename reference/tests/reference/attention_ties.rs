@@ -68,7 +68,7 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     let fa = |dtype: &str, mode: i64, kv: usize| json!({ "dtype": dtype, "batch": 1, "q_seq": 16, "kv_seq": kv, "num_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "sparse_mode": mode });
-    let pa = |dtype: &str, ctx: [i64; 2]| json!({ "dtype": dtype, "batch": 2, "num_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": ctx });
+    let pa = |dtype: &str, ctx: [i64; 2]| json!({ "dtype": dtype, "batch": 2, "num_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": ctx, "vector_cores": crate::attention_common::VECTOR_CORES });
     vec![
         Case {
             op: "fa_prefill",

@@ -44,7 +44,8 @@ fn differing(a: &Tensor, b: &Tensor) -> usize {
 
 fn cases() -> Vec<Value> {
     let base = json!({"batch": 3, "num_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-        "block_size": 32, "actual_seq_lengths_kv": [70, 33, 45]});
+        "block_size": 32, "actual_seq_lengths_kv": [70, 33, 45],
+        "vector_cores": crate::attention_common::VECTOR_CORES});
     let with = |extra: Value| {
         let mut v = base.clone();
         for (k, x) in extra.as_object().unwrap() {
@@ -184,7 +185,7 @@ fn err(params: Value) -> String {
 #[test]
 fn bad_parameters_and_inputs_are_named_errors() {
     let base = json!({"dtype": "bf16", "batch": 1, "num_heads": 2, "num_key_value_heads": 1,
-        "head_dim": 32, "block_size": 32, "actual_seq_lengths_kv": [40]});
+        "head_dim": 32, "block_size": 32, "actual_seq_lengths_kv": [40], "vector_cores": crate::attention_common::VECTOR_CORES});
     let with = |k: &str, v: Value| {
         let mut p = base.clone();
         p[k] = v;

@@ -332,9 +332,6 @@ class StandInTest(unittest.TestCase):
                 self.assertIn("refuses to load: a real `%s` is installed" % name, r.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class StandInIndependenceTest(unittest.TestCase):
     """The stand-in is built from the CANN / torch_npu documentation, not from conform: it
@@ -372,14 +369,20 @@ class StandInIndependenceTest(unittest.TestCase):
                 self.assertNotIn(banned, text, os.path.relpath(path, STANDIN))
 
 
-def _standin(code, **env):
-    """Runs `code` with the stand-in's torch / torch_npu; returns (rc, stdout, stderr)."""
+def _standin(code, atb=True, **env):
+    """Runs `code` with the stand-in's torch / torch_npu, on a host with NNAL's libatb.so on
+    LD_LIBRARY_PATH (as nnal/atb/set_env.sh leaves it) or, `atb=False`, without; returns (rc,
+    stdout, stderr)."""
     import subprocess
     import tempfile
-    e = dict(os.environ, PYTHONPATH=STANDIN, **env)
-    prelude = ("import numpy as np, torch, torch_npu\n"
-               "t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to('npu')\n")
     with tempfile.TemporaryDirectory() as cwd:
+        lib = os.path.join(cwd, "atb-lib")
+        os.mkdir(lib)
+        if atb:
+            open(os.path.join(lib, "libatb.so"), "w").close()
+        e = dict(os.environ, PYTHONPATH=STANDIN, LD_LIBRARY_PATH=lib, **env)
+        prelude = ("import numpy as np, torch, torch_npu\n"
+                   "t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to('npu')\n")
         r = subprocess.run([sys.executable, "-c", prelude + code], env=e, cwd=cwd,
                            capture_output=True, text=True)
     return r.returncode, r.stdout, r.stderr
@@ -625,3 +628,186 @@ print(bool(np.array_equal(a[1, 1, 0], kv[0, 0])), bool(np.array_equal(r[0, 2, 0]
         rc, out, err = _standin(code)
         self.assertEqual(rc, 0, err)
         self.assertEqual(out.split(), ["True", "True", "2", "2"])
+
+
+class AtbTest(unittest.TestCase):
+    """NNAL's ATB: torch_npu's _npu_reshape_and_cache exists whatever the host has, and loads
+    libatb.so on its first call; the worker probes it with a call and skips what needs it."""
+
+    CALL = """
+row = t(np.zeros((1, 1, 16), np.float16)); kc = t(np.zeros((1, 16, 1, 16), np.float16))
+print(hasattr(torch_npu, "_npu_reshape_and_cache"))
+try:
+    torch_npu._npu_reshape_and_cache(row, row, kc, t(np.zeros((1, 16, 1, 16), np.float16)),
+                                     t(np.zeros(1, np.int32)))
+    print("loads")
+except OSError as e:
+    print(type(e).__name__, e, "|", e.__cause__)
+"""
+
+    def test_the_stand_in_raises_torch_npus_error_without_libatb(self):
+        rc, out, err = _standin(self.CALL, atb=False)
+        self.assertEqual(rc, 0, err)
+        has, result = out.splitlines()
+        self.assertEqual(has, "True")
+        self.assertIn("Please check that the nnal package is installed", result)
+        self.assertIn("libatb.so: cannot open shared object file", result)
+        rc, out, err = _standin(self.CALL)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), ["True", "loads"])
+
+    def test_the_reason_names_what_to_install_and_the_probe_uses_it(self):
+        cause = OSError("libatb.so: cannot open shared object file")
+        try:
+            raise OSError(None, "Please check that the nnal package is installed.") from cause
+        except OSError as e:
+            why = fa.atb_unavailable(e, "8.5.0", "aarch64")
+        self.assertIn("Ascend-cann-nnal_8.5.0_linux-aarch64.run", why)
+        self.assertIn("nnal/atb/set_env.sh", why)
+        self.assertIn("libatb.so: cannot open", why)
+        r = fa.probe(_Module("2.9.0", *FULL), "Ascend910B4", atb=why)
+        self.assertEqual(set(r), {"mxfp4_dequant", "mla_decode"})
+        self.assertEqual(r["mla_decode"], why)
+        # A device FIA does not run on keeps its own reason.
+        r = fa.probe(_Module("2.9.0", *FULL), "Ascend950PR", atb=why)
+        self.assertIn("Ascend950PR", r["mla_decode"])
+
+    def test_which_cases_write_through_atb(self):
+        self.assertTrue(fa.needs_atb("mla_decode", {}))
+        self.assertTrue(fa.needs_atb("paged_kv", {"layout": "BnBsH", "dtype": "f16"}))
+        self.assertFalse(fa.needs_atb("paged_kv", {"layout": "BnBsH", "dtype": "f32"}))
+        self.assertFalse(fa.needs_atb("paged_kv", {"layout": "BnNBsD", "dtype": "bf16"}))
+        self.assertTrue(fa.needs_atb("pa_decode_int8", {}))
+        self.assertFalse(fa.needs_atb("pa_decode_int8", {"cache_layout": "BnNBsD"}))
+        self.assertFalse(fa.needs_atb("pa_decode", {}))
+
+    def test_toolkit_versions_for_the_handshake(self):
+        never = lambda path: None  # noqa: E731
+        self.assertEqual(fa.toolkit_versions({"CONFORM_CANN_RELEASE": "8.0.RC2",
+                                              "CONFORM_CANN_BUILD": "8.0.RC2.alpha001",
+                                              "CONFORM_ATB_VERSION": "8.0.RC2"}, never),
+                         {"CANN": "8.0.RC2 (build 8.0.RC2.alpha001)", "ATB": "8.0.RC2"})
+        self.assertEqual(fa.toolkit_versions(
+            {"ASCEND_HOME_PATH": "/usr/local/Ascend/cann-8.5.0"}, never), {"CANN": "8.5.0"})
+        self.assertEqual(fa.toolkit_versions({"ASCEND_HOME_PATH": "/opt/x/latest"}, never), {})
+        info = "    Ascend-cann-atb : 8.2.RC2\n    Ascend-cann-atb Version : 8.2.RC2.B030\n"
+        got = fa.toolkit_versions(
+            {"ATB_HOME_PATH": "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_0"},
+            lambda path: info if path.endswith(os.path.join("..", "..", "version.info"))
+            else None)
+        self.assertEqual(got, {"ATB": "8.2.RC2"})
+
+
+class WorkerRulesAreTheStandInsErrorsTest(unittest.TestCase):
+    """Each documented constraint the worker checks before a call (a skip naming its page) is
+    one the stand-in raises as the aclnn error when the call is made anyway: a check the worker
+    missed shows as an error on the stand-in, never as a pass."""
+
+    RAISES = """
+try:
+    {call}
+    print("no error")
+except torch_npu.AclnnError as e:
+    print("AclnnError", e)
+"""
+    MLA = ("q = t(np.zeros((1, {n}, 1, 512), np.float16)); c = t(np.zeros((2, 1, {bs}, 512), "
+           "np.float16))\n"
+           "qr = t(np.zeros((1, {n}, 1, 64), np.float16)); kr = t(np.zeros((2, 1, {bs}, 64), "
+           "np.float16))\n"
+           "bt = t(np.array([[0]], np.int32))\n")
+    MLA_CALL = ("torch_npu.npu_fused_infer_attention_score(q, c, c, query_rope=qr, key_rope=kr, "
+                "num_heads={n}, num_key_value_heads=1, input_layout='BNSD', block_size={bs}, "
+                "block_table=bt, actual_seq_lengths_kv=[10], scale=0.1)")
+    C8 = ("q = t(np.zeros((1, 2, 1, 64), np.float32)).to({qdt})\n"
+          "c = t(np.zeros((2, 2, {bs}, 64), np.int8))\n"
+          "ks = t(np.ones({ks}, np.float32)).to({kdt})\n"
+          "vs = t(np.ones({vs}, np.float32)).to({vdt})\n"
+          "bt = t(np.array([[0]], np.int32))\n")
+    C8_CALL = ("torch_npu.npu_fused_infer_attention_score(q, c, c, num_heads=2, "
+               "num_key_value_heads=2, input_layout='BNSD', block_size={bs}, block_table=bt, "
+               "actual_seq_lengths_kv=[10], key_antiquant_scale=ks, value_antiquant_scale=vs, "
+               "key_antiquant_mode={km}, value_antiquant_mode={vm})")
+    QMM = ("a = t(np.ones((2, 32), np.int8)); b = t(np.ones((32, 8), np.int8))\n"
+           "sc = t(np.ones(8, np.float32)).to({sdt})\n")
+    QMM_CALL = "torch_npu.npu_quant_matmul(a, b, sc, output_dtype={out})"
+    WQ = ("x = t(np.zeros((2, 64), np.float16)); w = t(np.zeros((64, 8), np.int8))\n"
+          "s = t(np.ones((4, 8), np.float16))\n")
+    WQ_CALL = "torch_npu.npu_weight_quant_batchmatmul(x, w, s, antiquant_group_size=16)"
+
+    def _standin_raises(self, setup, call, needle):
+        rc, out, err = _standin(setup + self.RAISES.format(call=call))
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith("AclnnError"), out)
+        self.assertIn(needle, out)
+
+    def test_each_rule_is_raised_by_the_stand_in(self):
+        mla = {"dtype": "f16", "num_heads": 16, "block_size": 128, "scale": 0.1,
+               "actual_seq_lengths_kv": [10]}
+        c8 = {"dtype": "f16", "input_layout": "BNSD", "batch": 1, "num_heads": 2,
+              "num_key_value_heads": 2, "head_dim": 64, "block_size": 32,
+              "cache_layout": "BnNBsD", "actual_seq_lengths_kv": [10]}
+        # Per-channel (1, N, 1, D) scales of the query's dtype; per-token (1, B, S) f32 ones.
+        chan, tok = "(1, 2, 1, 64)", "(1, 1, 32)"
+        f16, bf16, f32 = "torch.float16", "torch.bfloat16", "torch.float32"
+        cases = [
+            (lambda: fa.mla_kwargs(dict(mla, block_size=64)), fa.MlaRule,
+             self.MLA.format(n=16, bs=64), self.MLA_CALL.format(n=16, bs=64), "blockSize 64"),
+            (lambda: fa.mla_kwargs(dict(mla, num_heads=3)), fa.MlaRule,
+             self.MLA.format(n=3, bs=128), self.MLA_CALL.format(n=3, bs=128), "numHeads 3"),
+            (lambda: fa.c8_kwargs(dict(c8, key_antiquant_mode=1)), fa.FiaRule,
+             self.C8.format(qdt=f16, bs=32, ks=tok, kdt=f32, vs=chan, vdt=f16),
+             self.C8_CALL.format(bs=32, km=1, vm=0), "must match"),
+            (lambda: fa.c8_kwargs(dict(c8, block_size=16)), fa.FiaRule,
+             self.C8.format(qdt=f16, bs=16, ks=chan, kdt=f16, vs=chan, vdt=f16),
+             self.C8_CALL.format(bs=16, km=0, vm=0), "multiple of 32"),
+            (lambda: fa.c8_kwargs(dict(c8, dtype="bf16", value_antiquant_mode=1)), fa.FiaRule,
+             self.C8.format(qdt=bf16, bs=32, ks=chan, kdt=bf16, vs=tok, vdt=f32),
+             self.C8_CALL.format(bs=32, km=0, vm=1), "FLOAT16 query"),
+            (lambda: fa.quant_matmul_check({"out": "f16", "scale": "bf16"}), fa.QmmRule,
+             self.QMM.format(sdt="torch.bfloat16"), self.QMM_CALL.format(out="torch.float16"),
+             "BFLOAT16 scale"),
+            (lambda: fa.quant_matmul_check({"out": "int8", "scale": "f32"}), fa.QmmRule,
+             self.QMM.format(sdt="torch.float32"), self.QMM_CALL.format(out="torch.int8"),
+             "INT64 scale"),
+            (lambda: fa.quant_matmul_check({"out": "f16", "scale": "f32"}), fa.QmmRule,
+             self.QMM.format(sdt="torch.float32"), self.QMM_CALL.format(out="torch.float16"),
+             "npu_trans_quant_param"),
+            (lambda: fa.w4a16_args({"group_size": 16}, 64), fa.WqbmmRule,
+             self.WQ, self.WQ_CALL, "antiquantGroupSize 16"),
+        ]
+        for check, rule, setup, call, needle in cases:
+            with self.assertRaises(rule) as e:
+                check()
+            self.assertTrue(str(e.exception).endswith("(%s)" % rule.SOURCE), str(e.exception))
+            self._standin_raises(setup, call, needle)
+        # The table's own combinations pass the worker's check.
+        for p in ({"out": "bf16", "scale": "f32", "pertoken": True, "bias": "i32"},
+                  {"out": "bf16", "scale": "bf16", "bias": "bf16"},
+                  {"out": "f16", "scale": "packed", "bias": "i32"},
+                  {"out": "f16", "scale": "f32", "pertoken": True, "bias": "f32"},
+                  {"out": "int8", "scale": "packed", "bias": "i32", "offset": True}):
+            fa.quant_matmul_check(p)
+
+    def test_moe_rules_name_the_product_constraints(self):
+        p = {"ranks": 4, "bs": 6, "hidden": 256, "experts": 32, "top_k": 3}
+        why = fa.moe_unsupported(p, "Ascend910B4")
+        self.assertIn("ep_world_size 4: in [16, 256] and a multiple of 8 (fullmesh)", why)
+        self.assertIn("Atlas A2 constraints", why)
+        big = {"ranks": 16, "bs": 8, "hidden": 7168, "experts": 256, "top_k": 8}
+        self.assertIsNone(fa.moe_unsupported(big, "Ascend910B4"))
+        self.assertIn("H 8192: a multiple of 32 in (0, 7168] (fullmesh)",
+                      fa.moe_unsupported(dict(big, hidden=8192), "Ascend910B4"))
+        self.assertIsNone(fa.moe_unsupported(dict(big, hidden=8192), "Ascend910B4",
+                                             hierarchy=True))
+        self.assertIn("at most 24", fa.moe_unsupported(dict(big, experts=512), "Ascend910B4"))
+        self.assertIn("shared experts are Atlas A3 only",
+                      fa.moe_unsupported(dict(big, shared_ranks=1), "Ascend910B4"))
+        self.assertIn("H 256: in [1024, 8192]", fa.moe_unsupported(p, "Ascend910_9392"))
+        self.assertIsNone(fa.moe_unsupported(dict(p, hidden=1024), "Ascend910_9392"))
+        self.assertTrue(fa.moe_hierarchy({"HCCL_INTRA_PCIE_ENABLE": "1",
+                                          "HCCL_INTRA_ROCE_ENABLE": "0"}))
+        self.assertFalse(fa.moe_hierarchy({}))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -6,8 +6,8 @@
 //! args = ["${TARGET_DIR}/worker.py"]
 //! working_dir = "."                      # relative to the target's directory
 //! device_group = "cpu"                   # trials of one non-cpu group never overlap
-//! [env]
-//! PYTHONPATH = "${REPO}/targets/python"
+//! [env]                                  # set outright, or edit the inherited value
+//! PYTHONPATH = { prepend = "${REPO}/targets/python" }
 //! [timeouts]
 //! handshake_s = 30
 //! request_s = 120
@@ -20,11 +20,16 @@
 //! Placeholders in `command`, `args`, `env` values and `working_dir`: `${REPO}` (the
 //! repository root), `${TARGET_DIR}` (this target's directory), `${CONFORM_PYTHON}` (the
 //! interpreter: `$CONFORM_PYTHON` if set, else `<repo>/.venv/bin/python` if it exists, else
-//! `python3`).
+//! `python3`). An `[env]` entry is a string (the variable is set to it, replacing what the
+//! worker would inherit) or `{ prepend = "...", append = "...", separator = ":" }`, which keeps
+//! the inherited value between its parts ([`super::env`]).
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use super::env::{resolve_env, EnvValue};
 use thiserror::Error;
 
 /// Timeouts, in seconds.
@@ -84,8 +89,9 @@ pub struct WorkerConfig {
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
+    /// Variables set for the worker, or edits of the ones it inherits ([`super::env`]).
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, EnvValue>,
     #[serde(default)]
     pub working_dir: Option<String>,
     /// Which device the worker uses (`cpu`, `cuda:0`, `npu`); see
@@ -132,7 +138,8 @@ pub struct ResolvedConfig {
     pub description: String,
     pub command: String,
     pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
+    /// The variables set for the worker, edits applied to conform's own environment.
+    pub env: BTreeMap<String, OsString>,
     pub working_dir: PathBuf,
     pub device_group: String,
     pub timeouts: Timeouts,
@@ -223,7 +230,8 @@ impl WorkerConfig {
         WorkerConfig::parse(path, &text)
     }
 
-    /// Expands the placeholders for a target in `target_dir` of the repository at `repo`.
+    /// Expands the placeholders for a target in `target_dir` of the repository at `repo`, and
+    /// applies the `[env]` edits to this process's environment (what the worker inherits).
     pub fn resolve(&self, repo: &Path, target_dir: &Path) -> ResolvedConfig {
         let python = python_interpreter(repo);
         let expand = |s: &str| {
@@ -246,11 +254,7 @@ impl WorkerConfig {
             description: self.description.clone(),
             command: expand(&self.command),
             args: self.args.iter().map(|a| expand(a)).collect(),
-            env: self
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), expand(v)))
-                .collect(),
+            env: resolve_env(&self.env, expand, |name| std::env::var_os(name)),
             working_dir,
             device_group: self.device_group.clone(),
             timeouts: self.timeouts.clone(),
@@ -301,6 +305,7 @@ command = "${CONFORM_PYTHON}"
 args = ["${TARGET_DIR}/worker.py", "--flag"]
 [env]
 PYTHONPATH = "${REPO}/targets/python"
+CONFORM_TEST_NEVER_SET = { prepend = "${TARGET_DIR}/lib" }
 [timeouts]
 request_s = 5
 "#,
@@ -312,6 +317,9 @@ request_s = 5
         let r = cfg.resolve(Path::new("/repo"), Path::new("/repo/targets/x"));
         assert_eq!(r.args, vec!["/repo/targets/x/worker.py", "--flag"]);
         assert_eq!(r.env["PYTHONPATH"], "/repo/targets/python");
+        // An edit of a variable conform does not have is its own part alone.
+        assert!(std::env::var_os("CONFORM_TEST_NEVER_SET").is_none());
+        assert_eq!(r.env["CONFORM_TEST_NEVER_SET"], "/repo/targets/x/lib");
         assert_eq!(r.working_dir, PathBuf::from("/repo/targets/x"));
         assert!(!r.command.contains("${"));
     }

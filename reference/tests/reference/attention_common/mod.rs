@@ -4,6 +4,11 @@
 use conform_reference::attention::{AttentionConfig, AttentionInputs, Geometry};
 use conform_reference::formats::{DType, Rounding};
 
+/// The vector cores the decode kernel's tiling splits over in these tests (the reference
+/// takes the count from the caller): a 48-vector-core SoC, as ci/hardware/ascend-910b2.toml
+/// describes Ascend910B2.
+pub const VECTOR_CORES: usize = 48;
+
 /// The tests' bit source: SplitMix64 started at `seed ^ GAMMA`.
 pub type Rng = conform_reference::splitmix::SplitMix64;
 

@@ -19,7 +19,9 @@ refuses the products its page does not list, with the aclnn error the real call 
   + bias, per-tensor / per-channel / per-group scales; INT8 weights.
 - _npu_reshape_and_cache (ATB ReshapeAndCacheOperation) and npu_scatter_nd_update_: in-place
   cache writes, bit for bit (key and value may differ in their last dimension, as the MLA
-  latent and rope rows do).
+  latent and rope rows do). The first is one of torch_npu's ATB operators: it exists as an
+  attribute whatever the host has, and its call loads op-plugin's ATB library, which needs
+  NNAL's libatb.so (_atb.py); without it the call raises torch_npu's OSError.
 - npu_dynamic_quant (aclnnDynamicQuant, Atlas A2 / A3): per-token symmetric int8 with the A2
   kernel's arithmetic as its open source writes it (hicann/ops-nn
   quant/dynamic_quant/op_kernel/dynamic_quant.h): f32 product with the smooth row, 127 divided
@@ -53,7 +55,7 @@ import torch  # noqa: E402
 if not getattr(torch, "STANDIN", False):
     raise ImportError("the conform CPU stand-in for torch_npu runs only with the torch stand-in")
 
-from . import _fia, _moe, _soc  # noqa: E402
+from . import _atb, _fia, _moe, _soc  # noqa: E402
 from ._fia import AclnnError, fail  # noqa: E402,F401
 
 __version__ = "0.0+conform.standin"
@@ -482,6 +484,7 @@ def _npu_reshape_and_cache(key, value, key_cache, value_cache, slot_indices):
     """ATB ReshapeAndCacheOperation: key/value [T, N, D] into caches [blocks, bs, N, D] at
     slot = block * bs + offset; in place."""
     api = "ReshapeAndCacheOperation"
+    _atb.load()
     soc = _soc_name()
     if _soc.family(soc) not in ("A2", "A3", "310P"):
         fail(api, "product %s is not supported" % soc, code="361001 ACLNN_ERR_RUNTIME_ERROR")

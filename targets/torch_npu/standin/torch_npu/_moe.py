@@ -12,8 +12,15 @@ sums per local expert, and the combine's f32 sum: each routed row times its weig
 product, one f32 add) in k order, then the shared rows unweighted, one cast to nearest even.
 Rejected as the pages reject: products other than Atlas A2 / A3, shared experts on A2, hidden
 sizes, BS and top-k outside their ranges, repeated experts in a row, a 1-D mask with a true
-after a false, quant modes other than 0 and 2. Rows and outputs the API does not write are NaN
-(int8 rows: 0) here."""
+after a false, quant modes other than 0 and 2. On Atlas A2 the limits are the A2 tiling's
+(hicann/ops-transformer@c29bc10 mc2/moe_distribute_dispatch_v2 and combine_v2,
+op_host/op_tiling: MoeDistributeDispatchA2CheckAttrAndSetTiling, ...CheckShapeAndSetTiling,
+MoeDistributeCombineA2...): epWorldSize a multiple of 8 up to 256, moeExpertNum a multiple of
+it up to 512, H a multiple of 32 up to 7168 (10240 under the hierarchy algorithm: commAlg
+"hierarchy", or an empty commAlg with HCCL_INTRA_PCIE_ENABLE=1 and HCCL_INTRA_ROCE_ENABLE=0),
+BS up to 256, K up to 16, raised as the tiling failure. Rows and outputs the API does not write
+are NaN (int8 rows: 0) here."""
+import os
 import numpy as np
 
 import torch
@@ -46,13 +53,48 @@ def _product(op, shared_ranks):
     return fam
 
 
-def _layout(op, fam, w, bs, h, e, k, ns, s):
-    if h <= 0 or h % 32 or (fam == "A2" and h > 10240) or (fam == "A3" and not 1024 <= h <= 8192):
-        fail(op, "H %d: a multiple of 32 in (0, 10240] on A2, [1024, 8192] on A3" % h)
+_TILING = "561002 ACLNN_ERR_INNER_TILING_ERROR"
+
+
+def _hierarchy(op, comm_alg):
+    """Whether the A2 kernels run the hierarchy algorithm (the tiling's CheckCommAlg)."""
+    if comm_alg in (None, "", "0"):
+        return (os.environ.get("HCCL_INTRA_PCIE_ENABLE") == "1"
+                and os.environ.get("HCCL_INTRA_ROCE_ENABLE") == "0")
+    if comm_alg not in ("fullmesh", "hierarchy"):
+        fail(op, "CheckCommAlg Failed: commAlg is not support", code=_TILING)
+    return comm_alg == "hierarchy"
+
+
+def _a2_tiling(op, w, bs, h, e, k, hierarchy):
+    """The A2 tiling's attribute and shape checks, raised as its failure."""
+    what = op.replace("aclnn", "").replace("V2", "A2")
+    if h == 0 or h % 32 or h > (10240 if hierarchy else 7168):
+        fail(op, "%s CheckShapeAndSetTiling Failed: hiddensize is invalid (H %d)" % (what, h),
+             code=_TILING)
+    if not 0 < bs <= 256:
+        fail(op, "%s CheckShapeAndSetTiling Failed: batchsize is invalid (BS %d)" % (what, bs),
+             code=_TILING)
+    if not 0 < k <= 16:
+        fail(op, "%s CheckShapeAndSetTiling Failed: k is invalid (K %d)" % (what, k),
+             code=_TILING)
+    if not 0 < w <= 256 or w % 8:
+        fail(op, "%s CheckAttrAndSetTiling Failed: epWorldSize is invalid (%d)" % (what, w),
+             code=_TILING)
+    if not 0 < e <= 512 or e % w:
+        fail(op, "%s CheckAttrAndSetTiling Failed: moeExpertNum is invalid (%d)" % (what, e),
+             code=_TILING)
+
+
+def _layout(op, fam, w, bs, h, e, k, ns, s, hierarchy=False):
+    if fam == "A2":
+        _a2_tiling(op, w, bs, h, e, k, hierarchy)
+    elif not 1024 <= h <= 8192:
+        fail(op, "H %d: [1024, 8192] on A3" % h)
     if not 0 < bs <= (256 if fam == "A2" else 512):
         fail(op, "BS %d out of range" % bs)
-    if not 0 < k <= 8 or k > e:
-        fail(op, "K %d: 0 < K <= 8 and K <= moeExpertNum" % k)
+    if not 0 < k <= 16 or k > e:
+        fail(op, "K %d: 0 < K <= 16 and K <= moeExpertNum" % k)
     if s:
         if ns <= 0 or s % ns:
             fail(op, "sharedExpertRankNum %d must be a multiple of sharedExpertNum %d" % (s, ns))
@@ -102,7 +144,8 @@ def dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_n
     bs, h = x.shape
     k = expert_ids.shape[1]
     ns_eff = ns if s else 0
-    L = _layout(_DISPATCH, fam, w, bs, h, e, k, ns_eff, s)
+    hierarchy = fam == "A2" and _hierarchy(_DISPATCH, comm_alg)
+    L = _layout(_DISPATCH, fam, w, bs, h, e, k, ns_eff, s, hierarchy)
     per = s // ns_eff if ns_eff else 1
     n = _active(_DISPATCH, x_active_mask, bs)
     ids = np.asarray(expert_ids._a).astype(np.int64)
@@ -183,7 +226,7 @@ def combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, ex
     dist = _group(_COMBINE, group_ep, ep_world_size, ep_rank_id)
     w, me, e = int(ep_world_size), int(ep_rank_id), int(moe_expert_num)
     s, ns = int(shared_expert_rank_num), int(shared_expert_num)
-    _product(_COMBINE, s)
+    fam = _product(_COMBINE, s)
     if shared_expert_x is not None or int(comm_quant_mode) != 0:
         fail(_COMBINE, "shared_expert_x and comm_quant_mode are not modelled")
     dt = expand_x.dtype
@@ -192,6 +235,8 @@ def combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, ex
     ids = np.asarray(expert_ids._a)
     bs, k = ids.shape
     h = expand_x.shape[1]
+    if fam == "A2":
+        _a2_tiling(_COMBINE, w, bs, h, e, k, _hierarchy(_COMBINE, comm_alg))
     ns_eff = ns if s else 0
     n = _active(_COMBINE, x_active_mask, bs)
     sent = int(np.asarray(ep_send_counts._a).reshape(-1)[-1])

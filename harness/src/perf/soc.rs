@@ -1,0 +1,100 @@
+//! The SoC facts of a hardware profile (`[soc]` in `ci/hardware/<id>.toml`): the core counts
+//! that kernels choose their run-time tiling by, read from CANN's platform file of the SoC
+//! (`<arch>-linux/data/platform_config/<SoC>.ini`, `[SoCInfo]`). The profiles are the one place
+//! these numbers are written: a recipe that models such a choice (the decode kernel's
+//! flash-decode split over the vector cores) takes them from the profile its suite names
+//! (`recipe_hardware`), through the case's parameters ([`recipe_params`]).
+//!
+//! The profiles are built into the library (their text, at compile time) so that a suite can
+//! name one wherever its files are copied; `conform run --hardware` reads the project's files.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::PerfError;
+use super::hardware::HardwareProfile;
+
+/// `[soc]`: the SoC a profile's device is, and its core counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SocFacts {
+    /// The SoC name, as CANN's platform file and `torch.npu.get_device_name` write it
+    /// (`Ascend910B4`).
+    pub name: String,
+    /// `ai_core_cnt`: AI cores (on Atlas A2 / A3 one cube core with two vector cores).
+    pub ai_cores: u32,
+    /// `cube_core_cnt`.
+    pub cube_cores: u32,
+    /// `vector_core_cnt`: what the decode kernel's tiling splits a long context over.
+    pub vector_cores: u32,
+}
+
+impl SocFacts {
+    /// The first count that is not positive, by its key.
+    pub(super) fn invalid(&self) -> Option<&'static str> {
+        [
+            ("soc.ai_cores", self.ai_cores),
+            ("soc.cube_cores", self.cube_cores),
+            ("soc.vector_cores", self.vector_cores),
+        ]
+        .into_iter()
+        .find(|(_, n)| *n == 0)
+        .map(|(k, _)| k)
+    }
+}
+
+/// The case parameters a recipe reads from the SoC it models, in the order they are set:
+/// `vector_cores`.
+pub const RECIPE_PARAMS: [&str; 1] = ["vector_cores"];
+
+/// [`RECIPE_PARAMS`] with their values for `soc`.
+pub fn recipe_params(soc: &SocFacts) -> Vec<(&'static str, serde_json::Value)> {
+    vec![(RECIPE_PARAMS[0], soc.vector_cores.into())]
+}
+
+mod built_in {
+    include!(concat!(env!("OUT_DIR"), "/hardware_profiles.rs"));
+}
+
+/// The ids of the profiles built into the library.
+pub fn built_in_ids() -> Vec<&'static str> {
+    built_in::PROFILES.iter().map(|(id, _)| *id).collect()
+}
+
+/// The built-in profile `id` (parsed and validated as a file of that name would be), or None
+/// when there is no such profile.
+pub fn built_in(id: &str) -> Option<Result<HardwareProfile, PerfError>> {
+    let (_, text) = built_in::PROFILES.iter().find(|(i, _)| *i == id)?;
+    let path = std::path::PathBuf::from(format!("ci/hardware/{id}.toml"));
+    Some(HardwareProfile::from_toml(text, &path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_profiles_are_the_files_and_the_npus_say_their_soc() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/hardware");
+        let on_disk = super::super::hardware::load_profiles(&dir).unwrap();
+        let ids = built_in_ids();
+        assert_eq!(
+            ids.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            on_disk.keys().cloned().collect::<Vec<_>>()
+        );
+        for id in ids {
+            let p = built_in(id).unwrap().unwrap();
+            assert_eq!(&p, &on_disk[id], "{id}");
+            if p.kind == super::super::hardware::DeviceKind::Npu && id != "atlas-300i-duo" {
+                let soc = p.soc.as_ref().unwrap_or_else(|| panic!("{id}: no [soc]"));
+                assert_eq!(soc.vector_cores, 2 * soc.cube_cores, "{id}: A2 pairs");
+            }
+        }
+        let a2 = built_in("atlas-800i-a2").unwrap().unwrap().soc.unwrap();
+        assert_eq!(
+            (a2.name.as_str(), a2.ai_cores, a2.vector_cores),
+            ("Ascend910B4", 20, 40)
+        );
+        assert_eq!(recipe_params(&a2), vec![("vector_cores", 40.into())]);
+        assert!(built_in("no-such-machine").is_none());
+    }
+}
