@@ -6,6 +6,7 @@ pub mod error;
 pub mod load;
 pub mod schema;
 pub mod select;
+pub mod values;
 
 pub use case::Case;
 pub use error::SuiteError;
