@@ -5,8 +5,8 @@
 //! - A regular file larger than its limit is refused from its size, before a byte is read
 //!   (a 10 GB sparse file costs nothing).
 //! - Anything else that can be read (a character device such as `/dev/zero`, a FIFO, a pipe
-//!   from `<(...)`) is read as a stream that stops at the limit with an error. A FIFO is opened
-//!   without waiting for a writer: one that nobody writes to reads as empty.
+//!   from `<(...)`) is read as a stream that stops at the limit with an error. A FIFO waits
+//!   for a writer at most [`FIFO_WRITER_WAIT`]: one that nobody writes to is an error.
 //! - A text file holding a NUL byte is refused at the first one (JSON and TOML never hold
 //!   one): `/dev/zero` or a sparse file under a text file's name fails at once.
 //!
@@ -108,8 +108,8 @@ pub fn human(n: u64) -> String {
 }
 
 /// Opens `path` for reading within `limit`: refused at once when it is a directory or a
-/// regular file larger than the limit; a FIFO is opened without waiting for a writer. The
-/// reader fails once it has given `limit` bytes and more remain.
+/// regular file larger than the limit; a named FIFO waits for a writer at most
+/// [`FIFO_WRITER_WAIT`]. The reader fails once it has given `limit` bytes and more remain.
 pub fn open(path: &Path, limit: Limit) -> std::io::Result<Bounded<std::fs::File>> {
     let meta = std::fs::metadata(path)?;
     if meta.is_dir() {
@@ -157,21 +157,55 @@ pub fn read_bytes(path: &Path, limit: Limit) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// How long a FIFO is waited on for a writer before it is refused.
+pub const FIFO_WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 #[cfg(unix)]
 fn open_without_waiting(path: &Path, meta: &std::fs::Metadata) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     if !meta.file_type().is_fifo() {
         return std::fs::File::open(path);
     }
-    // A plain open of a FIFO blocks until a writer comes. Non-blocking, it returns at once;
-    // blocking reads are then restored, so a live writer is read to its end while a FIFO
-    // nobody writes to reads as empty.
+    // A plain open of a FIFO blocks until a writer comes, forever if none does. Opened
+    // non-blocking it returns at once; then a writer is waited for (data or its end) for
+    // FIFO_WRITER_WAIT, and blocking reads are restored: a producer started beside conform
+    // is read to its end, a FIFO nobody writes to is an error within seconds.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
-    use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
+    let start = std::time::Instant::now();
+    // A pipe (`<(producer)`, `/dev/stdin`) has its producer already: it is read as it comes,
+    // however slowly (a producer that has ended leaves what it wrote, then end-of-file).
+    while !is_anonymous_pipe(meta) {
+        let left = FIFO_WRITER_WAIT.saturating_sub(start.elapsed());
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for a descriptor this function owns.
+        let r = unsafe { libc::poll(&mut p, 1, left.as_millis() as libc::c_int) };
+        if r > 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if r < 0 && err.kind() == std::io::ErrorKind::Interrupted && !left.is_zero() {
+            continue;
+        }
+        if r < 0 {
+            return Err(err);
+        }
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "a FIFO that no process wrote to within {} s",
+                FIFO_WRITER_WAIT.as_secs()
+            ),
+        ));
+    }
     // SAFETY: fcntl on a descriptor this function owns; F_GETFL / F_SETFL have no memory
     // effects.
     unsafe {
@@ -181,6 +215,30 @@ fn open_without_waiting(path: &Path, meta: &std::fs::Metadata) -> std::io::Resul
         }
     }
     Ok(file)
+}
+
+/// Whether `meta` is an anonymous pipe's (a FIFO on the kernel's pipe file system, not a
+/// named FIFO on a disk): compared with the device of a pipe made once for the purpose.
+#[cfg(unix)]
+fn is_anonymous_pipe(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    static PIPE_DEVICE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let dev = PIPE_DEVICE.get_or_init(|| {
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two descriptors this function closes; fstat writes into a zeroed
+        // stat of the right type.
+        unsafe {
+            if libc::pipe(fds.as_mut_ptr()) != 0 {
+                return None;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            let ok = libc::fstat(fds[0], &mut st) == 0;
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+            ok.then_some(st.st_dev as u64)
+        }
+    });
+    *dev == Some(meta.dev())
 }
 
 #[cfg(not(unix))]
@@ -273,29 +331,42 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_fifo_nobody_writes_reads_as_empty_at_once() {
+    fn a_fifo_is_read_from_its_writer_and_refused_without_one() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("fifo");
         let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: mkfifo under a temporary directory this test owns.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        assert_eq!(read_text(&p, TINY).unwrap(), "");
-        // A writer's text is read to its end.
+        let t = std::time::Instant::now();
+        let e = read_text(&p, TINY).unwrap_err();
+        assert!(e.to_string().contains("no process wrote to"), "{e}");
+        assert!(t.elapsed() < FIFO_WRITER_WAIT + std::time::Duration::from_secs(2));
+        // A writer (its open waits for the reader) is read to its end.
         let w = {
             let p = p.clone();
-            // A write that finds the reader gone (it read before the writer opened) retries.
-            std::thread::spawn(move || while std::fs::write(&p, "{}\n").is_err() {})
+            std::thread::spawn(move || std::fs::write(p, "{}\n").unwrap())
         };
-        // Wait until the writer has opened its end (then the read sees its bytes).
-        let mut got = String::new();
-        for _ in 0..200 {
-            got = read_text(&p, TINY).unwrap();
-            if !got.is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        assert_eq!(read_text(&p, TINY).unwrap(), "{}\n");
         w.join().unwrap();
-        assert_eq!(got, "{}\n");
+        // An anonymous pipe (what `<(producer)` gives) waits for its producer, however slow.
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two descriptors; the write end is closed by the writer thread
+        // (through the File that owns it), the read end below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let writer = {
+            use std::io::Write;
+            use std::os::fd::FromRawFd;
+            // SAFETY: fds[1] is a fresh descriptor this File now owns.
+            let mut f = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+            std::thread::spawn(move || {
+                std::thread::sleep(FIFO_WRITER_WAIT + std::time::Duration::from_millis(500));
+                f.write_all(b"[]").unwrap();
+            })
+        };
+        let path = format!("/proc/self/fd/{}", fds[0]);
+        assert_eq!(read_text(Path::new(&path), TINY).unwrap(), "[]");
+        writer.join().unwrap();
+        // SAFETY: closing the read end this test made.
+        unsafe { libc::close(fds[0]) };
     }
 }
