@@ -114,6 +114,29 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
         )
     );
     let sets = args.seed_sets as usize + 1;
+    {
+        // A second signal writes the matrix of the cells the journal holds.
+        let (journal, json, dir) = (journal.clone(), args.json.clone(), args.report.clone());
+        conform_harness::interrupt::set_last_resort(move |sig| {
+            let Some(journal) = journal else {
+                return;
+            };
+            let text = conform_harness::input_file::read_text(
+                &journal,
+                conform_harness::input_file::Limit::RESULTS,
+            );
+            let Ok(mut report) = text
+                .map_err(|e| e.to_string())
+                .and_then(|t| adequacy::journal::recover(&t))
+            else {
+                return;
+            };
+            report.interrupted = Some(conform_harness::interrupt::signal_name(sig));
+            if adequacy::outputs::write_outputs(&report, json.as_deref(), dir.as_deref()).is_ok() {
+                let _ = std::fs::remove_file(&journal);
+            }
+        });
+    }
     conform_harness::interrupt::install();
     let report = adequacy::measure(&chosen, &chosen_faults, &opts, |fault, set, i| {
         if !args.quiet && i + 1 == chosen_faults.len() {
@@ -143,8 +166,9 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
     };
     // The matrix is computed: an output that cannot be written now is exit 1, not a usage error
     // (an interrupt keeps its own code), and the journal stays: it is the only record left.
-    let written =
-        adequacy::outputs::write_outputs(&report, args.json.as_deref(), args.report.as_deref());
+    let written = conform_harness::interrupt::writing_outputs(|| {
+        adequacy::outputs::write_outputs(&report, args.json.as_deref(), args.report.as_deref())
+    });
     if let Ok(Some(page)) = &written {
         conform_harness::outln!("{}", conform_harness::messages::report::wrote_report(page));
     }

@@ -132,8 +132,25 @@ impl RunArgs {
 
 pub fn run(paths: &Paths, args: RunArgs) -> Result<i32, CliError> {
     check_output_paths(&args, &[]).map_err(CliError::OutputPath)?;
+    write_on_second_signal(&args);
     let (results, code) = execute(paths, &args)?;
-    write_outputs_or_fail(&results, &args, code)
+    conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &args, code))
+}
+
+/// What a second SIGINT / SIGTERM writes before conform stops (the run's own writing cut
+/// short): the outputs of the trials its journal holds.
+pub fn write_on_second_signal(args: &RunArgs) {
+    let req = args.request();
+    conform_harness::interrupt::set_last_resort(move |sig| {
+        if let Some(results) = session::recover_from_journal(&req, sig) {
+            for written in session::write_outputs(&results, &req) {
+                match written {
+                    Ok((_, p)) => conform_harness::errln!("{}", messages::wrote("results", &p)),
+                    Err(e) => super::error::print(&e),
+                }
+            }
+        }
+    });
 }
 
 /// Writes the outputs of a finished run whose work earned `code`; when one cannot be written
@@ -193,6 +210,9 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> Result<(RunResults, i32), CliEr
 fn print_report(outcome: &RunOutcome) {
     let results = &outcome.results;
     conform_harness::outln!("{}", messages::summary_table(results));
+    if let Some(golden) = messages::golden_verified(results) {
+        conform_harness::outln!("{golden}");
+    }
     for c in results.cases.iter().filter(|c| c.status.is_failure()) {
         conform_harness::outln!("{}", messages::failure_block(c, results));
     }

@@ -64,6 +64,7 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
     // The report directory's files are checked before any case runs, as `run` checks its own.
     check_output_paths(&run_args, &[]).map_err(CliError::OutputPath)?;
     drop(worker);
+    super::run::write_on_second_signal(&run_args);
     let (results, code) = execute(paths, &run_args)?;
-    write_outputs_or_fail(&results, &run_args, code)
+    conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &run_args, code))
 }

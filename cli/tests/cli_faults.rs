@@ -102,6 +102,29 @@ for line in sys.stdin:
     time.sleep(3600)
 "#;
 
+/// Declares `paged_kv`; on every request starts a helper process that outlives the request
+/// (its output not on the worker's pipes, as a daemon's), writes its pid, and answers
+/// `unsupported`; exits 0 at shutdown (its normal end) leaving the helpers behind. With
+/// `CRASH_AFTER_CHILD` set it crashes instead of answering (exit 3), the helper left running.
+const LEAVES_A_CHILD: &str = r#"
+import json, os, subprocess, sys
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "leaver", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"paged_kv": {"recipes": ["reference"]}}}}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["type"] == "shutdown":
+        break
+    child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.environ["PIDS_FILE"], "a") as f:
+        f.write(f"{child.pid}\n")
+    if os.environ.get("CRASH_AFTER_CHILD"):
+        sys.exit(3)
+    print(json.dumps({"type": "result", "id": req["id"], "status": "unsupported",
+                      "message": "leaves a child on purpose"}), flush=True)
+"#;
+
 /// A scratch directory with workers declared outside any `targets/` (the layout
 /// ci/contribution.md recommends), a scratch root for requests and a unique tag every process
 /// of one invocation carries in its environment (to find any left behind).
@@ -120,6 +143,7 @@ impl Scratch {
             ("noops", NO_OPS),
             ("crashing", CRASHING),
             ("erring", ERRING_THEN_HANGING),
+            ("leaver", LEAVES_A_CHILD),
         ] {
             let w = dir.path().join("contrib").join(name);
             std::fs::create_dir_all(&w).unwrap();
@@ -155,11 +179,15 @@ impl Scratch {
 
     /// `conform --root REPO ARGS` with this scratch's environment.
     fn command(&self, args: &[&str]) -> Command {
+        let mut c = self.bare();
+        c.arg("--root").arg(repo()).args(args);
+        c
+    }
+
+    /// `conform` with this scratch's environment and no arguments yet.
+    fn bare(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_conform"));
-        c.arg("--root")
-            .arg(repo())
-            .args(args)
-            .current_dir(self.dir.path())
+        c.current_dir(self.dir.path())
             .env_remove("CI")
             .env_remove("CONFORM_REQUIRE_TARGETS")
             .env("CONFORM_SCRATCH", self.path("scratch"))
@@ -207,6 +235,29 @@ impl Scratch {
             // SAFETY: a process this test's invocation started (it carries the unique tag).
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Fails (after killing them) when processes of this scratch are still running.
+    fn assert_nothing_left(&self, what: &str) {
+        let left = self.leftovers();
+        if !left.is_empty() {
+            self.kill_leftovers();
+            panic!("{what}: processes left behind: {left:?}");
+        }
+    }
+
+    /// `child`'s exit status, waiting up to 60 s; past that it fails, killing what is left.
+    fn wait_or_fail(&self, child: &mut Child, what: &str) -> std::process::ExitStatus {
+        use wait_timeout::ChildExt;
+        match child.wait_timeout(Duration::from_secs(60)).unwrap() {
+            Some(st) => st,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                self.kill_leftovers();
+                panic!("{what}: still running 60 s after the signal");
             }
         }
     }
@@ -503,24 +554,11 @@ fn check(cmd: Long, fault: Fault) {
             unsafe {
                 libc::kill(child.id() as i32, sig);
             }
-            use wait_timeout::ChildExt;
-            match child.wait_timeout(Duration::from_secs(60)).unwrap() {
-                Some(st) => st,
-                None => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    s.kill_leftovers();
-                    panic!("{what}: still running 60 s after the signal");
-                }
-            }
+            s.wait_or_fail(&mut child, &what)
         }
     };
     assert_ne!(status.code(), Some(101), "{what}: panicked");
-    let left = s.leftovers();
-    if !left.is_empty() {
-        s.kill_leftovers();
-        panic!("{what}: processes left behind: {left:?}");
-    }
+    s.assert_nothing_left(&what);
     if cmd == Long::Nightly {
         return nightly_after(&s, fault, status, out.as_deref().unwrap(), &what);
     }
@@ -958,7 +996,10 @@ fn the_replay_line_of_validate_runs_when_pasted() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("replay: conform "))
         .unwrap_or_else(|| panic!("no replay line:\n{stdout}"));
-    let pasted = format!("\"$CONFORM\" --root \"$ROOT\" {line} --json \"$OUT\"");
+    // The line names the project root it was printed under (`--root`): it runs when pasted
+    // in another directory, outside any checkout.
+    assert!(line.contains("--root"), "{line}");
+    let pasted = format!("\"$CONFORM\" {line} --json \"$OUT\"");
     let replayed = s.path("replayed.json");
     let o = Command::new("sh")
         .args(["-c", &pasted])
@@ -1072,6 +1113,678 @@ fn a_parent_pid_that_is_gone_stops_conform_at_once() {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hostile inputs, expansions, signals inside a computation, workers' children (issue 46).
+
+/// How a measured invocation ended: its output, its wall time and its peak resident memory.
+struct Measured {
+    output: std::process::Output,
+    elapsed: Duration,
+    max_rss_mib: u64,
+}
+
+/// Runs `c` to its end (killed after `limit`), with its peak resident set size from the
+/// kernel's accounting of the child (wait4).
+fn measured(mut c: Command, limit: Duration) -> Measured {
+    use std::io::Read;
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = c.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let o = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let e = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waiting on the child this function started; the out-parameters are valid.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if start.elapsed() > limit {
+            // SAFETY: killing the child this function started.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let elapsed = start.elapsed();
+    Measured {
+        output: std::process::Output {
+            status: std::process::ExitStatus::from_raw(status),
+            stdout: o.join().unwrap(),
+            stderr: e.join().unwrap(),
+        },
+        elapsed,
+        max_rss_mib: usage.ru_maxrss as u64 / 1024,
+    }
+}
+
+/// A minimal project under `dir`: `suites/` holding `suites` (name, text), `golden/` empty,
+/// `ci/hardware/` the repository's profiles.
+fn project(dir: &Path, suites: &[(&str, &str)]) -> PathBuf {
+    let root = dir.join("project");
+    std::fs::create_dir_all(root.join("suites")).unwrap();
+    std::fs::create_dir_all(root.join("golden")).unwrap();
+    std::fs::create_dir_all(root.join("ci")).unwrap();
+    std::os::unix::fs::symlink(repo().join("ci/hardware"), root.join("ci/hardware")).unwrap();
+    for (name, text) in suites {
+        std::fs::write(root.join("suites").join(name), text).unwrap();
+    }
+    root
+}
+
+/// The hostile sources of one input: `/dev/zero` (endless zeros), a 10 GB sparse file (no disk,
+/// no bytes read) and a named FIFO nobody writes to, each placed at `at` (a link for the
+/// device).
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    DevZero,
+    Sparse10G,
+    Fifo,
+}
+
+impl Hostile {
+    const ALL: [Hostile; 3] = [Hostile::DevZero, Hostile::Sparse10G, Hostile::Fifo];
+
+    fn place(self, at: &Path) {
+        let _ = std::fs::remove_file(at);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        match self {
+            Hostile::DevZero => std::os::unix::fs::symlink("/dev/zero", at).unwrap(),
+            Hostile::Sparse10G => std::fs::File::create(at)
+                .unwrap()
+                .set_len(10_000_000_000)
+                .unwrap(),
+            Hostile::Fifo => {
+                let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+                // SAFETY: mkfifo under a temporary directory this test owns.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            }
+        }
+    }
+}
+
+const MINIMAL_RESULTS: &str = r#"{"schema_version": 1, "conform_version": "0",
+    "started_at": "t", "fresh_seeds": false, "cases": []}"#;
+
+/// Every kind of file conform reads, given `/dev/zero`, a 10 GB sparse file and a FIFO with no
+/// writer: a clean error naming the file (never a hang, an abort or memory in proportion to
+/// the input), within seconds and a bounded resident set.
+fn hostile_inputs_are_refused_fast_and_small() {
+    let s = Scratch::new();
+    let valid = s.path("valid.json");
+    std::fs::write(&valid, MINIMAL_RESULTS).unwrap();
+    let out = s.path("out");
+    // (what, the file to make hostile, arguments; `{}` stands for that file)
+    let mut kinds: Vec<(&str, PathBuf, Vec<String>)> = Vec::new();
+    let a = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let o = out.display().to_string();
+    let v = valid.display().to_string();
+    kinds.push((
+        "results",
+        s.path("in/r.json"),
+        a(&["report", "--input", "{}", "--out", &o]),
+    ));
+    kinds.push((
+        "journal",
+        s.path("in/r.json.journal"),
+        a(&["report", "--input", "{}", "--out", &o]),
+    ));
+    for flag in ["--perf", "--baseline", "--mc2", "--adequacy"] {
+        kinds.push((
+            flag,
+            s.path("in/x.json"),
+            a(&["report", "--input", &v, flag, "{}", "--out", &o]),
+        ));
+    }
+    kinds.push((
+        "perf compare",
+        s.path("in/p.json"),
+        a(&["perf", "compare", "--baseline", "{}", "--candidate", "{}"]),
+    ));
+    let db = s.path("h/h.sqlite").display().to_string();
+    kinds.push((
+        "perf history ingest",
+        s.path("in/p.json"),
+        a(&["perf", "history", "ingest", "--db", &db, "{}"]),
+    ));
+    kinds.push((
+        "perf history gate",
+        s.path("in/p.json"),
+        a(&["perf", "history", "gate", "--db", &db, "--candidate", "{}"]),
+    ));
+    kinds.push((
+        "history database",
+        s.path("in/h.sqlite"),
+        a(&["perf", "history", "list", "--db", "{}"]),
+    ));
+    kinds.push((
+        "mc2 costs",
+        s.path("in/costs.toml"),
+        a(&[
+            "mc2", "plan", "--m", "4096", "--k", "3072", "--n", "8192", "--dtype", "f16",
+            "--costs", "{}",
+        ]),
+    ));
+    let worker_dir = s.path("in/w");
+    kinds.push((
+        "worker declaration",
+        worker_dir.join("target.toml"),
+        a(&[
+            "run",
+            "--suite",
+            "paged_kv",
+            "--worker",
+            &worker_dir.display().to_string(),
+        ]),
+    ));
+    let keep = s.path("keep");
+    kinds.push((
+        "kept index",
+        keep.join("index.json"),
+        a(&[
+            "run",
+            "--filter",
+            FILTER,
+            "--keep-outputs",
+            &keep.display().to_string(),
+        ]),
+    ));
+    let root = project(s.dir.path(), &[]);
+    let proot = root.display().to_string();
+    kinds.push((
+        "suite",
+        root.join("suites/x.toml"),
+        a(&["--root", &proot, "list"]),
+    ));
+    // A project with the repository's suites and a hostile golden MANIFEST, hardware profile
+    // or golden tensor file.
+    let golden_root = s.path("golden-project");
+    std::fs::create_dir_all(golden_root.join("golden")).unwrap();
+    std::fs::create_dir_all(golden_root.join("ci/hardware")).unwrap();
+    std::os::unix::fs::symlink(repo().join("suites"), golden_root.join("suites")).unwrap();
+    let groot = golden_root.display().to_string();
+    kinds.push((
+        "golden manifest",
+        golden_root.join("golden/MANIFEST.toml"),
+        a(&["--root", &groot, "run", "--filter", FILTER]),
+    ));
+    kinds.push((
+        "hardware profile",
+        golden_root.join("ci/hardware/x.toml"),
+        a(&[
+            "--root",
+            &groot,
+            "run",
+            "--filter",
+            FILTER,
+            "--no-golden",
+            "--perf",
+            "--hardware",
+            "x",
+        ]),
+    ));
+    let tensors_root = s.path("tensors-project");
+    for sub in ["suites", "ci"] {
+        std::fs::create_dir_all(&tensors_root).unwrap();
+        std::os::unix::fs::symlink(repo().join(sub), tensors_root.join(sub)).unwrap();
+    }
+    std::fs::create_dir_all(tensors_root.join("golden")).unwrap();
+    std::fs::copy(
+        repo().join("golden/MANIFEST.toml"),
+        tensors_root.join("golden/MANIFEST.toml"),
+    )
+    .unwrap();
+    let case = "paged_kv/bf16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5";
+    kinds.push((
+        "golden tensor file",
+        tensors_root.join(format!("golden/{case}.safetensors")),
+        a(&[
+            "--root",
+            &tensors_root.display().to_string(),
+            "run",
+            "--filter",
+            &format!("^{case}$"),
+        ]),
+    ));
+    // A named FIFO is waited on for a writer for 3 s: tried on a few kinds only (each of the
+    // readers goes through the same opener).
+    let fifo_kinds = [
+        "results",
+        "journal",
+        "perf compare",
+        "suite",
+        "golden tensor file",
+    ];
+    for (what, file, args) in &kinds {
+        for h in Hostile::ALL {
+            if matches!(h, Hostile::Fifo) && !fifo_kinds.contains(what) {
+                continue;
+            }
+            h.place(file);
+            let f = file.display().to_string();
+            let args: Vec<String> = args.iter().map(|x| x.replace("{}", &f)).collect();
+            let mut c = s.bare();
+            if !args.iter().any(|a| a == "--root") {
+                c.arg("--root").arg(repo());
+            }
+            c.args(&args);
+            let m = measured(c, Duration::from_secs(60));
+            let t = text(&m.output);
+            let case = format!("{what} as {h:?} ({}):\n{t}", args.join(" "));
+            assert!(
+                m.elapsed < Duration::from_secs(20),
+                "{case}: took {:?}",
+                m.elapsed
+            );
+            assert!(
+                m.max_rss_mib < 512,
+                "{case}: {} MiB resident",
+                m.max_rss_mib
+            );
+            let code = m.output.status.code();
+            // An input error (2), or for the golden tensor file the case's error (1); never a
+            // pass, an abort, a signal or a panic.
+            let expected = if *what == "golden tensor file" { 1 } else { 2 };
+            assert_eq!(code, Some(expected), "{case}");
+            let name = file.file_name().unwrap().to_string_lossy();
+            assert!(
+                t.contains(&*name),
+                "{case}: the message does not name the file"
+            );
+        }
+        let _ = std::fs::remove_file(file);
+    }
+    s.assert_nothing_left("hostile inputs");
+}
+
+/// A suite of a few KiB whose grid has 1000 x 1000 x 100 combinations (10^8 cases): every
+/// command that loads the suites refuses it before expanding anything, with the count, fast.
+fn a_grid_of_10_to_the_8_cases_is_refused_before_expanding() {
+    let s = Scratch::new();
+    let axis = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    let suite = format!(
+        "[suite]\nname = \"huge\"\nop = \"paged_kv\"\n\n[defaults]\nrecipe = \"reference\"\n\n\
+         [[grid]]\nname = \"a{{a}}-b{{b}}-c{{c}}\"\naxes.a = [{}]\naxes.b = [{}]\naxes.c = [{}]\n",
+        axis(1000),
+        axis(1000),
+        axis(100)
+    );
+    assert!(suite.len() < 12 << 10, "{} bytes", suite.len());
+    let root = project(s.dir.path(), &[("huge.toml", &suite)]);
+    for args in [
+        vec!["list"],
+        vec!["run", "--no-golden"],
+        vec!["explain", "huge/a0-b0-c0"],
+    ] {
+        let mut c = s.bare();
+        c.arg("--root").arg(&root).args(&args);
+        let m = measured(c, Duration::from_secs(60));
+        let t = text(&m.output);
+        assert_eq!(m.output.status.code(), Some(2), "{args:?}: {t}");
+        assert!(
+            t.contains("100000000 combinations") && t.contains("huge.toml"),
+            "{args:?}: {t}"
+        );
+        assert!(
+            m.elapsed < Duration::from_secs(10),
+            "{args:?}: {:?}",
+            m.elapsed
+        );
+        assert!(m.max_rss_mib < 256, "{args:?}: {} MiB", m.max_rss_mib);
+    }
+}
+
+/// A quick case, then a reference case long enough to be inside its computation when the
+/// signal comes (quant_matmul, 2048 x 8192 x 8192 int8 products: on two cores about 2 s of
+/// input generation, 2 s of the weights' transpose, then a minute of row blocks).
+const LONG_REFERENCE_SUITE: &str = r#"[suite]
+name = "quant_matmul"
+op = "quant_matmul"
+
+[defaults]
+recipe = "ascend_a2"
+check = { policy = "bitwise" }
+
+[[case]]
+name = "quick"
+params = { m = 4, k = 64, n = 16, out = "bf16", scale = "f32" }
+
+[[case]]
+name = "long"
+params = { m = 2048, k = 8192, n = 8192, out = "bf16", scale = "f32" }
+"#;
+
+/// Starts `conform run` of [`LONG_REFERENCE_SUITE`] (through `wrap`, e.g. `timeout`) and waits
+/// until the quick case is journaled and the long one has been computing for `inside`.
+fn start_long_reference_run(s: &Scratch, wrap: &[&str], inside: Duration) -> (Child, PathBuf) {
+    let root = project(s.dir.path(), &[("quant_matmul.toml", LONG_REFERENCE_SUITE)]);
+    let out = s.path("r.json");
+    let mut c = if wrap.is_empty() {
+        s.bare()
+    } else {
+        let mut c = Command::new(wrap[0]);
+        c.args(&wrap[1..])
+            .arg(env!("CARGO_BIN_EXE_conform"))
+            .current_dir(s.dir.path())
+            .env("CONFORM_FAULT_TAG", &s.tag)
+            .env("CONFORM_SCRATCH", s.path("scratch"))
+            .stdin(Stdio::null());
+        c
+    };
+    c.arg("--root")
+        .arg(&root)
+        .args([
+            "run",
+            "--no-golden",
+            "--suite",
+            "quant_matmul",
+            "--threads",
+            "2",
+            "--json",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let journal = journal_of(&out);
+    let start = Instant::now();
+    while journal_lines(&journal) < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the quick case never finished"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "conform ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(inside);
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the long case ended early"
+    );
+    (child, out)
+}
+
+/// The results after an interrupt inside the long case: the quick case, the long one
+/// unfinished, marked interrupted by `signal`.
+fn check_interrupted_results(out: &Path, signal: &str) {
+    let r = json(out);
+    assert_eq!(r["interrupted"], signal, "{r}");
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1, "{r}");
+    assert_eq!(cases[0]["id"], "quant_matmul/quick");
+    assert_eq!(cases[0]["status"], "passed");
+    let unfinished = r["unfinished"].as_array().unwrap();
+    assert!(
+        unfinished.iter().any(|u| u["id"] == "quant_matmul/long"),
+        "{r}"
+    );
+    assert!(
+        !journal_of(out).exists(),
+        "the journal outlived the results"
+    );
+}
+
+/// SIGTERM while the in-process reference computes a long case (in its row blocks, 6 s in):
+/// conform stops within a second or so (the reference is cancelled at its next task), writes
+/// the finished case's result and exits 143; nothing is left running.
+fn sigterm_inside_a_long_reference_case() {
+    let s = Scratch::new();
+    let (mut child, out) = start_long_reference_run(&s, &[], Duration::from_secs(6));
+    let sent = Instant::now();
+    // SAFETY: signalling the child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = s.wait_or_fail(&mut child, "SIGTERM inside the reference");
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "SIGTERM took {took:?} to stop the case"
+    );
+    check_interrupted_results(&out, "SIGTERM");
+    s.assert_nothing_left("SIGTERM inside the reference");
+}
+
+/// Two SIGINTs in a row (3 s into the long case: the weights' transpose): the second does not
+/// throw away what the run has: the finished case's result is written all the same (exit 130).
+fn a_second_signal_still_writes_the_results() {
+    let s = Scratch::new();
+    let (mut child, out) = start_long_reference_run(&s, &[], Duration::from_secs(3));
+    for _ in 0..2 {
+        // SAFETY: signalling the child this test started.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGINT);
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let status = s.wait_or_fail(&mut child, "two SIGINTs");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    check_interrupted_results(&out, "SIGINT");
+    s.assert_nothing_left("two SIGINTs");
+}
+
+/// `timeout` sends SIGTERM when its time is up and returns at once: conform must end with it,
+/// not compute on as an orphan. (`timeout 12` here; the issue's case was `timeout 40`.)
+fn timeout_leaves_nothing_running() {
+    let s = Scratch::new();
+    let (mut child, out) = start_long_reference_run(&s, &["timeout", "12"], Duration::ZERO);
+    let status = s.wait_or_fail(&mut child, "timeout 12");
+    // timeout's own code when the time ran out.
+    assert_eq!(status.code(), Some(124), "{status:?}");
+    s.assert_nothing_left("conform under `timeout 12`");
+    check_interrupted_results(&out, "SIGTERM");
+}
+
+/// A worker that starts a helper per request and ends by itself, normally (exit 0 at shutdown)
+/// or by crashing: the helpers end with it, and none outlives `conform run`.
+fn a_workers_children_end_with_it() {
+    for crash in [false, true] {
+        let s = Scratch::new();
+        let mut c = s.command(&["run", "--suite", "paged_kv", "--tier", "quick", "--worker"]);
+        c.arg(s.worker("leaver"));
+        if crash {
+            c.env("CRASH_AFTER_CHILD", "1");
+        }
+        let o = c.output().unwrap();
+        let expected = if crash { 1 } else { 4 };
+        assert_eq!(
+            o.status.code(),
+            Some(expected),
+            "crash={crash}: {}",
+            text(&o)
+        );
+        let helpers = std::fs::read_to_string(s.pids_file()).unwrap_or_default();
+        assert!(
+            !helpers.trim().is_empty(),
+            "crash={crash}: no helper was started"
+        );
+        s.assert_nothing_left(&format!("crash={crash}: the worker's helpers"));
+    }
+}
+
+/// Declares `quant_matmul` with `dtypes` (an op whose cases have no `dtype` parameter) and
+/// fails every request it is sent: the declaration must not be silently ignored.
+const QMM_DTYPES: &str = r#"
+import json, sys
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "qmmdtypes", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"quant_matmul": {"dtypes": ["bf16"],
+                                                            "recipes": ["mine"]}}}}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["type"] == "shutdown":
+        break
+    print(json.dumps({"type": "result", "id": req["id"], "status": "error",
+                      "message": "a case reached a worker whose dtypes say nothing"}), flush=True)
+"#;
+
+/// Suite inputs that would check nothing (NaN or infinite bounds, low >= high, a negative
+/// std) and a NaN parameter are refused when the suites load, quoting what the file says.
+fn suite_numbers_that_check_nothing_are_refused_quoting_the_file() {
+    let s = Scratch::new();
+    let suite = |inputs: &str, extra: &str| {
+        format!(
+            "[suite]\nname = \"quant_matmul\"\nop = \"quant_matmul\"\n\n[defaults]\n\
+             recipe = \"ascend_a2\"\ncheck = {{ policy = \"bitwise\" }}\n\n[[case]]\nname = \"x\"\n\
+             inputs = {inputs}\nparams = {{ m = 4, k = 64, n = 16, out = \"bf16\"{extra} }}\n"
+        )
+    };
+    for (inputs, extra, said) in [
+        (
+            r#"{ kind = "uniform", low = nan, high = inf }"#,
+            "",
+            "`low = nan` is not a finite number",
+        ),
+        (
+            r#"{ kind = "uniform", low = 2.0, high = 1.0 }"#,
+            "",
+            "`low = 2.0` is not below `high = 1.0`",
+        ),
+        (
+            r#"{ kind = "normal", mean = 0.0, std = -1.0 }"#,
+            "",
+            "`std = -1.0` is not a standard deviation above 0",
+        ),
+        (
+            r#"{ kind = "cann_outliers", outlier_scale = nan }"#,
+            "",
+            "`outlier_scale = nan`",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = project(dir.path(), &[("quant_matmul.toml", &suite(inputs, extra))]);
+        let o = s
+            .bare()
+            .arg("--root")
+            .arg(&root)
+            .arg("list")
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{inputs}{extra}: {t}");
+        assert!(t.contains(said) && t.contains("quant_matmul/x"), "{t}");
+        assert!(!t.contains("invalid type: null"), "{t}");
+    }
+    // The issue's case: `scale = nan` read "invalid type: null, expected f64".
+    let mla = "[suite]\nname = \"mla_decode\"\nop = \"mla_decode\"\n\n[defaults]\n\
+               recipe = \"ascend_mla\"\n\n[[case]]\nname = \"x\"\nparams = { dtype = \"bf16\", \
+               batch = 1, num_heads = 2, block_size = 16, actual_seq_lengths_kv = [5], \
+               scale = nan }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), &[("mla_decode.toml", mla)]);
+    let o = s
+        .bare()
+        .arg("--root")
+        .arg(&root)
+        .arg("list")
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("`scale = nan`") && !t.contains("invalid type: null"),
+        "{t}"
+    );
+}
+
+/// `dtypes` declared for `quant_matmul` (no `dtype` parameter: the output type is `out`) is
+/// not ignored: every case is skipped saying so and pointing at `limits.out.one_of`, so the run
+/// judged nothing (exit 4), instead of sending the worker cases its declaration rules out.
+fn dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored() {
+    let s = Scratch::new();
+    let w = s.path("contrib/qmmdtypes");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(w.join("worker.py"), QMM_DTYPES).unwrap();
+    std::fs::write(
+        w.join("target.toml"),
+        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
+    )
+    .unwrap();
+    let o = s
+        .command(&["run", "--suite", "quant_matmul", "--worker"])
+        .arg(w.join("target.toml"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(4), "{t}");
+    assert!(
+        t.contains("no `dtype` parameter") && t.contains("limits.out.one_of"),
+        "{t}"
+    );
+}
+
+/// `conform explain` prints the ledger's claim text for the int8 quant_matmul case (the one
+/// text docs/ascend.md and the report print), not a stale copy.
+fn explain_prints_the_ledgers_claim_text() {
+    let s = Scratch::new();
+    let id =
+        "quant_matmul/a2/int8/packed-scale-offset-i32-bias/m8-k7168-n64/deepseek-r1/edges-ties";
+    let o = s.command(&["explain", id]).output().unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    let ledger = std::fs::read_to_string(repo().join("docs/ascend.md")).unwrap();
+    let row = ledger
+        .lines()
+        .find(|l| l.starts_with("| `qmm.claim.packed_offset` |"))
+        .unwrap();
+    let claim = row.split('|').nth(2).unwrap().trim();
+    assert!(
+        t.contains(&format!("qmm.claim.packed_offset: {claim}")),
+        "explain does not print the ledger's claim `{claim}`:\n{t}"
+    );
+}
+
+/// The main job says that it verified the golden store, and how much; a run that did not
+/// compare anything with it says so too.
+fn the_main_job_says_it_verified_golden() {
+    let s = Scratch::new();
+    let o = s.command(&["run", "--filter", FILTER]).output().unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("golden: "))
+        .unwrap_or_else(|| panic!("no golden line:\n{stdout}"));
+    let cases = json_cases(&s, &["run", "--filter", FILTER]);
+    assert!(
+        line.contains(&format!("of {cases} case(s) verified bit for bit")),
+        "{line} ({cases} cases)"
+    );
+    let o = s
+        .command(&["run", "--filter", FILTER, "--no-golden"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("golden: not verified"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// How many cases a run of `args` writes to its results file.
+fn json_cases(s: &Scratch, args: &[&str]) -> usize {
+    let out = s.path("count.json");
+    let o = s.command(args).arg("--json").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    json(&out)["cases"].as_array().unwrap().len()
+}
+
 fn main() {
     let not_root = (!is_root()).then(|| {
         "not root: mknod of scratch device nodes needs root (CI runs as root)".to_string()
@@ -1132,6 +1845,56 @@ fn main() {
             name: "absurd_thread_counts_are_refused_at_once",
             body: absurd_thread_counts_are_refused_at_once,
             missing: None,
+        },
+        trials::Test {
+            name: "hostile_inputs_are_refused_fast_and_small",
+            body: hostile_inputs_are_refused_fast_and_small,
+            missing: None,
+        },
+        trials::Test {
+            name: "a_grid_of_10_to_the_8_cases_is_refused_before_expanding",
+            body: a_grid_of_10_to_the_8_cases_is_refused_before_expanding,
+            missing: None,
+        },
+        trials::Test {
+            name: "sigterm_inside_a_long_reference_case",
+            body: sigterm_inside_a_long_reference_case,
+            missing: None,
+        },
+        trials::Test {
+            name: "a_second_signal_still_writes_the_results",
+            body: a_second_signal_still_writes_the_results,
+            missing: None,
+        },
+        trials::Test {
+            name: "timeout_leaves_nothing_running",
+            body: timeout_leaves_nothing_running,
+            missing: None,
+        },
+        trials::Test {
+            name: "suite_numbers_that_check_nothing_are_refused_quoting_the_file",
+            body: suite_numbers_that_check_nothing_are_refused_quoting_the_file,
+            missing: None,
+        },
+        trials::Test {
+            name: "dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored",
+            body: dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored,
+            missing: no_python.clone(),
+        },
+        trials::Test {
+            name: "explain_prints_the_ledgers_claim_text",
+            body: explain_prints_the_ledgers_claim_text,
+            missing: None,
+        },
+        trials::Test {
+            name: "the_main_job_says_it_verified_golden",
+            body: the_main_job_says_it_verified_golden,
+            missing: None,
+        },
+        trials::Test {
+            name: "a_workers_children_end_with_it",
+            body: a_workers_children_end_with_it,
+            missing: no_python.clone(),
         },
     ];
     macro_rules! matrix {

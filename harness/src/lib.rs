@@ -9,6 +9,8 @@ pub mod console;
 pub use conform_metadata::exit_code;
 pub mod golden;
 pub mod html;
+/// Reading any file conform is given within a size limit (one helper for every reader).
+pub use conform_targets::input_file;
 pub mod interrupt;
 pub mod ledger;
 pub mod make_report;

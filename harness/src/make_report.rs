@@ -143,10 +143,12 @@ fn recover_adequacy(
             reason: crate::messages::report::ADEQUACY_JOURNAL_ALONE.to_string(),
         });
     }
-    let text = std::fs::read_to_string(journal).map_err(|source| ReportError::Read {
-        path: journal.clone(),
-        source,
-    })?;
+    let text = crate::input_file::read_text(journal, crate::input_file::Limit::RESULTS).map_err(
+        |source| ReportError::Read {
+            path: journal.clone(),
+            source,
+        },
+    )?;
     let matrix = crate::adequacy::journal::recover(&text).map_err(|reason| ReportError::Field {
         path: journal.clone(),
         field: "journal".to_string(),

@@ -146,10 +146,13 @@ impl Mc2CostsError {
 
 /// Reads, parses and validates a cost file.
 pub fn load_costs(path: &Path) -> Result<Mc2Costs, Mc2CostsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| Mc2CostsError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        crate::input_file::read_text(path, crate::input_file::Limit::CONFIG).map_err(|source| {
+            Mc2CostsError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     parse_costs(&text, path)
 }
 

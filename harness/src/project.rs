@@ -11,6 +11,9 @@ pub struct Paths {
     pub suites: PathBuf,
     pub golden: PathBuf,
     pub targets: PathBuf,
+    /// Whether the root was given (`--root`, `CONFORM_ROOT`) rather than found from the
+    /// working directory.
+    pub given: bool,
 }
 
 /// Why no project was found.
@@ -33,6 +36,7 @@ impl Paths {
     /// both ways out: silently using the checkout the binary was built from would test other
     /// suites than the user thinks.
     pub fn discover(root: Option<&Path>) -> Result<Paths, ProjectError> {
+        let root_given = root;
         let root = match root {
             Some(r) => r.to_path_buf(),
             None => {
@@ -46,7 +50,23 @@ impl Paths {
         if !is_root(&root) {
             return Err(ProjectError::NotARoot { root });
         }
-        Ok(Paths::at(&root))
+        let given = root_given.is_some();
+        Ok(Paths {
+            given,
+            ..Paths::at(&root)
+        })
+    }
+
+    /// The root as replay lines name it: its absolute path when it was given (a line printed
+    /// under `--root X` must run when pasted elsewhere), None when it was found from the
+    /// working directory (the line then runs in the checkout, as typed).
+    pub fn given_root(&self) -> Option<String> {
+        self.given.then(|| {
+            std::path::absolute(&self.root)
+                .unwrap_or_else(|_| self.root.clone())
+                .display()
+                .to_string()
+        })
     }
 
     /// The layout under `root`.
@@ -56,6 +76,7 @@ impl Paths {
             suites: root.join("suites"),
             golden: root.join("golden"),
             targets: root.join("targets"),
+            given: false,
         }
     }
 }

@@ -31,9 +31,18 @@ pub fn fresh_seed() -> u64 {
     u64::from_le_bytes(b.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
-/// A closure yielding the stream's 64-bit words, for `ops::GenContext`.
+/// A closure yielding the stream's 64-bit words, for `ops::GenContext`. Every 2^20 words it
+/// is a cancellation point (`conform_reference::cancel`): generating a large case's inputs
+/// stops within milliseconds of an interrupt. The words are the same either way.
 pub fn words(rng: &mut ChaCha20Rng) -> impl FnMut() -> u64 + '_ {
-    move || rng.next_u64()
+    let mut n: u32 = 0;
+    move || {
+        n = n.wrapping_add(1);
+        if n % (1 << 20) == 0 {
+            conform_reference::cancel::checkpoint();
+        }
+        rng.next_u64()
+    }
 }
 
 #[cfg(test)]

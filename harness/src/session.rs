@@ -228,6 +228,7 @@ pub fn execute(
     opts.hardware = hardware;
     opts.keep_outputs = keep_outputs;
     opts.worker_declarations = worker_declarations;
+    opts.root = paths.given_root();
     crate::interrupt::install();
     conform_targets::worker::live::clean_stale_scratch(
         &conform_targets::worker::default_scratch_root(),
@@ -259,6 +260,21 @@ pub fn execute(
     })
 }
 
+/// What the run of `req` had finished when a second SIGINT / SIGTERM (`sig`) came: its journal
+/// read back, marked interrupted by that signal; None without a journal (or one that does not
+/// read). The CLI gives [`crate::interrupt::set_last_resort`] a writer of these.
+pub fn recover_from_journal(req: &RunRequest, sig: i32) -> Option<RunResults> {
+    let journal = req
+        .json
+        .as_deref()
+        .or(req.journal_beside.as_deref())
+        .and_then(runner::journal::path_for_output)?;
+    let text = crate::input_file::read_text(&journal, crate::input_file::Limit::RESULTS).ok()?;
+    let mut results = runner::journal::recover(&text).ok()?;
+    results.interrupted = Some(crate::interrupt::signal_name(sig));
+    Some(results)
+}
+
 /// The options a request gives a run (golden store, hardware profile and kept outputs are the
 /// caller's).
 fn run_options(req: &RunRequest, threads: Threads) -> RunOptions {
@@ -285,6 +301,7 @@ fn run_options(req: &RunRequest, threads: Threads) -> RunOptions {
         expectations: None,
         keep_outputs: None,
         worker_declarations: Default::default(),
+        root: None,
     }
 }
 

@@ -127,7 +127,9 @@ fn main() -> std::process::ExitCode {
                         "{}: {}\nreplay: {}",
                         r.status.name(),
                         r.message,
-                        conform_harness::messages::replay_command(&r.id, r.seed, &r.target, None)
+                        conform_harness::messages::replay_command(
+                            &r.id, r.seed, &r.target, None, None
+                        )
                     ))),
                 }
             });

@@ -147,6 +147,19 @@ impl OpCapability {
         ))
     }
 
+    /// Why a case of `op` cannot be judged against [`Self::dtypes`]: its op has no `dtype`
+    /// parameter (`quant_matmul` names its output type `out`), so the declared dtypes would
+    /// constrain nothing. Every such case is skipped with this reason rather than run as if
+    /// the declaration were not there.
+    pub fn dtypes_without_dtype_param(&self, op: &str) -> SkipReason {
+        SkipReason(format!(
+            "`dtypes` ({}) is declared for `{op}`, whose cases have no `dtype` parameter: it \
+             would constrain nothing; constrain the parameter that names the type instead \
+             (for `quant_matmul`, the output type: `limits.out.one_of`; targets/PROTOCOL.md)",
+            self.dtypes.join(", ")
+        ))
+    }
+
     /// Whether a case of `op` with `params` is within [`Self::layouts`] and [`Self::limits`];
     /// the error says why not.
     pub fn supports_layouts_and_limits(

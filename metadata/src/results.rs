@@ -39,6 +39,11 @@ pub struct RunResults {
     /// and the library versions (so a report says which module ran), or why it was unavailable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetInfo>,
+    /// The project root the run was given (`--root` or `CONFORM_ROOT`), as an absolute path:
+    /// replay lines name it, so they run when pasted in another directory. Absent when the
+    /// root was found from the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
 }
 
 /// A target of the run, as its handshake described it.
@@ -126,6 +131,11 @@ pub struct CaseResult {
     /// other target, which the determinism check holds to bit-identical repeats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nondeterministic: Option<String>,
+    /// How many output tensors of this trial were compared bit for bit with the golden store
+    /// (the reference target on a quick-tier case at its own seed, the main job); absent when
+    /// none was (other targets, the full tier, `--no-golden`, another seed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub golden_tensors: Option<u32>,
 }
 
 /// The figures every numerics verdict records for one output tensor.

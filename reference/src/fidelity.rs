@@ -12,6 +12,10 @@
 //! [`Recipe::knobs`], dequant [`Fp4DequantRecipe::knobs`], MC2 [`crate::mc2::Mc2Numerics::knobs`]), each of
 //! which destructures its struct, so a new field does not compile until it has a knob (and then
 //! the ledger test asks for its row).
+//!
+//! A claim fixed in the code (the `*_CLAIMS` lists below) is named here by its id only: its
+//! text is its ledger row's, the one place it is written, which `conform explain` and the
+//! report both print ([`Knob::claim`]).
 
 use crate::attention::Recipe;
 use crate::dequant::Fp4DequantRecipe;
@@ -46,196 +50,73 @@ pub const MC2_RECIPES: [&str; 4] = [
 
 /// Claims about the paged KV cache (the `paged_kv` op and the PagedAttention path), fixed in
 /// the code rather than a recipe field.
-pub const PAGED_KV_CLAIMS: [(&str, &str); 6] = [
-    (
-        "kv.layout.bnbsh",
-        "BnBsH cache: [num_blocks, block_size, kv_heads * head_dim]",
-    ),
-    (
-        "kv.layout.bnnbsd",
-        "BnNBsD cache: [num_blocks, kv_heads, block_size, head_dim]",
-    ),
-    (
-        "kv.block_size.range",
-        "PagedAttention block size accepted in 16..=512",
-    ),
-    (
-        "kv.slot_mapping.dtype",
-        "torch_npu reshape-and-cache takes an i32 slot mapping",
-    ),
-    (
-        "kv.slot_mapping.padding",
-        "a slot of -1 is a padding row: skipped, nothing written",
-    ),
-    (
-        "kv.cache.untouched",
-        "reshape-and-cache writes only the mapped slots, bit for bit",
-    ),
+pub const PAGED_KV_CLAIMS: [&str; 6] = [
+    "kv.layout.bnbsh",
+    "kv.layout.bnnbsd",
+    "kv.block_size.range",
+    "kv.slot_mapping.dtype",
+    "kv.slot_mapping.padding",
+    "kv.cache.untouched",
 ];
 
 /// Claims about the CANN cast used for FP4 (`npu_dtype_cast` / aclnnCast), fixed in the code.
-pub const CAST_CLAIMS: [(&str, &str); 2] = [
-    (
-        "dq.cann_cast.fp4_exact",
-        "FP4 E2M1 -> BF16 by the cast is exact and applies no scale",
-    ),
-    (
-        "dq.cann_cast.devices",
-        "the FP4 cast is not available on Atlas A2",
-    ),
-];
+pub const CAST_CLAIMS: [&str; 2] = ["dq.cann_cast.fp4_exact", "dq.cann_cast.devices"];
 
 /// Claims about `dynamic_quant` (the A2 kernel's arithmetic) fixed in the code rather than a
 /// recipe field.
-pub const DYNAMIC_QUANT_CLAIMS: [(&str, &str); 5] = [
-    (
-        "dynq.claim.widening",
-        "x and smooth_scales are widened to f32 exactly (CAST_NONE) and multiplied once in f32",
-    ),
-    (
-        "dynq.claim.int_chain",
-        "the int32 result goes to half (CAST_ROUND) and then to int8 (CAST_TRUNC), both exact for |v| <= 127",
-    ),
-    (
-        "dynq.claim.f32_subnormals",
-        "f32 subnormal products (bf16 subnormal inputs) are kept, not flushed",
-    ),
-    (
-        "dynq.claim.tiny_rows",
-        "a bf16 row whose max is below 127 / f32max makes the quotient +Inf: scale 0, y saturated; no case builds one",
-    ),
-    (
-        "dynq.claim.non_finite",
-        "NaN and Inf inputs have no documented result; no case holds one",
-    ),
+pub const DYNAMIC_QUANT_CLAIMS: [&str; 5] = [
+    "dynq.claim.widening",
+    "dynq.claim.int_chain",
+    "dynq.claim.f32_subnormals",
+    "dynq.claim.tiny_rows",
+    "dynq.claim.non_finite",
 ];
 
 /// Claims about `mla_decode` (the A2 MLA decode kernel and its cache write) fixed in the code
 /// rather than a recipe field.
-pub const MLA_CLAIMS: [(&str, &str); 7] = [
-    (
-        "mla.claim.chunk_inner_order",
-        "inside a 96-product chunk the products are added in index order from 0 (the cube's internal order is not published)",
-    ),
-    (
-        "mla.claim.pv_order",
-        "a step's P V is summed over its keys in order in f32, then added to the running output in f32",
-    ),
-    (
-        "mla.claim.rowsum",
-        "SoftmaxFlashV2's row sum is l = l * exp(m_old - m_new) + rowsum(P), the row sum in the 16-lane order the other attention recipes use, over the f32 P before the factor",
-    ),
-    (
-        "mla.claim.exp",
-        "the vector Exp is the crate's exp (correctly rounded f32); the hardware's ulp behaviour is not published",
-    ),
-    (
-        "mla.claim.amla_constants",
-        "n = round-away(m * -RECIP_OF_LN2), RECIP_OF_LN2 = 1 / LN2 in f32; the correction is round-away((max(n_i - n_{i-1}, -30) + 1.5 (cof_{i-1} / cof_i - 1) + 1e-6) * 2^23) with cof = factor / rounded factor, cof_0 = 1",
-    ),
-    (
-        "mla.claim.widths",
-        "latent 512, rope 64, N in {1, 2, 4, 8, 16, 32, 64, 128}, one KV head, block_size 16 or 128, query_rope only with key_rope",
-    ),
-    (
-        "mla.claim.flash_decode",
-        "long contexts are not split across cores (the kernel's tiling does split a sequence over idle cores when batch x heads leaves cores free, and combines partial results: not modelled)",
-    ),
+pub const MLA_CLAIMS: [&str; 7] = [
+    "mla.claim.chunk_inner_order",
+    "mla.claim.pv_order",
+    "mla.claim.rowsum",
+    "mla.claim.exp",
+    "mla.claim.amla_constants",
+    "mla.claim.widths",
+    "mla.claim.flash_decode",
 ];
 
 /// Claims about `pa_decode_int8` (the INT8 KV cache write and FIA's antiquant decode) fixed in
 /// the code rather than a recipe field.
-pub const C8_CLAIMS: [(&str, &str); 7] = [
-    (
-        "c8.claim.param_shapes",
-        "per-channel parameters are [1, KV_N, D] in the query dtype; per-token ones [1, B, S] f32 with S at least the table width times block_size",
-    ),
-    (
-        "c8.claim.modes",
-        "key_antiquant_mode and value_antiquant_mode are 0 or 1 and equal, except key 0 with value 1 (INT8 with an f16 query only)",
-    ),
-    (
-        "c8.claim.block_size",
-        "an INT8 paged cache takes a block_size that is a multiple of 32, at most 512",
-    ),
-    (
-        "c8.claim.inverse_scale",
-        "the write multiplies by 1 / scale formed once in the scale's dtype (f32 division, rounded to the dtype per-channel)",
-    ),
-    (
-        "c8.claim.write_precision",
-        "the write rounds x * inv and then (x * inv) - offset to the rows' dtype per-channel (torch 16-bit ops); per-token it runs in f32",
-    ),
-    (
-        "c8.claim.msd",
-        "the A2 decode kernel's int8 matmul pieces (the query split into int8 parts, scale folded into the query) are not modelled: the recipe dequantises K and V in f32 and runs the IFA recipe",
-    ),
-    (
-        "c8.claim.offset_fold",
-        "the kernel adds the key offset as a row sum of query * scale * offset and the value offset after P V; the recipe adds it per element before the scale (the same algebra, other rounding)",
-    ),
+pub const C8_CLAIMS: [&str; 7] = [
+    "c8.claim.param_shapes",
+    "c8.claim.modes",
+    "c8.claim.block_size",
+    "c8.claim.inverse_scale",
+    "c8.claim.write_precision",
+    "c8.claim.msd",
+    "c8.claim.offset_fold",
 ];
 
 /// Claims about `quant_matmul` (the A2 kernel and `npu_trans_quant_param`) fixed in the code
 /// rather than a recipe field.
-pub const QUANT_MATMUL_CLAIMS: [(&str, &str); 5] = [
-    (
-        "qmm.claim.k_limit",
-        "k above 65536 is refused: below it no int32 accumulator of int8 products can overflow",
-    ),
-    (
-        "qmm.claim.bias_wrap",
-        "the int32 bias add into the accumulator wraps in two's complement",
-    ),
-    (
-        "qmm.claim.widening",
-        "a bf16 scale or bias is widened to f32 exactly (CAST_NONE)",
-    ),
-    (
-        "qmm.claim.packed_offset",
-        "the packed word's offset field (bits 37..45) is used only by the int8 output, which is not modelled; no case passes an offset",
-    ),
-    (
-        "qmm.claim.f16_fixpipe",
-        "the packed-scale f16 path (the fixpipe's dequantisation) computes fl32(fl32(acc) * scale19) and casts to f16 ties to even, as the vector path does",
-    ),
+pub const QUANT_MATMUL_CLAIMS: [&str; 5] = [
+    "qmm.claim.k_limit",
+    "qmm.claim.bias_wrap",
+    "qmm.claim.widening",
+    "qmm.claim.packed_offset",
+    "qmm.claim.f16_fixpipe",
 ];
 
 /// Claims about `moe_dispatch_combine` (the dispatch/combine v2 kernels) fixed in the code
 /// rather than a recipe field.
-pub const MOE_CLAIMS: [(&str, &str); 8] = [
-    (
-        "moe.claim.send_order",
-        "a source sends its (token, k) pairs in ascending t * K + k order; rows of one (expert, source) block keep that order",
-    ),
-    (
-        "moe.claim.opaque_metadata",
-        "assist_info_for_combine, ep_recv_counts, tp_recv_counts and expand_scales are not judged: their values differ by product, algorithm and version",
-    ),
-    (
-        "moe.claim.quant_per_destination",
-        "quant_mode 2 quantises on the sender, per (token, destination expert), with the destination's smooth row (routed e: row e + shared_expert_num; shared i: row i)",
-    ),
-    (
-        "moe.claim.shared_placement",
-        "shared expert i sits on ranks i*R .. (i+1)*R - 1 (R = shared_ranks / shared_experts); source s sends to rank i*R + s % R; its rows come after the routed k in the combine",
-    ),
-    (
-        "moe.claim.shared_unweighted",
-        "shared-expert rows are added to the f32 sum unweighted, after the routed rows (the pages' formula weights them)",
-    ),
-    (
-        "moe.claim.no_fma",
-        "each routed row is multiplied by its weight in f32 (rounded) and then added in f32 (rounded): no fused multiply-add",
-    ),
-    (
-        "moe.claim.mask_1d",
-        "a 1-D x_active_mask holds its true values first; inactive tokens send nothing and their output rows are not judged",
-    ),
-    (
-        "moe.claim.expert_step",
-        "the expert computation between dispatch and combine is conform's own: q * scale in f32 (quant_mode 2), times a power-of-two gain per expert, one rounding to the dtype (nearest even)",
-    ),
+pub const MOE_CLAIMS: [&str; 8] = [
+    "moe.claim.send_order",
+    "moe.claim.opaque_metadata",
+    "moe.claim.quant_per_destination",
+    "moe.claim.shared_placement",
+    "moe.claim.shared_unweighted",
+    "moe.claim.no_fma",
+    "moe.claim.mask_1d",
+    "moe.claim.expert_step",
 ];
 
 /// The knobs a case of `op` judged against `recipe` (with element type `dtype`) rests on, when
@@ -255,18 +136,14 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
         "dynamic_quant" if recipe == "ascend_a2" => {
             crate::ops::dynamic_quant::DqRecipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
-                k.extend(
-                    DYNAMIC_QUANT_CLAIMS
-                        .iter()
-                        .map(|(id, v)| Knob::new(*id, *v)),
-                );
+                k.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })
         }
         "pa_decode_int8" if recipe == "ascend_ifa_c8" => {
             crate::ops::pa_decode_int8::C8Recipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
-                k.extend(C8_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
+                k.extend(C8_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 if let Some(a) = Recipe::preset(r.attention, dtype) {
                     k.extend(a.knobs());
                 }
@@ -276,35 +153,28 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
         "quant_matmul" if recipe == "ascend_a2" => {
             crate::ops::quant_matmul::QmmRecipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
-                k.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
+                k.extend(QUANT_MATMUL_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })
         }
         "moe_dispatch_combine" if recipe == "ascend_v2" => {
             crate::ops::moe_dispatch_combine::MoeRecipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
-                k.extend(MOE_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
-                k.extend(
-                    DYNAMIC_QUANT_CLAIMS
-                        .iter()
-                        .map(|(id, v)| Knob::new(*id, *v)),
-                );
+                k.extend(MOE_CLAIMS.iter().map(|&id| Knob::claim(id)));
+                k.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })
         }
         "mla_decode" if recipe == "ascend_mla" => {
             crate::ops::mla_decode::MlaRecipe::preset(recipe, dtype).map(|r| {
                 let mut k = r.knobs(recipe);
-                k.extend(MLA_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
+                k.extend(MLA_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })
         }
-        "paged_kv" if recipe == "reference" => Some(
-            PAGED_KV_CLAIMS
-                .iter()
-                .map(|(id, v)| Knob::new(*id, *v))
-                .collect(),
-        ),
+        "paged_kv" if recipe == "reference" => {
+            Some(PAGED_KV_CLAIMS.iter().map(|&id| Knob::claim(id)).collect())
+        }
         _ => None,
     }
 }
@@ -332,15 +202,15 @@ pub fn knob_ids() -> Vec<String> {
     if let Some(r) = crate::ops::dynamic_quant::DqRecipe::preset("ascend_a2") {
         ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
     }
-    ids.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|id| id.to_string()));
     if let Some(r) = crate::ops::pa_decode_int8::C8Recipe::preset("ascend_ifa_c8") {
         ids.extend(r.knobs("ascend_ifa_c8").into_iter().map(|k| k.id));
     }
-    ids.extend(C8_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(C8_CLAIMS.iter().map(|id| id.to_string()));
     if let Some(r) = crate::ops::quant_matmul::QmmRecipe::preset("ascend_a2") {
         ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
     }
-    ids.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(QUANT_MATMUL_CLAIMS.iter().map(|id| id.to_string()));
     if let Some(r) = crate::ops::moe_dispatch_combine::MoeRecipe::preset("ascend_v2") {
         // The quantisation's knobs are dynamic_quant's own, listed above.
         ids.extend(
@@ -350,13 +220,13 @@ pub fn knob_ids() -> Vec<String> {
                 .filter(|id| id.starts_with("moe.")),
         );
     }
-    ids.extend(MOE_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(MOE_CLAIMS.iter().map(|id| id.to_string()));
     if let Some(r) = crate::ops::mla_decode::MlaRecipe::preset("ascend_mla", DType::Bf16) {
         ids.extend(r.knobs("ascend_mla").into_iter().map(|k| k.id));
     }
-    ids.extend(MLA_CLAIMS.iter().map(|(id, _)| id.to_string()));
-    ids.extend(PAGED_KV_CLAIMS.iter().map(|(id, _)| id.to_string()));
-    ids.extend(CAST_CLAIMS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(MLA_CLAIMS.iter().map(|id| id.to_string()));
+    ids.extend(PAGED_KV_CLAIMS.iter().map(|id| id.to_string()));
+    ids.extend(CAST_CLAIMS.iter().map(|id| id.to_string()));
     ids.extend(
         crate::mc2::planner::PlannerConfig::default()
             .knobs()

@@ -19,6 +19,17 @@ impl Knob {
             value: value.into(),
         }
     }
+
+    /// A claim fixed in the code rather than a recipe field: it has no value of its own, and
+    /// its text is its ledger row's (docs/ascend.md), so no second copy can go stale.
+    pub fn claim(id: impl Into<String>) -> Knob {
+        Knob::new(id, "")
+    }
+
+    /// Whether this is a claim ([`Knob::claim`]) rather than a recipe field with a value.
+    pub fn is_claim(&self) -> bool {
+        self.value.is_empty()
+    }
 }
 
 /// A rounding as the ledger names it.

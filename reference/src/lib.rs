@@ -14,6 +14,7 @@
 //! This crate knows nothing of files, processes or command lines.
 
 pub mod attention;
+pub mod cancel;
 pub mod cpu;
 pub mod dequant;
 pub mod dot;

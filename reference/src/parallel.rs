@@ -3,6 +3,10 @@
 //! Work is split into tasks whose boundaries depend only on the problem shape, never on the
 //! thread count; each task computes its result independently, and results are collected in task
 //! order and combined on one thread. So the bits are the same for 1, 2 or 64 threads.
+//!
+//! Every task is also a cancellation point ([`crate::cancel`]): the caller's current token is
+//! carried into the task (on whichever thread runs it) and checked before the task starts, so
+//! a cancelled computation stops within one task's time, whatever the thread count.
 
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -77,12 +81,25 @@ where
     T: Send,
     F: Fn(usize) -> T + Sync + Send,
 {
+    let f = cancellable(f);
     if threads.0 <= 1 || n_tasks <= 1 {
         return (0..n_tasks).map(f).collect();
     }
     match pool(threads.0) {
         Some(p) => p.install(|| (0..n_tasks).into_par_iter().map(f).collect()),
         None => (0..n_tasks).map(f).collect(),
+    }
+}
+
+/// `f` as a task: run with the caller's current cancellation token (captured here, on the
+/// calling thread) and after a cancellation point.
+fn cancellable<T>(f: impl Fn(usize) -> T + Sync + Send) -> impl Fn(usize) -> T + Sync + Send {
+    let token = crate::cancel::current();
+    move |i| {
+        crate::cancel::with_current(token.clone(), || {
+            crate::cancel::checkpoint();
+            f(i)
+        })
     }
 }
 
@@ -94,6 +111,13 @@ where
     T: Send,
     F: Fn(usize, &mut [T]) + Sync + Send,
 {
+    let token = crate::cancel::current();
+    let f = |i: usize, c: &mut [T]| {
+        crate::cancel::with_current(token.clone(), || {
+            crate::cancel::checkpoint();
+            f(i, c)
+        })
+    };
     let chunk_len = chunk_len.max(1);
     let pool = if threads.0 <= 1 || out.len() <= chunk_len {
         None
@@ -158,6 +182,47 @@ mod tests {
             Threads::available().0 * MAX_THREADS_PER_CORE
         );
         assert!(Threads::max_allowed() >= MAX_THREADS_PER_CORE);
+    }
+
+    /// A cancelled token stops every task after it (on any thread count) and the call
+    /// unwinds to `cancel::run`; without a token, or uncancelled, the results are the same.
+    #[test]
+    fn tasks_are_cancellation_points_on_every_thread() {
+        use crate::cancel::{run, CancelToken, Cancelled};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        for t in [1, 2, 7] {
+            let token = CancelToken::new();
+            let done = AtomicUsize::new(0);
+            let r = run(&token, || {
+                map_tasks(1000, Threads(t), |i| {
+                    if i == 10 {
+                        token.cancel();
+                    }
+                    // Nested parallel calls see the token too.
+                    map_tasks(2, Threads(t), |_| ());
+                    done.fetch_add(1, Ordering::SeqCst);
+                    i
+                })
+            });
+            assert_eq!(r, Err(Cancelled), "{t} threads");
+            assert!(done.load(Ordering::SeqCst) < 1000, "{t} threads");
+            let token = CancelToken::new();
+            let r = run(&token, || {
+                let mut out = vec![0usize; 1000];
+                fill_chunks(&mut out, 10, Threads(t), |ci, c| {
+                    if ci == 3 {
+                        token.cancel();
+                    }
+                    c.fill(ci);
+                });
+                out
+            });
+            assert_eq!(r, Err(Cancelled), "{t} threads");
+            let r = run(&CancelToken::new(), || {
+                map_tasks(100, Threads(t), |i| i * i)
+            });
+            assert_eq!(r.unwrap(), map_tasks(100, Threads(t), |i| i * i));
+        }
     }
 
     #[test]

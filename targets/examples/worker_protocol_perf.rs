@@ -103,7 +103,11 @@ fn main() {
         conform_targets::tensor_file::write(&path, &big.inputs, &meta).unwrap();
         let w = s.elapsed().as_secs_f64();
         let s = Instant::now();
-        let back = conform_targets::tensor_file::read(&path).unwrap();
+        let back = conform_targets::tensor_file::read(
+            &path,
+            conform_targets::input_file::Limit::GOLDEN_TENSORS,
+        )
+        .unwrap();
         let r = s.elapsed().as_secs_f64();
         let s = Instant::now();
         let p = conform_targets::poison::poisoned(ElemType::F32, vec![n]).unwrap();

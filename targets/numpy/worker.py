@@ -447,7 +447,7 @@ if __name__ == "__main__":
             "dynamic_quant": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2", "ops_nn_golden"]},
             "pa_decode_int8": {"dtypes": ["bf16", "f16"], "layouts": ["BSND", "BNSD", "BSH"],
                                "recipes": ["numpy_f32_blas"]},
-            "quant_matmul": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_a2"]},
+            "quant_matmul": {"recipes": ["ascend_a2"]},
             "moe_dispatch_combine": {"dtypes": ["bf16", "f16"], "recipes": ["ascend_v2"]},
             "mla_decode": {"dtypes": ["bf16", "f16"], "layouts": ["BNSD", "BSND"],
                            "recipes": ["numpy_f32_blas"]},

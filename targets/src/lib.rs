@@ -6,9 +6,11 @@
 //! - [`registry`]: discovery of `targets/*/target.toml` plus the reference.
 //! - [`tensor_file`]: tensors on disk (safetensors), the one exchange format.
 //! - [`poison`]: the pattern output buffers hold before a kernel runs.
+//! - [`input_file`]: reading any file conform is given within a size limit.
 
 pub mod cpu_time;
 pub mod fault_target;
+pub mod input_file;
 pub mod poison;
 pub mod reference_target;
 pub mod registry;

@@ -131,7 +131,14 @@ fn run_one(
         message,
         stderr_tail: String::new(),
     };
-    let read = tensor_file::read(Path::new(inputs)).map_err(|e| worker(e.to_string()))?;
+    // At most what the op's inputs hold for these parameters (unknown op or parameters: the
+    // header's room only; the run below says what is wrong with them).
+    let limit = conform_reference::ops::find(op)
+        .and_then(|f| f.describe(&params))
+        .map_or(crate::input_file::Limit::tensors(0), |d| {
+            crate::input_file::Limit::for_specs(&d.inputs)
+        });
+    let read = tensor_file::read(Path::new(inputs), limit).map_err(|e| worker(e.to_string()))?;
     let request = ExecRequest {
         case_id: case_id.to_string(),
         input_set,

@@ -103,9 +103,10 @@ pub fn supports(
     params: &serde_json::Value,
 ) -> Result<(), SkipReason> {
     let cap = caps.op(op)?;
-    if !cap.dtypes.is_empty()
-        && let Some(d) = params.get(DTYPE_PARAM)
-    {
+    if !cap.dtypes.is_empty() {
+        let Some(d) = params.get(DTYPE_PARAM) else {
+            return Err(cap.dtypes_without_dtype_param(op));
+        };
         let wanted = d.as_str().and_then(|s| s.parse::<ElemType>().ok());
         if !wanted.is_some_and(|w| declared.of_op(op).contains(&w)) {
             return Err(cap.unsupported_dtype(op, d));
@@ -364,16 +365,26 @@ mod tests {
         );
         let r = check(&c, "fa_prefill", &json!({"dtype": "bf16"})).unwrap_err();
         assert!(r.0.contains("bf16") && r.0.contains("f16, f32"), "{r}");
-        let r = check(&c, "fa_prefill", &json!({"input_layout": "TND"})).unwrap_err();
+        let r = check(
+            &c,
+            "fa_prefill",
+            &json!({"dtype": "f16", "input_layout": "TND"}),
+        )
+        .unwrap_err();
         assert!(r.0.contains("TND"), "{r}");
-        let r = check(&c, "fa_prefill", &json!({"head_dim": 8})).unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"dtype": "f16", "head_dim": 8})).unwrap_err();
         assert!(r.0.contains("head_dim") && r.0.contains("minimum"), "{r}");
-        let r = check(&c, "fa_prefill", &json!({"sparse_mode": 4})).unwrap_err();
+        let r = check(&c, "fa_prefill", &json!({"dtype": "f16", "sparse_mode": 4})).unwrap_err();
         assert!(
             r.0.contains("sparse_mode") && r.0.contains("0, 2, 3"),
             "{r}"
         );
-        let r = check(&c, "fa_prefill", &json!({"actual_seq_lengths": [10, 5000]})).unwrap_err();
+        let r = check(
+            &c,
+            "fa_prefill",
+            &json!({"dtype": "f16", "actual_seq_lengths": [10, 5000]}),
+        )
+        .unwrap_err();
         assert!(r.0.contains("5000"), "{r}");
     }
 
@@ -403,10 +414,17 @@ mod tests {
             [ElemType::Bf16, ElemType::F16]
         );
         assert_eq!(declared.of_op("pa_decode"), []);
-        // No declared dtypes, or no dtype parameter: any.
+        // Declared dtypes for a case without a dtype parameter (quant_matmul names its output
+        // type `out`) are not silently ignored: the case is skipped saying so.
+        let r = check(&caps(), "fa_prefill", &json!({"out": "bf16"})).unwrap_err();
+        assert!(
+            r.0.contains("no `dtype` parameter") && r.0.contains("limits.out.one_of"),
+            "{r}"
+        );
+        // No declared dtypes: any.
         c.ops.get_mut("fa_prefill").unwrap().dtypes.clear();
         assert_eq!(check(&c, "fa_prefill", &json!({"dtype": "fp8"})), Ok(()));
-        assert_eq!(check(&caps(), "fa_prefill", &json!({})), Ok(()));
+        assert_eq!(check(&c, "fa_prefill", &json!({})), Ok(()));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! writer. Reading never panics on a malformed file: every problem is a [`TensorFileError`]
 //! naming the file (and the tensor where there is one).
 
+use crate::input_file::Limit;
 use conform_reference::ops::{ElemType, Tensor, TensorMap};
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
 use std::borrow::Cow;
@@ -355,28 +356,92 @@ pub fn write_filled(
     w.flush().map_err(io)
 }
 
-/// Reads a tensor file.
-pub fn read(path: &Path) -> Result<TensorFile, TensorFileError> {
+/// Reads a tensor file of at most `limit` bytes ([`crate::input_file`]: a larger regular file
+/// is refused from its size). The file is read as its header says, never beyond: the 8-byte
+/// header length, the header (at most [`MAX_HEADER_BYTES`]), then exactly the data the
+/// header's offsets span; anything after that is an error. So a stream (`/dev/zero`, a FIFO)
+/// costs no more than a file of the size its header claims, within the limit.
+pub fn read(path: &Path, limit: Limit) -> Result<TensorFile, TensorFileError> {
     use std::io::Read;
     let io = |source: std::io::Error| TensorFileError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
-    let len = usize::try_from(len).map_err(|_| TensorFileError::Corrupt {
+    let corrupt = |message: String| TensorFileError::Corrupt {
         path: path.to_path_buf(),
-        message: format!("{len} bytes do not fit in memory"),
-    })?;
+        message,
+    };
+    let mut r = crate::input_file::open(path, limit).map_err(io)?;
+    let mut len = [0u8; 8];
+    r.read_exact(&mut len)
+        .map_err(|e| corrupt(format!("no 8-byte header length: {e}")))?;
+    let n = u64::from_le_bytes(len);
+    if n > MAX_HEADER_BYTES {
+        return Err(corrupt(format!(
+            "a header of {n} bytes (at most {MAX_HEADER_BYTES})"
+        )));
+    }
+    let mut header = vec![0u8; n as usize];
+    r.read_exact(&mut header)
+        .map_err(|e| corrupt(format!("the header's {n} bytes: {e}")))?;
+    let data = data_len(&header).map_err(corrupt)?;
+    let total = 8 + n + data;
+    if total > limit.bytes {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "its header asks for {} of data, more than the {} {} may hold",
+                crate::input_file::human(total),
+                crate::input_file::human(limit.bytes),
+                limit.what
+            ),
+        )));
+    }
     let mut bytes = Vec::new();
     bytes
-        .try_reserve_exact(len)
-        .map_err(|e| TensorFileError::Corrupt {
-            path: path.to_path_buf(),
-            message: format!("cannot allocate {len} bytes: {e}"),
-        })?;
-    file.take(len as u64).read_to_end(&mut bytes).map_err(io)?;
+        .try_reserve_exact(total as usize)
+        .map_err(|e| corrupt(format!("cannot allocate {total} bytes: {e}")))?;
+    bytes.extend_from_slice(&len);
+    bytes.extend_from_slice(&header);
+    (&mut r).take(data).read_to_end(&mut bytes).map_err(io)?;
+    if (bytes.len() as u64) < total {
+        return Err(corrupt(format!(
+            "{} bytes of data, the header's offsets span {data}",
+            bytes.len() as u64 - 8 - n
+        )));
+    }
+    if r.read(&mut [0u8; 1]).map_err(io)? != 0 {
+        return Err(corrupt(format!(
+            "bytes after the {data} of data the header's offsets span"
+        )));
+    }
     from_owned(path, bytes)
+}
+
+/// The largest safetensors header conform reads (the format's own bound).
+pub const MAX_HEADER_BYTES: u64 = 100 << 20;
+
+/// How many data bytes a safetensors header's offsets span (the largest end offset).
+fn data_len(header: &[u8]) -> Result<u64, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(header).map_err(|e| format!("header is not JSON: {e}"))?;
+    let entries = v
+        .as_object()
+        .ok_or_else(|| "header is not a JSON object".to_string())?;
+    let mut end = 0u64;
+    for (name, e) in entries {
+        if name == "__metadata__" {
+            continue;
+        }
+        let off = e
+            .get("data_offsets")
+            .and_then(|o| o.as_array())
+            .and_then(|o| o.get(1))
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| format!("tensor `{name}` has no data_offsets"))?;
+        end = end.max(off);
+    }
+    Ok(end)
 }
 
 #[cfg(test)]
@@ -410,11 +475,49 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.safetensors");
         write(&p, &t, &m).unwrap();
-        let back = read(&p).unwrap();
+        let back = read(&p, Limit::GOLDEN_TENSORS).unwrap();
         assert_eq!(back.tensors, t);
         assert_eq!(back.metadata, m);
         let bytes = to_bytes(&p, &t, &m).unwrap();
         assert_eq!(from_bytes(&p, &bytes).unwrap(), back);
+    }
+
+    /// A file is read as far as its header says and no further: `/dev/zero` (a header of 0
+    /// bytes) fails at once, as do a header longer than the limit allows, a short data section
+    /// and bytes after the data.
+    #[test]
+    fn reading_stops_where_the_header_says() {
+        let (t, m) = sample();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.safetensors");
+        write(&p, &t, &m).unwrap();
+        let good = std::fs::read(&p).unwrap();
+        let small = Limit {
+            what: "a test file",
+            bytes: 64,
+        };
+        let e = read(&p, small).unwrap_err().to_string();
+        assert!(
+            e.contains("more than the 64 bytes a test file may hold"),
+            "{e}"
+        );
+        let mut longer = good.clone();
+        longer.extend_from_slice(b"junk");
+        std::fs::write(&p, &longer).unwrap();
+        let e = read(&p, Limit::GOLDEN_TENSORS).unwrap_err().to_string();
+        assert!(e.contains("bytes after"), "{e}");
+        std::fs::write(&p, &good[..good.len() - 3]).unwrap();
+        let e = read(&p, Limit::GOLDEN_TENSORS).unwrap_err().to_string();
+        assert!(e.contains("the header's offsets span"), "{e}");
+        #[cfg(unix)]
+        {
+            let t = std::time::Instant::now();
+            let e = read(Path::new("/dev/zero"), Limit::GOLDEN_TENSORS)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("corrupt"), "{e}");
+            assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        }
     }
 
     #[test]
@@ -429,7 +532,7 @@ mod tests {
         let mut m = Metadata::new();
         m.insert("poisoned".into(), "true".into());
         write_filled(&p, &specs, crate::poison::pattern_bytes, &m).unwrap();
-        let f = read(&p).unwrap();
+        let f = read(&p, Limit::GOLDEN_TENSORS).unwrap();
         assert_eq!(f.metadata, m);
         for (name, dt, shape) in &specs {
             let t = &f.tensors[name];
@@ -468,7 +571,11 @@ mod tests {
 
     #[test]
     fn missing_file_is_io_error_naming_it() {
-        let e = read(Path::new("/nonexistent/dir/f.safetensors")).unwrap_err();
+        let e = read(
+            Path::new("/nonexistent/dir/f.safetensors"),
+            Limit::GOLDEN_TENSORS,
+        )
+        .unwrap_err();
         assert!(matches!(e, TensorFileError::Io { .. }));
         assert!(e.to_string().contains("/nonexistent/dir/f.safetensors"));
     }

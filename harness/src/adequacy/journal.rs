@@ -98,7 +98,7 @@ impl Journal {
 /// Whether the journal at `path` is an adequacy journal (its first line is this header).
 pub fn is_adequacy_journal(path: &Path) -> bool {
     use std::io::BufRead;
-    let Ok(f) = std::fs::File::open(path) else {
+    let Ok(f) = crate::input_file::open_text(path, crate::input_file::Limit::RESULTS) else {
         return false;
     };
     let mut first = String::new();

@@ -153,10 +153,9 @@ pub fn change_details(
     entry: &ManifestEntry,
     fresh: Option<&TensorMap>,
 ) -> Vec<String> {
-    let stored = prev
-        .file
-        .as_ref()
-        .and_then(|f| tensor_file::read(&golden.join(f)).ok());
+    let stored = prev.file.as_ref().and_then(|f| {
+        tensor_file::read(&golden.join(f), crate::input_file::Limit::GOLDEN_TENSORS).ok()
+    });
     let mut what = Vec::new();
     if prev.definition != entry.definition {
         what.push("definition changed".to_string());

@@ -41,21 +41,22 @@ pub struct ManifestEntry {
 impl Manifest {
     /// Reads a manifest; a missing file is an empty manifest only if `allow_missing`.
     pub fn read(path: &Path, allow_missing: bool) -> Result<Manifest, GoldenError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if allow_missing && e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Manifest {
-                    format: MANIFEST_FORMAT,
-                    cases: Vec::new(),
-                })
-            }
-            Err(source) => {
-                return Err(GoldenError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        };
+        let text =
+            match crate::input_file::read_text(path, crate::input_file::Limit::GOLDEN_MANIFEST) {
+                Ok(t) => t,
+                Err(e) if allow_missing && e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(Manifest {
+                        format: MANIFEST_FORMAT,
+                        cases: Vec::new(),
+                    })
+                }
+                Err(source) => {
+                    return Err(GoldenError::Io {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+                }
+            };
         let m: Manifest = toml::from_str(&text).map_err(|e| GoldenError::Manifest {
             path: path.to_path_buf(),
             message: e.to_string().replace('\n', " "),

@@ -240,7 +240,9 @@ impl Review {
                 Some(prev) if prev != e => {
                     let fresh = self
                         .staged_file_of(e)
-                        .and_then(|p| tensor_file::read(&p).ok())
+                        .and_then(|p| {
+                            tensor_file::read(&p, crate::input_file::Limit::GOLDEN_TENSORS).ok()
+                        })
                         .map(|f| f.tensors);
                     BlessChange::Changed(change_details(&self.golden, prev, e, fresh.as_ref()))
                 }

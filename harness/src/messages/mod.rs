@@ -79,6 +79,19 @@ pub fn parent_gone(pid: i32) -> String {
     )
 }
 
+/// A second SIGINT / SIGTERM came before the run had written its outputs.
+pub fn second_signal() -> String {
+    "conform: second signal: writing the results of what finished (from the journal) and \
+     stopping now"
+        .to_string()
+}
+
+/// The result of a trial that an interrupt cut short inside the reference (never a verdict:
+/// the runner lists the trial as unfinished).
+pub fn cancelled_trial() -> String {
+    "interrupted: the reference computation was cancelled".to_string()
+}
+
 /// An interrupted run: what finished, what did not.
 pub fn interrupted(results: &RunResults) -> String {
     format!(
@@ -124,6 +137,42 @@ pub fn summary_table(results: &RunResults) -> String {
     out
 }
 
+/// Whether, and how much, the reference's outputs were verified against the golden store in a
+/// run (None when the reference target did not run): the main job says that it checked the
+/// golden data, never leaves it to be assumed.
+pub fn golden_verified(results: &RunResults) -> Option<String> {
+    let reference: Vec<_> = results
+        .cases
+        .iter()
+        .filter(|c| c.target == conform_targets::REFERENCE_TARGET)
+        .collect();
+    if reference.is_empty() {
+        return None;
+    }
+    let verified: Vec<u32> = reference.iter().filter_map(|c| c.golden_tensors).collect();
+    let tensors: u64 = verified.iter().map(|&n| u64::from(n)).sum();
+    Some(if verified.is_empty() {
+        format!(
+            "golden: not verified: none of the reference's {} trial(s) was compared with the \
+             golden store (--no-golden, full-tier cases and other seeds are not; a trial that \
+             ended before its comparison says why above)",
+            reference.len()
+        )
+    } else {
+        format!(
+            "golden: {tensors} output tensor(s) of {} case(s) verified bit for bit against the \
+             golden store{}",
+            verified.len(),
+            match reference.len() - verified.len() {
+                0 => String::new(),
+                n => format!(
+                    " ({n} other reference trial(s) not compared: full tier or another seed)"
+                ),
+            }
+        )
+    })
+}
+
 /// One finished case, for plain (non-terminal) progress output.
 pub fn case_line(status: Status, id: &str, target: &str, ms: f64, message: &str) -> String {
     let mut s = format!(
@@ -139,14 +188,22 @@ pub fn case_line(status: Status, id: &str, target: &str, ms: f64, message: &str)
 
 /// The replay command of a case: every tier (the id filter picks the one case), its seed, and
 /// its target by name, or by the path of its declaration for a worker given by path
-/// (`validate`, `run --worker`), so the line runs when pasted.
-pub fn replay_command(id: &str, seed: u64, target: &str, worker: Option<&str>) -> String {
+/// (`validate`, `run --worker`), and the project root when the run was given one (`--root`,
+/// `CONFORM_ROOT`: `root` is then its absolute path), so the line runs when pasted anywhere.
+pub fn replay_command(
+    id: &str,
+    seed: u64,
+    target: &str,
+    worker: Option<&str>,
+    root: Option<&str>,
+) -> String {
     let which = match worker {
         Some(decl) => format!("--worker {}", shell_quote(decl)),
         None => format!("--target {}", shell_quote(target)),
     };
+    let root = root.map_or_else(String::new, |r| format!(" --root {}", shell_quote(r)));
     format!(
-        "conform run --tier all --filter {} --seed {seed} {which}",
+        "conform run --tier all --filter {} --seed {seed} {which}{root}",
         shell_quote(&format!("^{}$", regex_escape(id)))
     )
 }
@@ -291,12 +348,20 @@ pub fn explain_knobs(case: &crate::suite::Case) -> Option<String> {
         ledger::LEDGER_PATH
     );
     for k in &knobs {
-        s.push_str(&format!(
-            "knob        {} = {} [{}]\n",
-            k.knob.id,
-            k.knob.value,
-            k.status().map_or("no ledger row", Status::name)
-        ));
+        let status = k.status().map_or("no ledger row", Status::name);
+        // A claim's text is its ledger row's (the one source the report prints too).
+        if k.knob.is_claim() {
+            s.push_str(&format!(
+                "knob        {}: {} [{status}]\n",
+                k.knob.id,
+                k.row.map_or("", |r| r.claim.as_str())
+            ));
+        } else {
+            s.push_str(&format!(
+                "knob        {} = {} [{status}]\n",
+                k.knob.id, k.knob.value
+            ));
+        }
     }
     for st in [Status::Assumed, Status::ContradictedNotFixed] {
         let weak: Vec<&str> = knobs
@@ -379,7 +444,8 @@ pub fn failure_block(c: &crate::results::CaseResult, results: &RunResults) -> St
             &c.id,
             c.seed,
             &c.target,
-            worker_declaration(results, &c.target)
+            worker_declaration(results, &c.target),
+            results.root.as_deref()
         )
     )
 }

@@ -137,10 +137,12 @@ impl HardwareProfile {
 
     /// Read one profile file.
     pub fn load(path: &Path) -> Result<HardwareProfile, PerfError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PerfError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::input_file::read_text(path, crate::input_file::Limit::CONFIG).map_err(
+            |source| PerfError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         HardwareProfile::from_toml(&text, path)
     }
 

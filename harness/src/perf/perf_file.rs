@@ -262,10 +262,12 @@ impl PerfFileIo for PerfFile {
 
     /// Read and validate a perf file.
     fn read(path: &Path) -> Result<PerfFile, PerfError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PerfError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::input_file::read_text(path, crate::input_file::Limit::PERF).map_err(
+            |source| PerfError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         PerfFile::from_json(&text, path)
     }
 

@@ -175,6 +175,7 @@ mod tests {
             perf: None,
             notes: Vec::new(),
             nondeterministic: None,
+            golden_tensors: None,
         }
     }
 
@@ -190,6 +191,7 @@ mod tests {
             unfinished: Vec::new(),
             ab: None,
             targets: Vec::new(),
+            root: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub fn command(c: &CaseResult, results: &RunResults) -> String {
         c.seed,
         &c.target,
         worker_declaration(results, &c.target),
+        results.root.as_deref(),
     )
 }
 
@@ -29,8 +30,12 @@ mod tests {
             "fa_prefill/bf16/b2-s1\\.5"
         );
         assert_eq!(
-            replay_command("a/it's", 7, "reference", None),
+            replay_command("a/it's", 7, "reference", None, None),
             "conform run --tier all --filter '^a/it'\\''s$' --seed 7 --target reference"
+        );
+        assert_eq!(
+            replay_command("a", 7, "reference", None, Some("/my project")),
+            "conform run --tier all --filter '^a$' --seed 7 --target reference --root '/my project'"
         );
     }
 }

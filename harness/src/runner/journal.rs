@@ -27,6 +27,9 @@ pub struct JournalHeader {
     pub fresh_seeds: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware: Option<String>,
+    /// The project root the run was given (the results' `root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
     /// Every (case, target) trial the run planned, in order.
     pub planned: Vec<UnfinishedTrial>,
 }
@@ -118,6 +121,7 @@ pub fn recover(text: &str) -> Result<RunResults, String> {
             unfinished: Vec::new(),
             ab: None,
             targets: Vec::new(),
+            root: None,
         });
     };
     let done: std::collections::BTreeSet<(&str, &str)> = cases
@@ -141,12 +145,13 @@ pub fn recover(text: &str) -> Result<RunResults, String> {
         unfinished,
         ab: None,
         targets: Vec::new(),
+        root: h.root,
     })
 }
 
 /// Reads a journal back: every complete result line (a torn last line is ignored).
 pub fn read(path: &Path) -> std::io::Result<Vec<CaseResult>> {
-    let text = std::fs::read_to_string(path)?;
+    let text = crate::input_file::read_text(path, crate::input_file::Limit::RESULTS)?;
     Ok(text
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -175,6 +180,7 @@ mod tests {
             started_at: "t".into(),
             fresh_seeds: true,
             hardware: None,
+            root: None,
             planned: ["a", "b", "c"]
                 .iter()
                 .map(|id| UnfinishedTrial {

@@ -141,7 +141,8 @@ pub fn check_dir(dir: &Path) -> Result<(), KeepError> {
 }
 
 fn read_index(path: &Path) -> Result<Index, KeepError> {
-    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let text =
+        crate::input_file::read_text(path, crate::input_file::Limit::RESULTS).map_err(io(path))?;
     serde_json::from_str(&text).map_err(|e| KeepError::BadIndex {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -434,7 +435,11 @@ mod tests {
             ["inputs", "expected", "oracle"].map(|f| format!("{f}.safetensors"))
         );
         let dir = d.path().join(&kept.path);
-        let o = tensor_file::read(&dir.join("oracle.safetensors")).unwrap();
+        let o = tensor_file::read(
+            &dir.join("oracle.safetensors"),
+            crate::input_file::Limit::GOLDEN_TENSORS,
+        )
+        .unwrap();
         assert_eq!(o.tensors, t);
         assert_eq!(o.metadata["recipe"], ORACLE);
         assert_eq!(o.metadata["case_id"], case.id);
@@ -454,6 +459,7 @@ mod tests {
             perf: None,
             notes: Vec::new(),
             nondeterministic: None,
+            golden_tensors: None,
         };
         assert!(keep.record(&r, vec![kept], false).is_none());
         let index = read_index(&d.path().join(INDEX_FILE)).unwrap();

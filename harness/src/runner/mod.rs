@@ -64,6 +64,7 @@ pub fn run_all(
             started_at: started_at.clone(),
             fresh_seeds: opts.fresh_seeds,
             hardware: opts.hardware.as_ref().map(|h| h.id.clone()),
+            root: opts.root.clone(),
             planned: cases
                 .iter()
                 .flat_map(|c| {
@@ -154,5 +155,6 @@ pub fn run_all(
         unfinished,
         ab: None,
         targets,
+        root: opts.root.clone(),
     }
 }

@@ -40,6 +40,9 @@ pub struct RunOptions {
     /// Target name -> the declaration (`target.toml`) of each worker given by path (`--worker`,
     /// `validate`), recorded in the results so replay lines can name it.
     pub worker_declarations: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// The project root the run was given, absolute (`--root`, `CONFORM_ROOT`), recorded in the
+    /// results so replay lines can name it.
+    pub root: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -60,6 +63,7 @@ impl Default for RunOptions {
             expectations: None,
             keep_outputs: None,
             worker_declarations: Default::default(),
+            root: None,
         }
     }
 }

@@ -31,6 +31,7 @@ fn result(case: &Case, target: &str, seed: u64, status: Status, message: String)
         perf: None,
         notes: Vec::new(),
         nondeterministic: None,
+        golden_tensors: None,
     }
 }
 
@@ -39,7 +40,21 @@ pub fn run_trial(case: &Case, target: &mut dyn Target, seed: u64, opts: &RunOpti
     let start = Instant::now();
     let name = target.name().to_string();
     let mut kept = Vec::new();
-    let mut r = run_trial_inner(case, target, seed, opts, &name, &mut kept);
+    // Under the interrupt's token: a signal cancels the reference computation at its next
+    // task, and the trial ends here (the runner lists it as unfinished, never as a verdict).
+    let token = crate::interrupt::cancel_token();
+    let inner = conform_reference::cancel::run(token, || {
+        run_trial_inner(case, target, seed, opts, &name, &mut kept)
+    });
+    let mut r = inner.unwrap_or_else(|_| {
+        result(
+            case,
+            &name,
+            seed,
+            Status::Error,
+            crate::messages::cancelled_trial(),
+        )
+    });
     if let Some(keep) = &opts.keep_outputs {
         // Kept files that could not be written are noted on the result; the verdict stands.
         for s in &kept {
@@ -388,6 +403,7 @@ impl TrialRun<'_> {
 
     /// The reference against its golden data: every output bit-identical.
     fn check_golden_drift(&mut self, exp: &Expectation, exec: &Execution) {
+        *self.out.golden_tensors.get_or_insert(0) += exp.expected.len() as u32;
         for (k, golden_t) in &exp.expected {
             match exec.outputs.get(k) {
                 Some(t) if t == golden_t => {}

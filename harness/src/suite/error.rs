@@ -29,6 +29,17 @@ pub enum SuiteError {
         first: PathBuf,
         second: PathBuf,
     },
+    /// The suites would hold more cases than a project may (counted before expanding).
+    #[error(
+        "{path}: its cases and grids make {planned} cases, and the suites read before it {loaded}: \
+         more than the {limit} cases a project's suites may hold (nothing was expanded)"
+    )]
+    TooManyCases {
+        path: PathBuf,
+        planned: u64,
+        loaded: u64,
+        limit: u64,
+    },
     #[error("{path}: case `{id}`: {message}")]
     Case {
         path: PathBuf,

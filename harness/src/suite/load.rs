@@ -6,11 +6,33 @@ use super::schema::{Entry, SuiteFile, Tier};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The most combinations one `[[grid]]` may expand to (its axes' sizes multiplied, before
+/// `only` / `exclude`): checked before anything is expanded, so a few lines of TOML cannot
+/// ask for 10^8 cases (each costs some KiB and a shape check).
+pub const MAX_GRID_COMBINATIONS: u64 = 10_000;
+/// The most cases the suites of a project may hold together (every command loads them all).
+pub const MAX_CASES: u64 = 20_000;
+
 /// Parses `text` (the contents of `path`) into its cases, in file order: `[[case]]` entries
 /// first, then each `[[grid]]`'s combinations in axis declaration order.
 pub fn parse_suite(path: &Path, text: &str) -> Result<Vec<Case>, SuiteError> {
+    parse_suite_within(path, text, 0)
+}
+
+/// [`parse_suite`] for a file read after `loaded` cases of other files: the file's cases
+/// (counted before any grid is expanded) must keep the total within [`MAX_CASES`].
+pub fn parse_suite_within(path: &Path, text: &str, loaded: u64) -> Result<Vec<Case>, SuiteError> {
     let file: SuiteFile =
         toml::from_str(text).map_err(|e| SuiteError::at_span(path, text, e.span(), e.message()))?;
+    let planned = planned_cases(path, &file)?;
+    if loaded.saturating_add(planned) > MAX_CASES {
+        return Err(SuiteError::TooManyCases {
+            path: path.to_path_buf(),
+            planned,
+            loaded,
+            limit: MAX_CASES,
+        });
+    }
     let invalid = |location: &str, message: String| SuiteError::Invalid {
         path: path.to_path_buf(),
         location: location.to_string(),
@@ -67,6 +89,37 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Vec<Case>, SuiteError> {
         }
     }
     Ok(cases)
+}
+
+/// How many cases the file's `[[case]]` entries and `[[grid]]`s make (grids counted as the
+/// product of their axes' sizes, before `only` / `exclude`), without expanding any; a grid
+/// over [`MAX_GRID_COMBINATIONS`] is an error giving its axes' sizes and their product.
+fn planned_cases(path: &Path, file: &SuiteFile) -> Result<u64, SuiteError> {
+    let mut total = file.cases.len() as u64;
+    for (i, entry) in file.grids.iter().enumerate() {
+        let sizes: Vec<(&str, u64)> = entry
+            .axes
+            .iter()
+            .flatten()
+            .map(|(axis, v)| (axis.as_str(), v.as_array().map_or(1, |a| a.len() as u64)))
+            .collect();
+        let product = sizes.iter().fold(1u64, |p, (_, n)| p.saturating_mul(*n));
+        if product > MAX_GRID_COMBINATIONS {
+            let shown: Vec<String> = sizes.iter().map(|(a, n)| format!("{n} ({a})")).collect();
+            return Err(SuiteError::Invalid {
+                path: path.to_path_buf(),
+                location: format!("[[grid]] #{}", i + 1),
+                message: format!(
+                    "its axes make {} = {product} combinations, more than the \
+                     {MAX_GRID_COMBINATIONS} a grid may expand to (nothing was expanded): split \
+                     it into smaller grids or give its axes fewer values",
+                    shown.join(" x ")
+                ),
+            });
+        }
+        total = total.saturating_add(product);
+    }
+    Ok(total)
 }
 
 fn check_name(name: &str) -> Result<(), String> {
@@ -246,6 +299,13 @@ fn resolve(
 ) -> Result<Case, SuiteError> {
     let d = &file.defaults;
     let id = format!("{}/{}", file.suite.name, name);
+    if let Some(message) = super::values::non_finite_param(&params) {
+        return Err(SuiteError::Case {
+            path: path.to_path_buf(),
+            id,
+            message,
+        });
+    }
     let mut params_json = serde_json::to_value(&params).map_err(|e| SuiteError::Case {
         path: path.to_path_buf(),
         id: id.clone(),
@@ -342,6 +402,16 @@ fn resolve(
             regimes.push(r);
         }
     }
+    let inputs = entry
+        .inputs
+        .clone()
+        .or_else(|| d.inputs.clone())
+        .unwrap_or_default();
+    super::values::check_inputs(&inputs).map_err(|message| SuiteError::Case {
+        path: path.to_path_buf(),
+        id: id.clone(),
+        message,
+    })?;
     let budget = entry.budget.clone().or_else(|| d.budget.clone());
     Ok(Case {
         discriminates,
@@ -357,11 +427,7 @@ fn resolve(
         recipe_hardware,
         hardware_params,
         tier: entry.tier.or(d.tier).unwrap_or(Tier::Quick),
-        inputs: entry
-            .inputs
-            .clone()
-            .or_else(|| d.inputs.clone())
-            .unwrap_or_default(),
+        inputs,
         check: entry.check.clone().or_else(|| d.check.clone()),
         own_checks: entry
             .checks

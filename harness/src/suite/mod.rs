@@ -7,6 +7,7 @@ pub mod load;
 pub mod recipe_hardware;
 pub mod schema;
 pub mod select;
+pub mod values;
 
 pub use case::Case;
 pub use error::SuiteError;

@@ -85,3 +85,42 @@ fn a_case_on_an_ascend_recipe_lists_its_weak_knobs() {
     )
     .is_none());
 }
+
+/// `conform explain` prints every claim fixed in the code with its ledger row's text (the one
+/// copy the report prints too): for every case of every suite on an Ascend recipe, each claim
+/// line is the row's claim, word for word. (The int8 quant_matmul case once printed a claim
+/// text the ledger had replaced.)
+#[test]
+fn explain_prints_each_claim_as_the_ledger_writes_it() {
+    let cases = conform_harness::suite::select::load_all(&crate::repo::repo().join("suites"))
+        .expect("the suites load");
+    let mut claims = 0;
+    for case in &cases {
+        let Some(text) = conform_harness::messages::explain_knobs(case) else {
+            continue;
+        };
+        let knobs = ledger::case_knobs(&case.op, &case.recipe, ledger::case_dtype(&case.params))
+            .expect("a case with explained knobs has knobs");
+        for k in knobs.iter().filter(|k| k.knob.is_claim()) {
+            let row = k.row.expect("every claim has a row");
+            let line = format!("knob        {}: {} [", k.knob.id, row.claim);
+            assert!(
+                text.contains(&line),
+                "{}: `{}` is not printed as the ledger writes it:\n{text}",
+                case.id,
+                k.knob.id
+            );
+            claims += 1;
+        }
+    }
+    assert!(claims > 0, "no case printed a claim");
+    let int8 = cases
+        .iter()
+        .find(|c| c.op == "quant_matmul" && c.params["out"] == "int8")
+        .expect("an int8 quant_matmul case");
+    let text = conform_harness::messages::explain_knobs(int8).unwrap();
+    assert!(
+        !text.contains("not modelled; no case passes an offset"),
+        "the stale claim is back:\n{text}"
+    );
+}

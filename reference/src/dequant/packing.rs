@@ -179,7 +179,10 @@ pub fn unpack(
     let table = check_count(layout, count)?;
     super::error::expect_len("packed", packed_len(count), packed.len())?;
     Ok((0..count)
-        .map(|i| code_at(packed, i, &table, layout))
+        .map(|i| {
+            crate::cancel::checkpoint_every(i);
+            code_at(packed, i, &table, layout)
+        })
         .collect())
 }
 

@@ -82,7 +82,14 @@ pub fn dequantize_weights_f32(
         HalfType::Bf16 => bf16_to_f32,
         HalfType::F16 => f16_to_f32,
     };
-    Ok(bits.into_iter().map(widen).collect())
+    Ok(bits
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| {
+            crate::cancel::checkpoint_every(i);
+            widen(b)
+        })
+        .collect())
 }
 
 /// `Y[m, n]` in the recipe's output type (bits), from BF16 activations `x` (`[m, k]`) and

@@ -349,6 +349,7 @@ impl Fp4Family {
         let groups = c.k / c.format.group();
         (0..c.n * c.k)
             .map(|i| {
+                crate::cancel::checkpoint_every(i);
                 let (row, col) = (i / c.k, i % c.k);
                 let s = scales[row * groups + col / c.format.group()];
                 let q = self.code_f64(codes[i], c);

@@ -1365,6 +1365,8 @@ fn needs(c: &Case, regimes: &[Regime]) -> (usize, usize) {
 fn transpose_widened(x: &[i8], k: usize, n: usize, min: i32) -> Vec<i16> {
     let mut t = vec![0i16; n * k];
     for p in 0..k {
+        // A strided pass over up to 2^28 elements takes seconds: a cancellation point per row.
+        crate::cancel::checkpoint();
         for j in 0..n {
             t[j * k + p] = (x[p * n + j] as i32).max(min) as i16;
         }

@@ -223,10 +223,11 @@ impl WorkerConfig {
 
     /// Reads and parses a `target.toml`.
     pub fn load(path: &Path) -> Result<WorkerConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::input_file::read_text(path, crate::input_file::Limit::WORKER_DECLARATION)
+            .map_err(|source| ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         WorkerConfig::parse(path, &text)
     }
 

@@ -190,6 +190,26 @@ fn exit_reason(status: std::process::ExitStatus) -> ExitReason {
     ExitReason::Unknown
 }
 
+/// Sends SIGKILL to the process group `pid` leads (the worker's: set up in `pre_exec`).
+fn kill_group(pid: u32) {
+    #[cfg(unix)]
+    // SAFETY: plain syscall; the group was created by setpgid in pre_exec. After the leader
+    // has been reaped its number stays reserved while any member of the group lives, so the
+    // signal reaches only what the worker started (or nothing: ESRCH).
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
+}
+
+/// The end of a worker, however it ended (its own exit, a crash, a kill): every process left
+/// in its group is killed, and the group is no longer the guardian's to kill.
+fn end_group(pid: u32) {
+    kill_group(pid);
+    super::live::unregister(pid);
+}
+
 impl WorkerProcess {
     /// Starts the worker.
     pub fn spawn(cfg: &ResolvedConfig) -> std::io::Result<WorkerProcess> {
@@ -295,32 +315,28 @@ impl WorkerProcess {
             Ok(Some(status)) => {
                 let r = exit_reason(status);
                 self.exited = Some(r.clone());
-                super::live::unregister(self.child.id());
+                // The worker is gone; what it started goes with it (a helper it left running
+                // would outlive conform, and on a device host hold the device).
+                end_group(self.child.id());
                 r
             }
             _ => ExitReason::Unknown,
         }
     }
 
-    /// Kills the worker and its process group, and reaps it.
+    /// Kills the worker and its process group, and reaps it. A worker that has already exited
+    /// had its group killed when it was reaped ([`WorkerProcess::wait_exit`]).
     pub fn kill(&mut self) {
         if self.exited.is_some() {
             return;
         }
         self.stdin = None;
-        #[cfg(unix)]
-        {
-            let pid = self.child.id() as libc::pid_t;
-            // SAFETY: plain syscall; the group was created by setpgid in pre_exec.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-            }
-        }
+        kill_group(self.child.id());
         let _ = self.child.kill();
         if let Ok(status) = self.child.wait() {
             self.exited = Some(exit_reason(status));
         }
-        super::live::unregister(self.child.id());
+        end_group(self.child.id());
     }
 
     /// Asks the worker to exit (closing stdin after `shutdown_line`), waits up to `grace`,
@@ -392,6 +408,49 @@ mod tests {
         // The background sleep held stdout open too; killing the group closes it.
         assert_eq!(p.recv(Duration::from_secs(5)), Received::Closed);
         assert!(t.elapsed() < Duration::from_secs(10));
+    }
+
+    /// Whether process `pid` is alive (not gone, not a zombie).
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// A worker that leaves a child behind and exits by itself (`exit 0`: its normal end, or
+    /// `kill -SEGV $$`: a crash) takes the child with it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_child_left_behind_dies_with_its_worker_however_it_exits() {
+        for (end, reason) in [
+            ("exit 0", ExitReason::Code(0)),
+            ("kill -SEGV $$", ExitReason::Signal(libc::SIGSEGV)),
+        ] {
+            // The child's stdout is not the worker's pipe, so the pipe closes when the worker
+            // exits (as a helper daemon's would).
+            let mut p = WorkerProcess::spawn(&sh(&format!(
+                "sleep 300 >/dev/null 2>&1 </dev/null & echo $!; read x; {end}"
+            )))
+            .unwrap();
+            let Received::Line(child) = p.recv(Duration::from_secs(10)) else {
+                panic!("no child pid");
+            };
+            let child: i32 = child.trim().parse().unwrap();
+            assert!(alive(child));
+            p.send_line("go").unwrap();
+            assert_eq!(p.recv(Duration::from_secs(10)), Received::Closed, "{end}");
+            assert_eq!(p.wait_exit(Duration::from_secs(10)), reason, "{end}");
+            let t = std::time::Instant::now();
+            while alive(child) && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(
+                !alive(child),
+                "{end}: the worker's child {child} outlived it"
+            );
+        }
     }
 
     #[test]

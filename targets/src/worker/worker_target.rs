@@ -263,7 +263,10 @@ impl WorkerTarget {
     }
 
     fn check_outputs(&self, request: &ExecRequest, path: &Path) -> Result<TensorMap, TargetError> {
-        let file = tensor_file::read(path).map_err(|e| TargetError::Protocol {
+        // At most the expected outputs' size (plus the header): a worker cannot make conform
+        // read a huge (or endless) file.
+        let limit = crate::input_file::Limit::for_specs(&request.expected_outputs);
+        let file = tensor_file::read(path, limit).map_err(|e| TargetError::Protocol {
             message: format!("unreadable output file: {e}"),
             stderr_tail: String::new(),
         })?;

@@ -119,17 +119,26 @@ pub fn redacted(url: &str) -> String {
 }
 
 /// A directory given where the history's database file is expected: SQLite would only say
-/// "disk I/O error" or "unable to open database file".
+/// "disk I/O error" or "unable to open database file". Nor is anything else but a regular file
+/// (a device such as `/dev/zero`, a FIFO, which SQLite would wait on forever): a history is
+/// a SQLite file, read page by page, so its size needs no limit of its own.
 fn refuse_directory(location: &str) -> Result<(), HistoryError> {
-    if Path::new(location).is_dir() {
-        return Err(HistoryError::Damaged {
-            location: location.to_string(),
-            what: "is a directory, not a perf history database file (give a file path, e.g. \
-                   DIR/perf-history.sqlite)"
-                .to_string(),
-        });
-    }
-    Ok(())
+    let Ok(meta) = std::fs::metadata(location) else {
+        return Ok(());
+    };
+    let what = if meta.is_dir() {
+        "is a directory, not a perf history database file (give a file path, e.g. \
+         DIR/perf-history.sqlite)"
+    } else if !meta.is_file() {
+        "is not a regular file (a device, a FIFO or a socket): a perf history is a SQLite \
+         database file"
+    } else {
+        return Ok(());
+    };
+    Err(HistoryError::Damaged {
+        location: location.to_string(),
+        what: what.to_string(),
+    })
 }
 
 impl History {
