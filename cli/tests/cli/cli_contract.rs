@@ -181,7 +181,7 @@ fn a_truncated_golden_file_is_named_by_verify_and_by_run() {
     )
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
-ERROR  paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token: [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: incomplete metadata, file not fully covered
+ERROR  paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token: [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: 32506 bytes of data, the header's offsets span 66052
 golden verify: 8 cases checked, 0 drifted, 1 store errors
 
 "#]])
@@ -202,14 +202,14 @@ golden verify: 8 cases checked, 0 drifted, 1 store errors
 suite                    target          passed  failed skipped   error timeout crashed
 paged_kv                 reference            7       0       0       1       0       0
 total                                         7       0       0       1       0       0
+golden: 14 output tensor(s) of 7 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
 
 ERROR paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference]
-  [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: incomplete metadata, file not fully covered
-  replay: conform run --tier all --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference
+  [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: 32506 bytes of data, the header's offsets span 66052
+  replay: conform run --tier all --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference --root [ROOT]
 
 "#]])
         .stderr_eq(str![[r#"
-ERROR    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference] ([MS] ms) — [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: incomplete metadata, file not fully covered
 PASSED   paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t4-pad4/all-padding [reference] ([MS] ms)
 PASSED   paged_kv/bf16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/bf16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
@@ -217,6 +217,7 @@ PASSED   paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+ERROR    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference] ([MS] ms) — [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: 32506 bytes of data, the header's offsets span 66052
 
 "#]].unordered());
 }

@@ -150,10 +150,11 @@ golden verify: 16 cases checked, 0 drifted, 1 store errors
 suite                    target          passed  failed skipped   error timeout crashed
 mc2_matmul_allreduce     reference           15       0       0       1       0       0
 total                                        15       0       0       1       0       0
+golden: 15 output tensor(s) of 15 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
 
 ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
   [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-  replay: conform run --tier all --filter '^mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes$' --seed 0 --target reference
+  replay: conform run --tier all --filter '^mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes$' --seed 0 --target reference --root [ROOT]
 
 "#]])
         .stderr_eq(str![[r#"
@@ -228,10 +229,11 @@ error: [ROOT]/golden/MANIFEST.toml: No such file or directory (os error 2)
 suite                    target          passed  failed skipped   error timeout crashed
 paged_kv                 reference            7       0       0       1       0       0
 total                                         7       0       0       1       0       0
+golden: 14 output tensor(s) of 7 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
 
 ERROR paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference]
   [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: golden store corruption: tensor(s) out.key_cache_out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-  replay: conform run --tier all --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference
+  replay: conform run --tier all --filter '^paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token$' --seed 0 --target reference --root [ROOT]
 
 "#]])
         .stderr_eq(str![[r#"
