@@ -9,7 +9,7 @@ use super::run::{check_output_paths, execute, write_outputs_or_fail, RunArgs};
 use clap::Args;
 use conform_harness::messages;
 use conform_harness::project::Paths;
-use conform_harness::session::open_worker;
+use conform_harness::session::{open_worker, DEFAULT_HARDWARE};
 use conform_targets::Target;
 use std::path::PathBuf;
 
@@ -40,7 +40,9 @@ pub struct ValidateArgs {
 }
 
 pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
-    let (worker, _) = open_worker(paths, &args.worker)?;
+    let (mut worker, _) = open_worker(paths, &args.worker)?;
+    let declared_ops: std::collections::BTreeSet<String> =
+        worker.capabilities().ops.into_keys().collect();
     conform_harness::outln!("{}", messages::validate_start(worker.name(), &args.out));
     std::fs::create_dir_all(&args.out)
         .map_err(|e| CliError::OutputPath(format!("{}: {e}", args.out.display())))?;
@@ -66,5 +68,9 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
     drop(worker);
     super::run::write_on_second_signal(&run_args);
     let (results, code) = execute(paths, &run_args)?;
+    let hardware = results.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE);
+    for line in messages::validate_coverage(&results, &declared_ops, hardware) {
+        conform_harness::outln!("{line}");
+    }
     conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &run_args, code))
 }

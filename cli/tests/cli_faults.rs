@@ -1728,6 +1728,76 @@ fn dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored() {
     );
 }
 
+/// Declares `mxfp4_dequant` for bf16 only (`dtypes`) and answers every request `ok` without
+/// writing its output (left poisoned), with a note naming the case's `dtype` as sent (absent
+/// when the case leaves it at its default).
+const MXFP4_BF16_ONLY: &str = r#"
+import json, sys
+print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "mxbf16", "version": "1"},
+                  "libraries": {}, "device": "CPU (test)",
+                  "capabilities": {"ops": {"mxfp4_dequant": {"dtypes": ["bf16"],
+                                                             "recipes": ["mx_ocp"]}}}}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["type"] == "shutdown":
+        break
+    print(json.dumps({"type": "result", "id": req["id"], "status": "ok",
+                      "outputs": req["outputs"],
+                      "notes": ["reached with dtype %s" % req["params"].get("dtype", "absent")]}),
+          flush=True)
+"#;
+
+/// `dtypes` declared for an op whose `dtype` has a default (`mxfp4_dequant`: bf16) admits the
+/// cases that leave `dtype` out as that default: they reach the worker (with `dtype` absent
+/// from the request), while the f16 cases are skipped. They used to be skipped as cases
+/// "with no `dtype` parameter". The worker's note, the same on each of the case's input sets,
+/// is recorded once (it was once per input set).
+fn dtypes_admit_the_cases_at_the_ops_default_dtype() {
+    let s = Scratch::new();
+    let w = s.path("contrib/mxbf16");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(w.join("worker.py"), MXFP4_BF16_ONLY).unwrap();
+    std::fs::write(
+        w.join("target.toml"),
+        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
+    )
+    .unwrap();
+    let o = s
+        .command(&[
+            "run",
+            "--suite",
+            "fp4_dequant",
+            "--filter",
+            "^fp4_dequant/mxfp4/(bf16/n12-k32/special-scales|f16/n4-k7168/low_first)$",
+            "--json",
+        ])
+        .arg(s.path("r.json"))
+        .arg("--worker")
+        .arg(w.join("target.toml"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(!t.contains("no `dtype` parameter"), "{t}");
+    assert!(
+        t.contains("dtype f16 is not supported for `mxfp4_dequant`"),
+        "{t}"
+    );
+    let r = json(&s.path("r.json"));
+    let case = r["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "fp4_dequant/mxfp4/bf16/n12-k32/special-scales")
+        .expect("the bf16-by-default case ran");
+    assert_eq!(case["status"], "failed", "{case}");
+    assert_eq!(
+        case["notes"],
+        serde_json::json!(["reached with dtype absent"]),
+        "{case}"
+    );
+}
+
 /// `conform explain` prints the ledger's claim text for the int8 quant_matmul case (the one
 /// text docs/ascend.md and the report print), not a stale copy.
 fn explain_prints_the_ledgers_claim_text() {
@@ -1879,6 +1949,11 @@ fn main() {
         trials::Test {
             name: "dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored",
             body: dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored,
+            missing: no_python.clone(),
+        },
+        trials::Test {
+            name: "dtypes_admit_the_cases_at_the_ops_default_dtype",
+            body: dtypes_admit_the_cases_at_the_ops_default_dtype,
             missing: no_python.clone(),
         },
         trials::Test {

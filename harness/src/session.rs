@@ -305,7 +305,10 @@ fn run_options(req: &RunRequest, threads: Threads) -> RunOptions {
     }
 }
 
-/// The profile the request names (`this-cpu` under `perf` without one), when timing.
+/// The hardware profile a timing run uses when none is named.
+pub const DEFAULT_HARDWARE: &str = "this-cpu";
+
+/// The profile the request names ([`DEFAULT_HARDWARE`] under `perf` without one), when timing.
 fn hardware_profile(paths: &Paths, req: &RunRequest) -> Result<Option<HardwareProfile>, PerfError> {
     if !(req.perf || req.hardware.is_some()) {
         return Ok(None);
@@ -313,7 +316,7 @@ fn hardware_profile(paths: &Paths, req: &RunRequest) -> Result<Option<HardwarePr
     let name = req
         .hardware
         .clone()
-        .unwrap_or_else(|| "this-cpu".to_string());
+        .unwrap_or_else(|| DEFAULT_HARDWARE.to_string());
     let path = paths
         .root
         .join("ci")

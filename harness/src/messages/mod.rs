@@ -495,6 +495,46 @@ pub fn validate_start(worker: &str, out: &std::path::Path) -> String {
     format!("validating worker `{worker}`: fresh seeds, every applicable suite, correctness and budgets; report in {}", out.display())
 }
 
+/// What a `conform validate` run did not judge, printed after its summary: the cases of ops
+/// the worker declares that its own capabilities (dtypes, layouts, limits, `unavailable`)
+/// skipped, per op, and the hardware profile the budgets were judged against. A green validate
+/// covers only the cases that ran; these lines say which did not.
+pub fn validate_coverage(
+    results: &RunResults,
+    declared_ops: &std::collections::BTreeSet<String>,
+    hardware: &str,
+) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let mut per_op: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for c in results
+        .cases
+        .iter()
+        .filter(|c| declared_ops.contains(&c.op))
+    {
+        let e = per_op.entry(&c.op).or_default();
+        e.1 += 1;
+        if c.status == Status::Skipped {
+            e.0 += 1;
+        }
+    }
+    let mut lines: Vec<String> = per_op
+        .into_iter()
+        .filter(|(_, (skipped, _))| *skipped > 0)
+        .map(|(op, (skipped, all))| {
+            format!(
+                "note: {skipped} of the {all} case(s) of `{op}`, an op this worker declares, were \
+                 skipped by its declared capabilities and not judged (reasons above): a green \
+                 validate covers only the cases that ran"
+            )
+        })
+        .collect();
+    lines.push(format!(
+        "budgets: judged against the hardware profile `{hardware}` (--hardware NAME for another: \
+         a suite's budgets name the ci/hardware profile they hold for)"
+    ));
+    lines
+}
+
 /// Parses a `--threads` value: a whole number from 1 to `max` (this machine's ceiling).
 pub fn parse_threads(s: &str, max: usize) -> Result<usize, String> {
     let n: u128 = s

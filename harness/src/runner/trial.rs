@@ -125,7 +125,7 @@ fn admit(
             )
         });
     }
-    if let Err(skip) = target.supports(&case.op, &case.params) {
+    if let Err(skip) = target.supports(&case.op, &capability_params(case)) {
         return Done(result(case, name, seed, Status::Skipped, skip.0));
     }
     let desc = match ops::find(&case.op).and_then(|f| f.describe(&case.params)) {
@@ -378,13 +378,15 @@ impl TrialRun<'_> {
         })
     }
 
-    /// The worker's stderr tail and notes, and on the first set of a measuring run the perf
-    /// record and its budget outcome.
+    /// The worker's stderr tail and notes (each text once, however many input sets repeat
+    /// it), and on the first set of a measuring run the perf record and its budget outcome.
     fn record_notes_and_perf(&mut self, set: u32, exec: &Execution) {
-        if !exec.stderr_tail.trim().is_empty() {
-            self.out.notes.push(exec.stderr_tail.clone());
+        let stderr = Some(&exec.stderr_tail).filter(|t| !t.trim().is_empty());
+        for note in stderr.into_iter().chain(&exec.notes) {
+            if !self.out.notes.contains(note) {
+                self.out.notes.push(note.clone());
+            }
         }
-        self.out.notes.extend(exec.notes.iter().cloned());
         if set != 0 || !self.opts.perf {
             return;
         }
@@ -534,4 +536,23 @@ fn perf_record(
         None => None,
     };
     Ok((record, outcome))
+}
+
+/// The parameters a target's capabilities are checked against: the case's, with the op's
+/// default `dtype` where the case leaves it out (a worker declaring `dtypes = ["bf16"]` runs
+/// the cases of an FP4 op that write no `dtype`, which are bf16). The request still carries
+/// the case's own parameters (targets/PROTOCOL.md, "Requests").
+fn capability_params(case: &Case) -> std::borrow::Cow<'_, serde_json::Value> {
+    let default = ops::find(&case.op).ok().and_then(|f| f.default_dtype());
+    match (default, case.params.as_object()) {
+        (Some(d), Some(map)) if !map.contains_key(conform_metadata::capabilities::DTYPE_PARAM) => {
+            let mut map = map.clone();
+            map.insert(
+                conform_metadata::capabilities::DTYPE_PARAM.to_string(),
+                serde_json::Value::from(d),
+            );
+            std::borrow::Cow::Owned(serde_json::Value::Object(map))
+        }
+        _ => std::borrow::Cow::Borrowed(&case.params),
+    }
 }

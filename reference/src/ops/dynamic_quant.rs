@@ -313,7 +313,7 @@ struct Params {
 }
 
 fn default_dtype() -> String {
-    "bf16".into()
+    super::DEFAULT_DTYPE.into()
 }
 
 /// A validated case.
@@ -505,6 +505,10 @@ impl DynamicQuant {
 impl OpFamily for DynamicQuant {
     fn name(&self) -> &'static str {
         OP
+    }
+
+    fn default_dtype(&self) -> Option<&'static str> {
+        Some(super::DEFAULT_DTYPE)
     }
 
     fn recipes(&self) -> Vec<&'static str> {

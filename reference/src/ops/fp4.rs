@@ -85,7 +85,7 @@ struct Params {
 }
 
 fn default_dtype() -> String {
-    "bf16".into()
+    super::DEFAULT_DTYPE.into()
 }
 fn default_packing() -> String {
     "low_first".into()
@@ -369,6 +369,10 @@ fn failed(op: &str, e: impl std::fmt::Display) -> OpError {
 impl OpFamily for Fp4Family {
     fn name(&self) -> &'static str {
         self.op()
+    }
+
+    fn default_dtype(&self) -> Option<&'static str> {
+        Some(super::DEFAULT_DTYPE)
     }
 
     fn recipes(&self) -> Vec<&'static str> {

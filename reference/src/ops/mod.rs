@@ -152,6 +152,10 @@ impl OpError {
     }
 }
 
+/// The `dtype` of the families whose `dtype` parameter has a default (the FP4 ops, the
+/// quantising ops): bf16, the type of the models these kernels serve.
+pub(crate) const DEFAULT_DTYPE: &str = "bf16";
+
 /// The `dtype` parameter of an op whose activation `x` is bf16 or f16, the two input types of
 /// the quantising APIs (npu_dynamic_quant, the MoE dispatch).
 pub(crate) fn x_dtype_16(op: &str, dtype: &str) -> Result<ElemType, OpError> {
@@ -195,6 +199,12 @@ pub trait OpFamily: Sync {
         params: &serde_json::Value,
         ctx: &mut GenContext,
     ) -> Result<TensorMap, OpError>;
+    /// The value a case's `dtype` parameter takes when the case leaves it out, for a family
+    /// whose `dtype` has a default (`None`: the family has no `dtype` parameter, or requires
+    /// it). A target's declared `dtypes` are checked against it for such a case.
+    fn default_dtype(&self) -> Option<&'static str> {
+        None
+    }
     /// The numeric regimes ([`regime`]) this family's generator can guarantee.
     fn regimes(&self) -> Vec<Regime> {
         Vec::new()

@@ -251,7 +251,7 @@ struct Params {
 }
 
 fn default_dtype() -> String {
-    "bf16".into()
+    super::DEFAULT_DTYPE.into()
 }
 
 fn default_token_nums_type() -> u32 {
@@ -732,6 +732,10 @@ fn pow2(e: i32) -> f64 {
 impl OpFamily for MoeDispatchCombine {
     fn name(&self) -> &'static str {
         OP
+    }
+
+    fn default_dtype(&self) -> Option<&'static str> {
+        Some(super::DEFAULT_DTYPE)
     }
 
     fn recipes(&self) -> Vec<&'static str> {
