@@ -1,8 +1,9 @@
 //! `conform perf ...`: the baseline comparison gate.
 //!
 //! Exit codes (`conform_harness::exit_code`): success, no regression; failure, at least one REGRESSION;
-//! usage, bad input (the message names the file and field); nothing judged, no case on both
-//! sides of a comparison or no timed case to record.
+//! inconclusive, no regression but a case the gate could not judge (too few samples, other op
+//! parameters); usage, bad input (the message names the file and field); nothing judged, no
+//! case on both sides of a comparison or no timed case to record.
 
 use std::path::PathBuf;
 
@@ -92,13 +93,7 @@ fn compare_command(args: &CompareArgs) -> Result<i32, CliError> {
     let cfg = args.gate.check()?;
     let cmp = run_compare(args, &cfg)?;
     let table = messages::comparison_table(&cmp);
-    let code = if cmp.judged() == 0 {
-        exit_code::NOTHING_JUDGED
-    } else if cmp.has_regression() {
-        exit_code::FAILURE
-    } else {
-        exit_code::SUCCESS
-    };
+    let code = cmp.exit_code();
     let written = args.gate.write_json(&cmp);
     conform_harness::out!("{table}");
     match written {

@@ -1,7 +1,8 @@
 //! `conform perf history ...`: the perf history store (ingest, list, show, export) and the
 //! gate against it.
 //!
-//! Exit codes (`conform_harness::exit_code`): success; failure, `gate` found a REGRESSION; usage, a bad
+//! Exit codes (`conform_harness::exit_code`): success; failure, `gate` found a REGRESSION;
+//! inconclusive, `gate` found no regression but a case it could not judge; usage, a bad
 //! argument or a file that is not a usable history (named, left untouched); nothing judged,
 //! `gate` found no case with an earlier run.
 
@@ -216,13 +217,7 @@ fn gate(a: &GateArgs) -> Result<i32, CliError> {
             );
         }
     }
-    let code = if result.comparison.judged() == 0 {
-        exit_code::NOTHING_JUDGED
-    } else if result.comparison.has_regression() {
-        exit_code::FAILURE
-    } else {
-        exit_code::SUCCESS
-    };
+    let code = result.comparison.exit_code();
     // The comparison is made: a JSON that cannot be written now is an output lost after the
     // work (exit 1).
     match a.gate.write_json(&result) {

@@ -486,6 +486,7 @@ pub fn gate(
                 p_faster: None,
                 reason: "no earlier run of this series in the history (with these op parameters)"
                     .to_string(),
+                rounds: None,
             }
         } else {
             let key = SeriesKey {
