@@ -142,7 +142,10 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
         HistoryCommand::Show(a) => {
             let mut h = History::open(&a.db.db)?;
             let key = h.find_series(&a.case, a.target.as_deref(), a.hardware.as_deref())?;
-            let nights = h.nights(&key)?;
+            let (nights, other_params) = history::gate::with_newest_params(h.nights(&key)?);
+            if other_params > 0 {
+                conform_harness::outln!("{}", messages::other_params_left_out(other_params));
+            }
             let analysis = history::analyse(&key, &nights, &ChangePointConfig::default());
             let flagged = history::flagged_runs(
                 &nights,

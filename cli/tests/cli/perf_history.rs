@@ -251,3 +251,40 @@ fn the_learned_night_to_night_spread_tells_drift_from_a_change() {
     assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("outside the nights' spread"), "{t}");
 }
+
+/// Runs of one case id whose op parameters changed (another `params_digest`) are another
+/// case: `history show` analyses the series with its newest parameters only and says how many
+/// runs it left out; before, it cut the two cases' runs into one series and flagged the change
+/// of parameters as a REGRESSION.
+#[test]
+fn show_never_analyses_a_series_across_a_change_of_its_op_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut names = Vec::new();
+    for k in 1..=8 {
+        let (digest, level) = if k <= 4 {
+            ("aaaa", 100.0)
+        } else {
+            ("bbbb", 200.0)
+        };
+        let file = serde_json::json!({
+            "environment": {"commit": format!("{k:040x}"), "date": format!("2026-10-{k:02}T02:00:00Z")},
+            "cases": [{"id": "fa/x", "target": "t", "hardware": "hw", "params_digest": digest,
+                       "samples_us": history_scenario::samples(level, 30, k)}]
+        });
+        let name = format!("p{k:02}.json");
+        std::fs::write(d.join(&name), serde_json::to_string(&file).unwrap()).unwrap();
+        names.push(name);
+    }
+    let mut args = vec!["perf", "history", "ingest", "--db", "h.sqlite"];
+    args.extend(names.iter().map(String::as_str));
+    assert_eq!(conform(&args, d).status.code(), Some(0));
+    let o = conform(&["perf", "history", "show", "--db", "h.sqlite", "fa/x"], d);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("4 run(s) of this series were timed with other op parameters"),
+        "{t}"
+    );
+    assert!(!t.contains("REGRESSION"), "{t}");
+}

@@ -278,5 +278,19 @@ pub fn ab_undecided(against: &str) -> String {
     )
 }
 
+/// `perf keep-control`: what was kept, and which repository files came with it.
+pub fn kept_control(target: &str, dir: &std::path::Path, repo: &[std::path::PathBuf]) -> String {
+    let with = if repo.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = repo.iter().map(|p| p.display().to_string()).collect();
+        format!(", with {} of the repository", names.join(", "))
+    };
+    format!(
+        "kept `{target}` as the control in {}{with}; its copy starts",
+        dir.display()
+    )
+}
+
 pub const AGAINST_NEEDS_PERF: &str =
     "--against times the targets against another one: it needs --perf";

@@ -6,6 +6,7 @@
 //!   [`case_rng`]: keyed random streams for the gate simulations.
 //! - [`compare`]: the baseline/candidate gate and its verdicts; [`rounds`]: the verdict of an
 //!   A/B comparison timed in rounds (the same-night control); [`metric`]: wall or CPU time.
+//! - [`control`]: the kept build of the nightly gate's same-night control.
 //! - [`history`]: the perf history store, and the gate against a series' newest segment;
 //!   [`changepoint`]: E-divisive change points of a series.
 //! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be.
@@ -15,6 +16,7 @@ pub mod budget_text;
 pub mod case_rng;
 pub mod changepoint;
 pub mod compare;
+pub mod control;
 pub mod error;
 pub mod hardware;
 pub mod history;

@@ -4,8 +4,8 @@
 //! process, the in-process reference new threads: [`Target::renew`]), lets each run the
 //! round's first case once untimed (a fresh process is slow beyond a case's warm-up), and
 //! times every case the candidate passed in one short A B B A block (B A A B in the next
-//! round): four requests of half a round's samples each, each starting with the case's
-//! warm-up, all on the same inputs (the candidate's input seed). A round gives one paired ratio per
+//! round): the outer side's two halves around the inner side's whole, each request starting
+//! with its warm-up, all on the same inputs (the candidate's input seed). A round gives one paired ratio per
 //! case (candidate median over baseline median), and the verdict is judged on those ratios
 //! ([`crate::perf::rounds::judge_rounds`]): where the scheduler placed a process, its memory
 //! layout and its clock hold for every sample of that side in that round, so the samples of a
@@ -25,7 +25,7 @@ use crate::suite::Case;
 /// Rounds of the A/B comparison unless asked otherwise: the choice of the calibration in
 /// `harness/tests/harness/perf_nightly_simulation.rs` (docs/perf.md, "The same-night
 /// control").
-pub const DEFAULT_ROUNDS: u32 = 10;
+pub const DEFAULT_ROUNDS: u32 = 12;
 
 /// Untimed runs before each request's timed ones unless `--warmup` says otherwise: the other
 /// side ran in between, so the caches need one run; a fresh process is warmed by the round's
@@ -250,10 +250,11 @@ fn prepare(
     ])
 }
 
-/// One round of a case: A B B A on even rounds (the baseline outside), B A A B on odd ones,
-/// four requests of the same size, so each side has one request that is its first of the
-/// case in this round and one that is not. A side that fails loses the round (named in
-/// `lost`); one that cannot run the case at all stops its timing.
+/// One round of a case: A B B A on even rounds (the baseline outside), B A A B on odd ones:
+/// the outer side's two halves around one request of the inner side's two halves (each request
+/// starts with its warm-up, so every sample of either side follows the same untimed runs, and
+/// a drift that is linear over the block moves both sides' means alike). A side that fails
+/// loses the round (named in `lost`); one that cannot run the case at all stops its timing.
 fn time_round(t: &mut Timed, round: u32, candidate: &mut dyn Target, against: &mut dyn Target) {
     if t.not_timed.is_some() {
         return;
@@ -264,12 +265,16 @@ fn time_round(t: &mut Timed, round: u32, candidate: &mut dyn Target, against: &m
         (Side::Candidate, Side::Baseline)
     };
     let mut r = Round::default();
-    for side in [outer, inner, inner, outer] {
-        let (target, req): (&mut dyn Target, &ExecRequest) = match side {
+    for (side, halves) in [(outer, 1), (inner, 2), (outer, 1)] {
+        let (target, request): (&mut dyn Target, &ExecRequest) = match side {
             Side::Candidate => (&mut *candidate, &t.requests[0]),
             Side::Baseline => (&mut *against, &t.requests[1]),
         };
-        match target.execute(req) {
+        let mut req = request.clone();
+        if let Some(timing) = req.timing.as_mut() {
+            timing.iterations *= halves;
+        }
+        match target.execute(&req) {
             Ok(x) if !x.timings_us.is_empty() => match side {
                 Side::Candidate => r.candidate.extend(x.timings_us),
                 Side::Baseline => r.baseline.extend(x.timings_us),
