@@ -86,15 +86,15 @@ pub struct RunArgs {
     /// judged and nothing failed.
     #[arg(long, value_name = "TARGET")]
     pub against: Option<String>,
-    /// Rounds of the A/B comparison (default 8; at least 5 are needed for a verdict at the
-    /// default level).
+    /// Rounds of the A/B comparison (default 14, docs/perf.md; at least 7 are needed for a
+    /// verdict at the default level).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub ab_rounds: Option<u32>,
     /// Relative slowdown that fails the A/B comparison (default 0.03 = 3%).
     #[arg(long, allow_negative_numbers = true)]
     pub ab_threshold: Option<f64>,
-    /// One-sided level of the A/B ratio interval's bounds (default 0.01, the gate's); the
-    /// nightly gate's control uses 0.025 (docs/perf.md, "The same-night control").
+    /// One-sided level of the A/B ratio interval's bounds (default 0.01, the gate's; the
+    /// nightly gate's control uses it too: docs/perf.md, "Calibration of the nightly gate").
     #[arg(long, allow_negative_numbers = true)]
     pub ab_alpha: Option<f64>,
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.

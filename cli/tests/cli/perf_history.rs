@@ -288,3 +288,49 @@ fn show_never_analyses_a_series_across_a_change_of_its_op_parameters() {
     );
     assert!(!t.contains("REGRESSION"), "{t}");
 }
+
+/// A perf file holding an absurd time (1e308 us: a broken timer or a corrupt file) is refused
+/// by `history ingest` and `history gate` with exit 2, naming the file, the field and the
+/// sample, and the store is left as it was; before, 1e308 was a finite time > 0, so ingest
+/// stored it and the history's means could overflow.
+#[test]
+fn ingest_and_gate_refuse_absurd_samples_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_night(d, 1, 99, 100.0);
+    let ok = conform(
+        &["perf", "history", "ingest", "--db", "h.sqlite", "night01.json"],
+        d,
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    let before = std::fs::read(d.join("h.sqlite")).unwrap();
+    for (name, bad) in [("huge.json", 1e308), ("over.json", 2e12)] {
+        let mut samples = history_scenario::samples(100.0, 30, 2);
+        samples[3] = bad;
+        let file = serde_json::json!({
+            "environment": {"commit": format!("{:040x}", 2), "date": "2026-10-02T02:00:00Z"},
+            "cases": [{"id": "fa/x", "target": "t", "hardware": "hw", "samples_us": samples}]
+        });
+        std::fs::write(d.join(name), serde_json::to_string(&file).unwrap()).unwrap();
+        for verb in ["ingest", "gate"] {
+            let args: Vec<&str> = if verb == "ingest" {
+                vec!["perf", "history", "ingest", "--db", "h.sqlite", name]
+            } else {
+                vec!["perf", "history", "gate", "--db", "h.sqlite", "--candidate", name]
+            };
+            let o = conform(&args, d);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{verb} {name}: {t}");
+            assert!(
+                t.contains(name) && t.contains("samples_us") && t.contains("[3]"),
+                "{verb} {name}: {t}"
+            );
+            assert!(!t.contains("panicked"), "{t}");
+            assert_eq!(
+                std::fs::read(d.join("h.sqlite")).unwrap(),
+                before,
+                "{verb} {name} changed the store"
+            );
+        }
+    }
+}

@@ -48,9 +48,10 @@ impl Trial {
     }
 
     /// Night `n` with the reference slowed by `slowdown` (empty: not); the exit code, the
-    /// output and the control's summary line.
+    /// output and the control's summary line with the night's wall time (docs/PERFORMANCE.md).
     fn night(&self, n: u32, slowdown: &str) -> (Option<i32>, String, String) {
         let history = self.dir.path().join("history");
+        let started = std::time::Instant::now();
         let o = Command::new("bash")
             .arg(self.repo.join("ci/nightly-perf.sh"))
             .args(["--target", "reference", "--hardware", "this-cpu"])
@@ -65,6 +66,7 @@ impl Trial {
             .env_remove("CI")
             .output()
             .unwrap();
+        let seconds = started.elapsed().as_secs_f64();
         crate::night_stamps::wait_past_newest_stamp(&history);
         let text = format!(
             "{}{}",
@@ -76,6 +78,7 @@ impl Trial {
             .find(|l| l.starts_with("28 cases:"))
             .unwrap_or("(no control table)")
             .to_string();
+        let summary = format!("{summary}; night {seconds:.1} s");
         (o.status.code(), text, summary)
     }
 }
@@ -125,7 +128,8 @@ pub fn quiet_runner_two_nights_on_one_commit_ten_times() {
     let mut outcomes = Vec::new();
     for t in 1..=10 {
         let trial = Trial::new();
-        let (code1, text1, _) = trial.night(1, "");
+        let (code1, text1, summary1) = trial.night(1, "");
+        eprintln!("quiet try {t}: night 1 exit {code1:?}; {summary1}");
         assert_eq!(code1, Some(0), "try {t}, night 1: {text1}");
         let (code2, text2, summary) = trial.night(2, "");
         eprintln!("quiet try {t}: night 2 exit {code2:?}; control {summary}");
@@ -149,7 +153,8 @@ pub fn quiet_runner_two_nights_on_one_commit_ten_times() {
 pub fn uneven_load_on_night_two_passes_and_a_thirty_percent_slowdown_on_night_three_fails() {
     for t in 1..=3 {
         let trial = Trial::new();
-        let (code, text, _) = trial.night(1, "");
+        let (code, text, summary) = trial.night(1, "");
+        eprintln!("uneven load try {t}: night 1 exit {code:?}; {summary}");
         assert_eq!(code, Some(0), "try {t}, night 1: {text}");
         let (code, text, summary) = {
             let _load = Load::start(&trial.root);

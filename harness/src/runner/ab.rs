@@ -25,7 +25,7 @@ use crate::suite::Case;
 /// Rounds of the A/B comparison unless asked otherwise: the choice of the calibration in
 /// `harness/tests/harness/perf_nightly_simulation.rs` (docs/perf.md, "The same-night
 /// control").
-pub const DEFAULT_ROUNDS: u32 = 12;
+pub const DEFAULT_ROUNDS: u32 = 14;
 
 /// Untimed runs before each request's timed ones unless `--warmup` says otherwise: the other
 /// side ran in between, so the caches need one run; a fresh process is warmed by the round's
