@@ -299,7 +299,14 @@ fn ingest_and_gate_refuse_absurd_samples_by_name() {
     let d = dir.path();
     write_night(d, 1, 99, 100.0);
     let ok = conform(
-        &["perf", "history", "ingest", "--db", "h.sqlite", "night01.json"],
+        &[
+            "perf",
+            "history",
+            "ingest",
+            "--db",
+            "h.sqlite",
+            "night01.json",
+        ],
         d,
     );
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
@@ -316,7 +323,15 @@ fn ingest_and_gate_refuse_absurd_samples_by_name() {
             let args: Vec<&str> = if verb == "ingest" {
                 vec!["perf", "history", "ingest", "--db", "h.sqlite", name]
             } else {
-                vec!["perf", "history", "gate", "--db", "h.sqlite", "--candidate", name]
+                vec![
+                    "perf",
+                    "history",
+                    "gate",
+                    "--db",
+                    "h.sqlite",
+                    "--candidate",
+                    name,
+                ]
             };
             let o = conform(&args, d);
             let t = text(&o);

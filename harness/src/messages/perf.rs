@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::perf::compare::{CaseComparison, Comparison, GateConfig, RoundsSummary, Verdict};
+use crate::perf::compare::{CaseComparison, Comparison, Verdict};
 
 fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_string(), |x| format!("{x:.digits$}"))
@@ -164,16 +164,6 @@ pub fn nothing_recorded() -> String {
         .to_string()
 }
 
-/// INCONCLUSIVE: the two records of a case were timed with other op parameters.
-pub fn other_params(baseline: &str, candidate: &str) -> String {
-    format!(
-        "the op parameters differ (params_digest {} in the baseline, {} in the candidate): \
-         another case under the same id, not compared",
-        &baseline[..baseline.len().min(12)],
-        &candidate[..candidate.len().min(12)]
-    )
-}
-
 /// The reason of an A/B verdict: the rounds' judgement, plus how the samples were taken.
 pub fn ab_reason(judged: &str, against: &str) -> String {
     format!(
@@ -184,76 +174,6 @@ pub fn ab_reason(judged: &str, against: &str) -> String {
 /// A round a side could not complete for a case.
 pub fn round_lost(round: u32, target: &str, why: &str) -> String {
     format!("round {}: `{target}`: {why}", round + 1)
-}
-
-fn lost_suffix(s: &RoundsSummary) -> String {
-    if s.lost.is_empty() {
-        String::new()
-    } else {
-        format!(" (lost: {})", s.lost.join("; "))
-    }
-}
-
-/// INCONCLUSIVE for lack of rounds: how many completed and were kept, how many are needed.
-pub fn too_few_rounds(s: &RoundsSummary) -> String {
-    format!(
-        "too few rounds: {} of {} completed, {} set aside as outliers; at least {} are needed \
-         (the signed-rank test of fewer cannot reach its level){}",
-        s.ratios.len(),
-        s.planned,
-        s.set_aside.len(),
-        s.min_rounds,
-        lost_suffix(s)
-    )
-}
-
-/// Why a case judged on its rounds got its verdict: the interval, the test and how many
-/// rounds agree.
-pub fn rounds_reason(
-    verdict: Verdict,
-    s: &RoundsSummary,
-    (lo, hi): (f64, f64),
-    (p_slower, p_faster): (f64, f64),
-    (slower, faster): (usize, usize),
-    cfg: &GateConfig,
-) -> String {
-    let (up, down) = (1.0 + cfg.threshold, 1.0 - cfg.threshold);
-    let kept = s.ratios.len() - s.set_aside.len();
-    let what = match verdict {
-        Verdict::Regression => format!(
-            "lower bound {lo:.4} > {up:.4} and signed-rank p = {p_slower:.2e} < {}",
-            cfg.rank_alpha
-        ),
-        Verdict::Improvement => format!(
-            "upper bound {hi:.4} < {down:.4} and signed-rank p = {p_faster:.2e} < {}",
-            cfg.rank_alpha
-        ),
-        Verdict::Inconclusive => format!(
-            "the rounds disagree: {slower} of {kept} rounds slower, {faster} faster, interval \
-             [{lo:.4}, {hi:.4}]: neither a change beyond the {:.1}% threshold nor its absence is \
-             shown (a process placed unevenly in some rounds cannot be told from a change)",
-            100.0 * cfg.threshold
-        ),
-        _ => format!(
-            "no change beyond the {:.1}% threshold: interval [{lo:.4}, {hi:.4}], {slower} of \
-             {kept} rounds slower",
-            100.0 * cfg.threshold
-        ),
-    };
-    let aside = if s.set_aside.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; {} round(s) set aside as outliers (processes placed unevenly)",
-            s.set_aside.len()
-        )
-    };
-    format!(
-        "{what}; {kept} of {} rounds of {} samples a side{aside}{}",
-        s.planned,
-        s.samples_per_round,
-        lost_suffix(s)
-    )
 }
 
 pub fn ab_heading(against: &str, cases: usize) -> String {

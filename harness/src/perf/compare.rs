@@ -173,7 +173,7 @@ pub fn compare(baseline: &PerfFile, candidate: &PerfFile, cfg: &GateConfig) -> C
                     &b.samples_us,
                     &c.samples_us,
                     cfg,
-                    crate::messages::perf::other_params(pb, pc),
+                    super::verdict_text::other_params(pb, pc),
                 ),
                 _ => compare_samples(&b.samples_us, &c.samples_us, cfg),
             },

@@ -28,6 +28,7 @@ pub mod rounds;
 pub mod signed_rank;
 pub mod stats;
 pub mod student_t;
+pub mod verdict_text;
 pub mod welch;
 
 pub use budget::{evaluate_budget, validate_budgets, Budget, BudgetOutcome, Budgets};

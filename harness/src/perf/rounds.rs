@@ -143,7 +143,7 @@ pub fn judge_rounds(
         rounds: None,
     };
     if summary.too_few() {
-        out.reason = crate::messages::perf::too_few_rounds(&summary);
+        out.reason = super::verdict_text::too_few_rounds(&summary);
         out.rounds = Some(summary);
         return out;
     }
@@ -171,7 +171,7 @@ pub fn judge_rounds(
     out.ci_high = Some(hi);
     out.p_slower = Some(slower);
     out.p_faster = Some(faster);
-    out.reason = crate::messages::perf::rounds_reason(
+    out.reason = super::verdict_text::rounds_reason(
         out.verdict,
         &summary,
         (lo, hi),

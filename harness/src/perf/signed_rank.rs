@@ -142,7 +142,7 @@ mod tests {
         for n in 1..=10 {
             let d: Vec<f64> = (1..=n).map(|i| i as f64 * 0.01).collect();
             let r = signed_rank(&d, Alternative::Greater);
-            assert_eq!(r.p_value, 1.0 / 2f64.powi(n as i32), "n = {n}");
+            assert_eq!(r.p_value, 1.0 / 2f64.powi(n), "n = {n}");
             assert_eq!(r.w_plus, (n * (n + 1)) as f64 / 2.0);
             let r = signed_rank(&d, Alternative::Less);
             assert_eq!(r.p_value, 1.0);

@@ -64,8 +64,11 @@ pub struct Comparison {
     pub drift: Option<String>,
 }
 
+/// A row's key in a comparison: (id, target, hardware).
+type RowKey = (String, String, Option<String>);
+
 /// The drift reasons of a history gate's comparison, by (id, target, hardware).
-fn drift_of(v: &Value) -> Vec<((String, String, Option<String>), String)> {
+fn drift_of(v: &Value) -> Vec<(RowKey, String)> {
     let Some(Value::Array(refs)) = v.get("references") else {
         return Vec::new();
     };

@@ -259,7 +259,7 @@ fn time_round(t: &mut Timed, round: u32, candidate: &mut dyn Target, against: &m
     if t.not_timed.is_some() {
         return;
     }
-    let (outer, inner) = if round % 2 == 0 {
+    let (outer, inner) = if round.is_multiple_of(2) {
         (Side::Baseline, Side::Candidate)
     } else {
         (Side::Candidate, Side::Baseline)
