@@ -157,6 +157,20 @@ fn records_of_other_op_parameters_are_not_compared() {
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
 }
 
+/// A `params_digest` is whatever the file says: one that is not ASCII is shortened by
+/// characters in the reason (cutting it at a byte offset panicked, exit 101).
+#[test]
+fn digests_that_are_not_ascii_are_quoted_not_a_panic() {
+    let samples = "100, 101, 99, 100, 102, 98, 100, 101";
+    let o = compare_texts(
+        &record(samples, Some("a\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}")),
+        &record(samples, Some("b\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}")),
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("op parameters differ"), "{out}");
+}
+
 #[test]
 fn bad_input_exits_2_naming_file_and_field() {
     let o = compare("baseline.json", "bad_field.json", &[]);
