@@ -5,18 +5,15 @@
 #
 # 1. The same-night control. The last good build is kept in the state directory (a copy of the
 #    conform binary, served as a worker by `conform perf serve-reference`, for the reference
-#    target; a copy of the worker's directory for a worker target) with what it timed. Tonight
-#    the selected cases are timed on tonight's build and on that build interleaved in the same
-#    window (`conform run --against`: A B, B A, ... per case; for the reference both builds
-#    are served the same way), so a load change moves both, and the gate judges the paired
-#    ratio. The first night (no earlier build kept) records and says so. A
-#    night that passes keeps its build as the next control.
-# 2. The history: a hand-kept --baseline FILE or ci/baselines/<hardware>.json if there is one,
-#    else the history store (`conform perf history gate`): the newest segment of each series
-#    (E-divisive change points), with the night-to-night spread learned from earlier nights
-#    of unchanged code: a night is a regression only when it leaves that spread as well as
-#    its own interval; a move inside it, or on the same commit as the reference, is reported
-#    as environment drift. This judge catches a slow creep the nightly control cannot see.
+#    target; a copy of the worker's directory and of the repository files it names for a
+#    worker target: `conform perf keep-control`, which refuses a worker whose copy could not
+#    start on a later night) with what it timed. Tonight the selected cases are timed on
+#    tonight's build and on that build in rounds (`conform run --against`): each round starts
+#    fresh worker processes of both, times every case in an A B B A block and gives one paired
+#    ratio per case, and the verdict is judged on the rounds' ratios, so neither even load nor
+#    where one process happened to be placed passes for a regression. The first night (no
+#    earlier build kept) records and says so. A night that passes keeps its build as the next
+#    control.
 #
 # Every night goes into the history store (SQLite, every raw sample with commit, date,
 # versions, tier and seed) and is also kept as JSON in the history directory; the HTML report
@@ -42,10 +39,15 @@
 #   --suite      restrict to a suite (repeatable; default: all)
 #   --tier       tier of cases to time (default: full)
 #   --filter     only cases whose id matches this regular expression
-# conform: $CONFORM if set, else the repository's target/release/conform (built first with
-# `cargo build --release` when cargo is there, so it is tonight's code).
+# conform: $CONFORM if set, else tonight's code built with `cargo build --release` (the binary
+# cargo names, so CARGO_TARGET_DIR and cargo's configuration are honoured); without cargo and
+# without $CONFORM the night refuses to start: a binary left in a target directory may be
+# stale and is never timed silently.
 # Exit status: 0 no regression and no failing case (also the first night); 1 a regression or a
-# failing case; 2 usage or setup error; 4 nothing judged (no case was timed, or no case is in
+# failing case; 2 usage or setup error (also a target whose build cannot be kept as the
+# control); 3 INCONCLUSIVE: nothing was found slower, but a check could not run (the control
+# could not time a case, or timed too few rounds; the control run or the history gate could
+# not judge) and the night is not a pass; 4 nothing judged (no case was timed, or no case is in
 # both a hand-kept baseline and tonight's record); 130 / 143 stopped by SIGINT / SIGTERM.
 # Faults (docs/perf.md, "The nightly script under faults"): a closed, broken or full stdout or
 # stderr never stops the night. SIGINT / SIGTERM are passed on to the conform running, which
@@ -71,10 +73,10 @@ SUITES=()
 TIER="full"
 FILTER=""
 CONFORM="${CONFORM:-}"
-# One-sided level of the control's ratio bound (docs/perf.md, "The same-night control"): with
-# the threshold's margin an unchanged build is never flagged, and a slowdown of twice the
-# threshold is caught on the night it lands in about 96% of simulated histories.
-CONTROL_ALPHA=0.025
+# One-sided level of the control's ratio bound over its rounds (docs/perf.md, "Calibration of the
+# nightly gate": the calibration that chose it and the rounds' default, 14; at 0.025 an unchanged
+# build was flagged in 1.8% of simulated 20-night histories under uneven load, at 0.01 in 0.4%).
+CONTROL_ALPHA=0.01
 # Nights shown in the report's trend (every night stays in the history directory).
 TREND_NIGHTS=30
 
@@ -172,7 +174,7 @@ while [ $# -gt 0 ]; do
                 --filter) FILTER="$2" ;;
             esac
             shift ;;
-        -h|--help) sed -n '2,55p' "$0" || true; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" || true; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -186,15 +188,29 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # The project whose targets are timed (as conform finds it).
 ROOT="${CONFORM_ROOT:-$REPO}"
 if [ -z "$CONFORM" ]; then
-    CONFORM="$REPO/target/release/conform"
-    if command -v cargo >/dev/null 2>&1; then
-        say "building conform (cargo build --release), so tonight's code is what is timed"
-        step cargo build --release --quiet --manifest-path "$REPO/Cargo.toml" -p conform-cli \
-            --features postgres --bin conform || die "cargo build --release failed; set CONFORM to a conform binary"
+    command -v cargo >/dev/null 2>&1 || die "no conform to time: CONFORM is not set and cargo is not there to build tonight's code (set CONFORM to the conform binary; one left in a target directory may be stale and is never timed silently)"
+    say "building conform (cargo build --release), so tonight's code is what is timed"
+    BUILD=(cargo build --release --quiet --manifest-path "$REPO/Cargo.toml" -p conform-cli
+        --features postgres --bin conform --message-format=json-render-diagnostics)
+    if [ "$DRY_RUN" = 1 ]; then
+        show "${BUILD[@]}"
+        CONFORM="<the conform binary cargo builds>"
+    else
+        BUILD_LOG="$(mktemp)"
+        CHILD_STDOUT="$BUILD_LOG"
+        build_rc=0
+        run_child "${BUILD[@]}" || build_rc=$?
+        CHILD_STDOUT=""
+        # The binary cargo says it built: under CARGO_TARGET_DIR, a configured target
+        # directory or the repository's target/, whichever cargo used.
+        CONFORM="$(sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' "$BUILD_LOG" | tail -n 1)"
+        rm -f "$BUILD_LOG"
+        [ "$build_rc" = 0 ] || die "cargo build --release failed ($build_rc); set CONFORM to a conform binary"
+        [ -n "$CONFORM" ] && [ -x "$CONFORM" ] \
+            || die "cargo build --release named no conform binary it built; set CONFORM to a conform binary"
     fi
-    [ -x "$CONFORM" ] || [ "$DRY_RUN" = 1 ] \
-        || die "no conform: $CONFORM does not exist and cargo is not there to build it (set CONFORM)"
 fi
+say "timing with $CONFORM"
 if [ -n "$BASELINE" ] && [ ! -f "$BASELINE" ] && [ "$DRY_RUN" = 0 ]; then
     die "--baseline $BASELINE: no such file"
 fi
@@ -219,7 +235,7 @@ AGAINST_ARGS=()
 if [ "$CONTROL" = 1 ]; then
     if [ -f "$KEPT/target.toml" ]; then
         AGAINST_ARGS=(--against "$KEPT" --ab-threshold "$THRESHOLD" --ab-alpha "$CONTROL_ALPHA")
-        say "same-night control: tonight's build against the last good build in $KEPT ($(cat "$STATE/last-good/commit" 2>/dev/null || echo 'commit unknown')), interleaved"
+        say "same-night control: tonight's build against the last good build in $KEPT ($(cat "$STATE/last-good/commit" 2>/dev/null || echo 'commit unknown')), in rounds of fresh processes"
     else
         say "first night for the same-night control: no earlier build kept in $STATE; tonight records, and a passing night's build becomes the control"
     fi
@@ -240,10 +256,29 @@ case "$record_rc" in
 esac
 step cp "$OUT/perf.json" "$HISTORY/perf-$STAMP.json"
 
-# 1b. The same-night control: tonight's build and the kept one, both as workers (for the
-#     reference: each conform binary serving its own reference, so both sides run alike),
-#     timed interleaved per case; a REGRESSION of the pair fails the night.
+# 1b. Tonight's build, staged as the next control (kept only if the night passes): refused here,
+#     before the long control, when the target's copy could not run on a later night.
+STAGED="$STATE/last-good.new"
+if [ "$CONTROL" = 1 ]; then
+    step rm -rf "$STAGED"
+    keep_rc=0
+    step "$CONFORM" perf keep-control --target "$TARGET" --into "$STAGED/$CONTROL_NAME" || keep_rc=$?
+    [ "$keep_rc" = 0 ] || die "tonight's build of $TARGET cannot be kept as the same-night control (above): fix its target.toml, or run the night with --no-control"
+    step cp "$OUT/perf.json" "$STAGED/timed.json"
+    if [ "$DRY_RUN" = 0 ]; then
+        (git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown) >"$STAGED/commit"
+    fi
+fi
+
+# 1c. The same-night control: tonight's build and the kept one, both as workers (for the
+#     reference: each conform binary serving its own reference on one thread, so both sides
+#     run alike and neither waits on a second thread's preempted time slice),
+#     timed in rounds of fresh processes; a REGRESSION of the rounds fails the night, and a case
+#     the control could not time (or timed in too few rounds) leaves the night INCONCLUSIVE.
 control_rc=0
+CONTROL_EXIT="none"
+CONTROL_UNDECIDED=""
+CONTROL_JUDGED_NOTHING=0
 if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
     CANDIDATE="$TARGET"
     if [ "$TARGET" = reference ]; then
@@ -255,13 +290,16 @@ if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
             CONFORM_ABS="$(cd "$(dirname "$CONFORM_ABS")" && pwd)/$(basename "$CONFORM_ABS")"
             printf '%s\n' \
                 'description = "tonight'"'"'s build'"'"'s reference, served by its conform binary (conform perf serve-reference)"' \
-                "command = \"$CONFORM_ABS\"" 'args = ["perf", "serve-reference"]' 'device_group = "cpu"' \
+                "command = \"$CONFORM_ABS\"" 'args = ["perf", "serve-reference", "--threads", "1"]' 'device_group = "cpu"' \
                 '' '[timeouts]' 'handshake_s = 30' 'request_s = 300' 'timed_request_s = 900' \
                 >"$CANDIDATE/target.toml"
         fi
     fi
+    # The record above timed tonight's build in full; the control run's own pass only checks
+    # that it passes before the rounds (one warm-up and four samples, which are also what each
+    # request of a round takes).
     CONTROL_RUN=("$CONFORM" run --perf --no-golden --target "$CANDIDATE" --hardware "$HARDWARE"
-        "${SELECT_ARGS[@]}" "${AGAINST_ARGS[@]}" --json "$OUT/control.json")
+        "${SELECT_ARGS[@]}" "${AGAINST_ARGS[@]}" --warmup 1 --iterations 4 --json "$OUT/control.json")
     if [ "$DRY_RUN" = 1 ]; then
         show "${CONTROL_RUN[@]}"
     else
@@ -269,14 +307,32 @@ if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
         CHILD_STDOUT="$OUT/control.log"
         run_child "${CONTROL_RUN[@]}" || run_rc=$?
         CHILD_STDOUT=""
+        CONTROL_EXIT="$run_rc"
         cat "$OUT/control.log" 2>/dev/null || true
-        if grep -q "^A/B: at least one case is slower" "$OUT/control.log"; then
-            control_rc=1
-        elif [ "$run_rc" != 0 ]; then
-            say "warning: the same-night control run exited $run_rc (see above); tonight is judged by the history alone"
+        LOG="$OUT/control.log"
+        case "$run_rc" in
+            0|3) ;;
+            1) if grep -q "^A/B: at least one case is slower" "$LOG"; then
+                   control_rc=1
+               else
+                   CONTROL_UNDECIDED="the same-night control run failed a case (above), so it did not time it"
+               fi ;;
+            *) CONTROL_UNDECIDED="the same-night control run exited $run_rc (above)" ;;
+        esac
+        not_timed="$(grep -c "^not timed A/B:" "$LOG" || true)"
+        too_few="$(grep -c "INCONCLUSIVE: too few rounds" "$LOG" || true)"
+        disagree="$(grep -c "INCONCLUSIVE: the rounds disagree" "$LOG" || true)"
+        if [ "$not_timed" -gt 0 ]; then
+            CONTROL_UNDECIDED="the same-night control could not time $not_timed case(s) against $KEPT (the 'not timed A/B' lines above)"
         fi
-        if grep -q "^not timed A/B:" "$OUT/control.log"; then
-            say "warning: the same-night control could not time some cases against $KEPT (the 'not timed A/B' lines above); they were judged by the history alone. A passing night replaces the kept build."
+        if [ "$too_few" -gt 0 ]; then
+            CONTROL_UNDECIDED="${CONTROL_UNDECIDED:+$CONTROL_UNDECIDED; }the same-night control timed $too_few case(s) in too few rounds (INCONCLUSIVE above)"
+        fi
+        if grep -q "^A/B against .* (0 case(s);" "$LOG" || [ ! -s "$OUT/control.json" ]; then
+            CONTROL_JUDGED_NOTHING=1
+        fi
+        if [ "$disagree" -gt 0 ]; then
+            say "note: $disagree case(s) INCONCLUSIVE in the same-night control: their rounds disagree (above), so the control says neither slower nor unchanged; the history judges them"
         fi
     fi
 fi
@@ -286,11 +342,14 @@ fi
 #    tonight is added to it).
 compare_rc=0
 COMPARE_ARGS=()
+HISTORY_UNDECIDED=""
 if [ -n "$BASELINE" ]; then
     step "$CONFORM" perf compare --baseline "$BASELINE" --candidate "$OUT/perf.json" \
         --threshold "$THRESHOLD" --json "$OUT/compare.json" || compare_rc=$?
     case "$compare_rc" in
         0|1) COMPARE_ARGS=(--baseline "$OUT/compare.json") ;;
+        3) COMPARE_ARGS=(--baseline "$OUT/compare.json")
+           HISTORY_UNDECIDED="the comparison with $BASELINE could not judge a case (INCONCLUSIVE above)" ;;
         4) say "nothing judged: no case is in both $BASELINE and tonight's record"; exit 4 ;;
         *) die "conform perf compare failed ($compare_rc)" ;;
     esac
@@ -303,6 +362,8 @@ else
         --threshold "$THRESHOLD" --json "$OUT/compare.json" || compare_rc=$?
     case "$compare_rc" in
         0|1) COMPARE_ARGS=(--baseline "$OUT/compare.json") ;;
+        3) COMPARE_ARGS=(--baseline "$OUT/compare.json")
+           HISTORY_UNDECIDED="the history gate could not judge a case (INCONCLUSIVE above)" ;;
         4) say "first night for every case: no earlier run in $DB; tonight's samples are recorded"
            compare_rc=0 ;;
         *) die "conform perf history gate failed ($compare_rc)" ;;
@@ -325,7 +386,7 @@ if [ "${#AGAINST_ARGS[@]}" -gt 0 ] && { [ -f "$OUT/control.json" ] || [ "$DRY_RU
         || say "warning: the control's report could not be written"
 fi
 stop_if_signalled
-say "record exit $record_rc, control exit $control_rc, compare exit $compare_rc; report in $OUT/report/index.html"
+say "record exit $record_rc, control exit $CONTROL_EXIT, compare exit $compare_rc; report in $OUT/report/index.html"
 failed=0
 if [ "$control_rc" = 1 ]; then
     KEPT_COMMIT="$(cat "$STATE/last-good/commit" 2>/dev/null || echo unknown)"
@@ -341,51 +402,43 @@ if [ "$record_rc" = 1 ]; then
     say "failing cases: see $OUT/report/index.html"
     failed=1
 fi
-[ "$failed" = 0 ] || exit 1
+if [ "$failed" = 1 ]; then
+    step rm -rf "$STAGED"
+    exit 1
+fi
 
-# A good night: its build becomes the control of the next one (replaced whole, never half).
-if [ "$CONTROL" = 1 ]; then
-    NEW="$STATE/last-good.new"
-    step rm -rf "$NEW"
-    step mkdir -p "$NEW/$CONTROL_NAME"
-    if [ "$TARGET" = reference ]; then
-        step cp "$CONFORM" "$NEW/$CONTROL_NAME/conform"
-        if [ "$DRY_RUN" = 0 ]; then
-            cat >"$NEW/$CONTROL_NAME/target.toml" <<'TOML'
-description = "the last good build's reference, served by its own conform binary (conform perf serve-reference)"
-command = "${TARGET_DIR}/conform"
-args = ["perf", "serve-reference"]
-device_group = "cpu"
-
-[env]
-# It stands for the build kept, not for tonight's: the knob that slows tonight's reference
-# for a trial of the gate does not reach it.
-CONFORM_REFERENCE_SLOWDOWN = ""
-
-[timeouts]
-handshake_s = 30
-request_s = 300
-timed_request_s = 900
-TOML
-        fi
-    else
-        [ -d "$ROOT/targets/$TARGET" ] || die "cannot keep the control: $ROOT/targets/$TARGET is not a worker directory"
-        step cp -a "$ROOT/targets/$TARGET/." "$NEW/$CONTROL_NAME/"
-    fi
-    step cp "$OUT/perf.json" "$NEW/timed.json"
-    if [ "$DRY_RUN" = 0 ]; then
-        (git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown) >"$NEW/commit"
-    fi
-    # The swap runs in the foreground: a signal is only noted during it (the trap runs between
-    # the two commands and passes nothing on), so it never leaves no control at all.
+# Tonight's staged build becomes the control of the next night: replaced whole, never half.
+# The swap runs in the foreground: a signal is only noted during it (the trap runs between the
+# two commands and passes nothing on), so it never leaves no control at all.
+keep_staged() {
     if [ "$DRY_RUN" = 1 ]; then
         show rm -rf "$STATE/last-good"
-        show mv "$NEW" "$STATE/last-good"
+        show mv "$STAGED" "$STATE/last-good"
     else
         rm -rf "$STATE/last-good"
-        mv "$NEW" "$STATE/last-good"
+        mv "$STAGED" "$STATE/last-good"
     fi
     say "tonight's build is kept as the next night's control ($STATE/last-good)"
+}
+
+if [ -n "$CONTROL_UNDECIDED" ] || [ -n "$HISTORY_UNDECIDED" ]; then
+    for why in "$CONTROL_UNDECIDED" "$HISTORY_UNDECIDED"; do
+        [ -z "$why" ] || say "INCONCLUSIVE: $why"
+    done
+    if [ "$CONTROL" = 1 ] && [ "$CONTROL_JUDGED_NOTHING" = 1 ] && [ -z "$HISTORY_UNDECIDED" ]; then
+        # The kept build timed nothing at all (it no longer starts): tonight's, checked to
+        # start when it was staged, replaces it, or no later night would have a control.
+        say "the kept build judged no case; tonight's replaces it so that the next night has a control"
+        keep_staged
+    else
+        step rm -rf "$STAGED"
+    fi
+    say "INCONCLUSIVE night (exit 3): nothing was found slower, but a check above could not run; this is not a pass"
+    exit 3
+fi
+
+if [ "$CONTROL" = 1 ]; then
+    keep_staged
 fi
 stop_if_signalled "SIG$SIGNALLED came once the night was complete (recorded, judged, kept): nothing was cut short"
 exit 0

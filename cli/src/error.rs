@@ -87,10 +87,13 @@ impl CliError {
     }
 }
 
-/// The code of finished work whose output could not be written: a success or "nothing
-/// judged" becomes a failure (the output is lost); a worse verdict is kept.
+/// The code of finished work whose output could not be written: a success, "nothing
+/// judged" or "inconclusive" becomes a failure (the output is lost); a worse verdict is kept.
 fn after_work(verdict: i32) -> i32 {
-    if verdict == exit_code::SUCCESS || verdict == exit_code::NOTHING_JUDGED {
+    if matches!(
+        verdict,
+        exit_code::SUCCESS | exit_code::NOTHING_JUDGED | exit_code::INCONCLUSIVE
+    ) {
         exit_code::FAILURE
     } else {
         verdict
@@ -169,6 +172,7 @@ mod tests {
         for (verdict, code) in [
             (exit_code::SUCCESS, exit_code::FAILURE),
             (exit_code::NOTHING_JUDGED, exit_code::FAILURE),
+            (exit_code::INCONCLUSIVE, exit_code::FAILURE),
             (exit_code::FAILURE, exit_code::FAILURE),
             (exit_code::INTERRUPTED_SIGINT, exit_code::INTERRUPTED_SIGINT),
             (

@@ -1,8 +1,9 @@
 //! `conform perf ...`: the baseline comparison gate.
 //!
 //! Exit codes (`conform_harness::exit_code`): success, no regression; failure, at least one REGRESSION;
-//! usage, bad input (the message names the file and field); nothing judged, no case on both
-//! sides of a comparison or no timed case to record.
+//! inconclusive, no regression but a case the gate could not judge (too few samples, other op
+//! parameters); usage, bad input (the message names the file and field); nothing judged, no
+//! case on both sides of a comparison or no timed case to record.
 
 use std::path::PathBuf;
 
@@ -24,6 +25,11 @@ pub enum PerfCommand {
     /// Serve this build's reference over the worker protocol on stdin/stdout (the nightly
     /// gate's control: a kept conform binary timed as a worker beside tonight's build).
     ServeReference(ServeArgs),
+    /// Keep tonight's build of a target as the nightly gate's same-night control: the
+    /// reference as a copy of this conform binary, a worker as a copy of its directory and of
+    /// the repository files it names (checked to start); refused, with the reason, when the
+    /// copy could not run on a later night.
+    KeepControl(KeepControlArgs),
     /// The perf history store: ingest perf files, list and show series with their change
     /// points, export CSV, and gate a run against its series' newest segment.
     #[command(subcommand)]
@@ -44,6 +50,16 @@ pub struct ServeArgs {
     /// Threads for the reference's computations (default: all available, as `conform run`).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct KeepControlArgs {
+    /// The target whose build is kept (`reference` or a worker of targets/).
+    #[arg(long)]
+    pub target: String,
+    /// The new directory of the kept worker (created; its name is the kept target's name).
+    #[arg(long)]
+    pub into: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +98,7 @@ pub fn run(
         PerfCommand::Record(args) => record(&paths()?, args),
         PerfCommand::History(c) => crate::perf_history::run(c),
         PerfCommand::ServeReference(a) => serve_reference(a),
+        PerfCommand::KeepControl(a) => keep_control(&paths()?, a),
         PerfCommand::Compare(args) => compare_command(args),
     }
 }
@@ -92,13 +109,7 @@ fn compare_command(args: &CompareArgs) -> Result<i32, CliError> {
     let cfg = args.gate.check()?;
     let cmp = run_compare(args, &cfg)?;
     let table = messages::comparison_table(&cmp);
-    let code = if cmp.judged() == 0 {
-        exit_code::NOTHING_JUDGED
-    } else if cmp.has_regression() {
-        exit_code::FAILURE
-    } else {
-        exit_code::SUCCESS
-    };
+    let code = cmp.exit_code();
     let written = args.gate.write_json(&cmp);
     conform_harness::out!("{table}");
     match written {
@@ -110,6 +121,24 @@ fn compare_command(args: &CompareArgs) -> Result<i32, CliError> {
         conform_harness::outln!("{}", messages::nothing_compared());
     }
     Ok(code)
+}
+
+/// `conform perf keep-control`: the kept build, or why it cannot be kept (a usage error: the
+/// target's declaration names what its copy would not carry, or the copy does not start).
+fn keep_control(
+    paths: &conform_harness::project::Paths,
+    args: &KeepControlArgs,
+) -> Result<i32, CliError> {
+    let conform = std::env::current_exe()
+        .map_err(|e| CliError::Usage(format!("keep-control: this binary's path: {e}")))?;
+    let kept =
+        conform_harness::perf::control::keep(&paths.root, &args.target, &args.into, &conform)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+    conform_harness::outln!(
+        "{}",
+        messages::kept_control(&args.target, &kept.dir, &kept.repo_paths)
+    );
+    Ok(exit_code::SUCCESS)
 }
 
 /// `conform perf serve-reference`: this build's reference as a worker (its timings slowed as

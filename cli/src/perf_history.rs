@@ -1,7 +1,8 @@
 //! `conform perf history ...`: the perf history store (ingest, list, show, export) and the
 //! gate against it.
 //!
-//! Exit codes (`conform_harness::exit_code`): success; failure, `gate` found a REGRESSION; usage, a bad
+//! Exit codes (`conform_harness::exit_code`): success; failure, `gate` found a REGRESSION;
+//! inconclusive, `gate` found no regression but a case it could not judge; usage, a bad
 //! argument or a file that is not a usable history (named, left untouched); nothing judged,
 //! `gate` found no case with an earlier run.
 
@@ -141,7 +142,10 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
         HistoryCommand::Show(a) => {
             let mut h = History::open(&a.db.db)?;
             let key = h.find_series(&a.case, a.target.as_deref(), a.hardware.as_deref())?;
-            let nights = h.nights(&key)?;
+            let (nights, other_params) = history::gate::with_newest_params(h.nights(&key)?);
+            if other_params > 0 {
+                conform_harness::outln!("{}", messages::other_params_left_out(other_params));
+            }
             let analysis = history::analyse(&key, &nights, &ChangePointConfig::default());
             let flagged = history::flagged_runs(
                 &nights,
@@ -216,13 +220,7 @@ fn gate(a: &GateArgs) -> Result<i32, CliError> {
             );
         }
     }
-    let code = if result.comparison.judged() == 0 {
-        exit_code::NOTHING_JUDGED
-    } else if result.comparison.has_regression() {
-        exit_code::FAILURE
-    } else {
-        exit_code::SUCCESS
-    };
+    let code = result.comparison.exit_code();
     // The comparison is made: a JSON that cannot be written now is an output lost after the
     // work (exit 1).
     match a.gate.write_json(&result) {

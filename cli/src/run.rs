@@ -80,15 +80,21 @@ pub struct RunArgs {
     #[arg(long)]
     pub allow_skips: bool,
     /// Under --perf: also time every case each other target passed against this target, in
-    /// interleaved blocks (A B, B A, ...) on the same inputs, and fail when one is slower than
-    /// it beyond --ab-threshold (the results' `ab` section; the report shows the ratios).
+    /// rounds of fresh processes (each an A B B A block on the same inputs, judged on the
+    /// rounds' paired ratios), and fail when one is slower than it beyond --ab-threshold (the
+    /// results' `ab` section; the report shows the ratios). Exit 3 when a case could not be
+    /// judged and nothing failed.
     #[arg(long, value_name = "TARGET")]
     pub against: Option<String>,
+    /// Rounds of the A/B comparison (default 14, docs/perf.md; at least 7 are needed for a
+    /// verdict at the default level).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub ab_rounds: Option<u32>,
     /// Relative slowdown that fails the A/B comparison (default 0.03 = 3%).
     #[arg(long, allow_negative_numbers = true)]
     pub ab_threshold: Option<f64>,
-    /// One-sided level of the A/B ratio interval's bounds (default 0.01, the gate's); the
-    /// nightly gate's control uses 0.025 (docs/perf.md, "The nightly gate").
+    /// One-sided level of the A/B ratio interval's bounds (default 0.01, the gate's; the
+    /// nightly gate's control uses it too: docs/perf.md, "Calibration of the nightly gate").
     #[arg(long, allow_negative_numbers = true)]
     pub ab_alpha: Option<f64>,
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`); set by `validate`.
@@ -124,6 +130,7 @@ impl RunArgs {
             against: self.against.clone(),
             ab_threshold: self.ab_threshold,
             ab_alpha: self.ab_alpha,
+            ab_rounds: self.ab_rounds,
             require: self.require.clone(),
             journal_beside: self.journal_beside.clone(),
         }
@@ -201,6 +208,11 @@ pub fn execute(paths: &Paths, args: &RunArgs) -> Result<(RunResults, i32), CliEr
             conform_harness::outln!("{}", messages::interrupted(&outcome.results))
         }
         RunVerdict::NothingJudged => conform_harness::outln!("{}", messages::nothing_judged_run()),
+        RunVerdict::Inconclusive => {
+            if let Some(ab) = &outcome.results.ab {
+                conform_harness::outln!("{}", messages::perf::ab_undecided(&ab.against))
+            }
+        }
         RunVerdict::Passed | RunVerdict::Failed => {}
     }
     Ok((outcome.results, code))

@@ -88,7 +88,7 @@ fn contributed_kernel_against_the_one_it_replaces() {
         case["reason"]
             .as_str()
             .unwrap()
-            .contains("interleaved rounds"),
+            .contains("each round in fresh processes of both"),
         "{ab}"
     );
     // The correctness verdict itself passed: only the timing failed the run.

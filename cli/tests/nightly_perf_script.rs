@@ -10,8 +10,12 @@
 //! a real runner.
 //!
 //! The same binary runs the same-night control on the reference target
-//! (`nightly/same_night_control.rs`); the two trials run one at a time, so neither loads the
-//! other's cores while it times.
+//! (`nightly/same_night_control.rs`) and the control's test of record
+//! (`nightly/control_trials.rs`: two nights on one commit ten times; three nights under uneven
+//! load, the third 30% slower, three times), what the kept build of a worker carries
+//! (`nightly/kept_control.rs`) and which conform a night times (`nightly/build_step.rs`); the
+//! trials run one at a time, so none loads
+//! another's cores while it times.
 //!
 //! The worker is the example MXFP4 worker plus a sleep, so it needs the Python venv
 //! (`ci/setup-targets.sh`): without it the trial is ignored with the reason, unless
@@ -41,6 +45,15 @@ mod night_stamps;
 
 #[path = "nightly/same_night_control.rs"]
 mod same_night_control;
+
+#[path = "nightly/control_trials.rs"]
+mod control_trials;
+
+#[path = "nightly/kept_control.rs"]
+mod kept_control;
+
+#[path = "nightly/build_step.rs"]
+mod build_step;
 
 /// The simulated project: a git repository with the suites, the golden store, the hardware
 /// profiles and the slowable worker, whose speed factor the file `speed` sets.
@@ -287,11 +300,46 @@ fn main() {
         trials::Test {
             name: "seven_nights_steady_slow_recovered",
             body: seven_nights_steady_slow_recovered,
-            missing,
+            missing: missing.clone(),
         },
         trials::Test {
             name: "same_night_control::the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one",
             body: same_night_control::the_same_night_control_flags_a_slower_build_and_keeps_the_last_good_one,
+            missing: None,
+        },
+        trials::Test {
+            name: "build_step::the_night_times_the_binary_cargo_built_under_cargo_target_dir",
+            body: build_step::the_night_times_the_binary_cargo_built_under_cargo_target_dir,
+            missing: None,
+        },
+        trials::Test {
+            name: "build_step::without_cargo_and_without_conform_the_night_refuses_to_start",
+            body: build_step::without_cargo_and_without_conform_the_night_refuses_to_start,
+            missing: build_step::cargo_in_system_path(),
+        },
+        trials::Test {
+            name: "kept_control::the_kept_build_carries_the_repository_files_its_worker_names",
+            body: kept_control::the_kept_build_carries_the_repository_files_its_worker_names,
+            missing: missing.clone(),
+        },
+        trials::Test {
+            name: "kept_control::a_worker_naming_files_outside_its_directory_is_refused_when_kept",
+            body: kept_control::a_worker_naming_files_outside_its_directory_is_refused_when_kept,
+            missing: missing.clone(),
+        },
+        trials::Test {
+            name: "kept_control::a_kept_build_that_does_not_start_leaves_the_night_inconclusive_and_is_replaced",
+            body: kept_control::a_kept_build_that_does_not_start_leaves_the_night_inconclusive_and_is_replaced,
+            missing: missing.clone(),
+        },
+        trials::Test {
+            name: "control_trials::quiet_runner_two_nights_on_one_commit_ten_times",
+            body: control_trials::quiet_runner_two_nights_on_one_commit_ten_times,
+            missing: None,
+        },
+        trials::Test {
+            name: "control_trials::uneven_load_on_night_two_passes_and_a_thirty_percent_slowdown_on_night_three_fails",
+            body: control_trials::uneven_load_on_night_two_passes_and_a_thirty_percent_slowdown_on_night_three_fails,
             missing: None,
         },
     ])

@@ -62,6 +62,9 @@ pub struct RunRequest {
     pub ab_threshold: Option<f64>,
     /// One-sided level of the A/B ratio interval's bounds (default: the gate's).
     pub ab_alpha: Option<f64>,
+    /// Rounds of the A/B comparison, each in fresh processes (default:
+    /// [`runner::ab::DEFAULT_ROUNDS`]).
+    pub ab_rounds: Option<u32>,
     /// Targets that must be available (besides `CONFORM_REQUIRE_TARGETS`).
     pub require: Vec<String>,
     /// Journal the finished trials beside this output when there is no `json`.
@@ -103,6 +106,9 @@ pub enum RunVerdict {
     Failed,
     /// Every selected case was skipped (and skips were not allowed).
     NothingJudged,
+    /// Nothing failed, but the A/B comparison could not judge a case: INCONCLUSIVE (too few
+    /// rounds, rounds that disagree) or not timed on both sides.
+    Inconclusive,
     /// A signal stopped the run (its number).
     Interrupted(i32),
 }
@@ -114,6 +120,7 @@ impl RunVerdict {
             RunVerdict::Passed => exit_code::SUCCESS,
             RunVerdict::Failed => exit_code::FAILURE,
             RunVerdict::NothingJudged => exit_code::NOTHING_JUDGED,
+            RunVerdict::Inconclusive => exit_code::INCONCLUSIVE,
             RunVerdict::Interrupted(sig) => crate::interrupt::exit_code(sig),
         }
     }
@@ -325,12 +332,17 @@ fn hardware_profile(paths: &Paths, req: &RunRequest) -> Result<Option<HardwarePr
     HardwareProfile::load(&path).map(Some)
 }
 
-/// The run's verdict: interrupted, failed (or slower under A/B), nothing judged, or passed.
+/// The run's verdict: interrupted, failed (or slower under A/B), nothing judged, A/B
+/// inconclusive, or passed.
 fn verdict(results: &RunResults, allow_skips: bool) -> RunVerdict {
     let ab_slower = results
         .ab
         .as_ref()
         .is_some_and(|ab| ab.comparison.has_regression());
+    let ab_undecided = results
+        .ab
+        .as_ref()
+        .is_some_and(|ab| ab.comparison.has_inconclusive() || !ab.not_timed.is_empty());
     let all_skipped = results.cases.iter().all(|c| c.status == Status::Skipped);
     if let Some(sig) = crate::interrupt::received() {
         RunVerdict::Interrupted(sig)
@@ -338,6 +350,8 @@ fn verdict(results: &RunResults, allow_skips: bool) -> RunVerdict {
         RunVerdict::Failed
     } else if all_skipped && !allow_skips {
         RunVerdict::NothingJudged
+    } else if ab_undecided {
+        RunVerdict::Inconclusive
     } else {
         RunVerdict::Passed
     }
@@ -351,17 +365,19 @@ fn ab_settings(req: &RunRequest) -> Result<Option<runner::ab::AbSettings>, Strin
     if !req.perf {
         return Err(crate::messages::perf::AGAINST_NEEDS_PERF.to_string());
     }
-    let mut gate = crate::perf::GateConfig::with_threshold(req.ab_threshold.unwrap_or(0.03))
-        .map_err(|e| format!("--ab-threshold: {e}"))?;
+    let mut gate = runner::ab::rounds_gate(
+        crate::perf::GateConfig::with_threshold(req.ab_threshold.unwrap_or(0.03))
+            .map_err(|e| format!("--ab-threshold: {e}"))?,
+    );
     if let Some(alpha) = req.ab_alpha {
         gate.ci_alpha = alpha;
         gate.validate().map_err(|e| format!("--ab-alpha: {e}"))?;
     }
     Ok(Some(runner::ab::AbSettings {
         gate,
+        rounds: req.ab_rounds.unwrap_or(runner::ab::DEFAULT_ROUNDS),
         warmup: req.warmup,
         iterations: req.iterations,
-        ..Default::default()
     }))
 }
 

@@ -134,12 +134,69 @@ pub struct SampleComparison {
     pub ratio: Option<f64>,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
-    /// One-sided Mann-Whitney p-value for "candidate slower".
+    /// One-sided p-value for "candidate slower": Mann-Whitney on the samples, or the
+    /// Wilcoxon signed-rank test on the per-round ratios of an A/B comparison in rounds.
     pub p_slower: Option<f64>,
-    /// One-sided Mann-Whitney p-value for "candidate faster".
+    /// One-sided p-value for "candidate faster" (the same test as `p_slower`).
     pub p_faster: Option<f64>,
     /// Why the verdict is what it is, for a human.
     pub reason: String,
+    /// An A/B comparison timed in rounds (the same-night control): one paired ratio per
+    /// round, which the verdict is judged on. Absent for a comparison of two sample sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<RoundsSummary>,
+}
+
+impl SampleComparison {
+    /// The p-value a table shows for this comparison: the one in the direction of the
+    /// ratio ([`directed_p_value`]). `conform perf compare`, the A/B table and the report
+    /// all show this one, so one row reads the same everywhere.
+    pub fn shown_p_value(&self) -> Option<f64> {
+        directed_p_value(self.ratio, self.p_slower, self.p_faster)
+    }
+}
+
+/// The p-value in the direction of the change: `p_faster` when the ratio is below 1, else
+/// `p_slower` (no ratio: `p_slower`).
+pub fn directed_p_value(
+    ratio: Option<f64>,
+    p_slower: Option<f64>,
+    p_faster: Option<f64>,
+) -> Option<f64> {
+    if ratio.is_some_and(|r| r < 1.0) {
+        p_faster
+    } else {
+        p_slower
+    }
+}
+
+/// The rounds of an A/B comparison: each round timed both sides in fresh worker processes
+/// (A B B A, or B A A B), and gave one ratio candidate / baseline of the round's medians.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RoundsSummary {
+    /// Rounds asked for.
+    pub planned: u32,
+    /// Samples per side in each round.
+    pub samples_per_round: u32,
+    /// The ratio of each round that completed, in round order.
+    pub ratios: Vec<f64>,
+    /// Indices (into `ratios`) of the rounds set aside as outliers (outside the Tukey fences
+    /// of the rounds' log ratios): a round whose worker processes were placed unevenly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<usize>,
+    /// Fewest rounds the verdict needs (the signed-rank test of fewer cannot reach its level).
+    pub min_rounds: u32,
+    /// Rounds that did not complete, with why (a worker that crashed or failed in that round).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<String>,
+}
+
+impl RoundsSummary {
+    /// Whether too few rounds completed (and were kept) for a verdict: the control could not
+    /// judge the case.
+    pub fn too_few(&self) -> bool {
+        self.ratios.len().saturating_sub(self.set_aside.len()) < self.min_rounds as usize
+    }
 }
 
 /// One case of a [`Comparison`].
@@ -178,6 +235,27 @@ impl Comparison {
                 )
             })
             .count()
+    }
+
+    /// Whether any case could not be judged: INCONCLUSIVE (too few samples or rounds, op
+    /// parameters that differ, rounds that disagree).
+    pub fn has_inconclusive(&self) -> bool {
+        self.count(Verdict::Inconclusive) > 0
+    }
+
+    /// The exit code the comparison earns: nothing judged (no case on both sides), a
+    /// REGRESSION, an INCONCLUSIVE case, or success, in that order. One rule for
+    /// `perf compare`, `perf history gate` and the A/B comparison of `run --against`.
+    pub fn exit_code(&self) -> i32 {
+        if self.judged() == 0 {
+            crate::exit_code::NOTHING_JUDGED
+        } else if self.has_regression() {
+            crate::exit_code::FAILURE
+        } else if self.has_inconclusive() {
+            crate::exit_code::INCONCLUSIVE
+        } else {
+            crate::exit_code::SUCCESS
+        }
     }
 
     /// Number of cases with the given verdict.

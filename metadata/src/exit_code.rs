@@ -12,6 +12,11 @@ pub const FAILURE: i32 = 1;
 /// written, found before any case ran): nothing (more) was run. `golden verify` also ends
 /// with it when it finds the store damaged.
 pub const USAGE: i32 = 2;
+/// A check could not give a verdict, and nothing failed: a comparison with an INCONCLUSIVE
+/// case (too few samples or rounds, op parameters that differ, A/B rounds that disagree) or
+/// a case the A/B control could not time on both sides. A check that could not run is not a
+/// check that passed.
+pub const INCONCLUSIVE: i32 = 3;
 /// Nothing was judged: the selection matched no case, every selected case was skipped, a
 /// perf file / comparison holds no case to judge, or `report` was given results that judged
 /// no case. A run that checked nothing is not green

@@ -49,12 +49,25 @@ impl Default for Threads {
     }
 }
 
+type Pools = Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>;
+
+fn pools() -> &'static Pools {
+    static POOLS: OnceLock<Pools> = OnceLock::new();
+    POOLS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Lets go of every cached pool: the next computation starts fresh threads (the old ones end
+/// once the computations holding them finish). A timing comparison in rounds calls it between
+/// rounds, so where the scheduler placed one round's threads does not hold for the next.
+/// The bits never depend on it.
+pub fn renew_pools() {
+    pools().lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
 /// The pool of `threads` threads, or None when the system cannot start them (a thread or
 /// memory limit): the caller then computes on its own thread, which gives the same bits.
 fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
-    let pools = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut map = pools.lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = pools().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = map.get(&threads) {
         return Some(p.clone());
     }
@@ -173,6 +186,19 @@ mod tests {
         // a thread or memory limit stops the spawn.
         assert!(build_pool(3, Some(1 << 46)).is_none());
         assert!(build_pool(2, None).is_some());
+    }
+
+    #[test]
+    fn a_renewed_pool_is_a_new_one_and_computes_the_same() {
+        let before = pool(3).unwrap();
+        renew_pools();
+        let after = pool(3).unwrap();
+        assert!(!Arc::ptr_eq(&before, &after));
+        let f = |i: usize| i * i;
+        assert_eq!(
+            map_tasks(9, Threads(3), f),
+            (0..9).map(f).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -116,6 +116,11 @@ impl Target for FaultTarget {
         Capabilities { ops }
     }
 
+    /// Fresh threads for the next computation (the reference's pools are per process).
+    fn renew(&mut self) {
+        conform_reference::parallel::renew_pools();
+    }
+
     fn execute(&mut self, request: &ExecRequest) -> Result<Execution, TargetError> {
         let family = ops::find(&request.op).map_err(|e| TargetError::Unsupported(e.to_string()))?;
         let recipe = request.recipe.as_deref().unwrap_or(ORACLE);

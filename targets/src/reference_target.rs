@@ -140,6 +140,11 @@ impl Target for ReferenceTarget {
         Capabilities { ops }
     }
 
+    /// Fresh threads for the next computation (the reference's pools are per process).
+    fn renew(&mut self) {
+        conform_reference::parallel::renew_pools();
+    }
+
     fn execute(&mut self, request: &ExecRequest) -> Result<Execution, TargetError> {
         let family = self.family(&request.op)?;
         let recipe = request.recipe.as_deref().unwrap_or(ORACLE);

@@ -288,6 +288,12 @@ pub trait Target: Send {
     /// Runs one case on one input set. The harness calls this at least twice per case for
     /// workers (see the module docs).
     fn execute(&mut self, request: &ExecRequest) -> Result<Execution, TargetError>;
+    /// Starts afresh before the next request: a worker ends its process (the next request
+    /// starts a new one), the in-process reference its threads. The A/B rounds call it at the
+    /// start of each round, so where a process happened to be placed (a core beside a busy
+    /// job, its memory layout, its clock) holds for one round, never for the whole window.
+    /// Default: nothing to renew.
+    fn renew(&mut self) {}
 }
 
 #[cfg(test)]

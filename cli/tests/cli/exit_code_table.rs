@@ -59,6 +59,7 @@ fn readme_and_results_doc_carry_the_same_table_of_exactly_the_codes_the_binary_u
         exit_code::SUCCESS,
         exit_code::FAILURE,
         exit_code::USAGE,
+        exit_code::INCONCLUSIVE,
         exit_code::NOTHING_JUDGED,
         exit_code::BROKEN_PIPE,
         exit_code::INTERRUPTED_SIGINT,
@@ -113,6 +114,25 @@ fn row_1_a_failed_case_and_a_performance_regression() {
         ],
     );
     exits(&o, 1, "a 10% slowdown");
+}
+
+#[test]
+fn row_3_a_comparison_with_a_case_it_could_not_judge() {
+    let root = repo();
+    let fixture = |p: &str| root.join("cli/tests/fixtures/perf").join(p);
+    let o = conform(
+        &root,
+        &[
+            "perf",
+            "compare",
+            "--baseline",
+            fixture("baseline.json").to_str().unwrap(),
+            "--candidate",
+            fixture("three_samples.json").to_str().unwrap(),
+        ],
+    );
+    exits(&o, 3, "three samples: INCONCLUSIVE");
+    assert!(text(&o).contains("INCONCLUSIVE"), "{}", text(&o));
 }
 
 /// `run` and `perf record`: `--keep-outputs K` creates `K/paged_kv/...` directories while the

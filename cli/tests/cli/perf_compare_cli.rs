@@ -84,9 +84,95 @@ fn two_3x_spikes_do_not_trigger_a_regression_even_at_threshold_zero() {
 fn three_samples_are_inconclusive_never_a_silent_pass() {
     let o = compare("baseline.json", "three_samples.json", &[]);
     let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    // A case the gate could not judge is not a pass: exit 3 (it was 0).
+    assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.contains("INCONCLUSIVE"), "{out}");
     assert!(out.contains("too few samples"), "{out}");
+}
+
+/// Runs `perf compare` on two perf files written from JSON text into a scratch directory.
+fn compare_texts(baseline: &str, candidate: &str) -> Output {
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = (d.path().join("base.json"), d.path().join("cand.json"));
+    std::fs::write(&b, baseline).unwrap();
+    std::fs::write(&c, candidate).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["perf", "compare", "--baseline"])
+        .arg(&b)
+        .arg("--candidate")
+        .arg(&c)
+        .output()
+        .expect("run conform");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked at"));
+    o
+}
+
+fn record(samples: &str, params_digest: Option<&str>) -> String {
+    let digest = params_digest.map_or(String::new(), |d| format!(r#", "params_digest": "{d}""#));
+    format!(r#"{{"cases": [{{"id": "s/c", "target": "t", "samples_us": [{samples}]{digest}}}]}}"#)
+}
+
+/// A sample of 1e308 us beside 100 us used to give an infinite interval judged UNCHANGED
+/// (exit 0): it is refused when read, naming the file, the case and the index.
+#[test]
+fn absurd_and_non_finite_samples_are_refused_by_name() {
+    let base = record("100, 101, 99, 100, 102, 98", None);
+    for bad in [
+        "100, 101, 99, 100, 1e308, 98",
+        "100, 101, 99, 100, 2e12, 98",
+    ] {
+        let o = compare_texts(&base, &record(bad, None));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(
+            err.contains("cand.json") && err.contains("samples_us") && err.contains("[4]"),
+            "{err}"
+        );
+    }
+}
+
+/// Records of one case id whose op parameters differ are another case: not compared, and the
+/// comparison is INCONCLUSIVE (exit 3), as the history gate never compares them (it used to
+/// compare them and exit 0 or 1).
+#[test]
+fn records_of_other_op_parameters_are_not_compared() {
+    let samples = "100, 101, 99, 100, 102, 98, 100, 101";
+    let slower = "150, 151, 149, 150, 152, 148, 150, 151";
+    let o = compare_texts(
+        &record(samples, Some("aaaa1111")),
+        &record(slower, Some("bbbb2222")),
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(
+        out.contains("INCONCLUSIVE") && out.contains("op parameters differ"),
+        "{out}"
+    );
+    // No row is a REGRESSION (the legend names the word; the rows end with their verdict).
+    assert!(
+        !out.lines().any(|l| l.trim_end().ends_with("REGRESSION")),
+        "{out}"
+    );
+    // The same digest, or one side without it: compared as before.
+    let o = compare_texts(
+        &record(samples, Some("aaaa1111")),
+        &record(slower, Some("aaaa1111")),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
+
+/// A `params_digest` is whatever the file says: one that is not ASCII is shortened by
+/// characters in the reason (cutting it at a byte offset panicked, exit 101).
+#[test]
+fn digests_that_are_not_ascii_are_quoted_not_a_panic() {
+    let samples = "100, 101, 99, 100, 102, 98, 100, 101";
+    let o = compare_texts(
+        &record(samples, Some("a\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}")),
+        &record(samples, Some("b\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}")),
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("op parameters differ"), "{out}");
 }
 
 #[test]

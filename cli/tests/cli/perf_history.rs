@@ -251,3 +251,101 @@ fn the_learned_night_to_night_spread_tells_drift_from_a_change() {
     assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("outside the nights' spread"), "{t}");
 }
+
+/// Runs of one case id whose op parameters changed (another `params_digest`) are another
+/// case: `history show` analyses the series with its newest parameters only and says how many
+/// runs it left out; before, it cut the two cases' runs into one series and flagged the change
+/// of parameters as a REGRESSION.
+#[test]
+fn show_never_analyses_a_series_across_a_change_of_its_op_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut names = Vec::new();
+    for k in 1..=8 {
+        let (digest, level) = if k <= 4 {
+            ("aaaa", 100.0)
+        } else {
+            ("bbbb", 200.0)
+        };
+        let file = serde_json::json!({
+            "environment": {"commit": format!("{k:040x}"), "date": format!("2026-10-{k:02}T02:00:00Z")},
+            "cases": [{"id": "fa/x", "target": "t", "hardware": "hw", "params_digest": digest,
+                       "samples_us": history_scenario::samples(level, 30, k)}]
+        });
+        let name = format!("p{k:02}.json");
+        std::fs::write(d.join(&name), serde_json::to_string(&file).unwrap()).unwrap();
+        names.push(name);
+    }
+    let mut args = vec!["perf", "history", "ingest", "--db", "h.sqlite"];
+    args.extend(names.iter().map(String::as_str));
+    assert_eq!(conform(&args, d).status.code(), Some(0));
+    let o = conform(&["perf", "history", "show", "--db", "h.sqlite", "fa/x"], d);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("4 run(s) of this series were timed with other op parameters"),
+        "{t}"
+    );
+    assert!(!t.contains("REGRESSION"), "{t}");
+}
+
+/// A perf file holding an absurd time (1e308 us: a broken timer or a corrupt file) is refused
+/// by `history ingest` and `history gate` with exit 2, naming the file, the field and the
+/// sample, and the store is left as it was; before, 1e308 was a finite time > 0, so ingest
+/// stored it and the history's means could overflow.
+#[test]
+fn ingest_and_gate_refuse_absurd_samples_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_night(d, 1, 99, 100.0);
+    let ok = conform(
+        &[
+            "perf",
+            "history",
+            "ingest",
+            "--db",
+            "h.sqlite",
+            "night01.json",
+        ],
+        d,
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    let before = std::fs::read(d.join("h.sqlite")).unwrap();
+    for (name, bad) in [("huge.json", 1e308), ("over.json", 2e12)] {
+        let mut samples = history_scenario::samples(100.0, 30, 2);
+        samples[3] = bad;
+        let file = serde_json::json!({
+            "environment": {"commit": format!("{:040x}", 2), "date": "2026-10-02T02:00:00Z"},
+            "cases": [{"id": "fa/x", "target": "t", "hardware": "hw", "samples_us": samples}]
+        });
+        std::fs::write(d.join(name), serde_json::to_string(&file).unwrap()).unwrap();
+        for verb in ["ingest", "gate"] {
+            let args: Vec<&str> = if verb == "ingest" {
+                vec!["perf", "history", "ingest", "--db", "h.sqlite", name]
+            } else {
+                vec![
+                    "perf",
+                    "history",
+                    "gate",
+                    "--db",
+                    "h.sqlite",
+                    "--candidate",
+                    name,
+                ]
+            };
+            let o = conform(&args, d);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{verb} {name}: {t}");
+            assert!(
+                t.contains(name) && t.contains("samples_us") && t.contains("[3]"),
+                "{verb} {name}: {t}"
+            );
+            assert!(!t.contains("panicked"), "{t}");
+            assert_eq!(
+                std::fs::read(d.join("h.sqlite")).unwrap(),
+                before,
+                "{verb} {name} changed the store"
+            );
+        }
+    }
+}

@@ -14,10 +14,7 @@ fn row(c: &CaseComparison) -> [String; 7] {
         (Some(x), Some(lo), Some(hi)) => format!("{x:.4} [{lo:.4}, {hi:.4}]"),
         _ => "-".to_string(),
     };
-    let p = match r.verdict {
-        Verdict::Improvement => r.p_faster,
-        _ => r.p_slower,
-    };
+    let p = r.shown_p_value();
     let case = match &c.hardware {
         Some(h) => format!("{} @{h}", c.id),
         None => c.id.clone(),
@@ -31,6 +28,45 @@ fn row(c: &CaseComparison) -> [String; 7] {
         p.map_or_else(|| "-".to_string(), |p| format!("{p:.2e}")),
         r.verdict.label().to_string(),
     ]
+}
+
+/// What the columns of a comparison's table mean: for two sample sets (`perf compare`, the
+/// history gate) or for an A/B comparison in rounds.
+fn legend(cmp: &Comparison) -> String {
+    let cfg = &cmp.config;
+    if let Some(s) = cmp.cases.iter().find_map(|c| c.result.rounds.as_ref()) {
+        return format!(
+            "ratio = candidate / baseline: the geometric mean of the rounds' ratios (each round \
+             in fresh processes of both sides, A B B A, its ratio of medians; rounds outside \
+             the Tukey fences (k = {}) set aside), {:.1}% t interval over the rounds; p = \
+             one-sided Wilcoxon signed-rank test of the rounds in the direction of the ratio. \
+             REGRESSION needs CI low > {:.4} and p < {}; IMPROVEMENT needs CI high < {:.4} and \
+             p < {}; fewer than {} rounds, or rounds that disagree (the ratio beyond the \
+             threshold without a verdict, or an interval beyond it on both sides), is \
+             INCONCLUSIVE.",
+            cfg.fence_k,
+            100.0 * (1.0 - 2.0 * cfg.ci_alpha),
+            1.0 + cfg.threshold,
+            cfg.rank_alpha,
+            1.0 - cfg.threshold,
+            cfg.rank_alpha,
+            s.min_rounds
+        );
+    }
+    format!(
+        "ratio = candidate / baseline of the mean inside Tukey fences (k = {}, spikes dropped \
+         once), {:.1}% Welch-t (Fieller) interval; p = one-sided Mann-Whitney U on the fenced \
+         samples in the direction of the ratio (slower for a ratio >= 1, faster below). \
+         REGRESSION needs CI low > {:.4} and p < {}; IMPROVEMENT needs CI high < {:.4} and p < \
+         {}; fewer than {} samples a side, or records of other op parameters, is INCONCLUSIVE.",
+        cfg.fence_k,
+        100.0 * (1.0 - 2.0 * cfg.ci_alpha),
+        1.0 + cfg.threshold,
+        cfg.rank_alpha,
+        1.0 - cfg.threshold,
+        cfg.rank_alpha,
+        cfg.min_samples
+    )
 }
 
 /// The comparison as an aligned text table followed by a legend and a summary line.
@@ -66,22 +102,7 @@ pub fn comparison_table(cmp: &Comparison) -> String {
     for r in &rows {
         line(&mut out, r);
     }
-    let cfg = &cmp.config;
-    let _ = writeln!(
-        out,
-        "\nratio = candidate / baseline of the mean inside Tukey fences (k = {}, spikes dropped \
-         once), {:.1}% Welch-t (Fieller) interval; p = one-sided Mann-Whitney U on the fenced samples \
-         (slower, or faster for IMPROVEMENT). REGRESSION needs CI low > {:.4} and p < {}; \
-         IMPROVEMENT needs CI high < {:.4} and p < {}; fewer than {} samples a side is \
-         INCONCLUSIVE.",
-        cfg.fence_k,
-        100.0 * (1.0 - 2.0 * cfg.ci_alpha),
-        1.0 + cfg.threshold,
-        cfg.rank_alpha,
-        1.0 - cfg.threshold,
-        cfg.rank_alpha,
-        cfg.min_samples
-    );
+    let _ = writeln!(out, "\n{}", legend(cmp));
     for c in &cmp.cases {
         if matches!(
             c.result.verdict,
@@ -143,11 +164,16 @@ pub fn nothing_recorded() -> String {
         .to_string()
 }
 
-/// The reason of an A/B verdict: the gate's, plus how the samples were taken.
-pub fn ab_reason(gate: &str, against: &str, rounds: u32, per_block: u32) -> String {
+/// The reason of an A/B verdict: the rounds' judgement, plus how the samples were taken.
+pub fn ab_reason(judged: &str, against: &str) -> String {
     format!(
-        "{gate}; timed against `{against}` in {rounds} interleaved rounds of {per_block} iteration(s) a side (A B, B A, ...)"
+        "{judged}; timed against `{against}`, each round in fresh processes of both (A B B A, then B A A B)"
     )
+}
+
+/// A round a side could not complete for a case.
+pub fn round_lost(round: u32, target: &str, why: &str) -> String {
+    format!("round {}: `{target}`: {why}", round + 1)
 }
 
 pub fn ab_heading(against: &str, cases: usize) -> String {
@@ -161,6 +187,28 @@ pub fn ab_not_timed(id: &str, target: &str, reason: &str) -> String {
 pub fn ab_slower(against: &str) -> String {
     format!(
         "A/B: at least one case is slower than `{against}` beyond the threshold (REGRESSION above)"
+    )
+}
+
+/// A/B without a regression, but with a case it could not judge (exit 3).
+pub fn ab_undecided(against: &str) -> String {
+    format!(
+        "A/B: no case is slower than `{against}` beyond the threshold, but at least one could not \
+         be judged (INCONCLUSIVE or not timed above): exit 3, inconclusive"
+    )
+}
+
+/// `perf keep-control`: what was kept, and which repository files came with it.
+pub fn kept_control(target: &str, dir: &std::path::Path, repo: &[std::path::PathBuf]) -> String {
+    let with = if repo.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = repo.iter().map(|p| p.display().to_string()).collect();
+        format!(", with {} of the repository", names.join(", "))
+    };
+    format!(
+        "kept `{target}` as the control in {}{with}; its copy starts",
+        dir.display()
     )
 }
 

@@ -222,3 +222,12 @@ pub fn no_case(file: &Path) -> String {
 pub fn exported(rows: usize, out: &str) -> String {
     format!("exported {rows} sample(s) to {out}")
 }
+
+/// `history show`: runs of the series timed with other op parameters, left out of it.
+pub fn other_params_left_out(n: usize) -> String {
+    format!(
+        "{n} run(s) of this series were timed with other op parameters (another params_digest \
+         under the same case id) and are left out: a series is never analysed across a change \
+         of its case's parameters"
+    )
+}

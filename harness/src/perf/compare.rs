@@ -12,12 +12,12 @@
 //! `harness/tests/harness/perf_gate_simulation.rs` and docs/perf.md.
 
 pub use conform_metadata::compare::{
-    CaseComparison, Comparison, GateConfig, SampleComparison, SideSummary, Verdict,
-    DEFAULT_CI_ALPHA, DEFAULT_RANK_ALPHA,
+    directed_p_value, CaseComparison, Comparison, GateConfig, RoundsSummary, SampleComparison,
+    SideSummary, Verdict, DEFAULT_CI_ALPHA, DEFAULT_RANK_ALPHA,
 };
 
 use super::mann_whitney::{mann_whitney, Alternative};
-use super::perf_file::PerfFile;
+use super::perf_file::{is_valid_sample, PerfFile, MAX_SAMPLE_US};
 use super::stats::{count_outside_fences, fenced_mean, median};
 use super::welch::{fenced, ratio_interval};
 
@@ -30,29 +30,54 @@ fn summary(samples: &[f64], fence_k: f64) -> Option<SideSummary> {
     })
 }
 
+/// An INCONCLUSIVE comparison of `baseline` and `candidate` (summarised), with `reason`.
+fn inconclusive(
+    baseline: &[f64],
+    candidate: &[f64],
+    cfg: &GateConfig,
+    reason: String,
+) -> SampleComparison {
+    SampleComparison {
+        verdict: Verdict::Inconclusive,
+        baseline: summary(baseline, cfg.fence_k),
+        candidate: summary(candidate, cfg.fence_k),
+        ratio: None,
+        ci_low: None,
+        ci_high: None,
+        p_slower: None,
+        p_faster: None,
+        reason,
+        rounds: None,
+    }
+}
+
 /// Compare two sample sets (finite, positive values). Deterministic: the same samples always
-/// give the same interval and verdict.
+/// give the same interval and verdict. Samples that are not finite times in
+/// `(0, MAX_SAMPLE_US]` (a perf file is refused for them when read; samples from elsewhere
+/// may hold them), or figures that overflow, give INCONCLUSIVE with the reason, never a
+/// verdict built on an infinite or NaN interval.
 pub fn compare_samples(baseline: &[f64], candidate: &[f64], cfg: &GateConfig) -> SampleComparison {
-    let base = summary(baseline, cfg.fence_k);
-    let cand = summary(candidate, cfg.fence_k);
     let min = cfg.min_samples;
     if baseline.len() < min || candidate.len() < min {
-        return SampleComparison {
-            verdict: Verdict::Inconclusive,
-            baseline: base,
-            candidate: cand,
-            ratio: None,
-            ci_low: None,
-            ci_high: None,
-            p_slower: None,
-            p_faster: None,
-            reason: format!(
-                "too few samples: baseline {}, candidate {}; at least {min} per side are needed",
-                baseline.len(),
-                candidate.len()
-            ),
-        };
+        let reason = format!(
+            "too few samples: baseline {}, candidate {}; at least {min} per side are needed",
+            baseline.len(),
+            candidate.len()
+        );
+        return inconclusive(baseline, candidate, cfg, reason);
     }
+    for (side, samples) in [("baseline", baseline), ("candidate", candidate)] {
+        if let Some(i) = samples.iter().position(|x| !is_valid_sample(*x)) {
+            let reason = format!(
+                "{side} sample [{i}] = {} is not a finite time in (0, {MAX_SAMPLE_US:e}] us: \
+                 nothing is judged on it",
+                samples[i]
+            );
+            return inconclusive(baseline, candidate, cfg, reason);
+        }
+    }
+    let base = summary(baseline, cfg.fence_k);
+    let cand = summary(candidate, cfg.fence_k);
     let (b, c) = (base.expect("non-empty"), cand.expect("non-empty"));
     let ratio = c.location_us / b.location_us;
     // Spikes are dropped once, before anything is estimated or tested.
@@ -62,6 +87,13 @@ pub fn compare_samples(baseline: &[f64], candidate: &[f64], cfg: &GateConfig) ->
     );
     let (lo, hi) = ratio_interval(&clean_b, &clean_c, cfg.ci_alpha)
         .unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+    if !(ratio.is_finite() && lo.is_finite() && hi.is_finite()) {
+        let reason = format!(
+            "the ratio {ratio} or its interval [{lo}, {hi}] is not finite (samples too far \
+             apart to be compared): nothing is judged on it"
+        );
+        return inconclusive(baseline, candidate, cfg, reason);
+    }
     let slower = mann_whitney(&clean_b, &clean_c, Alternative::Greater).expect("non-empty");
     let faster = mann_whitney(&clean_b, &clean_c, Alternative::Less).expect("non-empty");
     let t = cfg.threshold;
@@ -104,6 +136,7 @@ pub fn compare_samples(baseline: &[f64], candidate: &[f64], cfg: &GateConfig) ->
         p_slower: Some(slower.p_value),
         p_faster: Some(faster.p_value),
         reason,
+        rounds: None,
     }
 }
 
@@ -123,6 +156,7 @@ fn one_sided(verdict: Verdict, samples: &[f64], fence_k: f64) -> SampleCompariso
         p_slower: None,
         p_faster: None,
         reason: reason.to_string(),
+        rounds: None,
     }
 }
 
@@ -132,7 +166,17 @@ pub fn compare(baseline: &PerfFile, candidate: &PerfFile, cfg: &GateConfig) -> C
     for b in &baseline.cases {
         let key = b.key();
         let result = match candidate.cases.iter().find(|c| c.key() == key) {
-            Some(c) => compare_samples(&b.samples_us, &c.samples_us, cfg),
+            Some(c) => match (&b.params_digest, &c.params_digest) {
+                // Another case under the same id: never compared (as the history gate never
+                // compares runs of other op parameters).
+                (Some(pb), Some(pc)) if pb != pc => inconclusive(
+                    &b.samples_us,
+                    &c.samples_us,
+                    cfg,
+                    super::verdict_text::other_params(pb, pc),
+                ),
+                _ => compare_samples(&b.samples_us, &c.samples_us, cfg),
+            },
             None => one_sided(Verdict::OnlyInBaseline, &b.samples_us, cfg.fence_k),
         };
         cases.push(CaseComparison {

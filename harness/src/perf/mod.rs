@@ -2,9 +2,11 @@
 //! hardware profiles and budgets.
 //!
 //! - [`perf_file`]: the JSON perf record (raw samples + environment).
-//! - [`stats`], [`welch`], [`mann_whitney`]: the statistics; [`case_rng`]: keyed random
-//!   streams for the gate simulations.
-//! - [`compare`]: the baseline/candidate gate and its verdicts; [`metric`]: wall or CPU time.
+//! - [`stats`], [`welch`], [`mann_whitney`], [`signed_rank`], [`student_t`]: the statistics;
+//!   [`case_rng`]: keyed random streams for the gate simulations.
+//! - [`compare`]: the baseline/candidate gate and its verdicts; [`rounds`]: the verdict of an
+//!   A/B comparison timed in rounds (the same-night control); [`metric`]: wall or CPU time.
+//! - [`control`]: the kept build of the nightly gate's same-night control.
 //! - [`history`]: the perf history store, and the gate against a series' newest segment;
 //!   [`changepoint`]: E-divisive change points of a series.
 //! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be; [`soc`]: a profile's
@@ -15,6 +17,7 @@ pub mod budget_text;
 pub mod case_rng;
 pub mod changepoint;
 pub mod compare;
+pub mod control;
 pub mod error;
 pub mod hardware;
 pub mod history;
@@ -22,8 +25,12 @@ pub mod mann_whitney;
 pub mod metric;
 pub mod perf_file;
 pub mod roofline;
+pub mod rounds;
+pub mod signed_rank;
 pub mod soc;
 pub mod stats;
+pub mod student_t;
+pub mod verdict_text;
 pub mod welch;
 
 pub use budget::{evaluate_budget, validate_budgets, Budget, BudgetOutcome, Budgets};

@@ -81,6 +81,16 @@ pub fn rfc3339_from_unix(secs: u64) -> String {
     )
 }
 
+/// The longest time a sample may hold, in microseconds: about 11.6 days. A kernel timing
+/// beyond it is a broken timer or a corrupt file, and a mean over such values can overflow
+/// `f64` (1e308 us beside 100 us gave an infinite interval judged UNCHANGED).
+pub const MAX_SAMPLE_US: f64 = 1e12;
+
+/// Whether `x` is a time a sample may hold: finite, above 0 and at most [`MAX_SAMPLE_US`].
+pub fn is_valid_sample(x: f64) -> bool {
+    x.is_finite() && x > 0.0 && x <= MAX_SAMPLE_US
+}
+
 /// Building and validating a [`PerfRecord`]: every constructor checks the values (non-empty,
 /// finite, positive times), so an invalid record never reaches a file.
 pub trait PerfRecordBuild: Sized {
@@ -168,11 +178,14 @@ impl PerfRecordBuild for PerfRecord {
         }
         let positive = |field: &'static str, values: &[f64]| match values
             .iter()
-            .position(|x| !(x.is_finite() && *x > 0.0))
+            .position(|x| !is_valid_sample(*x))
         {
             Some(i) => Err(bad(
                 field,
-                format!("[{i}] = {} is not a finite time > 0", values[i]),
+                format!(
+                    "[{i}] = {} is not a finite time > 0 and <= {MAX_SAMPLE_US:e} us",
+                    values[i]
+                ),
             )),
             None => Ok(()),
         };
@@ -191,11 +204,14 @@ impl PerfRecordBuild for PerfRecord {
         if let Some(i) = self
             .cpu_us
             .iter()
-            .position(|x| !(x.is_finite() && *x >= 0.0))
+            .position(|x| !(x.is_finite() && *x >= 0.0 && *x <= MAX_SAMPLE_US))
         {
             return Err(bad(
                 "cpu_us",
-                format!("[{i}] = {} is not a finite time >= 0", self.cpu_us[i]),
+                format!(
+                    "[{i}] = {} is not a finite time >= 0 and <= {MAX_SAMPLE_US:e} us",
+                    self.cpu_us[i]
+                ),
             ));
         }
         for (field, v) in [("flops", self.flops), ("bytes", self.bytes)] {

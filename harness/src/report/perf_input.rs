@@ -58,6 +58,31 @@ pub struct Comparison {
     /// Why, in words (from the comparison).
     pub reason: String,
     pub hardware: Option<String>,
+    /// The history gate's word for a move of the whole run (`references[].noise.drift` of
+    /// `conform perf history gate --json`): its verdict is UNCHANGED, but the row moved, so
+    /// the report shows it as DRIFT, never with an UNCHANGED badge.
+    pub drift: Option<String>,
+}
+
+/// A row's key in a comparison: (id, target, hardware).
+type RowKey = (String, String, Option<String>);
+
+/// The drift reasons of a history gate's comparison, by (id, target, hardware).
+fn drift_of(v: &Value) -> Vec<(RowKey, String)> {
+    let Some(Value::Array(refs)) = v.get("references") else {
+        return Vec::new();
+    };
+    refs.iter()
+        .filter_map(|r| {
+            let why = r.get("noise")?.get("drift")?.as_str()?.to_string();
+            let key = (
+                opt_str(r, "id")?,
+                opt_str(r, "target").unwrap_or_default(),
+                opt_str(r, "hardware"),
+            );
+            Some((key, why))
+        })
+        .collect()
 }
 
 fn field_err(path: &Path, field: &str, reason: &str) -> ReportError {
@@ -241,6 +266,7 @@ pub fn perf_file(v: &Value, path: &Path) -> Result<PerfFile, ReportError> {
 /// message saying how to produce the comparison.
 pub fn comparisons(v: &Value, path: &Path) -> Result<Vec<Comparison>, ReportError> {
     let list = entries(v, &["comparisons", "cases"], path)?;
+    let drift = drift_of(v);
     let mut out = Vec::with_capacity(list.len());
     for (i, c) in list.iter().enumerate() {
         let at = format!("cases[{i}]");
@@ -289,22 +315,33 @@ pub fn comparisons(v: &Value, path: &Path) -> Result<Vec<Comparison>, ReportErro
             },
         };
         let ratio = opt_f64(c, "ratio", path, &at)?;
-        let directed = if ratio.is_some_and(|r| r < 1.0) {
-            "p_faster"
-        } else {
-            "p_slower"
+        // The p-value the CLI's table shows for the same row (one rule, in the metadata).
+        let p_value = match opt_f64(c, "p_value", path, &at)? {
+            Some(p) => Some(p),
+            None => conform_metadata::compare::directed_p_value(
+                ratio,
+                opt_f64(c, "p_slower", path, &at)?,
+                opt_f64(c, "p_faster", path, &at)?,
+            ),
         };
+        let target = opt_str(c, "target").unwrap_or_default();
+        let hardware = opt_str(c, "hardware");
+        let key = (id.clone(), target.clone(), hardware.clone());
         out.push(Comparison {
+            drift: drift
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, w)| w.clone()),
             id,
-            target: opt_str(c, "target").unwrap_or_default(),
+            target,
             ratio,
             ci,
-            p_value: first_f64(c, &[&["p_value"], &[directed]], path, &at)?,
+            p_value,
             baseline_median_us: first_f64(c, &[&["baseline", "median_us"]], path, &at)?,
             candidate_median_us: first_f64(c, &[&["candidate", "median_us"]], path, &at)?,
             verdict,
             reason: opt_str(c, "reason").unwrap_or_default(),
-            hardware: opt_str(c, "hardware"),
+            hardware,
         });
     }
     Ok(out)

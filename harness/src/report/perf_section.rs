@@ -178,23 +178,29 @@ fn table(cases: &[PerfCase]) -> Result<String, ReportError> {
     Ok(s)
 }
 
-fn verdict_order(v: Verdict) -> u8 {
-    match v {
+fn verdict_order(c: &Comparison) -> u8 {
+    match c.verdict {
         Verdict::Regression => 0,
         Verdict::Inconclusive => 1,
-        Verdict::Improvement => 2,
-        Verdict::Unchanged | Verdict::OnlyInBaseline | Verdict::OnlyInCandidate => 3,
+        _ if c.drift.is_some() => 2,
+        Verdict::Improvement => 3,
+        Verdict::Unchanged | Verdict::OnlyInBaseline | Verdict::OnlyInCandidate => 4,
+    }
+}
+
+/// The badge of a row: its verdict, or DRIFT for a move the history gate put down to the
+/// environment (its verdict UNCHANGED, its ratio anything but).
+fn verdict_badge(c: &Comparison) -> String {
+    match &c.drift {
+        Some(_) => badge("DRIFT", "drift"),
+        None => badge(c.verdict.label(), &c.verdict.label().to_ascii_lowercase()),
     }
 }
 
 fn comparison_table(b: &[Comparison]) -> String {
     let mut rows: Vec<&Comparison> = b.iter().collect();
     rows.sort_by(|x, y| {
-        (verdict_order(x.verdict), &x.id, &x.target).cmp(&(
-            verdict_order(y.verdict),
-            &y.id,
-            &y.target,
-        ))
+        (verdict_order(x), &x.id, &x.target).cmp(&(verdict_order(y), &y.id, &y.target))
     });
     let mut s = format!(
         "<h3 id=\"baseline\">{}</h3>\n<table class=\"baseline\"><thead><tr>\
@@ -204,7 +210,6 @@ fn comparison_table(b: &[Comparison]) -> String {
         msg::H_BASELINE
     );
     for c in rows {
-        let class = c.verdict.label().to_ascii_lowercase();
         let _ = writeln!(
             s,
             "<tr><td class=\"text\"><code>{}</code></td><td class=\"text\">{}</td><td>{}</td>\
@@ -217,7 +222,7 @@ fn comparison_table(b: &[Comparison]) -> String {
             c.ratio.map_or("-".into(), num),
             c.ci.map_or("-".into(), |(lo, hi)| format!("[{}, {}]", num(lo), num(hi))),
             c.p_value.map_or("-".into(), num),
-            badge(c.verdict.label(), &class),
+            verdict_badge(c),
             escape(&c.reason)
         );
     }
@@ -291,4 +296,86 @@ fn trend_plot(files: &[PerfFile]) -> Result<String, ReportError> {
         );
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::compare::{CaseComparison, Comparison as Cmp, GateConfig, SampleComparison};
+    use std::path::Path;
+
+    /// A history gate's comparison: one row the gate called environment drift (its verdict
+    /// UNCHANGED after a -46% move), one plain UNCHANGED row whose ratio is below 1.
+    fn gate_json() -> serde_json::Value {
+        let row = |id: &str, ratio: f64, reason: &str| CaseComparison {
+            id: id.into(),
+            target: "reference".into(),
+            hardware: Some("this-cpu".into()),
+            result: SampleComparison {
+                verdict: Verdict::Unchanged,
+                baseline: None,
+                candidate: None,
+                ratio: Some(ratio),
+                ci_low: Some(ratio - 0.02),
+                ci_high: Some(ratio + 0.02),
+                p_slower: Some(0.9999),
+                p_faster: Some(3.2e-7),
+                reason: reason.into(),
+                rounds: None,
+            },
+        };
+        let cmp = Cmp {
+            config: GateConfig::default(),
+            cases: vec![
+                row(
+                    "s/moved",
+                    0.54,
+                    "environment drift: the same commit as the reference run",
+                ),
+                row("s/steady", 0.99, "no change beyond the 3.0% threshold"),
+            ],
+        };
+        let mut v = serde_json::to_value(&cmp).unwrap();
+        v["references"] = serde_json::json!([
+            {"id": "s/moved", "target": "reference", "hardware": "this-cpu", "history_runs": 5,
+             "reference_runs": 5, "changes": [],
+             "noise": {"verdict": "UNCHANGED", "own_verdict": "IMPROVEMENT",
+                       "drift": "environment drift: the same commit as the reference run (-46.0% with the code unchanged)"}},
+            {"id": "s/steady", "target": "reference", "hardware": "this-cpu", "history_runs": 5,
+             "reference_runs": 5, "changes": [],
+             "noise": {"verdict": "UNCHANGED", "own_verdict": "UNCHANGED"}}
+        ]);
+        v
+    }
+
+    #[test]
+    fn a_row_that_moved_by_drift_shows_drift_never_unchanged() {
+        let rows =
+            super::super::perf_input::comparisons(&gate_json(), Path::new("c.json")).unwrap();
+        let html = comparison_table(&rows);
+        let moved = html
+            .lines()
+            .find(|l| l.contains("s/moved"))
+            .expect("the moved row");
+        assert!(moved.contains("badge drift\">DRIFT"), "{moved}");
+        assert!(!moved.contains("UNCHANGED</span>"), "{moved}");
+        let steady = html.lines().find(|l| l.contains("s/steady")).unwrap();
+        assert!(steady.contains("badge unchanged\">UNCHANGED"), "{steady}");
+    }
+
+    #[test]
+    fn the_reports_p_value_is_the_one_the_cli_prints_for_the_row() {
+        let v = gate_json();
+        let cmp: Cmp = serde_json::from_value(v.clone()).unwrap();
+        let cli = crate::messages::perf::comparison_table(&cmp);
+        let rows = super::super::perf_input::comparisons(&v, Path::new("c.json")).unwrap();
+        for r in &rows {
+            let p = r.p_value.expect("a p-value");
+            let line = cli.lines().find(|l| l.starts_with(&r.id)).unwrap();
+            assert!(
+                line.contains(&format!("{p:.2e}")),
+                "report p = {p:.2e}, CLI row: {line}"
+            );
+        }
+    }
 }

@@ -1,41 +1,81 @@
 //! A/B timing: is a kernel at least as fast as the one it replaces, on the same device, now?
 //!
-//! For every case the candidate passed, both targets run the same inputs (the candidate's
-//! input seed) in alternating blocks of timed iterations — A B, B A, A B, ... — so drift,
-//! thermal state and other load on the machine hit both alike; each block starts with the
-//! case's warm-up, since the other target ran in between. The samples of each side are then
-//! judged by the same gate as `conform perf compare`, the replaced kernel as the baseline: a
-//! REGRESSION means the candidate is slower beyond the threshold.
+//! The comparison runs in rounds. Each round starts both targets afresh (a worker gets a new
+//! process, the in-process reference new threads: [`Target::renew`]), lets each run the
+//! round's first case once untimed (a fresh process is slow beyond a case's warm-up), and
+//! times every case the candidate passed in one short A B B A block (B A A B in the next
+//! round): the outer side's two halves around the inner side's whole, each request starting
+//! with its warm-up, all on the same inputs (the candidate's input seed). A round gives one paired ratio per
+//! case (candidate median over baseline median), and the verdict is judged on those ratios
+//! ([`crate::perf::rounds::judge_rounds`]): where the scheduler placed a process, its memory
+//! layout and its clock hold for every sample of that side in that round, so the samples of a
+//! round are not independent, and a verdict on the pooled samples would take one unlucky
+//! placement for a regression. Load spread evenly over time moves both sides of a round
+//! alike; a linear drift within a round cancels in A B B A.
 
-use conform_targets::target::{ExecRequest, Target, TimingRequest};
+use conform_targets::target::{ExecRequest, Target, TargetError, TimingRequest};
 
 use super::trial::REFERENCE_TARGET;
-use crate::perf::compare::{CaseComparison, SampleComparison};
-use crate::perf::{compare_samples, Comparison, GateConfig};
+use crate::perf::compare::CaseComparison;
+use crate::perf::rounds::{judge_rounds, Round, DEFAULT_ROUNDS_RANK_ALPHA};
+use crate::perf::{Comparison, GateConfig};
 use crate::results::{RunResults, Status};
 use crate::suite::Case;
+
+/// Rounds of the A/B comparison unless asked otherwise: the choice of the calibration in
+/// `harness/tests/harness/perf_nightly_simulation.rs` (docs/perf.md, "The same-night
+/// control").
+pub const DEFAULT_ROUNDS: u32 = 14;
+
+/// Untimed runs before each request's timed ones unless `--warmup` says otherwise: the other
+/// side ran in between, so the caches need one run; a fresh process is warmed by the round's
+/// priming request (with the case's own warm-up).
+pub const WARMUP_PER_REQUEST: u32 = 1;
+
+/// Fewest samples a side in one round: the round's median then holds against one spike.
+pub const MIN_SAMPLES_PER_ROUND: u32 = 4;
 
 /// How the A/B session runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AbSettings {
-    /// Blocks per side (alternating, the order flipped every round).
+    /// Rounds, each in fresh processes of both targets.
     pub rounds: u32,
+    /// The verdict's threshold, interval level (`ci_alpha`), the rounds' signed-rank level
+    /// (`rank_alpha`) and the fences that set an outlier round aside (`fence_k`).
     pub gate: GateConfig,
     /// Overrides of the cases' warm-up and iteration counts (`--warmup`, `--iterations`):
-    /// the iterations are spread over the rounds.
+    /// the iterations are the samples a side, spread over the rounds.
     pub warmup: Option<u32>,
     pub iterations: Option<u32>,
+}
+
+/// The gate of an A/B comparison in rounds: the default gate with the rounds' signed-rank
+/// level.
+pub fn rounds_gate(threshold: GateConfig) -> GateConfig {
+    GateConfig {
+        rank_alpha: DEFAULT_ROUNDS_RANK_ALPHA,
+        ..threshold
+    }
 }
 
 impl Default for AbSettings {
     fn default() -> Self {
         AbSettings {
-            rounds: 6,
-            gate: GateConfig::default(),
+            rounds: DEFAULT_ROUNDS,
+            gate: rounds_gate(GateConfig::default()),
             warmup: None,
             iterations: None,
         }
     }
+}
+
+/// Samples a side in each round for `iterations` samples a side in all over `rounds` rounds:
+/// at least [`MIN_SAMPLES_PER_ROUND`], and even (the outer side's two halves are equal).
+pub fn samples_per_round(iterations: u32, rounds: u32) -> u32 {
+    let n = iterations
+        .div_ceil(rounds.max(1))
+        .max(MIN_SAMPLES_PER_ROUND);
+    n + n % 2
 }
 
 /// The comparison, and the cases that could not be timed on both sides (with the reason).
@@ -58,8 +98,25 @@ fn recipe_for(case: &Case, target: &mut dyn Target) -> Option<String> {
     declared.then(|| case.recipe.clone())
 }
 
+/// A case ready to be timed: its requests (one per side) and what its rounds gave so far.
+struct Timed<'a> {
+    case: &'a Case,
+    requests: [ExecRequest; 2],
+    rounds: Vec<Round>,
+    lost: Vec<String>,
+    /// Why it cannot be timed at all (a side that does not support it, is unavailable).
+    not_timed: Option<String>,
+}
+
+/// Which side a request times.
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Baseline,
+    Candidate,
+}
+
 /// Times `candidate` against `against` on every case of `cases` that the candidate passed in
-/// `results`.
+/// `results`, in `settings.rounds` rounds of fresh processes.
 pub fn ab_compare(
     cases: &[&Case],
     results: &RunResults,
@@ -76,6 +133,7 @@ pub fn ab_compare(
         not_timed: Vec::new(),
     };
     let rounds = settings.rounds.max(1);
+    let mut timed: Vec<Timed> = Vec::new();
     for case in cases {
         let Some(done) = results
             .cases
@@ -87,77 +145,161 @@ pub fn ab_compare(
         if done.status != Status::Passed {
             continue;
         }
-        let prepared = crate::case_data::generate_inputs(case, done.seed)
-            .map_err(|e| e.to_string())
-            .and_then(|inputs| {
-                conform_reference::ops::find(&case.op)
-                    .and_then(|f| f.describe(&case.params))
-                    .map(|d| (inputs, d.outputs))
-                    .map_err(|e| e.to_string())
-            });
-        let (inputs, outputs) = match prepared {
-            Ok(p) => p,
-            Err(e) => {
-                out.not_timed.push((case.id.clone(), e));
-                continue;
-            }
-        };
-        let per_block = settings
-            .iterations
-            .unwrap_or(case.perf.iterations)
-            .div_ceil(rounds)
-            .max(1);
-        let warmup = settings.warmup.unwrap_or(case.perf.warmup);
-        let recipes = (recipe_for(case, candidate), recipe_for(case, against));
-        let request = |recipe: &Option<String>| ExecRequest {
-            case_id: case.id.clone(),
-            input_set: 0,
-            op: case.op.clone(),
-            params: case.params.clone(),
-            recipe: recipe.clone(),
-            inputs: inputs.clone(),
-            expected_outputs: outputs.clone(),
-            timing: Some(TimingRequest {
-                warmup,
-                iterations: per_block,
+        match prepare(case, done.seed, settings, rounds, candidate, against) {
+            Ok(requests) => timed.push(Timed {
+                case,
+                requests,
+                rounds: Vec::new(),
+                lost: Vec::new(),
+                not_timed: None,
             }),
-        };
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        let mut failed = None;
-        'rounds: for round in 0..rounds {
-            for side in [round % 2 == 0, round % 2 == 1] {
-                let (t, samples, recipe): (&mut dyn Target, &mut Vec<f64>, _) = if side {
-                    (&mut *candidate, &mut a, &recipes.0)
-                } else {
-                    (&mut *against, &mut b, &recipes.1)
-                };
-                let req = request(recipe);
-                match t.execute(&req) {
-                    Ok(x) if !x.timings_us.is_empty() => samples.extend(x.timings_us),
-                    Ok(_) => {
-                        failed = Some(format!("`{}` returned no timings", t.name()));
-                        break 'rounds;
-                    }
-                    Err(e) => {
-                        failed = Some(format!("`{}`: {e}", t.name()));
-                        break 'rounds;
-                    }
-                }
-            }
+            Err(e) => out.not_timed.push((case.id.clone(), e)),
         }
-        if let Some(why) = failed {
-            out.not_timed.push((case.id.clone(), why));
+    }
+    for round in 0..rounds {
+        if crate::interrupt::received().is_some() || timed.iter().all(|t| t.not_timed.is_some()) {
+            break;
+        }
+        candidate.renew();
+        against.renew();
+        // Forward on even rounds, backward on odd ones: no case always runs first.
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..timed.len()).collect()
+        } else {
+            (0..timed.len()).rev().collect()
+        };
+        // A fresh process is slower for a while beyond any case's warm-up (measured: the
+        // round's first case 14-27% slower on the side whose samples all came from its
+        // first requests): each side first runs the round's first case once, untimed.
+        if let Some(first) = order
+            .iter()
+            .map(|&i| &timed[i])
+            .find(|t| t.not_timed.is_none())
+        {
+            let _ = candidate.execute(&priming(first, 0));
+            let _ = against.execute(&priming(first, 1));
+        }
+        for i in order {
+            if crate::interrupt::received().is_some() {
+                break;
+            }
+            time_round(&mut timed[i], round, candidate, against);
+        }
+    }
+    for t in timed {
+        if let Some(why) = t.not_timed {
+            out.not_timed.push((t.case.id.clone(), why));
             continue;
         }
-        let mut result: SampleComparison = compare_samples(&b, &a, &settings.gate);
-        result.reason =
-            crate::messages::perf::ab_reason(&result.reason, against.name(), rounds, per_block);
+        let mut result = judge_rounds(&t.rounds, rounds, t.lost, &settings.gate);
+        result.reason = crate::messages::perf::ab_reason(&result.reason, against.name());
         out.comparison.cases.push(CaseComparison {
-            id: case.id.clone(),
+            id: t.case.id.clone(),
             target: candidate.name().to_string(),
             hardware: results.hardware.clone(),
             result,
         });
     }
     out
+}
+
+/// The untimed first request of a side (`0` candidate, `1` baseline) in a round: the case's
+/// request with the case's own warm-up (at least the request's).
+fn priming(t: &Timed, side: usize) -> ExecRequest {
+    let mut r = t.requests[side].clone();
+    if let Some(timing) = r.timing.as_mut() {
+        timing.warmup = t.case.perf.warmup.max(timing.warmup);
+    }
+    r
+}
+
+/// The two requests of a case (candidate's, then baseline's): its inputs of `seed`, its
+/// outputs, each side's recipe, [`WARMUP_PER_REQUEST`] and half a round's samples; or why it
+/// cannot be.
+fn prepare(
+    case: &Case,
+    seed: u64,
+    settings: &AbSettings,
+    rounds: u32,
+    candidate: &mut dyn Target,
+    against: &mut dyn Target,
+) -> Result<[ExecRequest; 2], String> {
+    let inputs = crate::case_data::generate_inputs(case, seed).map_err(|e| e.to_string())?;
+    let outputs = conform_reference::ops::find(&case.op)
+        .and_then(|f| f.describe(&case.params))
+        .map(|d| d.outputs)
+        .map_err(|e| e.to_string())?;
+    let per_round = samples_per_round(settings.iterations.unwrap_or(case.perf.iterations), rounds);
+    let timing = TimingRequest {
+        warmup: settings.warmup.unwrap_or(WARMUP_PER_REQUEST),
+        iterations: per_round / 2,
+    };
+    let request = |recipe: Option<String>| ExecRequest {
+        case_id: case.id.clone(),
+        input_set: 0,
+        op: case.op.clone(),
+        params: case.params.clone(),
+        recipe,
+        inputs: inputs.clone(),
+        expected_outputs: outputs.clone(),
+        timing: Some(timing),
+    };
+    Ok([
+        request(recipe_for(case, candidate)),
+        request(recipe_for(case, against)),
+    ])
+}
+
+/// One round of a case: A B B A on even rounds (the baseline outside), B A A B on odd ones:
+/// the outer side's two halves around one request of the inner side's two halves (each request
+/// starts with its warm-up, so every sample of either side follows the same untimed runs, and
+/// a drift that is linear over the block moves both sides' means alike). A side that fails
+/// loses the round (named in `lost`); one that cannot run the case at all stops its timing.
+fn time_round(t: &mut Timed, round: u32, candidate: &mut dyn Target, against: &mut dyn Target) {
+    if t.not_timed.is_some() {
+        return;
+    }
+    let (outer, inner) = if round.is_multiple_of(2) {
+        (Side::Baseline, Side::Candidate)
+    } else {
+        (Side::Candidate, Side::Baseline)
+    };
+    let mut r = Round::default();
+    for (side, halves) in [(outer, 1), (inner, 2), (outer, 1)] {
+        let (target, request): (&mut dyn Target, &ExecRequest) = match side {
+            Side::Candidate => (&mut *candidate, &t.requests[0]),
+            Side::Baseline => (&mut *against, &t.requests[1]),
+        };
+        let mut req = request.clone();
+        if let Some(timing) = req.timing.as_mut() {
+            timing.iterations *= halves;
+        }
+        match target.execute(&req) {
+            Ok(x) if !x.timings_us.is_empty() => match side {
+                Side::Candidate => r.candidate.extend(x.timings_us),
+                Side::Baseline => r.baseline.extend(x.timings_us),
+            },
+            Ok(_) => {
+                t.lost.push(crate::messages::perf::round_lost(
+                    round,
+                    target.name(),
+                    "returned no timings",
+                ));
+                return;
+            }
+            Err(e @ (TargetError::Unsupported(_) | TargetError::Unavailable(_))) => {
+                t.not_timed = Some(format!("`{}`: {e}", target.name()));
+                return;
+            }
+            Err(e) => {
+                t.lost.push(crate::messages::perf::round_lost(
+                    round,
+                    target.name(),
+                    &e.to_string(),
+                ));
+                return;
+            }
+        }
+    }
+    t.rounds.push(r);
 }

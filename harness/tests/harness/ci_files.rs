@@ -446,6 +446,8 @@ fn nightly_perf_dry_run_plans_record_compare_report() {
         cwd.path(),
     );
     let out = String::from_utf8_lossy(&o.stdout);
+    // The plan names the binary cargo builds (the script times what cargo says it built).
+    assert!(out.contains("<the conform binary cargo builds>"), "{out}");
     assert!(
         o.status.success(),
         "{out}\n{}",
@@ -455,9 +457,9 @@ fn nightly_perf_dry_run_plans_record_compare_report() {
         out.find(needle)
             .unwrap_or_else(|| panic!("dry run lacks `{needle}`:\n{out}"))
     };
-    let record = pos("conform perf record --out nightly-out/perf.json");
-    let compare = pos("conform perf compare --baseline base.json");
-    let report = pos("conform report --input nightly-out/results.json");
+    let record = pos("perf record --out nightly-out/perf.json");
+    let compare = pos("perf compare --baseline base.json");
+    let report = pos(" report --input nightly-out/results.json");
     assert!(record < compare && compare < report);
     assert!(out.contains("--suite fa_prefill"));
     assert!(out.contains("--threshold 0.05"));
@@ -469,10 +471,13 @@ fn nightly_perf_dry_run_plans_record_compare_report() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     assert!(!out.contains("perf compare"), "{out}");
-    let gate = pos_in(&out, "conform perf history gate --db perf-history/perf-history.sqlite --candidate nightly-out/perf.json");
+    let gate = pos_in(
+        &out,
+        "perf history gate --db perf-history/perf-history.sqlite --candidate nightly-out/perf.json",
+    );
     let ingest = pos_in(
         &out,
-        "conform perf history ingest --db perf-history/perf-history.sqlite nightly-out/perf.json",
+        "perf history ingest --db perf-history/perf-history.sqlite nightly-out/perf.json",
     );
     let report = pos_in(&out, "--history perf-history/perf-history.sqlite");
     assert!(gate < ingest && ingest < report, "{out}");

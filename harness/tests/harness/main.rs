@@ -10,6 +10,7 @@ mod repo;
 mod ascend_ledger;
 mod atlas_cann_detection;
 mod ci_files;
+mod control_docs;
 mod determinism_check;
 mod docs_complete;
 mod library_run;

@@ -367,6 +367,15 @@ impl Target for WorkerTarget {
             .unwrap_or_default()
     }
 
+    /// Shuts the worker down (it finishes what it was asked, then exits); the next request
+    /// starts a fresh process. Its capabilities stay as its first handshake declared them.
+    fn renew(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            let line = serde_json::to_string(&HarnessMessage::Shutdown).unwrap_or_default();
+            p.shutdown(&line, SHUTDOWN_GRACE);
+        }
+    }
+
     fn execute(&mut self, request: &ExecRequest) -> Result<Execution, TargetError> {
         if let Availability::Unavailable { reason } = self.availability() {
             return Err(TargetError::Unavailable(reason));
@@ -635,9 +644,6 @@ impl WorkerTarget {
 
 impl Drop for WorkerTarget {
     fn drop(&mut self) {
-        if let Some(mut p) = self.process.take() {
-            let line = serde_json::to_string(&HarnessMessage::Shutdown).unwrap_or_default();
-            p.shutdown(&line, SHUTDOWN_GRACE);
-        }
+        self.renew();
     }
 }

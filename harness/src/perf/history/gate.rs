@@ -403,6 +403,30 @@ pub fn judge_every_night(
         .collect()
 }
 
+/// Whether two runs of a series were timed with the same op parameters (a run that does not
+/// say is taken to be).
+pub fn same_params(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    }
+}
+
+/// The runs of `nights` (oldest first) timed with the op parameters of the newest run that
+/// names them, and how many runs of other parameters were left out: `history show` and the
+/// report analyse a series as the gate judges it, never across a change of the case's
+/// parameters under the same id.
+pub fn with_newest_params(nights: Vec<Night>) -> (Vec<Night>, usize) {
+    let newest = nights.iter().rev().find_map(|n| n.params_digest.clone());
+    let before = nights.len();
+    let kept: Vec<Night> = nights
+        .into_iter()
+        .filter(|n| same_params(n.params_digest.as_deref(), newest.as_deref()))
+        .collect();
+    let left_out = before - kept.len();
+    (kept, left_out)
+}
+
 /// What a case of the candidate was compared against.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReferenceInfo {
@@ -456,10 +480,7 @@ pub fn gate(
                 .nights(&key)?
                 .into_iter()
                 .filter(|n| n.digest != own)
-                .filter(|n| match (&n.params_digest, &rec.params_digest) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => true,
-                })
+                .filter(|n| same_params(n.params_digest.as_deref(), rec.params_digest.as_deref()))
                 .collect(),
             None => Vec::new(),
         };
@@ -486,6 +507,7 @@ pub fn gate(
                 p_faster: None,
                 reason: "no earlier run of this series in the history (with these op parameters)"
                     .to_string(),
+                rounds: None,
             }
         } else {
             let key = SeriesKey {
@@ -535,4 +557,40 @@ pub fn gate(
         },
         references,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn night(i: i64, params: Option<&str>) -> Night {
+        Night {
+            run_id: i,
+            digest: format!("run{i}"),
+            date: format!("2026-01-{:02}T02:00:00Z", i + 1),
+            commit: None,
+            params_digest: params.map(str::to_string),
+            samples: vec![10.0 + i as f64],
+        }
+    }
+
+    #[test]
+    fn a_series_is_read_with_its_newest_op_parameters_only() {
+        let nights = vec![
+            night(0, Some("old")),
+            night(1, Some("old")),
+            night(2, None),
+            night(3, Some("new")),
+            night(4, Some("new")),
+        ];
+        let (kept, left_out) = with_newest_params(nights);
+        assert_eq!(left_out, 2);
+        assert_eq!(
+            kept.iter().map(|n| n.run_id).collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
+        let (kept, left_out) = with_newest_params(vec![night(0, None), night(1, None)]);
+        assert_eq!((kept.len(), left_out), (2, 0));
+        assert!(same_params(Some("a"), None) && !same_params(Some("a"), Some("b")));
+    }
 }

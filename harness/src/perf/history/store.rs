@@ -578,10 +578,14 @@ impl History {
                     ),
                 });
             };
-            if !(v.is_finite() && v > 0.0) {
+            if !crate::perf::perf_file::is_valid_sample(v) {
                 return Err(HistoryError::Damaged {
                     location: self.location.clone(),
-                    what: format!("run {run} of `{}` holds the sample {v}", series.label()),
+                    what: format!(
+                        "run {run} of `{}` holds the sample {v} (not a finite time in (0, {:e}] us)",
+                        series.label(),
+                        crate::perf::perf_file::MAX_SAMPLE_US
+                    ),
                 });
             }
             nights[i].samples.push(v);

@@ -1,0 +1,85 @@
+//! The reasons the gate's comparisons give (`perf::compare`, `perf::rounds`): why a case got
+//! its verdict, in the user's words. They live beside the comparisons that own these
+//! outcomes, so the messages layer never has to reach back into `perf` (as `budget_text`).
+
+use super::compare::{GateConfig, RoundsSummary, Verdict};
+
+/// INCONCLUSIVE: the two records of a case were timed with other op parameters.
+pub fn other_params(baseline: &str, candidate: &str) -> String {
+    format!(
+        "the op parameters differ (params_digest {} in the baseline, {} in the candidate): \
+         another case under the same id, not compared",
+        baseline.chars().take(12).collect::<String>(),
+        candidate.chars().take(12).collect::<String>()
+    )
+}
+
+fn lost_suffix(s: &RoundsSummary) -> String {
+    if s.lost.is_empty() {
+        String::new()
+    } else {
+        format!(" (lost: {})", s.lost.join("; "))
+    }
+}
+
+/// INCONCLUSIVE for lack of rounds: how many completed and were kept, how many are needed.
+pub fn too_few_rounds(s: &RoundsSummary) -> String {
+    format!(
+        "too few rounds: {} of {} completed, {} set aside as outliers; at least {} are needed \
+         (the signed-rank test of fewer cannot reach its level){}",
+        s.ratios.len(),
+        s.planned,
+        s.set_aside.len(),
+        s.min_rounds,
+        lost_suffix(s)
+    )
+}
+
+/// Why a case judged on its rounds got its verdict: the interval, the test and how many
+/// rounds agree.
+pub fn rounds_reason(
+    verdict: Verdict,
+    s: &RoundsSummary,
+    (lo, hi): (f64, f64),
+    (p_slower, p_faster): (f64, f64),
+    (slower, faster): (usize, usize),
+    cfg: &GateConfig,
+) -> String {
+    let (up, down) = (1.0 + cfg.threshold, 1.0 - cfg.threshold);
+    let kept = s.ratios.len() - s.set_aside.len();
+    let what = match verdict {
+        Verdict::Regression => format!(
+            "lower bound {lo:.4} > {up:.4} and signed-rank p = {p_slower:.2e} < {}",
+            cfg.rank_alpha
+        ),
+        Verdict::Improvement => format!(
+            "upper bound {hi:.4} < {down:.4} and signed-rank p = {p_faster:.2e} < {}",
+            cfg.rank_alpha
+        ),
+        Verdict::Inconclusive => format!(
+            "the rounds disagree: {slower} of {kept} rounds slower, {faster} faster, interval \
+             [{lo:.4}, {hi:.4}]: neither a change beyond the {:.1}% threshold nor its absence is \
+             shown (a process placed unevenly in some rounds cannot be told from a change)",
+            100.0 * cfg.threshold
+        ),
+        _ => format!(
+            "no change beyond the {:.1}% threshold: interval [{lo:.4}, {hi:.4}], {slower} of \
+             {kept} rounds slower",
+            100.0 * cfg.threshold
+        ),
+    };
+    let aside = if s.set_aside.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} round(s) set aside as outliers (processes placed unevenly)",
+            s.set_aside.len()
+        )
+    };
+    format!(
+        "{what}; {kept} of {} rounds of {} samples a side{aside}{}",
+        s.planned,
+        s.samples_per_round,
+        lost_suffix(s)
+    )
+}
