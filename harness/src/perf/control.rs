@@ -10,7 +10,7 @@
 //!   tonight's).
 //! - A worker target `targets/<name>/`: a copy of its directory, and of every file or folder
 //!   of the repository its `target.toml` names through `${REPO}` (the shipped workers'
-//!   `PYTHONPATH = "${REPO}/targets/python"`), put under the copy's `_repo/` with `${REPO}`
+//!   `PYTHONPATH = { prepend = "${REPO}/targets/python" }`), put under the copy's `_repo/` with `${REPO}`
 //!   rewritten to `${TARGET_DIR}/_repo`: the kept worker runs the helper modules it was kept
 //!   with, not tonight's. A declaration that names anything outside its own directory some
 //!   other way (`${TARGET_DIR}/..`, an absolute path into the checkout) is refused by name,
@@ -131,7 +131,7 @@ pub fn keep(root: &Path, target: &str, into: &Path, conform: &Path) -> Result<Ke
 fn started_values(cfg: &WorkerConfig) -> Vec<&str> {
     std::iter::once(cfg.command.as_str())
         .chain(cfg.args.iter().map(String::as_str))
-        .chain(cfg.env.values().map(String::as_str))
+        .chain(cfg.env.values().flat_map(|v| v.declared_parts()))
         .chain(cfg.working_dir.as_deref())
         .collect()
 }
@@ -234,15 +234,27 @@ mod tests {
 args = ["${TARGET_DIR}/worker.py", "--helpers=${REPO}/targets/common/x.py"]
 [env]
 PYTHONPATH = "${REPO}/targets/python:${REPO}/./targets/python"
+LD_LIBRARY_PATH = { prepend = "${REPO}/targets/lib", append = "${REPO}/targets/lib2" }
 "#);
         let paths = named_repo_paths(&c, Path::new("/repo"), Path::new("t/target.toml")).unwrap();
         assert_eq!(
             paths,
             vec![
                 PathBuf::from("targets/common/x.py"),
+                PathBuf::from("targets/lib"),
+                PathBuf::from("targets/lib2"),
                 PathBuf::from("targets/python")
             ]
         );
+        // An edit's parts are read like a set value: the shipped workers prepend PYTHONPATH.
+        let c = cfg(r#"command = "python3"
+[env]
+PYTHONPATH = { prepend = "${REPO}/../outside" }
+"#);
+        let e = named_repo_paths(&c, Path::new("/repo"), Path::new("t/target.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("out of it"), "{e}");
         for (bad, what) in [
             (
                 r#"args = ["${TARGET_DIR}/../common/helper.py"]"#,

@@ -30,6 +30,22 @@ pub enum EnvValue {
     Edit(EnvEdit),
 }
 
+impl EnvValue {
+    /// The text the entry declares (the value set, or the parts an edit puts around the
+    /// inherited value), placeholders unexpanded: what names files (`${REPO}/...`).
+    pub fn declared_parts(&self) -> Vec<&str> {
+        match self {
+            EnvValue::Set(s) => vec![s.as_str()],
+            EnvValue::Edit(e) => e
+                .prepend
+                .iter()
+                .chain(&e.append)
+                .map(String::as_str)
+                .collect(),
+        }
+    }
+}
+
 /// Parts put around an inherited value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EnvEdit {
