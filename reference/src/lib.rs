@@ -30,3 +30,4 @@ pub mod mc2;
 pub mod ops;
 pub mod parallel;
 pub mod splitmix;
+pub mod variant;

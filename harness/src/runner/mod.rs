@@ -9,6 +9,7 @@ pub mod expected;
 pub mod journal;
 pub mod junit;
 pub mod keep;
+mod kernel_variant;
 pub mod keep_text;
 pub mod memory;
 pub mod options;

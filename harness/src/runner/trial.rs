@@ -31,6 +31,8 @@ fn result(case: &Case, target: &str, seed: u64, status: Status, message: String)
         perf: None,
         notes: Vec::new(),
         nondeterministic: None,
+        variant: super::kernel_variant::record(case),
+        recipe_set_aside: None,
     }
 }
 
@@ -76,6 +78,8 @@ enum Admission {
         desc: OpDescription,
         policies: BTreeMap<String, CheckPolicy>,
         recipe: Option<String>,
+        /// Why a target declaring the case's recipe is judged without its bits.
+        set_aside: Option<String>,
     },
     Done(CaseResult),
 }
@@ -127,6 +131,7 @@ fn admit(
         return Done(result(case, name, seed, Status::Error, message));
     }
     // Which recipe the target is asked to emulate.
+    let mut set_aside = None;
     let recipe = if is_reference {
         Some(case.recipe.clone())
     } else {
@@ -136,12 +141,17 @@ fn admit(
             .get(&case.op)
             .map(|o| o.recipes.clone())
             .unwrap_or_default();
-        if declared.iter().any(|r| r == &case.recipe) {
+        set_aside = declared
+            .iter()
+            .any(|r| r == &case.recipe)
+            .then(|| super::kernel_variant::set_aside(case, target))
+            .flatten();
+        if declared.iter().any(|r| r == &case.recipe) && set_aside.is_none() {
             Some(case.recipe.clone())
         } else {
-            // The target runs its own recipe: outputs with a recipe-free policy are judged by
-            // it (against the oracle); an output still checked exactly against the case's
-            // recipe makes the case inapplicable.
+            // The target runs its own recipe (or its declared one is set aside): outputs with
+            // a recipe-free policy are judged by it (against the oracle); an output still
+            // checked exactly against the case's recipe makes the case inapplicable.
             policies = match case.output_policies(&desc, true) {
                 Ok(p) => p,
                 Err(e) => return Done(result(case, name, seed, Status::Error, e)),
@@ -152,18 +162,22 @@ fn admit(
                 .map(|p| p.name())
                 .collect();
             if !exact.is_empty() {
-                return Done(result(
-                    case,
-                    name,
-                    seed,
-                    Status::Skipped,
-                    format!(
+                let message = match &set_aside {
+                    Some(why) => format!(
+                        "this case checks {} against recipe `{}`, whose bits are set aside for this target ({why}), and gives no check for a target with its own arithmetic",
+                        exact.join("/"),
+                        case.recipe
+                    ),
+                    None => format!(
                         "this case checks {} against recipe `{}`, which the target does not implement (it declares: {})",
                         exact.join("/"),
                         case.recipe,
                         if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
                     ),
-                ));
+                };
+                let mut r = result(case, name, seed, Status::Skipped, message);
+                r.recipe_set_aside = set_aside;
+                return Done(r);
             }
             None
         }
@@ -172,6 +186,7 @@ fn admit(
         desc,
         policies,
         recipe,
+        set_aside,
     }
 }
 
@@ -183,14 +198,17 @@ fn run_trial_inner(
     name: &str,
     kept: &mut Vec<super::keep::KeptSet>,
 ) -> CaseResult {
-    let (desc, policies, recipe) = match admit(case, target, seed, opts, name) {
+    let (desc, policies, recipe, set_aside) = match admit(case, target, seed, opts, name) {
         Admission::Run {
             desc,
             policies,
             recipe,
-        } => (desc, policies, recipe),
+            set_aside,
+        } => (desc, policies, recipe, set_aside),
         Admission::Done(r) => return r,
     };
+    let mut out = result(case, name, seed, Status::Passed, String::new());
+    out.recipe_set_aside = set_aside;
     let mut run = TrialRun {
         case,
         name,
@@ -199,7 +217,7 @@ fn run_trial_inner(
         desc,
         policies,
         recipe,
-        out: result(case, name, seed, Status::Passed, String::new()),
+        out,
         failures: Vec::new(),
         first_run: None,
     };

@@ -11,6 +11,7 @@ mod ascend_ledger;
 mod atlas_cann_detection;
 mod ci_files;
 mod determinism_check;
+mod kernel_variants;
 mod library_run;
 mod mc2_costs;
 mod parsers_fuzz;

@@ -13,6 +13,7 @@
 pub mod attention_regimes;
 pub mod attention_ties;
 pub mod dynamic_quant;
+pub mod dynamic_quant_variants;
 pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;

@@ -282,6 +282,23 @@ def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=No
 _DQ = "aclnnDynamicQuant"
 
 
+def _dq_stores_reciprocal(rows, h, smooth, grouped):
+    """Whether the A2/A3 kernel ops-nn's dynamic_quant_tiling.cpp picks for this shape (9.x:
+    SetSpecialTilingForDs key 100, CalcTilingForMultiRow key 10, then SetTilingKey by the UB a
+    row needs, 196608 bytes) stores scale = 1 / (127 / max): keys 0/1, 6, 7, 8 do; keys 100,
+    10 and 2/3 store max * fl32(1 / 127)."""
+    if not grouped and h in (4096, 5120, 10240) and 4 <= rows <= 384:
+        return False
+    limit = min((196608 - 1024 - 3392) // (15 if smooth else 11) // 64 * 64, 255 * 64)
+    if not grouped and 128 <= h <= limit and h % 8 == 0:
+        return False
+    if grouped:
+        return True
+    a = -(-h // 16) * 16
+    single, double = (17 * a, 19 * a) if smooth else (11 * a, 13 * a)
+    return single > 196608 - 1024 or double >= 196608 - 1024
+
+
 def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None):
     soc = _soc_name()
     if _soc.family(soc) not in ("A2", "A3"):
@@ -323,7 +340,11 @@ def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None)
     amax = np.abs(rows).max(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         quotient = np.float32(127.0) / amax
-        scale = (np.float32(1.0) / quotient).astype(np.float32)
+        if _dq_stores_reciprocal(rows.shape[0], h, smooth_scales is not None,
+                                 group_index is not None):
+            scale = (np.float32(1.0) / quotient).astype(np.float32)
+        else:
+            scale = (amax * (np.float32(1.0) / np.float32(127.0))).astype(np.float32)
         q = np.rint((rows * quotient[:, None]).astype(np.float32))
     # The cast of a zero row's NaN (0 * Inf) is not documented; the stand-in writes 0.
     y = np.clip(np.where(np.isnan(q), 0, q), -128, 127).astype(np.int8)
