@@ -10,8 +10,8 @@
 
 use crate::verdict::CANN_STANDARD_CLAIMS;
 use conform_reference::fidelity::{self, Knob};
-use conform_reference::variant::Dispatch;
 use conform_reference::formats::DType;
+use conform_reference::variant::Dispatch;
 use std::sync::OnceLock;
 
 /// The ledger's text, as committed.

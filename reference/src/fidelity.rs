@@ -187,7 +187,7 @@ pub const C8_CLAIMS: [(&str, &str); 7] = [
 
 /// Claims about `quant_matmul` (the A2 kernel and `npu_trans_quant_param`) fixed in the code
 /// rather than a recipe field.
-pub const QUANT_MATMUL_CLAIMS: [(&str, &str); 5] = [
+pub const QUANT_MATMUL_CLAIMS: [(&str, &str); 6] = [
     (
         "qmm.claim.k_limit",
         "k above 65536 is refused: below it no int32 accumulator of int8 products can overflow",
@@ -203,6 +203,10 @@ pub const QUANT_MATMUL_CLAIMS: [(&str, &str); 5] = [
     (
         "qmm.claim.packed_offset",
         "the packed word's offset field (bits 37..45) is used only by the int8 output, which is not modelled; no case passes an offset",
+    ),
+    (
+        "qmm.claim.opt_bound",
+        "per-token cases with M up to 128 run the opt kernel, larger M the dequant-first kernels (the base M the cube tiling picks between 129 and 256 rows is not modelled)",
     ),
     (
         "qmm.claim.f16_fixpipe",
@@ -281,12 +285,21 @@ pub fn dispatch(
     use crate::ops::dynamic_quant as dq;
     match op {
         "dynamic_quant" if recipe == dq::DISPATCHING => dq::dispatch(params, platform).ok(),
-        "dynamic_quant" => crate::ops::dynamic_quant_variants::by_preset(recipe).map(|v| Dispatch {
-            variant: v,
-            detail: "the case names this variant's preset".to_string(),
-        }),
+        "dynamic_quant" => named(crate::ops::dynamic_quant_variants::by_preset(recipe)),
+        "quant_matmul" if recipe == crate::ops::quant_matmul::DISPATCHING => {
+            crate::ops::quant_matmul::dispatch(params, platform).ok()
+        }
+        "quant_matmul" => named(crate::ops::quant_matmul_variants::by_preset(recipe)),
         _ => None,
     }
+}
+
+/// The variant a case names directly by its preset.
+fn named(v: Option<&'static KernelVariant>) -> Option<Dispatch> {
+    v.map(|variant| Dispatch {
+        variant,
+        detail: "the case names this variant's preset".to_string(),
+    })
 }
 
 /// The knob id prefix of an op family's presets.
@@ -311,6 +324,11 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static KernelVariant)> {
         crate::ops::dynamic_quant_variants::VARIANTS
             .iter()
             .map(|k| ("dynamic_quant", *k)),
+    );
+    v.extend(
+        crate::ops::quant_matmul_variants::VARIANTS
+            .iter()
+            .map(|k| ("quant_matmul", *k)),
     );
     v
 }
@@ -382,7 +400,7 @@ pub fn preset_knobs(op: &str, preset: &str, dtype: DType) -> Option<Vec<Knob>> {
                 k
             })
         }
-        "quant_matmul" if recipe == "ascend_a2" => {
+        "quant_matmul" if crate::ops::quant_matmul_variants::by_preset(recipe).is_some() => {
             crate::ops::quant_matmul::QmmRecipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
                 k.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, v)| Knob::new(*id, *v)));
@@ -451,8 +469,10 @@ pub fn knob_ids() -> Vec<String> {
         ids.extend(r.knobs("ascend_ifa_c8").into_iter().map(|k| k.id));
     }
     ids.extend(C8_CLAIMS.iter().map(|(id, _)| id.to_string()));
-    if let Some(r) = crate::ops::quant_matmul::QmmRecipe::preset("ascend_a2") {
-        ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
+    for v in crate::ops::quant_matmul_variants::VARIANTS {
+        if let Some(r) = crate::ops::quant_matmul::QmmRecipe::preset(v.preset) {
+            ids.extend(r.knobs(v.preset).into_iter().map(|k| k.id));
+        }
     }
     ids.extend(QUANT_MATMUL_CLAIMS.iter().map(|(id, _)| id.to_string()));
     if let Some(r) = crate::ops::moe_dispatch_combine::MoeRecipe::preset("ascend_v2") {

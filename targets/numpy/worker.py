@@ -266,8 +266,10 @@ def quant_matmul(case):
     x1 @ x2 exactly (int8 products summed in f64 through BLAS: every partial sum is an integer
     below 2^31, exact in f64), an int32 bias added as integers (wrapping at 32 bits), the sum
     to f32 (round to nearest even), times the per-channel scale in f32 (the packed form keeps
-    the f32's top 19 bits, truncated, as npu_trans_quant_param writes them), times the
-    per-token scale in f32, plus a float bias in f32, one rounding to the output dtype; for an
+    the f32's top 19 bits, truncated, as npu_trans_quant_param writes them) and the per-token
+    scale in f32 (up to 128 rows the two scales multiplied together first, as the opt kernel
+    the A2 tiling picks there does; above, the per-channel scale first), plus a float bias in
+    f32, one rounding to the output dtype; for an
     int8 output the scaled f32 is requantised with the packed offset instead."""
     p = case.params
     if case.recipe != "ascend_a2":
@@ -297,9 +299,16 @@ def quant_matmul(case):
         case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 scale, "
                   "requantised to int8 (ties to even, saturated)")
         return {"y": np.clip(v, -128, 127).astype(np.int8)}
-    y = y * scale[None, :]
     if p.get("pertoken"):
-        y = y * np.asarray(case.inputs["pertoken_scale"], dtype=np.float32)[:, None]
+        t = np.asarray(case.inputs["pertoken_scale"], dtype=np.float32)
+        if x1.shape[0] <= 128:
+            # The A2 tiling sends per-token cases of small M to the opt kernel, which merges
+            # the two scales first: acc * fl32(pertoken * scale) (docs/ascend.md).
+            y = y * (t[:, None] * scale[None, :])
+        else:
+            y = (y * scale[None, :]) * t[:, None]
+    else:
+        y = y * scale[None, :]
     if bias is not None and bias_dt != "I32":
         y = y + cw.to_f32(bias, bias_dt)[None, :]
     case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 epilogue, one rounding")

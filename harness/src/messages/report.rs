@@ -56,7 +56,9 @@ pub fn variant_line(
     } else {
         format!("preset {preset}")
     };
-    format!("{kernel} (tiling key {key}, {tiling}): {detail}. Read for {socs}; {releases}; {preset}.")
+    format!(
+        "{kernel} (tiling key {key}, {tiling}): {detail}. Read for {socs}; {releases}; {preset}."
+    )
 }
 
 /// Why a target that declares the recipe was judged without its bits.

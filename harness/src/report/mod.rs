@@ -175,8 +175,8 @@ mod tests {
             perf: None,
             notes: Vec::new(),
             nondeterministic: None,
-        variant: None,
-        recipe_set_aside: None,
+            variant: None,
+            recipe_set_aside: None,
         }
     }
 

@@ -454,8 +454,8 @@ mod tests {
             perf: None,
             notes: Vec::new(),
             nondeterministic: None,
-        variant: None,
-        recipe_set_aside: None,
+            variant: None,
+            recipe_set_aside: None,
         };
         assert!(keep.record(&r, vec![kept], false).is_none());
         let index = read_index(&d.path().join(INDEX_FILE)).unwrap();

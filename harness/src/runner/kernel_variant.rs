@@ -59,7 +59,9 @@ pub(super) fn set_aside(case: &Case, target: &mut dyn Target) -> Option<String> 
     if let Some(s) = soc
         && !v.socs.contains(&s)
     {
-        why.push(format!("the target's device ({device}) is {s}, not a SoC the variant describes"));
+        why.push(format!(
+            "the target's device ({device}) is {s}, not a SoC the variant describes"
+        ));
     }
     if let Some(r) = release
         && !v.releases.contains(r)

@@ -70,8 +70,8 @@ fn the_binary_carries_the_committed_ledger() {
 
 #[test]
 fn a_case_on_an_ascend_recipe_lists_its_weak_knobs() {
-    let knobs = ledger::preset_knobs("fa_prefill", "ascend_pfa_bf16")
-        .expect("an Ascend preset has knobs");
+    let knobs =
+        ledger::preset_knobs("fa_prefill", "ascend_pfa_bf16").expect("an Ascend preset has knobs");
     assert!(knobs.iter().all(|k| k.row.is_some()));
     assert!(knobs.iter().any(|k| k.status() == Some(Status::Assumed)));
     assert!(ledger::preset_knobs("fa_prefill", "fa2_cuda").is_none());

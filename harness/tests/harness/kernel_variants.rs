@@ -100,7 +100,10 @@ fn a_device_on_a_release_outside_the_variant_is_judged_without_its_bits_and_says
     };
     let r = run_trial(&case, &mut dev, case.seed, &RunOptions::default());
     assert_eq!(r.status, Status::Passed, "{}", r.message);
-    let why = r.recipe_set_aside.as_deref().expect("the reason is recorded");
+    let why = r
+        .recipe_set_aside
+        .as_deref()
+        .expect("the reason is recorded");
     assert!(why.contains("CANN 8.5.0"), "{why}");
     assert!(why.contains("dynamic_quant_multi_row.h"), "{why}");
     assert!(why.contains("dynamic_quant_db.h"), "{why}");

@@ -31,6 +31,7 @@
 //! value, a row of tiny values, and rows whose scale and quantised values tell the recipe's
 //! scale and quotient forms apart). See [`DynamicQuant::impose`].
 
+use super::dynamic_quant_variants::DqShape;
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -38,7 +39,6 @@ use super::{
     TensorMap, TensorSpec,
 };
 use crate::formats::{bf16, f16, Rounding, RoundingMode};
-use super::dynamic_quant_variants::DqShape;
 use crate::knob::Knob;
 use crate::parallel::{map_tasks, Threads};
 use crate::variant::{Dispatch, Platform};
@@ -73,9 +73,7 @@ impl ScaleForm {
     pub fn swapped(self) -> ScaleForm {
         match self {
             ScaleForm::QuotientThenReciprocal => ScaleForm::MaxTimesInverse,
-            ScaleForm::MaxTimesInverse | ScaleForm::MaxDivided => {
-                ScaleForm::QuotientThenReciprocal
-            }
+            ScaleForm::MaxTimesInverse | ScaleForm::MaxDivided => ScaleForm::QuotientThenReciprocal,
         }
     }
 }
@@ -1150,7 +1148,11 @@ mod tests {
         // quotient as the others do.
         for v in ["a2_multi_row", "a2_single_row", "a2_db"] {
             let m = DqRecipe::preset(v).unwrap();
-            assert_eq!(m.scale_and_factor(a), (a * (1.0 / 127.0f32), 127.0 / a), "{v}");
+            assert_eq!(
+                m.scale_and_factor(a),
+                (a * (1.0 / 127.0f32), 127.0 / a),
+                "{v}"
+            );
         }
         // The constant the kernels multiply by: 1 / 127 rounded once to f32, whether the
         // source writes it as an f32 division (multi-row) or a double rounded to f32

@@ -142,11 +142,16 @@ pub static VARIANTS: [&KernelVariant; 8] = [
 /// The stored scale's form in a variant's kernel.
 pub fn scale_form(preset: &str) -> Option<ScaleForm> {
     let v = VARIANTS.iter().find(|v| v.preset == preset)?;
-    Some(if [&DB, &MULTI_ROW, &SINGLE_ROW].iter().any(|w| std::ptr::eq(*w, *v)) {
-        ScaleForm::MaxTimesInverse
-    } else {
-        ScaleForm::QuotientThenReciprocal
-    })
+    Some(
+        if [&DB, &MULTI_ROW, &SINGLE_ROW]
+            .iter()
+            .any(|w| std::ptr::eq(*w, *v))
+        {
+            ScaleForm::MaxTimesInverse
+        } else {
+            ScaleForm::QuotientThenReciprocal
+        },
+    )
 }
 
 /// What the tiling sees of a case.
@@ -247,7 +252,13 @@ pub fn by_preset(preset: &str) -> Option<&'static KernelVariant> {
 mod tests {
     use super::*;
 
-    fn shape(rows: usize, row_len: usize, f16: bool, smooth: bool, groups: Option<usize>) -> DqShape {
+    fn shape(
+        rows: usize,
+        row_len: usize,
+        f16: bool,
+        smooth: bool,
+        groups: Option<usize>,
+    ) -> DqShape {
         DqShape {
             rows,
             row_len,
@@ -270,7 +281,10 @@ mod tests {
         assert_eq!(key(shape(1, 11263, false, true, None)), "a2_plain");
         // tiling_09: [1, 128, 1024] with 8 groups -> 7; tiling_10: 15000 wide -> 8.
         assert_eq!(key(shape(128, 1024, false, true, Some(8))), "a2_moe");
-        assert_eq!(key(shape(128, 15000, false, true, Some(8))), "a2_moe_large_shape");
+        assert_eq!(
+            key(shape(128, 15000, false, true, Some(8))),
+            "a2_moe_large_shape"
+        );
         // tiling_12: [1, 128, 1024] bf16 with smooth -> 10.
         assert_eq!(key(shape(128, 1024, false, true, None)), "a2_multi_row");
         // The suites: DeepSeek's 7168 (multi-row), Qwen3's 5120 (single-row from 4 rows),
@@ -293,7 +307,9 @@ mod tests {
             release: Release::new(8, 5, 0),
         };
         assert_eq!(
-            dispatch(&shape(24, 7168, false, false, None), &old).variant.preset,
+            dispatch(&shape(24, 7168, false, false, None), &old)
+                .variant
+                .preset,
             "a2_db_old"
         );
     }
@@ -304,10 +320,23 @@ mod tests {
     #[test]
     fn each_variant_states_its_scale_form() {
         assert_eq!(scale_form("a2_multi_row"), Some(ScaleForm::MaxTimesInverse));
-        assert_eq!(scale_form("a2_single_row"), Some(ScaleForm::MaxTimesInverse));
+        assert_eq!(
+            scale_form("a2_single_row"),
+            Some(ScaleForm::MaxTimesInverse)
+        );
         assert_eq!(scale_form("a2_db"), Some(ScaleForm::MaxTimesInverse));
-        for p in ["a2_plain", "a2_db_old", "a2_large_shape", "a2_moe", "a2_moe_large_shape"] {
-            assert_eq!(scale_form(p), Some(ScaleForm::QuotientThenReciprocal), "{p}");
+        for p in [
+            "a2_plain",
+            "a2_db_old",
+            "a2_large_shape",
+            "a2_moe",
+            "a2_moe_large_shape",
+        ] {
+            assert_eq!(
+                scale_form(p),
+                Some(ScaleForm::QuotientThenReciprocal),
+                "{p}"
+            );
         }
         assert_eq!(scale_form("ascend_a2"), None);
         for v in VARIANTS {

@@ -121,7 +121,11 @@ impl fmt::Display for Release {
                 write!(f, "{}.{}.RC{n}", self.major, self.minor)
             }
             Stage::Final => write!(f, "{}.{}.{}", self.major, self.minor, self.patch),
-            Stage::Alpha(n) => write!(f, "{}.{}.{}.alpha{n:03}", self.major, self.minor, self.patch),
+            Stage::Alpha(n) => write!(
+                f,
+                "{}.{}.{}.alpha{n:03}",
+                self.major, self.minor, self.patch
+            ),
             Stage::Beta(n) => write!(f, "{}.{}.{}-beta.{n}", self.major, self.minor, self.patch),
             Stage::Candidate(n) => write!(f, "{}.{}.{}-rc.{n}", self.major, self.minor, self.patch),
         }
@@ -185,7 +189,16 @@ mod tests {
         for (s, r) in order.iter().zip(&parsed) {
             assert_eq!(Release::parse(&r.to_string()), Some(*r), "{s}");
         }
-        for bad in ["latest", "cann", "8", "8.x.0", "9.0.0-gamma.1", "8.0.RC", "", "8.5.0.alpha001-beta.1"] {
+        for bad in [
+            "latest",
+            "cann",
+            "8",
+            "8.x.0",
+            "9.0.0-gamma.1",
+            "8.0.RC",
+            "",
+            "8.5.0.alpha001-beta.1",
+        ] {
             assert_eq!(Release::parse(bad), None, "{bad}");
         }
     }

@@ -320,7 +320,10 @@ fn each_shape_stores_the_scale_of_the_kernel_its_tiling_picks() {
         (json!({"tokens": 24, "hidden": 7168}), false),
         (json!({"tokens": 24, "hidden": 5120, "smooth": true}), false),
         (json!({"tokens": 24, "hidden": 16384}), true),
-        (json!({"tokens": 32, "hidden": 2048, "smooth": true, "groups": 4}), true),
+        (
+            json!({"tokens": 32, "hidden": 2048, "smooth": true, "groups": 4}),
+            true,
+        ),
     ] {
         let t = params["tokens"].as_u64().unwrap() as usize;
         let ins = generate(&params, &[Regime::QuantEdgeRows], 3, "ascend_a2").unwrap();
@@ -368,6 +371,9 @@ fn each_shape_stores_the_scale_of_the_kernel_its_tiling_picks() {
             assert_eq!(scale[r] as f32, kernel_form, "{params} row {r}");
             told_apart += usize::from(kernel_form != other_form);
         }
-        assert!(told_apart >= 8, "{params}: {told_apart} rows tell the forms apart");
+        assert!(
+            told_apart >= 8,
+            "{params}: {told_apart} rows tell the forms apart"
+        );
     }
 }

@@ -30,10 +30,12 @@ refuses the products its page does not list, with the aclnn error the real call 
   the offset rounded and clamped to [-256, 255] in bits 37..45 (hicann/ops-nn
   quant/trans_quant_param_v2/op_kernel/trans_quant_param_v2.h and aclnnTransQuantParam.md).
 - npu_quant_matmul (aclnnQuantMatmulV4, Atlas A2 / A3; 2-D int8 operands, bf16/f16 output):
-  the API page's table of accepted dtype combinations, and the kernel's order
-  (hicann/ops-nn matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3_pertoken.h):
-  int32 accumulation with an int32 bias, to f32, times the per-channel scale (an int64 scale
-  read as its 19-bit f32), times the per-token scale, plus a float bias, CAST_RINT.
+  the API page's table of accepted dtype combinations, and the kernels' order
+  (hicann/ops-nn matmul/quant_batch_matmul_v3): int32 accumulation with an int32 bias, to f32,
+  times the per-channel scale (an int64 scale read as its 19-bit f32), times the per-token
+  scale (quant_batch_matmul_v3_pertoken.h; up to 128 rows the opt kernel
+  quant_batch_matmul_v3_pertoken_opt.h, which multiplies the two scales together first), plus
+  a float bias, CAST_RINT.
 - npu_moe_distribute_dispatch_v2 / npu_moe_distribute_combine_v2 (Atlas A2 / A3; shared
   experts on A3 only): _moe.py (placement, receive order, per-token INT8 on the sender, counts,
   the combine's f32 weighted sum in k order with the shared rows unweighted).
@@ -480,7 +482,14 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         s = s.astype(np.uint32).view(np.float32)
     else:
         s = scale._f32().astype(np.float32)
-    y = (y * s.reshape(1, -1)).astype(np.float32)
+    if pertoken_scale is not None and m <= 128:
+        # ProcessMSmall (quant_batch_matmul_v3_tiling.cpp) sends per-token cases whose M fits
+        # the base M to the opt kernel (quant_batch_matmul_v3_pertoken_opt.h), whose
+        # MulPertokenAndScale merges the two scales before they meet the accumulator.
+        t = pertoken_scale._a.astype(np.float32)
+        y = (y * (t[:, None] * s.reshape(1, -1)).astype(np.float32)).astype(np.float32)
+    else:
+        y = (y * s.reshape(1, -1)).astype(np.float32)
     if int8_out:
         # Requantisation (ops-nn's requant golden): the scaled f32 rounded to an integer, ties
         # to even, clipped to 9 bits, plus the word's 9-bit offset (bits 37..45, signed),
@@ -490,7 +499,7 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         o = np.where(o & 0x100, o - 0x200, o)
         v = np.clip(np.rint(y), -256, 255) + o.reshape(1, -1)
         return torch.Tensor(np.clip(v, -128, 127).astype(np.int8), torch.int8, "npu")
-    if pertoken_scale is not None:
+    if pertoken_scale is not None and m > 128:
         y = (y * pertoken_scale._a.astype(np.float32)[:, None]).astype(np.float32)
     if bias_f is not None:
         y = (y + bias_f.reshape(1, n)).astype(np.float32)
