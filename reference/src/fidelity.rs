@@ -290,6 +290,18 @@ pub fn dispatch(
             crate::ops::quant_matmul::dispatch(params, platform).ok()
         }
         "quant_matmul" => named(crate::ops::quant_matmul_variants::by_preset(recipe)),
+        "fa_prefill" => crate::ops::fa_prefill::dispatch(params, recipe, platform)
+            .ok()
+            .flatten(),
+        "pa_decode" => crate::ops::pa_decode::dispatch(params, recipe, platform)
+            .ok()
+            .flatten(),
+        "pa_decode_int8" => crate::ops::pa_decode_int8::dispatch(params, recipe)
+            .ok()
+            .flatten(),
+        "mla_decode" if recipe == "ascend_mla" => {
+            Some(crate::ops::attention_variants::dispatch_mla())
+        }
         _ => None,
     }
 }
@@ -303,7 +315,7 @@ fn named(v: Option<&'static KernelVariant>) -> Option<Dispatch> {
 }
 
 /// The knob id prefix of an op family's presets.
-fn knob_family(op: &str) -> &'static str {
+pub fn knob_family(op: &str) -> &'static str {
     match op {
         "fa_prefill" | "pa_decode" => "fa",
         "mxfp4_dequant" | "nvfp4_dequant" | "w4a16_matmul" => "dq",
@@ -330,17 +342,27 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static KernelVariant)> {
             .iter()
             .map(|k| ("quant_matmul", *k)),
     );
+    use crate::ops::attention_variants as av;
+    v.extend([
+        ("fa_prefill", &av::PFA),
+        ("fa_prefill", &av::PFA_HIGH_PERF),
+        ("fa_prefill", &av::FIA_V3_GQA),
+        ("pa_decode", &av::IFA),
+        ("pa_decode", &av::FIA_V3_GQA_DECODE),
+        ("pa_decode_int8", &av::IFA_C8),
+        ("mla_decode", &av::MLA),
+    ]);
     v
 }
 
-/// The ledger id of the variant row of `op`'s preset `preset`: `<family>.<preset>.variant`.
-pub fn variant_knob_id(op: &str, preset: &str) -> String {
-    format!("{}.{preset}.variant", knob_family(op))
+/// The ledger id of the row of `op`'s variant `id`: `<family>.<id>.variant`.
+pub fn variant_knob_id(op: &str, id: &str) -> String {
+    format!("{}.{id}.variant", knob_family(op))
 }
 
 /// The ledger knob of a variant, its value the variant in words.
 pub fn variant_knob(op: &str, v: &KernelVariant) -> Knob {
-    Knob::new(variant_knob_id(op, v.preset), v.to_string())
+    Knob::new(variant_knob_id(op, v.id), v.to_string())
 }
 
 /// What a case of `op` with `params` judged against `recipe` rests on, when that recipe
@@ -350,7 +372,7 @@ pub fn ascend_model(op: &str, recipe: &str, params: &serde_json::Value) -> Optio
     let dispatch = dispatch(op, recipe, params, None);
     let preset = dispatch
         .as_ref()
-        .filter(|d| d.variant.modelled)
+        .filter(|d| d.variant.modelled())
         .map_or(recipe, |d| d.variant.preset)
         .to_string();
     let mut knobs = preset_knobs(op, &preset, dtype)?;

@@ -23,6 +23,7 @@ pub mod fidelity;
 pub mod formats;
 pub mod gemm;
 pub mod knob;
+pub mod knob_flips;
 pub mod kv;
 pub mod math;
 pub mod matmul;

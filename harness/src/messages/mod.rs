@@ -300,7 +300,7 @@ pub fn explain_knobs(case: &crate::suite::Case) -> Option<String> {
             socs.join(", "),
             v.releases
         ));
-        if v.modelled {
+        if v.modelled() {
             s.push_str(&format!("preset      {}\n", v.preset));
         } else {
             s.push_str("preset      none: conform has no recipe for this kernel; a device is judged by the checks for a target with its own arithmetic\n");

@@ -81,7 +81,12 @@ enum Admission {
         /// Why a target declaring the case's recipe is judged without its bits.
         set_aside: Option<String>,
     },
-    Done(CaseResult),
+    /// Boxed: a result is several times the size of the run's fields.
+    Done(Box<CaseResult>),
+}
+
+fn done(r: CaseResult) -> Admission {
+    Admission::Done(Box::new(r))
 }
 
 /// The checks before a trial runs: availability, the target's declared support, the op's
@@ -93,10 +98,9 @@ fn admit(
     opts: &RunOptions,
     name: &str,
 ) -> Admission {
-    use Admission::Done;
     let is_reference = name == REFERENCE_TARGET;
     if let Availability::Unavailable { reason } = target.availability() {
-        return Done(if opts.required_targets.iter().any(|t| t == name) {
+        return done(if opts.required_targets.iter().any(|t| t == name) {
             result(
                 case,
                 name,
@@ -115,20 +119,20 @@ fn admit(
         });
     }
     if let Err(skip) = target.supports(&case.op, &case.params) {
-        return Done(result(case, name, seed, Status::Skipped, skip.0));
+        return done(result(case, name, seed, Status::Skipped, skip.0));
     }
     let desc = match ops::find(&case.op).and_then(|f| f.describe(&case.params)) {
         Ok(d) => d,
-        Err(e) => return Done(result(case, name, seed, Status::Error, e.to_string())),
+        Err(e) => return done(result(case, name, seed, Status::Error, e.to_string())),
     };
     let mut policies = match case.output_policies(&desc, false) {
         Ok(p) => p,
-        Err(e) => return Done(result(case, name, seed, Status::Error, e)),
+        Err(e) => return done(result(case, name, seed, Status::Error, e)),
     };
     let need = super::memory::estimate(&desc, policies.values().any(|p| p.needs().oracle));
     if need.total() > opts.max_memory as f64 {
         let message = super::memory::over_memory_limit(&need, opts.max_memory);
-        return Done(result(case, name, seed, Status::Error, message));
+        return done(result(case, name, seed, Status::Error, message));
     }
     // Which recipe the target is asked to emulate.
     let mut set_aside = None;
@@ -154,7 +158,7 @@ fn admit(
             // checked exactly against the case's recipe makes the case inapplicable.
             policies = match case.output_policies(&desc, true) {
                 Ok(p) => p,
-                Err(e) => return Done(result(case, name, seed, Status::Error, e)),
+                Err(e) => return done(result(case, name, seed, Status::Error, e)),
             };
             let exact: Vec<&str> = policies
                 .values()
@@ -177,7 +181,7 @@ fn admit(
                 };
                 let mut r = result(case, name, seed, Status::Skipped, message);
                 r.recipe_set_aside = set_aside;
-                return Done(r);
+                return done(r);
             }
             None
         }
@@ -205,7 +209,7 @@ fn run_trial_inner(
             recipe,
             set_aside,
         } => (desc, policies, recipe, set_aside),
-        Admission::Done(r) => return r,
+        Admission::Done(r) => return *r,
     };
     let mut out = result(case, name, seed, Status::Passed, String::new());
     out.recipe_set_aside = set_aside;

@@ -112,7 +112,7 @@ fn every_confirmed_row_that_cites_a_kernel_cites_its_tiling() {
 fn every_variant_row_cites_its_tiling_function() {
     let rows = ledger::parse(ledger::LEDGER_TEXT).unwrap_or_else(|e| panic!("{e}"));
     for (op, v) in conform_reference::fidelity::kernel_variants() {
-        let id = conform_reference::fidelity::variant_knob_id(op, v.preset);
+        let id = conform_reference::fidelity::variant_knob_id(op, v.id);
         let Some(row) = rows.iter().find(|r| r.id == id) else {
             panic!("no row `{id}` in {}", ledger::LEDGER_PATH);
         };
@@ -124,4 +124,57 @@ fn every_variant_row_cites_its_tiling_function() {
             );
         }
     }
+}
+
+/// No `confirmed` row cites a kernel the dispatch does not pick for the cases that rely on it:
+/// for every suite case whose op's dispatch is modelled, each confirmed row of the preset it
+/// lands on that cites a CANN kernel file names the variant's own kernel among its sources
+/// (its file name, or a header of the same kernel: `<kernel>_base.h`).
+#[test]
+fn confirmed_rows_cite_the_kernel_their_cases_run() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cases = conform_harness::suite::select::load_all(&root.join("suites")).unwrap();
+    let mut bad = BTreeSet::new();
+    let mut checked = 0;
+    for c in &cases {
+        let Some(model) = ledger::case_model(&c.op, &c.recipe, &c.params) else {
+            continue;
+        };
+        let Some(d) = model.dispatch.as_ref().filter(|d| d.variant.modelled()) else {
+            continue;
+        };
+        let kernel = d
+            .variant
+            .kernel
+            .rsplit('/')
+            .next()
+            .unwrap_or(d.variant.kernel);
+        let stem = kernel.trim_end_matches(".h").trim_end_matches(".cpp");
+        let own = format!(
+            "{}.{}.",
+            conform_reference::fidelity::knob_family(&c.op),
+            d.variant.preset
+        );
+        for k in &model.knobs {
+            let Some(row) = k.row.filter(|r| r.status == Status::Confirmed) else {
+                continue;
+            };
+            let cites_kernel = row.source.contains("op_kernel");
+            if !k.knob.id.starts_with(&own) || !cites_kernel {
+                continue;
+            }
+            checked += 1;
+            if !row.source.contains(stem) {
+                bad.insert(format!(
+                    "{} (line {}): case {} runs {kernel}",
+                    row.id, row.line, c.id
+                ));
+            }
+        }
+    }
+    assert!(checked > 0, "no confirmed row citing a kernel was checked");
+    assert!(
+        bad.is_empty(),
+        "confirmed rows citing a kernel their cases do not run: {bad:?}"
+    );
 }

@@ -34,7 +34,7 @@ fn the_suites_judge_every_variant_their_shapes_reach_in_a_quick_bitwise_case() {
         let v = d.variant.preset;
         reached.entry(c.suite.clone()).or_default().insert(v);
         let bitwise = !c.policies.is_empty() && c.policies.values().all(|p| p.is_exact());
-        if c.tier == Tier::Quick && bitwise && d.variant.modelled {
+        if c.tier == Tier::Quick && bitwise && d.variant.modelled() {
             judged.entry(c.suite.clone()).or_default().insert(v);
         }
     }

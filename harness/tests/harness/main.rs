@@ -12,6 +12,7 @@ mod atlas_cann_detection;
 mod ci_files;
 mod determinism_check;
 mod kernel_variants;
+mod knob_coverage;
 mod library_run;
 mod mc2_costs;
 mod parsers_fuzz;

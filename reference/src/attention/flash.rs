@@ -57,6 +57,7 @@ pub(crate) fn padding_lse(recipe: &Recipe) -> f32 {
     match recipe.empty_row {
         EmptyRow::Zero { lse } => lse,
         EmptyRow::Arithmetic => f32::INFINITY,
+        EmptyRow::DecodeKernel { empty_kv_lse } => empty_kv_lse,
     }
 }
 
@@ -195,6 +196,8 @@ pub fn attention(
         max_kv: g.lk.iter().copied().max().unwrap_or(0),
         kv_capacity: g.kv_seq,
         block_size: None,
+        q_seq: g.q_seq,
+        masked: g.atten_mask || g.sparse != crate::attention::SparseMode::None,
     };
     let (recipe, kv_tile) = recipe.for_problem(&shape, recipe.kv_tile);
     let recipe = &recipe;

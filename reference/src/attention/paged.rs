@@ -255,6 +255,8 @@ pub fn paged_attention(
         max_kv: g.lk.iter().copied().max().unwrap_or(0),
         kv_capacity: kv.max_blocks.saturating_mul(kv.cache.block_size),
         block_size: Some(kv.cache.block_size),
+        q_seq: g.q_seq,
+        masked: g.atten_mask || g.sparse != crate::attention::SparseMode::None,
     };
     let (recipe, kv_tile) = recipe.for_problem(&shape, kv.cache.block_size);
     let recipe = &recipe;

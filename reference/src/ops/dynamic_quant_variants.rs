@@ -55,8 +55,8 @@ pub const UB_BYTES: u64 = 196_608;
 macro_rules! variant {
     ($preset:literal, $tiling:literal, $key:literal, $kernel:literal, $releases:expr) => {
         KernelVariant {
+            id: $preset,
             preset: $preset,
-            modelled: true,
             tiling: concat!(
                 "quant/dynamic_quant/op_host/dynamic_quant_tiling.cpp ",
                 $tiling

@@ -12,6 +12,7 @@
 
 pub mod attention_regimes;
 pub mod attention_ties;
+pub mod attention_variants;
 pub mod dynamic_quant;
 pub mod dynamic_quant_variants;
 pub mod fa_prefill;

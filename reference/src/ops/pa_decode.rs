@@ -485,6 +485,43 @@ impl OpFamily for PaDecode {
     }
 }
 
+impl Plan {
+    /// What the decode kernel's tiling sees of the case.
+    pub(crate) fn tiling_shape(&self) -> crate::attention::ifa_tiling::IfaShape {
+        let g = &self.g;
+        crate::attention::ifa_tiling::IfaShape {
+            batch: g.batch,
+            kv_heads: g.kv_heads,
+            group: g.group,
+            max_kv: g.lk.iter().copied().max().unwrap_or(0),
+            kv_capacity: self.max_blocks.saturating_mul(self.cache.block_size),
+            block_size: Some(self.cache.block_size),
+            q_seq: g.q_seq,
+            masked: g.atten_mask || g.sparse != crate::attention::SparseMode::None,
+        }
+    }
+}
+
+/// The kernel variant a `pa_decode` case judged against `recipe` runs on `platform` (the
+/// platform the Ascend presets describe when `None`); `None` for a recipe that models no
+/// CANN kernel.
+pub fn dispatch(
+    params: &serde_json::Value,
+    recipe: &str,
+    platform: Option<&crate::variant::Platform>,
+) -> Result<Option<crate::variant::Dispatch>, OpError> {
+    use super::attention_variants as av;
+    if recipe != "ascend_ifa_bf16" {
+        return Ok(None);
+    }
+    let plan = parse_params::<PaDecodeParams>(OP, params)?.plan()?;
+    Ok(Some(av::dispatch_decode(
+        plan.g.head_dim,
+        &plan.tiling_shape(),
+        platform.unwrap_or(&av::MODELLED),
+    )))
+}
+
 /// The attention geometry of `pa_decode` parameters (the fault catalogue permutes heads
 /// through it).
 pub fn geometry_of(params: &serde_json::Value) -> Result<Geometry, OpError> {

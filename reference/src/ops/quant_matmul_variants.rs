@@ -41,8 +41,8 @@ pub const MODELLED: Platform = Platform {
 };
 
 pub static PERTOKEN_OPT: KernelVariant = KernelVariant {
+    id: "a2_pertoken_opt",
     preset: "a2_pertoken_opt",
-    modelled: true,
     tiling: "matmul/quant_batch_matmul_v3/op_host/op_tiling/quant_batch_matmul_v3_tiling.cpp ProcessMSmall",
     key: "kernel template 2 (OPT) with the per-token flag",
     kernel: "matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3_pertoken_opt.h",
@@ -52,8 +52,8 @@ pub static PERTOKEN_OPT: KernelVariant = KernelVariant {
 };
 
 pub static PERTOKEN: KernelVariant = KernelVariant {
+    id: "a2_pertoken",
     preset: "a2_pertoken",
-    modelled: true,
     tiling: "matmul/quant_batch_matmul_v3/op_host/op_tiling/quant_batch_matmul_v3_tiling.cpp ProcessMSmall",
     key: "kernel template 0 (TBE) or 1 (basic) with the per-token flag",
     kernel: "matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3_pertoken.h",
@@ -63,8 +63,8 @@ pub static PERTOKEN: KernelVariant = KernelVariant {
 };
 
 pub static DEQUANT: KernelVariant = KernelVariant {
+    id: "a2_dequant",
     preset: "a2_dequant",
-    modelled: true,
     tiling: "matmul/quant_batch_matmul_v3/op_host/op_tiling/quant_batch_matmul_v3_tiling.cpp ProcessMSmall",
     key: "kernel template 0, 1 or 2 without the per-token flag (bf16 output)",
     kernel: "matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3_bf16.h",
@@ -74,8 +74,8 @@ pub static DEQUANT: KernelVariant = KernelVariant {
 };
 
 pub static FIXPIPE: KernelVariant = KernelVariant {
+    id: "a2_fixpipe",
     preset: "a2_fixpipe",
-    modelled: true,
     tiling: "matmul/quant_batch_matmul_v3/op_host/op_tiling/quant_batch_matmul_v3_tiling.cpp GetTilingKey",
     key: "kernel template 0 (TBE) with an INT64 scale",
     kernel: "matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3.h",

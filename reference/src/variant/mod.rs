@@ -40,11 +40,12 @@ impl fmt::Display for Platform {
 /// One kernel variant of a CANN op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelVariant {
-    /// The recipe preset that computes it (its knobs are `<family>.<preset>.<field>`), or, for
-    /// a kernel conform has no recipe for, the name of its ledger row.
+    /// The variant's name: its ledger row is `<family>.<id>.variant` (the preset's name where
+    /// one preset is one variant).
+    pub id: &'static str,
+    /// The recipe preset that computes it (its knobs are `<family>.<preset>.<field>`); empty
+    /// for a kernel conform has no recipe for.
     pub preset: &'static str,
-    /// Whether conform computes this kernel's bits (`preset` is a recipe).
-    pub modelled: bool,
     /// The host tiling that selects it: file and function.
     pub tiling: &'static str,
     /// The tiling key (or the template the tiling key encodes) it sets.
@@ -62,6 +63,11 @@ pub struct KernelVariant {
 }
 
 impl KernelVariant {
+    /// Whether conform computes this kernel's bits.
+    pub fn modelled(&self) -> bool {
+        !self.preset.is_empty()
+    }
+
     /// Whether the variant was read for `p`; otherwise why not.
     pub fn covers(&self, p: &Platform) -> Result<(), String> {
         if !self.socs.contains(&p.soc) {
@@ -94,7 +100,7 @@ impl fmt::Display for KernelVariant {
             socs.join(", "),
             self.releases
         )?;
-        if self.modelled {
+        if self.modelled() {
             write!(f, "; preset {}", self.preset)
         } else {
             f.write_str("; not modelled")
