@@ -36,6 +36,23 @@ pub struct IfaShape {
     pub masked: bool,
 }
 
+impl IfaShape {
+    /// What the tilings see of `g`: a KV axis of `kv_capacity` keys, paged in blocks of
+    /// `block_size` keys or contiguous (`None`).
+    pub fn of(g: &super::Geometry, kv_capacity: usize, block_size: Option<usize>) -> IfaShape {
+        IfaShape {
+            batch: g.batch,
+            kv_heads: g.kv_heads,
+            group: g.group,
+            max_kv: g.lk.iter().copied().max().unwrap_or(0),
+            kv_capacity,
+            block_size,
+            q_seq: g.q_seq,
+            masked: g.atten_mask || g.sparse != super::SparseMode::None,
+        }
+    }
+}
+
 /// The tiling the kernel runs: KV tile and, under flash decode, keys per split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IfaTiling {

@@ -188,7 +188,7 @@ pub fn dispatch_prompt(
     Some(Dispatch {
         variant: v,
         detail: format!(
-            "RouteToFia keeps head dim {head_dim} on the prompt kernel; AdjustCVTilingCVDiff: {why} (sInner {tile})"
+            "head dim {head_dim}; RouteToFia before {GQA_TO_FIA} keeps f16/bf16 GQA on the prompt kernel; AdjustCVTilingCVDiff: {why} (sInner {tile})"
         ),
     })
 }

@@ -488,17 +488,11 @@ impl OpFamily for PaDecode {
 impl Plan {
     /// What the decode kernel's tiling sees of the case.
     pub(crate) fn tiling_shape(&self) -> crate::attention::ifa_tiling::IfaShape {
-        let g = &self.g;
-        crate::attention::ifa_tiling::IfaShape {
-            batch: g.batch,
-            kv_heads: g.kv_heads,
-            group: g.group,
-            max_kv: g.lk.iter().copied().max().unwrap_or(0),
-            kv_capacity: self.max_blocks.saturating_mul(self.cache.block_size),
-            block_size: Some(self.cache.block_size),
-            q_seq: g.q_seq,
-            masked: g.atten_mask || g.sparse != crate::attention::SparseMode::None,
-        }
+        crate::attention::ifa_tiling::IfaShape::of(
+            &self.g,
+            self.max_blocks.saturating_mul(self.cache.block_size),
+            Some(self.cache.block_size),
+        )
     }
 }
 
