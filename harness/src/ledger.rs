@@ -11,6 +11,7 @@
 use crate::verdict::CANN_STANDARD_CLAIMS;
 use conform_reference::fidelity::{self, Knob};
 use conform_reference::formats::DType;
+use conform_reference::variant::Dispatch;
 use std::sync::OnceLock;
 
 /// The ledger's text, as committed.
@@ -206,20 +207,66 @@ impl CaseKnob {
     }
 }
 
-/// The knobs a case of `op` judged against `recipe` rests on (values for `dtype`), each with
-/// its ledger row; `None` when the recipe does not model a CANN kernel.
-pub fn case_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<CaseKnob>> {
-    let knobs = fidelity::ascend_knobs(op, recipe, dtype)?;
+/// What a case judged against a recipe that models a CANN kernel rests on: the kernel variant
+/// its shape lands on (where the op's dispatch is modelled) and its knobs with their rows.
+#[derive(Clone, Debug)]
+pub struct CaseModel {
+    pub dispatch: Option<Dispatch>,
+    /// The preset its bits are computed with.
+    pub preset: String,
+    pub knobs: Vec<CaseKnob>,
+}
+
+fn with_rows(knobs: Vec<Knob>) -> Vec<CaseKnob> {
     let rows = ledger().unwrap_or(&[]);
-    Some(
-        knobs
-            .into_iter()
-            .map(|knob| CaseKnob {
-                row: rows.iter().find(|r| r.id == knob.id),
-                knob,
-            })
-            .collect(),
-    )
+    knobs
+        .into_iter()
+        .map(|knob| CaseKnob {
+            row: rows.iter().find(|r| r.id == knob.id),
+            knob,
+        })
+        .collect()
+}
+
+/// The model a case of `op` with `params` judged against `recipe` rests on; `None` when the
+/// recipe does not model a CANN kernel.
+pub fn case_model(op: &str, recipe: &str, params: &serde_json::Value) -> Option<CaseModel> {
+    let m = fidelity::ascend_model(op, recipe, params)?;
+    Some(CaseModel {
+        dispatch: m.dispatch,
+        preset: m.preset,
+        knobs: with_rows(m.knobs),
+    })
+}
+
+/// The knobs of `op`'s fixed preset `preset` (values for bf16), each with its ledger row;
+/// `None` when the preset does not model a CANN kernel. The report, which has a case's
+/// variant but not its parameters, reads knobs this way.
+pub fn preset_knobs(op: &str, preset: &str) -> Option<Vec<CaseKnob>> {
+    fidelity::preset_knobs(op, preset, DType::Bf16).map(with_rows)
+}
+
+/// The knobs a case result rests on: its variant's row and preset's knobs when the result names
+/// its variant, else the knobs of the recipe it names (a fixed preset); `None` when neither
+/// models a CANN kernel.
+pub fn result_knobs(r: &crate::results::CaseResult) -> Option<Vec<CaseKnob>> {
+    match r.variant.as_ref().filter(|v| !v.preset.is_empty()) {
+        Some(v) => {
+            let mut k = preset_knobs(&r.op, &v.preset)?;
+            let id = fidelity::variant_knob_id(&r.op, &v.preset);
+            let row = ledger().unwrap_or(&[]).iter().find(|row| row.id == id);
+            let value = format!("{} (tiling key {}, {})", v.kernel, v.key, v.tiling);
+            k.insert(
+                0,
+                CaseKnob {
+                    knob: Knob::new(id, value),
+                    row,
+                },
+            );
+            Some(k)
+        }
+        None => preset_knobs(&r.op, &r.recipe),
+    }
 }
 
 /// How many knobs have each status (`None`: no row), in [`Status::ALL`] order.
@@ -232,16 +279,6 @@ pub fn tally(knobs: &[CaseKnob]) -> Vec<(Option<Status>, usize)> {
         }
     }
     out
-}
-
-/// The dtype a case's parameters name (`dtype`), or bf16 (the knob values of the dequant
-/// presets do not depend on it; attention and MC2 cases always name it).
-pub fn case_dtype(params: &serde_json::Value) -> DType {
-    params
-        .get("dtype")
-        .and_then(|v| v.as_str())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DType::Bf16)
 }
 
 #[cfg(test)]

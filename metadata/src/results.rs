@@ -136,6 +136,35 @@ pub struct CaseResult {
     /// none was (other targets, the full tier, `--no-golden`, another seed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub golden_tensors: Option<u32>,
+    /// The CANN kernel variant the case's recipe models for the case's shape (docs/ascend.md):
+    /// present when the recipe models a CANN kernel whose host tiling dispatch conform models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<KernelVariantRecord>,
+    /// Why a target that declares the case's recipe was judged by the case's checks for a
+    /// target with its own arithmetic (`checks_without_recipe`) instead of against the
+    /// recipe's bits: it reports a CANN release or a SoC outside those the variant describes,
+    /// or the variant's bits rest on a convention of conform's no device is known to share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe_set_aside: Option<String>,
+}
+
+/// A CANN kernel variant, as the results name it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelVariantRecord {
+    /// The recipe preset that computes it (empty for a kernel conform does not model).
+    pub preset: String,
+    /// The kernel file (repository path).
+    pub kernel: String,
+    /// The host tiling that selects it: file and function.
+    pub tiling: String,
+    /// The tiling key, or the template the key encodes.
+    pub key: String,
+    /// The SoCs it was read for.
+    pub socs: Vec<String>,
+    /// The CANN releases it was read for, in words.
+    pub releases: String,
+    /// Why the case's shape lands on it (the tiling's branch and values).
+    pub detail: String,
 }
 
 /// The figures every numerics verdict records for one output tensor.

@@ -20,6 +20,7 @@
 use crate::attention::Recipe;
 use crate::dequant::Fp4DequantRecipe;
 use crate::formats::DType;
+use crate::variant::{Dispatch, KernelVariant, Platform};
 
 pub use crate::knob::{rounding_name, Knob};
 
@@ -64,12 +65,14 @@ pub const CAST_CLAIMS: [&str; 2] = ["dq.cann_cast.fp4_exact", "dq.cann_cast.devi
 
 /// Claims about `dynamic_quant` (the A2 kernel's arithmetic) fixed in the code rather than a
 /// recipe field.
-pub const DYNAMIC_QUANT_CLAIMS: [&str; 5] = [
+pub const DYNAMIC_QUANT_CLAIMS: [&str; 7] = [
     "dynq.claim.widening",
     "dynq.claim.int_chain",
     "dynq.claim.f32_subnormals",
     "dynq.claim.tiny_rows",
     "dynq.claim.non_finite",
+    "dynq.claim.ub_size",
+    "dynq.claim.division",
 ];
 
 /// Claims about `mla_decode` (the A2 MLA decode kernel and its cache write) fixed in the code
@@ -98,11 +101,12 @@ pub const C8_CLAIMS: [&str; 7] = [
 
 /// Claims about `quant_matmul` (the A2 kernel and `npu_trans_quant_param`) fixed in the code
 /// rather than a recipe field.
-pub const QUANT_MATMUL_CLAIMS: [&str; 5] = [
+pub const QUANT_MATMUL_CLAIMS: [&str; 6] = [
     "qmm.claim.k_limit",
     "qmm.claim.bias_wrap",
     "qmm.claim.widening",
     "qmm.claim.packed_offset",
+    "qmm.claim.opt_bound",
     "qmm.claim.f16_fixpipe",
 ];
 
@@ -119,9 +123,145 @@ pub const MOE_CLAIMS: [&str; 8] = [
     "moe.claim.expert_step",
 ];
 
-/// The knobs a case of `op` judged against `recipe` (with element type `dtype`) rests on, when
-/// that recipe models a CANN kernel; `None` for every other recipe (and for the oracle).
-pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
+/// What a case judged against a recipe that models a CANN kernel rests on.
+#[derive(Clone, Debug)]
+pub struct AscendModel {
+    /// The kernel variant the case's shape lands on, where the op's host tiling dispatch is
+    /// modelled ([`crate::variant`]).
+    pub dispatch: Option<Dispatch>,
+    /// The preset the case is computed with (the variant's, for a dispatching recipe).
+    pub preset: String,
+    /// Its knobs, the variant's own row first.
+    pub knobs: Vec<Knob>,
+}
+
+/// The dtype a case's parameters name (`dtype`), or bf16 (the knob values of the dequant
+/// presets do not depend on it; the other families name it).
+pub fn params_dtype(params: &serde_json::Value) -> DType {
+    params
+        .get("dtype")
+        .and_then(|v| v.as_str())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DType::Bf16)
+}
+
+/// The kernel variant a case of `op` with `params`, judged against `recipe`, lands on: on
+/// `platform`, or on the platform the recipe describes when `None`. `None` when the recipe
+/// models no CANN kernel, the op's dispatch is not modelled, or the parameters are invalid.
+pub fn dispatch(
+    op: &str,
+    recipe: &str,
+    params: &serde_json::Value,
+    platform: Option<&Platform>,
+) -> Option<Dispatch> {
+    use crate::ops::dynamic_quant as dq;
+    match op {
+        "dynamic_quant" if recipe == dq::DISPATCHING => dq::dispatch(params, platform).ok(),
+        "dynamic_quant" => named(crate::ops::dynamic_quant_variants::by_preset(recipe)),
+        "quant_matmul" if recipe == crate::ops::quant_matmul::DISPATCHING => {
+            crate::ops::quant_matmul::dispatch(params, platform).ok()
+        }
+        "quant_matmul" => named(crate::ops::quant_matmul_variants::by_preset(recipe)),
+        "fa_prefill" => crate::ops::fa_prefill::dispatch(params, recipe, platform)
+            .ok()
+            .flatten(),
+        "pa_decode" => crate::ops::pa_decode::dispatch(params, recipe, platform)
+            .ok()
+            .flatten(),
+        "pa_decode_int8" => crate::ops::pa_decode_int8::dispatch(params, recipe)
+            .ok()
+            .flatten(),
+        "mla_decode" if recipe == "ascend_mla" => {
+            Some(crate::ops::attention_variants::dispatch_mla())
+        }
+        _ => None,
+    }
+}
+
+/// The variant a case names directly by its preset.
+fn named(v: Option<&'static KernelVariant>) -> Option<Dispatch> {
+    v.map(|variant| Dispatch {
+        variant,
+        detail: "the case names this variant's preset".to_string(),
+    })
+}
+
+/// The knob id prefix of an op family's presets.
+pub fn knob_family(op: &str) -> &'static str {
+    match op {
+        "fa_prefill" | "pa_decode" => "fa",
+        "mxfp4_dequant" | "nvfp4_dequant" | "w4a16_matmul" => "dq",
+        "mc2_matmul_allreduce" => "mc2",
+        "dynamic_quant" => "dynq",
+        "pa_decode_int8" => "c8",
+        "quant_matmul" => "qmm",
+        "moe_dispatch_combine" => "moe",
+        "mla_decode" => "mla",
+        _ => "kv",
+    }
+}
+
+/// Every kernel variant of every op whose dispatch is modelled, with its op.
+pub fn kernel_variants() -> Vec<(&'static str, &'static KernelVariant)> {
+    let mut v: Vec<(&'static str, &'static KernelVariant)> = Vec::new();
+    v.extend(
+        crate::ops::dynamic_quant_variants::VARIANTS
+            .iter()
+            .map(|k| ("dynamic_quant", *k)),
+    );
+    v.extend(
+        crate::ops::quant_matmul_variants::VARIANTS
+            .iter()
+            .map(|k| ("quant_matmul", *k)),
+    );
+    use crate::ops::attention_variants as av;
+    v.extend([
+        ("fa_prefill", &av::PFA),
+        ("fa_prefill", &av::PFA_HIGH_PERF),
+        ("fa_prefill", &av::FIA_V3_GQA),
+        ("pa_decode", &av::IFA),
+        ("pa_decode", &av::FIA_V3_GQA_DECODE),
+        ("pa_decode_int8", &av::IFA_C8),
+        ("mla_decode", &av::MLA),
+    ]);
+    v
+}
+
+/// The ledger id of the row of `op`'s variant `id`: `<family>.<id>.variant`.
+pub fn variant_knob_id(op: &str, id: &str) -> String {
+    format!("{}.{id}.variant", knob_family(op))
+}
+
+/// The ledger knob of a variant, its value the variant in words.
+pub fn variant_knob(op: &str, v: &KernelVariant) -> Knob {
+    Knob::new(variant_knob_id(op, v.id), v.to_string())
+}
+
+/// What a case of `op` with `params` judged against `recipe` rests on, when that recipe
+/// models a CANN kernel; `None` for every other recipe (and for the oracle).
+pub fn ascend_model(op: &str, recipe: &str, params: &serde_json::Value) -> Option<AscendModel> {
+    let dtype = params_dtype(params);
+    let dispatch = dispatch(op, recipe, params, None);
+    let preset = dispatch
+        .as_ref()
+        .filter(|d| d.variant.modelled())
+        .map_or(recipe, |d| d.variant.preset)
+        .to_string();
+    let mut knobs = preset_knobs(op, &preset, dtype)?;
+    if let Some(d) = &dispatch {
+        knobs.insert(0, variant_knob(op, d.variant));
+    }
+    Some(AscendModel {
+        dispatch,
+        preset,
+        knobs,
+    })
+}
+
+/// The knobs of `op`'s preset `preset` (a fixed preset, not a dispatching recipe) with element
+/// type `dtype`, when that preset models a CANN kernel; `None` for every other recipe.
+pub fn preset_knobs(op: &str, preset: &str, dtype: DType) -> Option<Vec<Knob>> {
+    let recipe = preset;
     match op {
         "fa_prefill" | "pa_decode" if ASCEND_ATTENTION_PRESETS.contains(&recipe) => {
             Recipe::preset(recipe, dtype).map(|r| r.knobs())
@@ -133,7 +273,7 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
         }
         "mc2_matmul_allreduce" => crate::ops::mc2_matmul_allreduce::recipe_numerics(recipe, dtype)
             .map(|n| n.knobs(recipe)),
-        "dynamic_quant" if recipe == "ascend_a2" => {
+        "dynamic_quant" if crate::ops::dynamic_quant_variants::by_preset(recipe).is_some() => {
             crate::ops::dynamic_quant::DqRecipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
                 k.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|&id| Knob::claim(id)));
@@ -150,7 +290,7 @@ pub fn ascend_knobs(op: &str, recipe: &str, dtype: DType) -> Option<Vec<Knob>> {
                 k
             })
         }
-        "quant_matmul" if recipe == "ascend_a2" => {
+        "quant_matmul" if crate::ops::quant_matmul_variants::by_preset(recipe).is_some() => {
             crate::ops::quant_matmul::QmmRecipe::preset(recipe).map(|r| {
                 let mut k = r.knobs(recipe);
                 k.extend(QUANT_MATMUL_CLAIMS.iter().map(|&id| Knob::claim(id)));
@@ -199,16 +339,23 @@ pub fn knob_ids() -> Vec<String> {
             ids.extend(n.knobs(p).into_iter().map(|k| k.id));
         }
     }
-    if let Some(r) = crate::ops::dynamic_quant::DqRecipe::preset("ascend_a2") {
-        ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
+    for (op, v) in kernel_variants() {
+        ids.push(variant_knob(op, v).id);
+    }
+    for v in crate::ops::dynamic_quant_variants::VARIANTS {
+        if let Some(r) = crate::ops::dynamic_quant::DqRecipe::preset(v.preset) {
+            ids.extend(r.knobs(v.preset).into_iter().map(|k| k.id));
+        }
     }
     ids.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|id| id.to_string()));
     if let Some(r) = crate::ops::pa_decode_int8::C8Recipe::preset("ascend_ifa_c8") {
         ids.extend(r.knobs("ascend_ifa_c8").into_iter().map(|k| k.id));
     }
     ids.extend(C8_CLAIMS.iter().map(|id| id.to_string()));
-    if let Some(r) = crate::ops::quant_matmul::QmmRecipe::preset("ascend_a2") {
-        ids.extend(r.knobs("ascend_a2").into_iter().map(|k| k.id));
+    for v in crate::ops::quant_matmul_variants::VARIANTS {
+        if let Some(r) = crate::ops::quant_matmul::QmmRecipe::preset(v.preset) {
+            ids.extend(r.knobs(v.preset).into_iter().map(|k| k.id));
+        }
     }
     ids.extend(QUANT_MATMUL_CLAIMS.iter().map(|id| id.to_string()));
     if let Some(r) = crate::ops::moe_dispatch_combine::MoeRecipe::preset("ascend_v2") {
@@ -276,28 +423,28 @@ mod tests {
 
     #[test]
     fn a_case_knob_list_is_its_presets() {
-        let k = ascend_knobs("pa_decode", "ascend_ifa_bf16", DType::Bf16).unwrap();
+        let k = preset_knobs("pa_decode", "ascend_ifa_bf16", DType::Bf16).unwrap();
         let out = k
             .iter()
             .find(|k| k.id == "fa.ascend_ifa_bf16.output_rounding")
             .unwrap();
         assert_eq!(out.value, "RNE (CAST_RINT)");
-        let k = ascend_knobs("pa_decode", "ascend_ifa_bf16", DType::F16).unwrap();
+        let k = preset_knobs("pa_decode", "ascend_ifa_bf16", DType::F16).unwrap();
         let out = k
             .iter()
             .find(|k| k.id == "fa.ascend_ifa_bf16.output_rounding")
             .unwrap();
         assert_eq!(out.value, "RNA (CAST_ROUND)");
-        assert!(ascend_knobs("pa_decode", "vllm_pa_v1", DType::Bf16).is_none());
-        assert!(ascend_knobs("nvfp4_dequant", "vllm_nvfp4", DType::Bf16).is_none());
-        assert!(ascend_knobs("mc2_matmul_allreduce", "kernel_ring", DType::F16).is_some());
-        assert!(ascend_knobs("mc2_matmul_allreduce", "oracle", DType::F16).is_none());
+        assert!(preset_knobs("pa_decode", "vllm_pa_v1", DType::Bf16).is_none());
+        assert!(preset_knobs("nvfp4_dequant", "vllm_nvfp4", DType::Bf16).is_none());
+        assert!(preset_knobs("mc2_matmul_allreduce", "kernel_ring", DType::F16).is_some());
+        assert!(preset_knobs("mc2_matmul_allreduce", "oracle", DType::F16).is_none());
         // The C8 case rests on its own knobs and on the IFA attention recipe's.
-        let k = ascend_knobs("pa_decode_int8", "ascend_ifa_c8", DType::Bf16).unwrap();
+        let k = preset_knobs("pa_decode_int8", "ascend_ifa_c8", DType::Bf16).unwrap();
         assert!(k.iter().any(|k| k.id == "c8.ascend_ifa_c8.dequant"));
         assert!(k
             .iter()
             .any(|k| k.id == "fa.ascend_ifa_bf16.output_rounding"));
-        assert!(ascend_knobs("pa_decode_int8", "c8_dequant_in_dtype", DType::Bf16).is_none());
+        assert!(preset_knobs("pa_decode_int8", "c8_dequant_in_dtype", DType::Bf16).is_none());
     }
 }

@@ -119,11 +119,31 @@ def paged_kv(case):
     return out
 
 
+def dynamic_quant_stores_reciprocal(rows, row_len, smooth, groups):
+    """Whether the A2 kernel the host tiling picks for this shape (CANN 9.x, docs/ascend.md
+    "dynamic_quant") stores scale = 1 / r (keys 0/1, 6, 7, 8) rather than amax * fl32(1/127)
+    (keys 100, 10, 2/3)."""
+    if groups is None and row_len in (4096, 5120, 10240) and 4 <= rows <= 384:
+        return False  # key 100, single-row
+    limit = (196608 - 1024 - 3392) // (15 if smooth else 11) // 64 * 64
+    if groups is None and 128 <= row_len <= min(limit, 255 * 64) and row_len % 8 == 0:
+        return False  # key 10, multi-row
+    if groups is not None:
+        return True  # keys 7 / 8
+    a = -(-row_len // 16) * 16
+    usable = 196608 - 1024
+    single, double = (17 * a, 19 * a) if smooth else (11 * a, 13 * a)
+    if single > usable:
+        return True  # key 6, large shape
+    return double >= usable  # keys 0/1 when no double-buffered row fits, else 2/3
+
+
 def dynamic_quant(case):
     """Per-token INT8 quantisation from the documented arithmetic, row-vectorised in numpy f32:
-    v = x * smooth (f32), amax = max |v| per row; `ascend_a2`: r = 127 / amax, scale = 1 / r,
-    q = v * r; `ops_nn_golden`: scale = amax * (1 / 127), q = v / scale; then np.rint (ties to
-    even), a zero row's NaN to 0, clip to [-128, 127]."""
+    v = x * smooth (f32), amax = max |v| per row; `ascend_a2`: r = 127 / amax, q = v * r, and
+    the scale of the kernel the A2 tiling picks for the shape: 1 / r, or amax * fl32(1 / 127);
+    `ops_nn_golden`: scale = amax * (1 / 127), q = v / scale; then np.rint (ties to even), a
+    zero row's NaN to 0, clip to [-128, 127]."""
     p = case.params
     dt = case.input_dtypes["x"]
     x = cw.to_f32(case.inputs["x"], dt)
@@ -143,7 +163,11 @@ def dynamic_quant(case):
     with np.errstate(divide="ignore", invalid="ignore"):
         if case.recipe == "ascend_a2":
             r = qmax / amax
-            scale = one / r
+            if dynamic_quant_stores_reciprocal(x.shape[0], x.shape[1], bool(p.get("smooth")),
+                                               p.get("groups")):
+                scale = one / r
+            else:
+                scale = amax * (one / qmax)
             q = v * r[:, None]
         elif case.recipe == "ops_nn_golden":
             scale = amax * (one / qmax)
@@ -242,8 +266,10 @@ def quant_matmul(case):
     x1 @ x2 exactly (int8 products summed in f64 through BLAS: every partial sum is an integer
     below 2^31, exact in f64), an int32 bias added as integers (wrapping at 32 bits), the sum
     to f32 (round to nearest even), times the per-channel scale in f32 (the packed form keeps
-    the f32's top 19 bits, truncated, as npu_trans_quant_param writes them), times the
-    per-token scale in f32, plus a float bias in f32, one rounding to the output dtype; for an
+    the f32's top 19 bits, truncated, as npu_trans_quant_param writes them) and the per-token
+    scale in f32 (up to 128 rows the two scales multiplied together first, as the opt kernel
+    the A2 tiling picks there does; above, the per-channel scale first), plus a float bias in
+    f32, one rounding to the output dtype; for an
     int8 output the scaled f32 is requantised with the packed offset instead."""
     p = case.params
     if case.recipe != "ascend_a2":
@@ -273,9 +299,16 @@ def quant_matmul(case):
         case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 scale, "
                   "requantised to int8 (ties to even, saturated)")
         return {"y": np.clip(v, -128, 127).astype(np.int8)}
-    y = y * scale[None, :]
     if p.get("pertoken"):
-        y = y * np.asarray(case.inputs["pertoken_scale"], dtype=np.float32)[:, None]
+        t = np.asarray(case.inputs["pertoken_scale"], dtype=np.float32)
+        if x1.shape[0] <= 128:
+            # The A2 tiling sends per-token cases of small M to the opt kernel, which merges
+            # the two scales first: acc * fl32(pertoken * scale) (docs/ascend.md).
+            y = y * (t[:, None] * scale[None, :])
+        else:
+            y = (y * scale[None, :]) * t[:, None]
+    else:
+        y = y * scale[None, :]
     if bias is not None and bias_dt != "I32":
         y = y + cw.to_f32(bias, bias_dt)[None, :]
     case.note("numpy quant_matmul: exact f64 BLAS matmul of the int8 operands, f32 epilogue, one rounding")

@@ -340,14 +340,42 @@ pub fn knob_tally(knobs: &[crate::ledger::CaseKnob]) -> String {
 /// contradicted and not fixed) named again on one line. None for every other recipe.
 pub fn explain_knobs(case: &crate::suite::Case) -> Option<String> {
     use crate::ledger::{self, Status};
-    let knobs = ledger::case_knobs(&case.op, &case.recipe, ledger::case_dtype(&case.params))?;
-    let mut s = format!(
+    let model = ledger::case_model(&case.op, &case.recipe, &case.params)?;
+    let knobs = &model.knobs;
+    let mut s = String::new();
+    if let Some(d) = &model.dispatch {
+        let v = d.variant;
+        let socs: Vec<String> = v.socs.iter().map(|s| s.to_string()).collect();
+        s.push_str(&format!(
+            "variant     {} (tiling key {}, {})\n\
+             dispatch    {}\n\
+             describes   {}; {}\n",
+            v.kernel,
+            v.key,
+            v.tiling,
+            d.detail,
+            socs.join(", "),
+            v.releases
+        ));
+        if v.modelled() {
+            s.push_str(&format!("preset      {}\n", v.preset));
+        } else {
+            s.push_str("preset      none: conform has no recipe for this kernel; a device is judged by the checks for a target with its own arithmetic\n");
+        }
+        if !v.conventions.is_empty() {
+            s.push_str(&format!(
+                "conventions {} (assumed, and no device is known to share them: a device target is judged by the checks for a target with its own arithmetic)\n",
+                v.conventions.join(", ")
+            ));
+        }
+    }
+    s.push_str(&format!(
         "knobs       recipe {} models a CANN kernel: {} ({}; `assumed` means no public source says it)\n",
         case.recipe,
-        knob_tally(&knobs),
+        knob_tally(knobs),
         ledger::LEDGER_PATH
-    );
-    for k in &knobs {
+    ));
+    for k in knobs {
         let status = k.status().map_or("no ledger row", Status::name);
         // A claim's text is its ledger row's (the one source the report prints too).
         if k.knob.is_claim() {

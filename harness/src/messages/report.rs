@@ -39,6 +39,33 @@ pub fn ascend_explained(ledger: &str) -> String {
 /// The heading of a case card's knob table.
 pub const KNOBS: &str = "what the verdict rests on";
 
+pub const VARIANT: &str = "the kernel this case runs on a device";
+
+/// A case card's kernel variant.
+pub fn variant_line(
+    kernel: &str,
+    key: &str,
+    tiling: &str,
+    detail: &str,
+    socs: &str,
+    releases: &str,
+    preset: &str,
+) -> String {
+    let preset = if preset.is_empty() {
+        "no recipe of conform's models it".to_string()
+    } else {
+        format!("preset {preset}")
+    };
+    format!(
+        "{kernel} (tiling key {key}, {tiling}): {detail}. Read for {socs}; {releases}; {preset}."
+    )
+}
+
+/// Why a target that declares the recipe was judged without its bits.
+pub fn recipe_set_aside(why: &str) -> String {
+    format!("Judged by the checks for a target with its own arithmetic, although it declares the recipe: {why}")
+}
+
 /// The line above a case card's knob table.
 pub fn knobs_intro(recipe: &str, tally: &str, ledger: &str) -> String {
     format!(

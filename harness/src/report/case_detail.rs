@@ -71,11 +71,12 @@ fn knobs(c: &CaseResult) -> String {
     use crate::ledger::{self, Status};
     // The knob set and statuses do not depend on the dtype (only the values do, which the
     // card does not show: `conform explain` does).
-    let Some(knobs) = ledger::case_knobs(&c.op, &c.recipe, conform_reference::formats::DType::Bf16)
-    else {
+    let Some(knobs) = ledger::result_knobs(c) else {
         return String::new();
     };
-    let mut s = format!(
+    let mut s = variant(c);
+    let _ = write!(
+        s,
         "<h4>{}</h4><p class=\"knobs\">{}</p>\n<table class=\"knobs\"><tr><th class=\"text\">knob</th>\
          <th class=\"text\">status</th><th class=\"text\">claim</th></tr>\n",
         msg::KNOBS,
@@ -101,6 +102,36 @@ fn knobs(c: &CaseResult) -> String {
         );
     }
     s.push_str("</table>\n");
+    s
+}
+
+/// The kernel variant a case landed on, and why a target declaring the recipe was judged
+/// without its bits, when the result says so.
+fn variant(c: &CaseResult) -> String {
+    let mut s = String::new();
+    if let Some(v) = &c.variant {
+        let _ = writeln!(
+            s,
+            "<h4>{}</h4><p class=\"variant\">{}</p>",
+            msg::VARIANT,
+            escape(&msg::variant_line(
+                &v.kernel,
+                &v.key,
+                &v.tiling,
+                &v.detail,
+                &v.socs.join(", "),
+                &v.releases,
+                &v.preset
+            ))
+        );
+    }
+    if let Some(why) = &c.recipe_set_aside {
+        let _ = writeln!(
+            s,
+            "<p class=\"variant\">{}</p>",
+            escape(&msg::recipe_set_aside(why))
+        );
+    }
     s
 }
 

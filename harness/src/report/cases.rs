@@ -79,14 +79,9 @@ pub fn borderline(r: &RunResults) -> Result<String, ReportError> {
 
 /// Whether any case of the run was judged against a recipe that models a CANN kernel.
 pub fn has_ascend_recipes(r: &RunResults) -> bool {
-    r.cases.iter().any(|c| {
-        conform_reference::fidelity::ascend_knobs(
-            &c.op,
-            &c.recipe,
-            conform_reference::formats::DType::Bf16,
-        )
-        .is_some()
-    })
+    r.cases
+        .iter()
+        .any(|c| crate::ledger::result_knobs(c).is_some())
 }
 
 /// For every (op, recipe) of the run whose recipe models a CANN kernel: how many cases, how
@@ -95,16 +90,22 @@ pub fn has_ascend_recipes(r: &RunResults) -> bool {
 pub fn ascend_assumptions(r: &RunResults) -> String {
     use crate::ledger;
     use std::collections::BTreeMap;
-    let mut groups: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
+    // One row per (recipe, kernel variant, op): a dispatching recipe's cases land on several
+    // variants, each with its own knobs.
+    let mut groups: BTreeMap<(String, &str), (usize, usize, &crate::results::CaseResult)> =
+        BTreeMap::new();
     for c in &r.cases {
-        let e = groups.entry((&c.recipe, &c.op)).or_default();
+        let name = match c.variant.as_ref().filter(|v| !v.preset.is_empty()) {
+            Some(v) if v.preset != c.recipe => format!("{} ({})", c.recipe, v.preset),
+            _ => c.recipe.clone(),
+        };
+        let e = groups.entry((name, &c.op)).or_insert((0, 0, c));
         e.0 += 1;
         e.1 += usize::from(c.status == Status::Passed);
     }
     let mut rows = String::new();
-    for ((recipe, op), (n, passed)) in groups {
-        let Some(knobs) = ledger::case_knobs(op, recipe, conform_reference::formats::DType::Bf16)
-        else {
+    for ((recipe, op), (n, passed, example)) in groups {
+        let Some(knobs) = ledger::result_knobs(example) else {
             continue;
         };
         let weak: Vec<String> = knobs
@@ -122,7 +123,7 @@ pub fn ascend_assumptions(r: &RunResults) -> String {
             rows,
             "<tr><td class=\"text\"><code>{}</code></td><td class=\"text\">{}</td><td>{n}</td><td>{passed}</td>\
              <td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
-            escape(recipe),
+            escape(&recipe),
             escape(op),
             escape(&crate::messages::knob_tally(&knobs)),
             weak.join(", ")

@@ -176,6 +176,8 @@ mod tests {
             notes: Vec::new(),
             nondeterministic: None,
             golden_tensors: None,
+            variant: None,
+            recipe_set_aside: None,
         }
     }
 

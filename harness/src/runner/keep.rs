@@ -460,6 +460,8 @@ mod tests {
             notes: Vec::new(),
             nondeterministic: None,
             golden_tensors: None,
+            variant: None,
+            recipe_set_aside: None,
         };
         assert!(keep.record(&r, vec![kept], false).is_none());
         let index = read_index(&d.path().join(INDEX_FILE)).unwrap();

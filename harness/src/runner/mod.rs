@@ -10,6 +10,7 @@ pub mod journal;
 pub mod junit;
 pub mod keep;
 pub mod keep_text;
+mod kernel_variant;
 pub mod memory;
 pub mod options;
 pub mod progress;

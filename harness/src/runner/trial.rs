@@ -32,6 +32,8 @@ fn result(case: &Case, target: &str, seed: u64, status: Status, message: String)
         notes: Vec::new(),
         nondeterministic: None,
         golden_tensors: None,
+        variant: super::kernel_variant::record(case),
+        recipe_set_aside: None,
     }
 }
 
@@ -91,8 +93,15 @@ enum Admission {
         desc: OpDescription,
         policies: BTreeMap<String, CheckPolicy>,
         recipe: Option<String>,
+        /// Why a target declaring the case's recipe is judged without its bits.
+        set_aside: Option<String>,
     },
-    Done(CaseResult),
+    /// Boxed: a result is several times the size of the run's fields.
+    Done(Box<CaseResult>),
+}
+
+fn done(r: CaseResult) -> Admission {
+    Admission::Done(Box::new(r))
 }
 
 /// The checks before a trial runs: availability, the target's declared support, the op's
@@ -104,10 +113,9 @@ fn admit(
     opts: &RunOptions,
     name: &str,
 ) -> Admission {
-    use Admission::Done;
     let is_reference = name == REFERENCE_TARGET;
     if let Availability::Unavailable { reason } = target.availability() {
-        return Done(if opts.required_targets.iter().any(|t| t == name) {
+        return done(if opts.required_targets.iter().any(|t| t == name) {
             result(
                 case,
                 name,
@@ -126,22 +134,23 @@ fn admit(
         });
     }
     if let Err(skip) = target.supports(&case.op, &capability_params(case)) {
-        return Done(result(case, name, seed, Status::Skipped, skip.0));
+        return done(result(case, name, seed, Status::Skipped, skip.0));
     }
     let desc = match ops::find(&case.op).and_then(|f| f.describe(&case.params)) {
         Ok(d) => d,
-        Err(e) => return Done(result(case, name, seed, Status::Error, e.to_string())),
+        Err(e) => return done(result(case, name, seed, Status::Error, e.to_string())),
     };
     let mut policies = match case.output_policies(&desc, false) {
         Ok(p) => p,
-        Err(e) => return Done(result(case, name, seed, Status::Error, e)),
+        Err(e) => return done(result(case, name, seed, Status::Error, e)),
     };
     let need = super::memory::estimate(&desc, policies.values().any(|p| p.needs().oracle));
     if need.total() > opts.max_memory as f64 {
         let message = super::memory::over_memory_limit(&need, opts.max_memory);
-        return Done(result(case, name, seed, Status::Error, message));
+        return done(result(case, name, seed, Status::Error, message));
     }
     // Which recipe the target is asked to emulate.
+    let mut set_aside = None;
     let recipe = if is_reference {
         Some(case.recipe.clone())
     } else {
@@ -151,15 +160,20 @@ fn admit(
             .get(&case.op)
             .map(|o| o.recipes.clone())
             .unwrap_or_default();
-        if declared.iter().any(|r| r == &case.recipe) {
+        set_aside = declared
+            .iter()
+            .any(|r| r == &case.recipe)
+            .then(|| super::kernel_variant::set_aside(case, target))
+            .flatten();
+        if declared.iter().any(|r| r == &case.recipe) && set_aside.is_none() {
             Some(case.recipe.clone())
         } else {
-            // The target runs its own recipe: outputs with a recipe-free policy are judged by
-            // it (against the oracle); an output still checked exactly against the case's
-            // recipe makes the case inapplicable.
+            // The target runs its own recipe (or its declared one is set aside): outputs with
+            // a recipe-free policy are judged by it (against the oracle); an output still
+            // checked exactly against the case's recipe makes the case inapplicable.
             policies = match case.output_policies(&desc, true) {
                 Ok(p) => p,
-                Err(e) => return Done(result(case, name, seed, Status::Error, e)),
+                Err(e) => return done(result(case, name, seed, Status::Error, e)),
             };
             let exact: Vec<&str> = policies
                 .values()
@@ -167,18 +181,22 @@ fn admit(
                 .map(|p| p.name())
                 .collect();
             if !exact.is_empty() {
-                return Done(result(
-                    case,
-                    name,
-                    seed,
-                    Status::Skipped,
-                    format!(
+                let message = match &set_aside {
+                    Some(why) => format!(
+                        "this case checks {} against recipe `{}`, whose bits are set aside for this target ({why}), and gives no check for a target with its own arithmetic",
+                        exact.join("/"),
+                        case.recipe
+                    ),
+                    None => format!(
                         "this case checks {} against recipe `{}`, which the target does not implement (it declares: {})",
                         exact.join("/"),
                         case.recipe,
                         if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
                     ),
-                ));
+                };
+                let mut r = result(case, name, seed, Status::Skipped, message);
+                r.recipe_set_aside = set_aside;
+                return done(r);
             }
             None
         }
@@ -187,6 +205,7 @@ fn admit(
         desc,
         policies,
         recipe,
+        set_aside,
     }
 }
 
@@ -198,14 +217,17 @@ fn run_trial_inner(
     name: &str,
     kept: &mut Vec<super::keep::KeptSet>,
 ) -> CaseResult {
-    let (desc, policies, recipe) = match admit(case, target, seed, opts, name) {
+    let (desc, policies, recipe, set_aside) = match admit(case, target, seed, opts, name) {
         Admission::Run {
             desc,
             policies,
             recipe,
-        } => (desc, policies, recipe),
-        Admission::Done(r) => return r,
+            set_aside,
+        } => (desc, policies, recipe, set_aside),
+        Admission::Done(r) => return *r,
     };
+    let mut out = result(case, name, seed, Status::Passed, String::new());
+    out.recipe_set_aside = set_aside;
     let mut run = TrialRun {
         case,
         name,
@@ -214,7 +236,7 @@ fn run_trial_inner(
         desc,
         policies,
         recipe,
-        out: result(case, name, seed, Status::Passed, String::new()),
+        out,
         failures: Vec::new(),
         first_run: None,
     };

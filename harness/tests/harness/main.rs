@@ -13,6 +13,8 @@ mod ci_files;
 mod control_docs;
 mod determinism_check;
 mod docs_complete;
+mod kernel_variants;
+mod knob_coverage;
 mod library_run;
 mod mc2_costs;
 mod parsers_fuzz;

@@ -57,6 +57,7 @@ pub(crate) fn padding_lse(recipe: &Recipe) -> f32 {
     match recipe.empty_row {
         EmptyRow::Zero { lse } => lse,
         EmptyRow::Arithmetic => f32::INFINITY,
+        EmptyRow::DecodeKernel { empty_kv_lse } => empty_kv_lse,
     }
 }
 
@@ -188,14 +189,7 @@ pub fn attention(
     recipe.validate()?;
     g.require_one_width()?;
     inputs.check_sizes(g)?;
-    let shape = IfaShape {
-        batch: g.batch,
-        kv_heads: g.kv_heads,
-        group: g.group,
-        max_kv: g.lk.iter().copied().max().unwrap_or(0),
-        kv_capacity: g.kv_seq,
-        block_size: None,
-    };
+    let shape = IfaShape::of(g, g.kv_seq, None);
     let (recipe, kv_tile) = recipe.for_problem(&shape, recipe.kv_tile);
     let recipe = &recipe;
     let chunk = task_rows(recipe);

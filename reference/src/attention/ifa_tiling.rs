@@ -30,6 +30,27 @@ pub struct IfaShape {
     pub kv_capacity: usize,
     /// The cache block size under PagedAttention.
     pub block_size: Option<usize>,
+    /// The query's S (the prompt kernel's tiling reads it, [`super::pfa_tiling`]).
+    pub q_seq: usize,
+    /// Whether a mask is given (a sparse mode other than 0, or an explicit mask).
+    pub masked: bool,
+}
+
+impl IfaShape {
+    /// What the tilings see of `g`: a KV axis of `kv_capacity` keys, paged in blocks of
+    /// `block_size` keys or contiguous (`None`).
+    pub fn of(g: &super::Geometry, kv_capacity: usize, block_size: Option<usize>) -> IfaShape {
+        IfaShape {
+            batch: g.batch,
+            kv_heads: g.kv_heads,
+            group: g.group,
+            max_kv: g.lk.iter().copied().max().unwrap_or(0),
+            kv_capacity,
+            block_size,
+            q_seq: g.q_seq,
+            masked: g.atten_mask || g.sparse != super::SparseMode::None,
+        }
+    }
 }
 
 /// The tiling the kernel runs: KV tile and, under flash decode, keys per split.
@@ -109,6 +130,8 @@ mod tests {
             max_kv,
             kv_capacity: max_kv.div_ceil(bs) * bs,
             block_size: Some(bs),
+            q_seq: 1,
+            masked: false,
         }
     }
 
@@ -171,6 +194,8 @@ mod tests {
             max_kv: 1024,
             kv_capacity: 1024,
             block_size: None,
+            q_seq: 1,
+            masked: false,
         };
         // 48 splits wanted, 2 keep >= 512 keys each.
         assert_eq!(

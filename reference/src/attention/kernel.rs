@@ -71,6 +71,31 @@ pub fn pv_tile(p: &[f32], ld: usize, rows: usize, v: &Rows, keys: Range<usize>, 
     pv_generic(p, ld, rows, v, keys, out)
 }
 
+/// [`pv_tile`] with the keys summed in 16 lanes ([`super::recipe::PvOrder::Lanes16`]): key j
+/// of the tile goes into lane (j - keys.start) % 16 of each output element, the lanes are
+/// combined by [`crate::dot::combine_lanes`]. Scalar: a recipe that asks for this order is
+/// never on a fast path.
+pub fn pv_tile_lanes(
+    p: &[f32],
+    ld: usize,
+    rows: usize,
+    v: &Rows,
+    keys: Range<usize>,
+    out: &mut [f32],
+) {
+    let dim = v.dim();
+    let s0 = keys.start;
+    for r in 0..rows {
+        for d in 0..dim {
+            let mut acc = [0.0f32; crate::dot::LANES];
+            for j in keys.clone() {
+                acc[(j - s0) % crate::dot::LANES] += p[r * ld + j - s0] * v.row(j)[d];
+            }
+            out[r * dim + d] = crate::dot::combine_lanes(acc);
+        }
+    }
+}
+
 /// Whether the AVX-512 tile products run (`crate::cpu::avx512`: the CPU has AVX-512F and
 /// neither `CONFORM_NO_AVX512` nor `CONFORM_NO_SIMD` is set; the bits are the same either way).
 #[cfg(target_arch = "x86_64")]

@@ -22,6 +22,7 @@ pub mod online;
 pub mod oracle;
 pub mod paged;
 pub mod params;
+pub mod pfa_tiling;
 pub mod recipe;
 mod row_sink;
 pub mod rows;

@@ -16,10 +16,10 @@
 //! and at the end `O / (l + eps)` or `O * (1 / (l + eps))`, LSE by the recipe's formula, and
 //! the empty-row policy for rows that saw no allowed key.
 
-use super::kernel::{pv_tile, qk_tile};
+use super::kernel::{pv_tile, pv_tile_lanes, qk_tile};
 use super::recipe::{
-    BlockOrder, EmptyRow, ExpFlavour, LseFormula, MaskFill, Normalize, ORescale, Recipe, RowSumOf,
-    ScalePlacement, ScorePrecision,
+    BlockOrder, EmptyRow, ExpFlavour, LseFormula, MaskFill, MathImpl, Normalize, ORescale, PvOrder,
+    Recipe, ReductionOrder, RowSumOf, ScalePlacement, ScorePrecision,
 };
 use super::rows::{HeadTask, RowsResult};
 use super::vexp;
@@ -42,6 +42,7 @@ pub(crate) struct SoftmaxArith {
     exp: ExpFlavour,
     fma: bool,
     fill: MaskFill,
+    exp_impl: MathImpl,
     /// The scale in the score precision.
     scale: f32,
     /// `f32(scale * log2(e))` for the folded exponent.
@@ -56,6 +57,7 @@ impl SoftmaxArith {
             exp: recipe.exp,
             fma: recipe.exp_fma,
             fill: recipe.mask_fill,
+            exp_impl: recipe.exp_impl,
             scale: match recipe.score_precision {
                 ScorePrecision::F32 => scale,
                 ScorePrecision::F16 => r16(scale),
@@ -70,6 +72,7 @@ impl SoftmaxArith {
         self.precision == ScorePrecision::F32
             && self.placement == ScalePlacement::AfterMatmul
             && self.exp == ExpFlavour::Exp
+            && self.exp_impl == MathImpl::LibmF32
     }
 
     /// The score of an allowed key from its dot product.
@@ -121,8 +124,8 @@ impl SoftmaxArith {
                 math::exp2_f32(x)
             }
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp) => match self.precision {
-                ScorePrecision::F32 => math::exp_f32(s - m),
-                ScorePrecision::F16 => r16(math::exp_f32(r16(s - m))),
+                ScorePrecision::F32 => self.exp_impl.exp(s - m),
+                ScorePrecision::F16 => r16(self.exp_impl.exp(r16(s - m))),
             },
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp2) => match self.precision {
                 ScorePrecision::F32 => math::exp2_f32((s - m) * math::LOG2_E_F32),
@@ -139,8 +142,8 @@ impl SoftmaxArith {
                 math::exp2_f32((m_old - m_new) * self.scale_log2)
             }
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp) => match self.precision {
-                ScorePrecision::F32 => math::exp_f32(m_old - m_new),
-                ScorePrecision::F16 => r16(math::exp_f32(r16(m_old - m_new))),
+                ScorePrecision::F32 => self.exp_impl.exp(m_old - m_new),
+                ScorePrecision::F16 => r16(self.exp_impl.exp(r16(m_old - m_new))),
             },
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp2) => match self.precision {
                 ScorePrecision::F32 => math::exp2_f32((m_old - m_new) * math::LOG2_E_F32),
@@ -157,6 +160,21 @@ impl SoftmaxArith {
         match self.placement {
             ScalePlacement::AfterMatmul => m,
             ScalePlacement::FoldedIntoExp2 => m * self.scale,
+        }
+    }
+}
+
+/// Sum of `x` in `order`: the 16-lane order of [`crate::dot::dot_f32`], or sequentially.
+#[inline(always)]
+pub(crate) fn ordered_sum(x: &[f32], order: ReductionOrder) -> f32 {
+    match order {
+        ReductionOrder::Lanes16 => lane_sum(x),
+        ReductionOrder::Sequential => {
+            let mut s = 0.0f32;
+            for &v in x {
+                s += v;
+            }
+            s
         }
     }
 }
@@ -186,9 +204,19 @@ pub(crate) fn finish_row(
     l: f32,
     has_key: bool,
 ) -> f32 {
-    if !has_key && let EmptyRow::Zero { lse } = recipe.empty_row {
-        o.fill(0.0);
-        return lse;
+    if !has_key {
+        match recipe.empty_row {
+            EmptyRow::Zero { lse } => {
+                o.fill(0.0);
+                return lse;
+            }
+            // No tile visited: no key at all.
+            EmptyRow::DecodeKernel { empty_kv_lse } if l == 0.0 => {
+                o.fill(0.0);
+                return empty_kv_lse;
+            }
+            _ => {}
+        }
     }
     let denom = l + recipe.epsilon;
     match recipe.normalize {
@@ -208,7 +236,7 @@ pub(crate) fn finish_row(
     }
     let ms = arith.scaled_max(SoftmaxArith::guard(m));
     match recipe.lse {
-        LseFormula::LnSumPlusMax => math::ln_f32(l) + ms,
+        LseFormula::LnSumPlusMax => recipe.ln_impl.ln(l) + ms,
         LseFormula::Log2Domain => {
             (math::log2_f32(l) + ms * math::LOG2_E_F32) * std::f32::consts::LN_2
         }
@@ -323,7 +351,7 @@ fn row_probs(recipe: &Recipe, arith: &SoftmaxArith, srow: &mut [f32], mu: f32) -
         }
     }
     let raw_sum = match recipe.rowsum_of {
-        RowSumOf::RawP => Some(lane_sum(srow)),
+        RowSumOf::RawP => Some(ordered_sum(srow, recipe.rowsum_order)),
         RowSumOf::RoundedP => None,
     };
     match p_dtype {
@@ -333,7 +361,7 @@ fn row_probs(recipe: &Recipe, arith: &SoftmaxArith, srow: &mut [f32], mu: f32) -
             .iter_mut()
             .for_each(|x| *x = p_dtype.quantize_f32(*x, p_rounding)),
     }
-    raw_sum.unwrap_or_else(|| lane_sum(srow))
+    raw_sum.unwrap_or_else(|| ordered_sum(srow, recipe.rowsum_order))
 }
 
 /// Online softmax attention of query rows `rows` of `task` over keys `keys` with KV tiles of
@@ -401,7 +429,9 @@ fn online_rows_body(
             BlockOrder::Reverse => n_tiles - 1 - t,
         };
         let tile = keys.start + t * kv_tile..(keys.start + (t + 1) * kv_tile).min(keys.end);
-        if !task.mask.block_has_key(rows.clone(), tile.clone()) {
+        if recipe.empty_row.skips_masked_tiles()
+            && !task.mask.block_has_key(rows.clone(), tile.clone())
+        {
             continue;
         }
         let bc = tile.len();
@@ -433,7 +463,10 @@ fn online_rows_body(
             let sum = row_probs(recipe, &arith, srow, mu);
             l[r] = l[r] * a + sum;
         }
-        pv_tile(&s, kv_tile, nr, &task.v, tile, &mut pv);
+        match recipe.pv_order {
+            PvOrder::KeyByKey => pv_tile(&s, kv_tile, nr, &task.v, tile, &mut pv),
+            PvOrder::Lanes16 => pv_tile_lanes(&s, kv_tile, nr, &task.v, tile, &mut pv),
+        }
         for r in 0..nr {
             let a = alpha[r];
             let orow = &mut o[r * dim..(r + 1) * dim];

@@ -248,14 +248,11 @@ pub fn paged_attention(
     }
     g.check_inputs(q_len, g.kv_len(), g.kv_len(), atten_mask.map(|m| m.len()))?;
     let blocks = validate_paged(g, kv)?;
-    let shape = IfaShape {
-        batch: g.batch,
-        kv_heads: g.kv_heads,
-        group: g.group,
-        max_kv: g.lk.iter().copied().max().unwrap_or(0),
-        kv_capacity: kv.max_blocks.saturating_mul(kv.cache.block_size),
-        block_size: Some(kv.cache.block_size),
-    };
+    let shape = IfaShape::of(
+        g,
+        kv.max_blocks.saturating_mul(kv.cache.block_size),
+        Some(kv.cache.block_size),
+    );
     let (recipe, kv_tile) = recipe.for_problem(&shape, kv.cache.block_size);
     let recipe = &recipe;
     let chunk = task_rows(recipe);

@@ -8,6 +8,7 @@
 //! in f16 ([`ORescale::VectorF16`]); the f64 ground truth is [`super::oracle`].
 
 use super::ifa_tiling::{ifa_tiling, IfaShape};
+use super::pfa_tiling::{pfa_kv_tile, PfaShape};
 use crate::formats::{DType, Rounding};
 use crate::knob::{rounding_name, Knob};
 
@@ -47,6 +48,48 @@ pub enum ReductionOrder {
     Lanes16,
     /// Strictly sequential in d.
     Sequential,
+}
+
+/// The order of the f32 additions of one row's P V product over the keys of a tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PvOrder {
+    /// Key by key: `acc[d] = 0; acc[d] += p[j] * v[j][d]` for j increasing (one f32 rounding
+    /// for the product, one for the add).
+    KeyByKey,
+    /// 16 lane accumulators over the keys (key j of the tile into lane j % 16), combined by
+    /// the halving tree of [`crate::dot::combine_lanes`].
+    Lanes16,
+}
+
+/// How an f32 transcendental (exp, ln) is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MathImpl {
+    /// The `libm` crate's f32 function: FreeBSD's `expf` / `logf`, within one ulp and not
+    /// correctly rounded (docs/ascend.md gives the algorithm).
+    LibmF32,
+    /// The `libm` crate's f64 function rounded once to f32 (nearest even): correctly rounded
+    /// except where the f64 value lies within an f64 ulp of an f32 midpoint.
+    F64Rounded,
+}
+
+impl MathImpl {
+    /// `e^x`.
+    #[inline(always)]
+    pub fn exp(self, x: f32) -> f32 {
+        match self {
+            MathImpl::LibmF32 => crate::math::exp_f32(x),
+            MathImpl::F64Rounded => crate::math::exp_f64(x as f64) as f32,
+        }
+    }
+
+    /// `ln x`.
+    #[inline(always)]
+    pub fn ln(self, x: f32) -> f32 {
+        match self {
+            MathImpl::LibmF32 => crate::math::ln_f32(x),
+            MathImpl::F64Rounded => crate::math::ln_f64(x as f64) as f32,
+        }
+    }
 }
 
 /// The precision of scores and the softmax vector arithmetic.
@@ -139,7 +182,25 @@ pub enum EmptyRow {
     /// Whatever the arithmetic gives (e.g. the mean of V over the tiles visited with a
     /// -FLT_MAX mask; NaN with a -inf mask and no guard).
     Arithmetic,
+    /// Ascend's decode kernel, which has no row-invalid correction: a row with no key at all
+    /// (an empty KV, actual length 0) writes output 0 and `empty_kv_lse` (`InitAllZeroOutput`,
+    /// -3.40e38); a row whose keys are all masked is computed as any other, every KV tile
+    /// visited (masked scores at the fill value, so P = 1 on every key: the mean of V, and
+    /// LSE = ln(n) + fill).
+    DecodeKernel { empty_kv_lse: f32 },
 }
+
+impl EmptyRow {
+    /// Whether KV tiles whose keys are all masked for every row of a query tile are skipped
+    /// (kernels with a row-invalid correction skip them; the decode kernel visits them).
+    pub fn skips_masked_tiles(self) -> bool {
+        !matches!(self, EmptyRow::DecodeKernel { .. })
+    }
+}
+
+/// The LSE Ascend's decode kernel writes for an empty KV: `InitAllZeroOutput` duplicates the
+/// float literal -3.40E+38, i.e. the f32 0xFF7FC99E.
+pub const DECODE_EMPTY_KV_LSE: f32 = -3.40e38;
 
 /// The value masked scores take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,6 +243,11 @@ pub enum KvTiling {
     /// until the caller sets it ([`Recipe::on_vector_cores`]; a case gets it from its suite's
     /// hardware profile), and [`Recipe::validate`] refuses 0.
     AscendIfa { vector_cores: usize },
+    /// Ascend prompt flash attention's run-time tiling ([`super::pfa_tiling`]): the KV tile is
+    /// the CV-diff template's sInner block (512, 1024 or 2048 keys by dtype, precision mode and
+    /// shape), divided by `tile_divisor` (1; a fault halves the tile with 2); `kv_tile` is
+    /// ignored.
+    AscendPfa { tile_divisor: usize },
 }
 
 /// Split-KV (flash-decoding / vLLM v2) partitioning.
@@ -208,11 +274,18 @@ pub struct Recipe {
     pub kv_tiling: KvTiling,
     pub block_order: BlockOrder,
     pub qk_order: ReductionOrder,
+    /// The order of a tile's row sum of P.
+    pub rowsum_order: ReductionOrder,
+    pub pv_order: PvOrder,
     pub score_precision: ScorePrecision,
     pub scale_placement: ScalePlacement,
     pub exp: ExpFlavour,
     /// Whether the folded exp2 exponent is one fused multiply-add (`fmaf(s, sl2, -m*sl2)`).
     pub exp_fma: bool,
+    /// The exp of P, of the rescale factor and of the split combine's weights.
+    pub exp_impl: MathImpl,
+    /// The ln of the LSE.
+    pub ln_impl: MathImpl,
     /// dtype P is cast to before P V, and the rounding of that cast.
     pub p_dtype: DType,
     pub p_rounding: Rounding,
@@ -249,8 +322,9 @@ impl Recipe {
     /// the matmul; masked scores selected to -FLT_MAX; natural exp; P cast with CAST_ROUND
     /// (ties away) before P V; O = O * exp(m_old - m) + P V in f32 (vector multiply); one
     /// division by l at the end; output cast CAST_ROUND; LSE = log(sum) + max, +inf for
-    /// invalid rows (output 0, the inner_precise 2/3 row correction). Tiles: 128 x 128 (the
-    /// kernel picks them from the shape at run time; override the fields to match a trace).
+    /// invalid rows (output 0, the inner_precise 2/3 row correction). Query tiles of 128 rows;
+    /// the KV tile is the kernel's run-time sInner block ([`KvTiling::AscendPfa`],
+    /// [`super::pfa_tiling`]).
     /// The row sum adds the f32 exp values (the vector unit sums before the cast).
     pub fn ascend_pfa_bf16(dtype: DType) -> Recipe {
         let p = if dtype == DType::F16 {
@@ -262,14 +336,18 @@ impl Recipe {
             name: "ascend_pfa_bf16".into(),
             algorithm: Algorithm::Online,
             q_tile: 128,
-            kv_tile: 128,
-            kv_tiling: KvTiling::Fixed,
+            kv_tile: 512,
+            kv_tiling: KvTiling::AscendPfa { tile_divisor: 1 },
             block_order: BlockOrder::Forward,
             qk_order: ReductionOrder::Lanes16,
+            rowsum_order: ReductionOrder::Lanes16,
+            pv_order: PvOrder::KeyByKey,
             score_precision: ScorePrecision::F32,
             scale_placement: ScalePlacement::AfterMatmul,
             exp: ExpFlavour::Exp,
             exp_fma: false,
+            exp_impl: MathImpl::LibmF32,
+            ln_impl: MathImpl::LibmF32,
             p_dtype: p,
             p_rounding: Rounding::RNA,
             rowsum_of: RowSumOf::RawP,
@@ -296,6 +374,9 @@ impl Recipe {
             q_tile: 1,
             kv_tiling: KvTiling::AscendIfa { vector_cores: 0 },
             mask_fill: MaskFill::SelectMinus1e12,
+            empty_row: EmptyRow::DecodeKernel {
+                empty_kv_lse: DECODE_EMPTY_KV_LSE,
+            },
             output_rounding: if dtype == DType::F16 {
                 Rounding::RNA
             } else {
@@ -341,10 +422,14 @@ impl Recipe {
             kv_tiling: KvTiling::Fixed,
             block_order: BlockOrder::Reverse,
             qk_order: ReductionOrder::Lanes16,
+            rowsum_order: ReductionOrder::Lanes16,
+            pv_order: PvOrder::KeyByKey,
             score_precision: ScorePrecision::F32,
             scale_placement: ScalePlacement::FoldedIntoExp2,
             exp: ExpFlavour::Exp2,
             exp_fma: true,
+            exp_impl: MathImpl::LibmF32,
+            ln_impl: MathImpl::LibmF32,
             p_dtype: if dtype == DType::F16 {
                 DType::F16
             } else {
@@ -375,10 +460,14 @@ impl Recipe {
             kv_tiling: KvTiling::Fixed,
             block_order: BlockOrder::Forward,
             qk_order: ReductionOrder::Lanes16,
+            rowsum_order: ReductionOrder::Lanes16,
+            pv_order: PvOrder::KeyByKey,
             score_precision: ScorePrecision::F32,
             scale_placement: ScalePlacement::AfterMatmul,
             exp: ExpFlavour::Exp,
             exp_fma: false,
+            exp_impl: MathImpl::LibmF32,
+            ln_impl: MathImpl::LibmF32,
             p_dtype: if dtype == DType::F16 {
                 DType::F16
             } else {
@@ -421,6 +510,8 @@ impl Recipe {
     pub fn exact_f32() -> Recipe {
         Recipe {
             name: "exact_f32".into(),
+            kv_tile: 128,
+            kv_tiling: KvTiling::Fixed,
             p_dtype: DType::F32,
             p_rounding: Rounding::RNE,
             output_rounding: Rounding::RNE,
@@ -452,10 +543,14 @@ impl Recipe {
             kv_tiling,
             block_order,
             qk_order,
+            rowsum_order,
+            pv_order,
             score_precision,
             scale_placement,
             exp,
             exp_fma,
+            exp_impl,
+            ln_impl,
             p_dtype,
             p_rounding,
             rowsum_of,
@@ -480,14 +575,34 @@ impl Recipe {
                         or 8192/4096/2048 by query heads per KV head (below 5, below 10, more), \
                         aligned down to a multiple of the cache block size"
                         .to_string(),
+                    KvTiling::AscendPfa { tile_divisor } => {
+                        let mode = if *score_precision == ScorePrecision::F16 {
+                            "1024 keys (512 when the key sequence is at most 1024)"
+                        } else {
+                            "512 keys"
+                        };
+                        let cut = if *tile_divisor > 1 {
+                            format!(", divided by {tile_divisor}")
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            "the prompt kernel's sInner block: {mode}; 2048 keys for at most 16 \
+                             query rows over more than 2048 keys without a mask{cut}"
+                        )
+                    }
                 },
             ),
             k("block_order", format!("{block_order:?}")),
             k("qk_order", format!("{qk_order:?}")),
+            k("rowsum_order", format!("{rowsum_order:?}")),
+            k("pv_order", format!("{pv_order:?}")),
             k("score_precision", format!("{score_precision:?}")),
             k("scale_placement", format!("{scale_placement:?}")),
             k("exp", format!("{exp:?}")),
             k("exp_fma", exp_fma.to_string()),
+            k("exp_impl", format!("{exp_impl:?}")),
+            k("ln_impl", format!("{ln_impl:?}")),
             k("p_dtype", p_dtype.name().to_string()),
             k("p_rounding", rounding_name(p_rounding)),
             k("rowsum_of", format!("{rowsum_of:?}")),
@@ -519,6 +634,10 @@ impl Recipe {
                 match empty_row {
                     EmptyRow::Zero { lse } => format!("output 0, lse {lse}"),
                     EmptyRow::Arithmetic => "Arithmetic".to_string(),
+                    EmptyRow::DecodeKernel { empty_kv_lse } => format!(
+                        "no row-invalid correction: an empty KV gives output 0 and lse \
+                         {empty_kv_lse:e}; a fully masked row the mean of V and lse ln(n) + fill"
+                    ),
                 },
             ),
             k("mask_fill", format!("{mask_fill:?}")),
@@ -535,8 +654,8 @@ impl Recipe {
                         "flash decode on {vector_cores} vector cores when batch x KV heads \
                          leaves cores idle; partials f32, AscendSumMax"
                     ),
-                    (KvTiling::Fixed, None) => "none".to_string(),
-                    (KvTiling::Fixed, Some(s)) => format!(
+                    (KvTiling::Fixed | KvTiling::AscendPfa { .. }, None) => "none".to_string(),
+                    (KvTiling::Fixed | KvTiling::AscendPfa { .. }, Some(s)) => format!(
                         "{} keys, partials {} {}, {:?}",
                         s.partition,
                         s.partial_dtype.name(),
@@ -567,6 +686,22 @@ impl Recipe {
     pub fn for_problem(&self, shape: &IfaShape, fixed_tile: usize) -> (Recipe, usize) {
         match self.kv_tiling {
             KvTiling::Fixed => (self.clone(), fixed_tile),
+            KvTiling::AscendPfa { tile_divisor } => {
+                let (tile, _) = pfa_kv_tile(&PfaShape {
+                    q_seq: shape.q_seq,
+                    kv_seq: shape.kv_capacity,
+                    masked: shape.masked,
+                    high_performance: self.score_precision == ScorePrecision::F16,
+                });
+                let tile = (tile / tile_divisor.max(1)).max(1);
+                (
+                    Recipe {
+                        kv_tile: tile,
+                        ..self.clone()
+                    },
+                    tile,
+                )
+            }
             KvTiling::AscendIfa { vector_cores } => {
                 let t = ifa_tiling(shape, vector_cores);
                 let recipe = Recipe {
@@ -613,6 +748,14 @@ impl Recipe {
                 "f16 scores are modelled with the scale after the matmul",
             );
         }
+        if self.algorithm == Algorithm::TwoPass
+            && (self.rowsum_order != ReductionOrder::Lanes16 || self.pv_order != PvOrder::KeyByKey)
+        {
+            return bad(
+                "pv_order",
+                "the two-pass algorithm is modelled with the 16-lane row sum and the key-by-key P V only",
+            );
+        }
         if !(self.epsilon >= 0.0 && self.epsilon.is_finite()) {
             return bad("epsilon", "must be finite and non-negative");
         }
@@ -628,6 +771,9 @@ impl Recipe {
                  none were given: a case takes the count from the hardware profile its suite \
                  names (`recipe_hardware`), or sets `vector_cores`",
             );
+        }
+        if let KvTiling::AscendPfa { tile_divisor: 0 } = self.kv_tiling {
+            return bad("kv_tiling", "the tile divisor must be positive");
         }
 
         Ok(())

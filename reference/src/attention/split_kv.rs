@@ -13,10 +13,9 @@
 //! copies its only partial output.
 
 use super::online::online_rows;
-use super::recipe::{Algorithm, Combine, EmptyRow, Recipe, SplitKv};
+use super::recipe::{Algorithm, Combine, EmptyRow, MathImpl, Recipe, SplitKv};
 use super::rows::{HeadTask, RowsResult};
 use super::two_pass::two_pass_rows;
-use crate::math;
 use std::ops::Range;
 
 /// One pass of the recipe's algorithm over `keys`, without splitting.
@@ -66,11 +65,17 @@ pub fn split_rows(
     let mut sum = vec![0.0f32; nr];
     let mut has_key = vec![false; nr];
     for r in 0..nr {
-        let live: Vec<&RowsResult> = partials.iter().filter(|p| p.has_key[r]).collect();
+        // A partition is live when it saw an allowed key, or, for the decode kernel (no
+        // row-invalid correction), when it computed a row over masked keys.
+        let computed = |p: &RowsResult| {
+            p.has_key[r] || (!recipe.empty_row.skips_masked_tiles() && p.sum[r] > 0.0)
+        };
+        let live: Vec<&RowsResult> = partials.iter().filter(|p| computed(p)).collect();
         let orow = &mut out[r * dim..(r + 1) * dim];
         if live.is_empty() {
             match recipe.empty_row {
                 EmptyRow::Zero { lse: v } => lse[r] = v,
+                EmptyRow::DecodeKernel { empty_kv_lse } => lse[r] = empty_kv_lse,
                 EmptyRow::Arithmetic => {
                     lse[r] = f32::NAN;
                     orow.fill(f32::NAN);
@@ -78,7 +83,7 @@ pub fn split_rows(
             }
             continue;
         }
-        has_key[r] = true;
+        has_key[r] = partials.iter().any(|p| p.has_key[r]);
         let parts: Vec<PartialRow> = live
             .iter()
             .map(|p| PartialRow {
@@ -88,7 +93,8 @@ pub fn split_rows(
                 out: &p.out[r * dim..(r + 1) * dim],
             })
             .collect();
-        (lse[r], max[r], sum[r]) = combine_row(split.combine, &parts, orow);
+        (lse[r], max[r], sum[r]) =
+            combine_row(split.combine, recipe.exp_impl, recipe.ln_impl, &parts, orow);
     }
     RowsResult {
         out,
@@ -112,9 +118,13 @@ pub(crate) struct PartialRow<'a> {
 /// (zeroed) by `combine`; returns the row's (lse, max, sum).
 pub(crate) fn combine_row(
     combine: Combine,
+    exp_impl: MathImpl,
+    ln_impl: MathImpl,
     parts: &[PartialRow],
     orow: &mut [f32],
 ) -> (f32, f32, f32) {
+    let exp = |x: f32| exp_impl.exp(x);
+    let ln = |x: f32| ln_impl.ln(x);
     match combine {
         Combine::Lse => {
             let mut mm = f32::NEG_INFINITY;
@@ -125,11 +135,11 @@ pub(crate) fn combine_row(
             }
             let mut total = 0.0f32;
             for p in parts {
-                total += math::exp_f32(p.lse - mm);
+                total += exp(p.lse - mm);
             }
-            let big_l = math::ln_f32(total) + mm;
+            let big_l = ln(total) + mm;
             for p in parts {
-                let w = math::exp_f32(p.lse - big_l);
+                let w = exp(p.lse - big_l);
                 for (o, &x) in orow.iter_mut().zip(p.out) {
                     *o += w * x;
                 }
@@ -143,10 +153,7 @@ pub(crate) fn combine_row(
                     mm = p.max;
                 }
             }
-            let w: Vec<f32> = parts
-                .iter()
-                .map(|p| p.sum * math::exp_f32(p.max - mm))
-                .collect();
+            let w: Vec<f32> = parts.iter().map(|p| p.sum * exp(p.max - mm)).collect();
             let mut g = 0.0f32;
             for &x in &w {
                 g += x;
@@ -157,11 +164,11 @@ pub(crate) fn combine_row(
                     *o += x * ws * inv;
                 }
             }
-            (math::ln_f32(g) + mm, mm, g)
+            (ln(g) + mm, mm, g)
         }
         Combine::AscendSumMax => {
             let sm: Vec<(f32, f32, &[f32])> = parts.iter().map(|p| (p.max, p.sum, p.out)).collect();
-            ascend_sum_max(&sm, orow)
+            ascend_sum_max(&sm, exp_impl, ln_impl, orow)
         }
     }
 }
@@ -184,7 +191,12 @@ pub fn rows_result(
 /// `orow`: M = max m_s; w_s = l_s * exp(m_s - M); W = sum w_s (in order); O = sum (w_s / W)
 /// O_s, the first term stored and the others added in order (so a stored -0.0 stays -0.0,
 /// as the kernel's first multiply writes its destination). Returns (ln W + M, M, W).
-fn ascend_sum_max(parts: &[(f32, f32, &[f32])], orow: &mut [f32]) -> (f32, f32, f32) {
+fn ascend_sum_max(
+    parts: &[(f32, f32, &[f32])],
+    exp_impl: MathImpl,
+    ln_impl: MathImpl,
+    orow: &mut [f32],
+) -> (f32, f32, f32) {
     let mut mm = f32::NEG_INFINITY;
     for &(m, _, _) in parts {
         if m > mm {
@@ -193,7 +205,7 @@ fn ascend_sum_max(parts: &[(f32, f32, &[f32])], orow: &mut [f32]) -> (f32, f32, 
     }
     let w: Vec<f32> = parts
         .iter()
-        .map(|&(m, l, _)| l * math::exp_f32(m - mm))
+        .map(|&(m, l, _)| l * exp_impl.exp(m - mm))
         .collect();
     let mut total = 0.0f32;
     for &x in &w {
@@ -205,12 +217,13 @@ fn ascend_sum_max(parts: &[(f32, f32, &[f32])], orow: &mut [f32]) -> (f32, f32, 
             *o = if s == 0 { ws * x } else { *o + ws * x };
         }
     }
-    (math::ln_f32(total) + mm, mm, total)
+    (ln_impl.ln(total) + mm, mm, total)
 }
 
 #[cfg(test)]
 mod tests {
     use super::ascend_sum_max;
+    use crate::attention::recipe::MathImpl::LibmF32;
 
     #[test]
     fn the_ascend_combine_weights_partials_by_sum_and_max() {
@@ -219,7 +232,7 @@ mod tests {
         let b = [-0.5f32, -0.0, 0.125];
         let (ma, la, mb, lb) = (2.0f32, 3.0f32, 1.0f32, 5.0f32);
         let mut o = [f32::NAN; 3];
-        let (lse, m, w) = ascend_sum_max(&[(ma, la, &a), (mb, lb, &b)], &mut o);
+        let (lse, m, w) = ascend_sum_max(&[(ma, la, &a), (mb, lb, &b)], LibmF32, LibmF32, &mut o);
         // In f64: the exact attention of the union of both key sets.
         let wa = la as f64;
         let wb = lb as f64 * libm::exp(mb as f64 - ma as f64);
@@ -238,7 +251,7 @@ mod tests {
         assert_eq!(o[1].to_bits(), (-0.0f32).to_bits());
         // One partial: weight exactly 1, its output and lse unchanged.
         let mut one = [0.0f32; 3];
-        let (lse1, _, _) = ascend_sum_max(&[(ma, la, &a)], &mut one);
+        let (lse1, _, _) = ascend_sum_max(&[(ma, la, &a)], LibmF32, LibmF32, &mut one);
         assert_eq!(one.map(f32::to_bits), a.map(f32::to_bits));
         assert_eq!(lse1, crate::math::ln_f32(la) + ma);
     }

@@ -642,12 +642,20 @@ pub(super) static FAULTS: &[Fault] = &[
         family: "attention",
         ops: FA,
         requirement: Requirement::Quick,
-        description: "the online softmax visits KV tiles of half the recipe's size (64 keys instead of 128)",
+        description: "the online softmax visits KV tiles of half the recipe's size (256 keys instead of the prompt kernel's 512)",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
-            if !online(r) || r.kv_tiling != KvTiling::Fixed || r.kv_tile < 2 {
+            if !online(r) {
                 return false;
             }
-            r.kv_tile /= 2;
+            match r.kv_tiling {
+                KvTiling::Fixed if r.kv_tile >= 2 => r.kv_tile /= 2,
+                KvTiling::AscendPfa { tile_divisor } => {
+                    r.kv_tiling = KvTiling::AscendPfa {
+                        tile_divisor: tile_divisor * 2,
+                    }
+                }
+                _ => return false,
+            }
             true
         })),
     },
@@ -692,11 +700,13 @@ pub(super) static FAULTS: &[Fault] = &[
         family: "attention",
         ops: ATTENTION,
         requirement: Requirement::Quick,
-        description: "a query row with no allowed key is not special-cased: it gets whatever the arithmetic gives (the mean of V under a -FLT_MAX mask) instead of 0",
+        description: "the other empty-row policy: a query row with no allowed key is not special-cased (it gets whatever the arithmetic gives, the mean of V under a -FLT_MAX mask) where the kernel writes 0, and, where the decode kernel (no row-invalid correction) averages V over its masked keys, the row is corrected to 0 with LSE +inf",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
             r.empty_row = match r.empty_row {
                 EmptyRow::Zero { .. } => EmptyRow::Arithmetic,
-                EmptyRow::Arithmetic => EmptyRow::Zero { lse: f32::INFINITY },
+                EmptyRow::Arithmetic | EmptyRow::DecodeKernel { .. } => {
+                    EmptyRow::Zero { lse: f32::INFINITY }
+                }
             };
             true
         })),

@@ -63,6 +63,17 @@ pub(super) static FAULTS: &[Fault] = &[
         })),
     },
     Fault {
+        name: "dq-scale-form-swapped",
+        family: "dynamic_quant",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the stored scale takes the sibling kernels' form: 1 / fl32(127 / max) where the variant's kernel stores fl32(max x fl32(1/127)) (the multi-row, single-row and 9.x db kernels), and the other way round (the plain, large-shape and MoE kernels); the model that read one kernel file for every shape",
+        edit: Edit::recipe(RecipeEdit::DynamicQuant(|r: &mut DqRecipe| {
+            r.scale = r.scale.swapped();
+            true
+        })),
+    },
+    Fault {
         name: "dq-smooth-skipped",
         family: "dynamic_quant",
         ops: OPS,

@@ -7,8 +7,7 @@
 use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::formats::RoundingMode;
 use crate::ops::quant_matmul::{
-    Accumulation, FloatBiasPlace, IntBiasPlace, OffsetPlace, QmmRecipe, ScaleOrder, ScalePack,
-    TokenAxis,
+    Accumulation, FloatBiasPlace, IntBiasPlace, OffsetPlace, QmmRecipe, ScalePack, TokenAxis,
 };
 
 const OPS: &[&str] = &["quant_matmul"];
@@ -57,16 +56,13 @@ pub(super) static FAULTS: &[Fault] = &[
         })),
     },
     Fault {
-        name: "qmm-scales-merged-first",
+        name: "qmm-scale-order-swapped",
         family: "quant_matmul",
         ops: OPS,
         requirement: Requirement::Quick,
-        description: "the per-channel and per-token scales are multiplied together first, acc * fl32(scale * pertoken), instead of (acc * scale) * pertoken as the kernel's two vector Muls do",
+        description: "the per-token scale enters in the other kernels' order: (acc * scale) * pertoken where the variant's kernel merges the scales first (the small-M opt kernel, acc * fl32(pertoken * scale)), and the merged order where the kernel dequantises first; the model that read the large-M kernel for every M",
         edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
-            if r.scale_order != ScaleOrder::ScaleThenToken {
-                return false;
-            }
-            r.scale_order = ScaleOrder::MergedFirst;
+            r.scale_order = r.scale_order.swapped();
             true
         })),
     },

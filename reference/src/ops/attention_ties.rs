@@ -892,7 +892,7 @@ fn combine_apart(
     ];
     let result = |c: Combine| -> Vec<f32> {
         let mut o = vec![0.0f32; pairs.len()];
-        combine_row(c, &parts, &mut o);
+        combine_row(c, recipe.exp_impl, recipe.ln_impl, &parts, &mut o);
         o.iter()
             .map(|&x| g.dtype.quantize_f32(x, recipe.output_rounding))
             .collect()

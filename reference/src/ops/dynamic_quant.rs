@@ -31,6 +31,7 @@
 //! value, a row of tiny values, and rows whose scale and quantised values tell the recipe's
 //! scale and quotient forms apart). See [`DynamicQuant::impose`].
 
+use super::dynamic_quant_variants::DqShape;
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -40,6 +41,7 @@ use super::{
 use crate::formats::{bf16, f16, Rounding, RoundingMode};
 use crate::knob::Knob;
 use crate::parallel::{map_tasks, Threads};
+use crate::variant::{Dispatch, Platform};
 
 /// The op name.
 pub const OP: &str = "dynamic_quant";
@@ -54,6 +56,26 @@ pub enum ScaleForm {
     MaxTimesInverse,
     /// `scale = fl32(amax / qmax)` (the formula of the API page taken literally).
     MaxDivided,
+}
+
+impl ScaleForm {
+    /// The stored scale as a formula.
+    pub fn formula(self) -> &'static str {
+        match self {
+            ScaleForm::QuotientThenReciprocal => "scale = fl32(1 / fl32(127 / max))",
+            ScaleForm::MaxTimesInverse => "scale = fl32(max x fl32(1 / 127))",
+            ScaleForm::MaxDivided => "scale = fl32(max / 127)",
+        }
+    }
+
+    /// The other kernels' form: the reciprocal of the quotient and `max x fl32(1/127)` swap
+    /// (the API's literal `max / 127` is its own fault).
+    pub fn swapped(self) -> ScaleForm {
+        match self {
+            ScaleForm::QuotientThenReciprocal => ScaleForm::MaxTimesInverse,
+            ScaleForm::MaxTimesInverse | ScaleForm::MaxDivided => ScaleForm::QuotientThenReciprocal,
+        }
+    }
 }
 
 /// How the values are brought to the integer range.
@@ -118,15 +140,33 @@ pub struct DqRecipe {
     pub group_lookup: GroupLookup,
 }
 
-/// The recipe presets.
-pub const PRESETS: [&str; 2] = ["ascend_a2", "ops_nn_golden"];
+/// The recipe names: `ascend_a2` (the A2 host tiling's dispatch: each case runs the preset of
+/// the kernel variant its shape lands on, [`super::dynamic_quant_variants`]), the variant
+/// presets themselves, and `ops_nn_golden`.
+pub const PRESETS: [&str; 10] = [
+    "ascend_a2",
+    "a2_plain",
+    "a2_db_old",
+    "a2_db",
+    "a2_large_shape",
+    "a2_moe",
+    "a2_moe_large_shape",
+    "a2_multi_row",
+    "a2_single_row",
+    "ops_nn_golden",
+];
+
+/// The recipe name that dispatches by shape.
+pub const DISPATCHING: &str = "ascend_a2";
 
 impl DqRecipe {
-    /// A preset by name.
-    pub fn preset(name: &str) -> Option<DqRecipe> {
-        let kernel = DqRecipe {
+    /// The A2 kernels' arithmetic with the stored scale in `scale` form: x (times the smooth
+    /// scale) widened to f32, the row max of the magnitudes, the quotient `fl32(127 / max)`
+    /// the values are multiplied by, CAST_RINT to an integer.
+    pub fn kernel(scale: ScaleForm) -> DqRecipe {
+        DqRecipe {
             qmax: 127.0,
-            scale: ScaleForm::QuotientThenReciprocal,
+            scale,
             apply: ApplyForm::MultiplyQuotient,
             rounding: RoundingMode::NearestTiesToEven,
             saturation: (-128, 127),
@@ -136,22 +176,33 @@ impl DqRecipe {
             flush_input_subnormals: false,
             signed_max: false,
             group_lookup: GroupLookup::FirstEndAbove,
-        };
-        match name {
-            "ascend_a2" => Some(kernel),
-            "ops_nn_golden" => Some(DqRecipe {
-                scale: ScaleForm::MaxTimesInverse,
-                apply: ApplyForm::DivideByScale,
-                ..kernel
-            }),
-            _ => None,
         }
     }
 
+    /// A fixed preset by name: a variant's (its kernel's scale form) or the ops-nn golden's.
+    /// `None` for [`DISPATCHING`], whose preset depends on the case's shape
+    /// ([`super::dynamic_quant_variants::dispatch`]).
+    pub fn preset(name: &str) -> Option<DqRecipe> {
+        if name == "ops_nn_golden" {
+            return Some(DqRecipe {
+                scale: ScaleForm::MaxTimesInverse,
+                apply: ApplyForm::DivideByScale,
+                ..DqRecipe::kernel(ScaleForm::MaxTimesInverse)
+            });
+        }
+        super::dynamic_quant_variants::scale_form(name).map(DqRecipe::kernel)
+    }
+
     /// The ledger knobs of this recipe as preset `preset` (docs/ascend.md, ids
-    /// `dynq.<preset>.<field>`); destructures the struct, so a new field does not compile
-    /// until it has a knob.
+    /// `dynq.<preset>.<field>`).
     pub fn knobs(&self, preset: &str) -> Vec<Knob> {
+        self.knobs_under(&format!("dynq.{preset}"))
+    }
+
+    /// The ledger knobs of this recipe with ids `<prefix>.<field>` (another op that quantises
+    /// with this arithmetic names them under its own prefix); destructures the struct, so a
+    /// new field does not compile until it has a knob.
+    pub fn knobs_under(&self, prefix: &str) -> Vec<Knob> {
         let DqRecipe {
             qmax,
             scale,
@@ -166,27 +217,30 @@ impl DqRecipe {
             group_lookup,
         } = self;
         vec![
-            Knob::new(format!("dynq.{preset}.qmax"), format!("{qmax}")),
-            Knob::new(format!("dynq.{preset}.scale"), format!("{scale:?}")),
-            Knob::new(format!("dynq.{preset}.apply"), format!("{apply:?}")),
+            Knob::new(format!("{prefix}.qmax"), format!("{qmax}")),
             Knob::new(
-                format!("dynq.{preset}.rounding"),
+                format!("{prefix}.scale"),
+                format!("{scale:?}: {}", scale.formula()),
+            ),
+            Knob::new(format!("{prefix}.apply"), format!("{apply:?}")),
+            Knob::new(
+                format!("{prefix}.rounding"),
                 crate::knob::rounding_name(&Rounding::ieee(*rounding)),
             ),
             Knob::new(
-                format!("dynq.{preset}.saturation"),
+                format!("{prefix}.saturation"),
                 format!("[{}, {}]", saturation.0, saturation.1),
             ),
-            Knob::new(format!("dynq.{preset}.smooth"), format!("{smooth:?}")),
-            Knob::new(format!("dynq.{preset}.per_tensor"), format!("{per_tensor}")),
-            Knob::new(format!("dynq.{preset}.zero_row"), format!("{zero_row:?}")),
+            Knob::new(format!("{prefix}.smooth"), format!("{smooth:?}")),
+            Knob::new(format!("{prefix}.per_tensor"), format!("{per_tensor}")),
+            Knob::new(format!("{prefix}.zero_row"), format!("{zero_row:?}")),
             Knob::new(
-                format!("dynq.{preset}.flush_input_subnormals"),
+                format!("{prefix}.flush_input_subnormals"),
                 format!("{flush_input_subnormals}"),
             ),
-            Knob::new(format!("dynq.{preset}.signed_max"), format!("{signed_max}")),
+            Knob::new(format!("{prefix}.signed_max"), format!("{signed_max}")),
             Knob::new(
-                format!("dynq.{preset}.group_lookup"),
+                format!("{prefix}.group_lookup"),
                 format!("{group_lookup:?}"),
             ),
         ]
@@ -330,6 +384,30 @@ impl Case {
     fn smooth_rows(&self) -> usize {
         self.groups.unwrap_or(1)
     }
+
+    /// What the host tiling sees of the case.
+    fn shape(&self) -> DqShape {
+        DqShape {
+            rows: self.tokens,
+            row_len: self.hidden,
+            f16: self.dtype == ElemType::F16,
+            smooth: self.smooth,
+            groups: self.groups,
+        }
+    }
+}
+
+/// The kernel variant a case with these parameters runs on `platform` (the platform
+/// [`DISPATCHING`] describes when `None`).
+pub fn dispatch(
+    params: &serde_json::Value,
+    platform: Option<&Platform>,
+) -> Result<Dispatch, OpError> {
+    let c = DynamicQuant.case(params)?;
+    Ok(super::dynamic_quant_variants::dispatch(
+        &c.shape(),
+        platform.unwrap_or(&super::dynamic_quant_variants::MODELLED),
+    ))
 }
 
 /// The `dynamic_quant` op family.
@@ -800,7 +878,7 @@ impl PresetFamily for DynamicQuant {
         m: &mut TensorMap,
         ctx: &mut GenContext,
     ) -> Result<(), OpError> {
-        let rec = regime_recipe(ctx);
+        let rec = regime_recipe(c, ctx);
         let h = c.hidden;
         let dtype = c.dtype;
         let mut x = m
@@ -958,7 +1036,14 @@ impl PresetFamily for DynamicQuant {
         Ok(())
     }
 
-    fn recipe_preset(_: &Case, name: &str) -> Option<DqRecipe> {
+    fn recipe_preset(c: &Case, name: &str) -> Option<DqRecipe> {
+        if name == DISPATCHING {
+            let d = super::dynamic_quant_variants::dispatch(
+                &c.shape(),
+                &super::dynamic_quant_variants::MODELLED,
+            );
+            return DqRecipe::preset(d.variant.preset);
+        }
         DqRecipe::preset(name)
     }
 
@@ -970,13 +1055,15 @@ impl PresetFamily for DynamicQuant {
     }
 }
 
-/// The recipe the regimes are constructed for: the case's, or the kernel's when the case is
-/// judged against the oracle (its ties and witnesses hold for the exact arithmetic too).
-fn regime_recipe(ctx: &GenContext) -> DqRecipe {
+/// The recipe the regimes are constructed for: the case's, or the kernel variant the case's
+/// shape lands on when the case is judged against the oracle (its ties and witnesses hold for
+/// the exact arithmetic too).
+fn regime_recipe(c: &Case, ctx: &GenContext) -> DqRecipe {
     ctx.recipe
         .as_deref()
-        .and_then(DqRecipe::preset)
-        .unwrap_or_else(|| DqRecipe::preset("ascend_a2").expect("the kernel preset exists"))
+        .and_then(|name| DynamicQuant::recipe_preset(c, name))
+        .or_else(|| DynamicQuant::recipe_preset(c, DISPATCHING))
+        .expect("every shape dispatches to a variant preset")
 }
 
 /// Every scale form and apply form, for the witnesses.
@@ -1051,7 +1138,7 @@ mod tests {
 
     #[test]
     fn the_kernel_scale_is_the_reciprocal_of_the_quotient() {
-        let k = DqRecipe::preset("ascend_a2").unwrap();
+        let k = DqRecipe::preset("a2_plain").unwrap();
         let g = DqRecipe::preset("ops_nn_golden").unwrap();
         // 127 * 2^-7: the quotient is exactly 2^7 in both.
         assert_eq!(k.scale_and_factor(0.9921875), (0.0078125, 128.0));
@@ -1061,6 +1148,21 @@ mod tests {
         let (sk, _) = k.scale_and_factor(a);
         assert_eq!(sk, 1.0 / (127.0f32 / a));
         assert_eq!(g.scale_and_factor(a).0, a * (1.0 / 127.0f32));
+        // The multi-row and single-row kernels store the golden's form, and multiply by the
+        // quotient as the others do.
+        for v in ["a2_multi_row", "a2_single_row", "a2_db"] {
+            let m = DqRecipe::preset(v).unwrap();
+            assert_eq!(
+                m.scale_and_factor(a),
+                (a * (1.0 / 127.0f32), 127.0 / a),
+                "{v}"
+            );
+        }
+        // The constant the kernels multiply by: 1 / 127 rounded once to f32, whether the
+        // source writes it as an f32 division (multi-row) or a double rounded to f32
+        // (single-row's `1.0 / 127.0`).
+        assert_eq!(1.0f32 / 127.0, (1.0f64 / 127.0) as f32);
+        assert!(DqRecipe::preset(DISPATCHING).is_none());
     }
 
     #[test]
@@ -1073,7 +1175,7 @@ mod tests {
 
     #[test]
     fn zero_rows_give_scale_zero_and_no_nan() {
-        let k = DqRecipe::preset("ascend_a2").unwrap();
+        let k = DqRecipe::preset("a2_plain").unwrap();
         let (s, f) = k.scale_and_factor(0.0);
         assert_eq!(s.to_bits(), 0);
         assert_eq!(k.to_int8(k.scaled(0.0, f)), 0);

@@ -15,6 +15,7 @@ use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
     OpFamily, Tensor, TensorMap, TensorSpec, ORACLE,
 };
+use crate::attention::recipe::KvTiling;
 use crate::attention::{
     attention, mask::BatchMask, oracle, AttentionConfig, AttentionError, AttentionInputs, Geometry,
     InputLayout, Recipe, PRESETS,
@@ -158,6 +159,34 @@ pub(crate) fn op_error(op: &str, e: AttentionError) -> OpError {
     }
 }
 
+/// The kernel variant a `fa_prefill` case judged against `recipe` runs on `platform` (the
+/// platform the prompt presets describe when `None`); `None` for a recipe that models no CANN
+/// kernel, or a case that pins its own KV tile.
+pub fn dispatch(
+    params: &serde_json::Value,
+    recipe: &str,
+    platform: Option<&crate::variant::Platform>,
+) -> Result<Option<crate::variant::Dispatch>, OpError> {
+    use super::attention_variants as av;
+    let p: FaPrefillParams = parse_params(OP, params)?;
+    if p.kv_tile.is_some() {
+        return Ok(None);
+    }
+    let g = p.geometry()?;
+    let pfa = crate::attention::pfa_tiling::PfaShape {
+        q_seq: g.q_seq,
+        kv_seq: g.kv_seq,
+        masked: g.atten_mask || g.sparse != crate::attention::SparseMode::None,
+        high_performance: recipe == "ascend_pfa_f16_high_perf",
+    };
+    Ok(av::dispatch_prompt(
+        recipe,
+        g.head_dim,
+        &pfa,
+        platform.unwrap_or(&av::MODELLED),
+    ))
+}
+
 /// The preset `recipe` for `dtype`, with optional tile overrides.
 pub(crate) fn preset(
     op: &str,
@@ -178,7 +207,11 @@ pub(crate) fn preset(
         r.q_tile = t;
     }
     if let Some(t) = kv_tile {
+        // A pinned tile replaces the prompt kernel's run-time block.
         r.kv_tile = t;
+        if matches!(r.kv_tiling, KvTiling::AscendPfa { .. }) {
+            r.kv_tiling = KvTiling::Fixed;
+        }
     }
     Ok(r)
 }

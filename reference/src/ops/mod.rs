@@ -12,7 +12,9 @@
 
 pub mod attention_regimes;
 pub mod attention_ties;
+pub mod attention_variants;
 pub mod dynamic_quant;
+pub mod dynamic_quant_variants;
 pub mod fa_prefill;
 pub mod fp4;
 pub mod generate;
@@ -26,6 +28,7 @@ pub mod pa_decode_int8;
 pub mod paged_kv;
 mod preset_family;
 pub mod quant_matmul;
+pub mod quant_matmul_variants;
 pub mod range_regimes;
 pub mod recipe_edit;
 pub mod regime;

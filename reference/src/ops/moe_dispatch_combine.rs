@@ -43,7 +43,7 @@
 //! Regimes: `moe_routing_edges`, `moe_combine_order` and (with `quant_mode` 2)
 //! `rounding_ties`; see [`MoeDispatchCombine::impose`].
 
-use super::dynamic_quant::{oracle_row, DqRecipe};
+use super::dynamic_quant::{oracle_row, DqRecipe, ScaleForm};
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -155,7 +155,7 @@ impl MoeRecipe {
     pub fn preset(name: &str) -> Option<MoeRecipe> {
         match name {
             "ascend_v2" => Some(MoeRecipe {
-                quant: DqRecipe::preset("ascend_a2")?,
+                quant: DqRecipe::kernel(ScaleForm::QuotientThenReciprocal),
                 placement: Placement::Contiguous,
                 expand_order: ExpandOrder::ExpertSourceToken,
                 empty_blocks: EmptyBlocks::Skipped,
@@ -172,8 +172,9 @@ impl MoeRecipe {
     }
 
     /// The ledger knobs of this recipe as preset `preset` (docs/ascend.md, ids
-    /// `moe.<preset>.<field>`, and the quantisation's own `dynq.ascend_a2.*`); destructures
-    /// the struct, so a new field does not compile until it has a knob.
+    /// `moe.<preset>.<field>`, and the dispatch kernel's quantisation as
+    /// `moe.<preset>.quant.<field>`); destructures the struct, so a new field does not compile
+    /// until it has a knob.
     pub fn knobs(&self, preset: &str) -> Vec<Knob> {
         let MoeRecipe {
             quant,
@@ -221,7 +222,7 @@ impl MoeRecipe {
                 crate::knob::rounding_name(&Rounding::ieee(*output_rounding)),
             ),
         ];
-        k.extend(quant.knobs("ascend_a2"));
+        k.extend(quant.knobs_under(&format!("moe.{preset}.quant")));
         k
     }
 }
@@ -1435,7 +1436,7 @@ impl PresetFamily for MoeDispatchCombine {
                             }
                         }
                     }
-                    let quant = DqRecipe::preset("ascend_a2").ok_or_else(|| failed("no dq"))?;
+                    let quant = DqRecipe::kernel(ScaleForm::QuotientThenReciprocal);
                     for _ in 0..TIE_ROWS {
                         let (s, t) = take()?;
                         // f16 keeps 2^(-p-1) normal and 127 * 2^-p finite for p in -3..=10.

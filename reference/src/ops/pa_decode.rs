@@ -491,6 +491,37 @@ impl OpFamily for PaDecode {
     }
 }
 
+impl Plan {
+    /// What the decode kernel's tiling sees of the case.
+    pub(crate) fn tiling_shape(&self) -> crate::attention::ifa_tiling::IfaShape {
+        crate::attention::ifa_tiling::IfaShape::of(
+            &self.g,
+            self.max_blocks.saturating_mul(self.cache.block_size),
+            Some(self.cache.block_size),
+        )
+    }
+}
+
+/// The kernel variant a `pa_decode` case judged against `recipe` runs on `platform` (the
+/// platform the Ascend presets describe when `None`); `None` for a recipe that models no
+/// CANN kernel.
+pub fn dispatch(
+    params: &serde_json::Value,
+    recipe: &str,
+    platform: Option<&crate::variant::Platform>,
+) -> Result<Option<crate::variant::Dispatch>, OpError> {
+    use super::attention_variants as av;
+    if recipe != "ascend_ifa_bf16" {
+        return Ok(None);
+    }
+    let plan = parse_params::<PaDecodeParams>(OP, params)?.plan()?;
+    Ok(Some(av::dispatch_decode(
+        plan.g.head_dim,
+        &plan.tiling_shape(),
+        platform.unwrap_or(&av::MODELLED),
+    )))
+}
+
 /// The attention geometry of `pa_decode` parameters (the fault catalogue permutes heads
 /// through it).
 pub fn geometry_of(params: &serde_json::Value) -> Result<Geometry, OpError> {

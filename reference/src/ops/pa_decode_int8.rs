@@ -289,6 +289,23 @@ impl Case {
     }
 }
 
+/// The kernel variant a `pa_decode_int8` case judged against `recipe` runs (the decode
+/// kernel's antiquant path on every release read); `None` for a recipe that models no CANN
+/// kernel.
+pub fn dispatch(
+    params: &serde_json::Value,
+    recipe: &str,
+) -> Result<Option<crate::variant::Dispatch>, OpError> {
+    if recipe != "ascend_ifa_c8" {
+        return Ok(None);
+    }
+    let c = PaDecodeInt8.case(params)?;
+    Ok(Some(super::attention_variants::dispatch_decode_int8(
+        c.plan.g.head_dim,
+        &c.plan.tiling_shape(),
+    )))
+}
+
 /// The `pa_decode_int8` family.
 pub struct PaDecodeInt8;
 

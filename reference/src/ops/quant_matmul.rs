@@ -47,6 +47,7 @@
 //! packed scales whose 19-bit truncation differs from rounding). See [`QuantMatmul::impose`].
 
 use super::preset_family::{self, PresetFamily};
+use super::quant_matmul_variants::QmmShape;
 use super::regime::Regime;
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
@@ -56,6 +57,7 @@ use crate::formats::format::{FLOAT32, FLOAT64};
 use crate::formats::{bf16, f16, Exact, Rounding, RoundingMode};
 use crate::knob::Knob;
 use crate::parallel::{map_tasks, Threads};
+use crate::variant::{Dispatch, Platform};
 
 /// The op name.
 pub const OP: &str = "quant_matmul";
@@ -107,10 +109,22 @@ pub enum ScalePack {
 /// The order of the two scale products (with a per-token scale).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScaleOrder {
-    /// `fl32(fl32(acc * scale) * pertoken)` (the kernel: dequant, then the per-token Mul).
+    /// `fl32(fl32(acc * scale) * pertoken)` (the dequant-first kernels: `AscendDequant`, then
+    /// the per-token Mul).
     ScaleThenToken,
-    /// `fl32(acc * fl32(scale * pertoken))` (the two scales merged first).
+    /// `fl32(acc * fl32(pertoken * scale))` (the small-M opt kernel: the two scales merged
+    /// first, `MulPertokenAndScale`).
     MergedFirst,
+}
+
+impl ScaleOrder {
+    /// The other order.
+    pub fn swapped(self) -> ScaleOrder {
+        match self {
+            ScaleOrder::ScaleThenToken => ScaleOrder::MergedFirst,
+            ScaleOrder::MergedFirst => ScaleOrder::ScaleThenToken,
+        }
+    }
 }
 
 /// Which element of `pertoken_scale` an output element takes.
@@ -160,31 +174,51 @@ pub struct QmmRecipe {
     pub saturate: bool,
 }
 
-/// The recipe presets.
-pub const PRESETS: [&str; 1] = ["ascend_a2"];
+/// The recipe names: `ascend_a2` (the A2 host tiling's dispatch: each case runs the preset of
+/// the kernel variant it lands on, [`super::quant_matmul_variants`]) and the variant presets.
+pub const PRESETS: [&str; 5] = [
+    "ascend_a2",
+    "a2_pertoken_opt",
+    "a2_pertoken",
+    "a2_dequant",
+    "a2_fixpipe",
+];
+
+/// The recipe name that dispatches by shape.
+pub const DISPATCHING: &str = "ascend_a2";
 
 impl QmmRecipe {
-    /// A preset by name.
-    pub fn preset(name: &str) -> Option<QmmRecipe> {
-        match name {
-            "ascend_a2" => Some(QmmRecipe {
-                accumulation: Accumulation::Int32,
-                acc_to_f32: RoundingMode::NearestTiesToEven,
-                int_bias: IntBiasPlace::BeforeDequant,
-                float_bias: FloatBiasPlace::AfterScales,
-                scale_pack: ScalePack::Truncate19,
-                per_tensor_scale: false,
-                scale_order: ScaleOrder::ScaleThenToken,
-                token_axis: TokenAxis::Row,
-                operand_min: -128,
-                output_rounding: RoundingMode::NearestTiesToEven,
-                requant_rounding: RoundingMode::NearestTiesToEven,
-                offset_place: OffsetPlace::AfterRounding,
-                offset_negated: false,
-                saturate: true,
-            }),
-            _ => None,
+    /// The A2 kernels' arithmetic with the per-token scale applied in `scale_order`.
+    pub fn kernel(scale_order: ScaleOrder) -> QmmRecipe {
+        QmmRecipe {
+            accumulation: Accumulation::Int32,
+            acc_to_f32: RoundingMode::NearestTiesToEven,
+            int_bias: IntBiasPlace::BeforeDequant,
+            float_bias: FloatBiasPlace::AfterScales,
+            scale_pack: ScalePack::Truncate19,
+            per_tensor_scale: false,
+            scale_order,
+            token_axis: TokenAxis::Row,
+            operand_min: -128,
+            output_rounding: RoundingMode::NearestTiesToEven,
+            requant_rounding: RoundingMode::NearestTiesToEven,
+            offset_place: OffsetPlace::AfterRounding,
+            offset_negated: false,
+            saturate: true,
         }
+    }
+
+    /// A variant's preset by name (the opt kernel merges the scales first, the others
+    /// dequantise first). `None` for [`DISPATCHING`], whose preset depends on the case.
+    pub fn preset(name: &str) -> Option<QmmRecipe> {
+        let v = super::quant_matmul_variants::by_preset(name)?;
+        Some(QmmRecipe::kernel(
+            if std::ptr::eq(v, &super::quant_matmul_variants::PERTOKEN_OPT) {
+                ScaleOrder::MergedFirst
+            } else {
+                ScaleOrder::ScaleThenToken
+            },
+        ))
     }
 
     /// The ledger knobs of this recipe as preset `preset` (docs/ascend.md, ids
@@ -433,6 +467,30 @@ pub(crate) struct Case {
     bias: BiasKind,
     /// An f32 `offset [n]` input (int8 output only), packed with the scale.
     offset: bool,
+}
+
+impl Case {
+    /// What the host tiling sees of the case.
+    fn shape(&self) -> QmmShape {
+        QmmShape {
+            m: self.m,
+            pertoken: self.pertoken,
+            packed: self.scale == ScaleKind::Packed,
+        }
+    }
+}
+
+/// The kernel variant a case with these parameters runs on `platform` (the platform
+/// [`DISPATCHING`] describes when `None`).
+pub fn dispatch(
+    params: &serde_json::Value,
+    platform: Option<&Platform>,
+) -> Result<Dispatch, OpError> {
+    let c = QuantMatmul.case(params)?;
+    Ok(super::quant_matmul_variants::dispatch(
+        &c.shape(),
+        platform.unwrap_or(&super::quant_matmul_variants::MODELLED),
+    ))
 }
 
 /// The `quant_matmul` op family.
@@ -885,7 +943,8 @@ impl PresetFamily for QuantMatmul {
     ) -> Result<TensorMap, OpError> {
         let d = self.decoded(c, inputs)?;
         let (m, k, n) = (c.m, c.k, c.n);
-        let kernel = QmmRecipe::preset("ascend_a2").expect("the kernel preset exists");
+        // Only the packing of the scale is read here, the same in every variant.
+        let kernel = QmmRecipe::kernel(ScaleOrder::ScaleThenToken);
         let x2t = transpose_widened(&d.x2, k, n, i32::MIN);
         let parts = map_tasks(m, threads, |i| {
             let a: Vec<i16> = d.x1[i * k..(i + 1) * k].iter().map(|&v| v as i16).collect();
@@ -1031,11 +1090,14 @@ impl PresetFamily for QuantMatmul {
         m: &mut TensorMap,
         ctx: &mut GenContext,
     ) -> Result<(), OpError> {
+        // The case's recipe, or the variant its shape lands on when it is judged against the
+        // oracle.
         let rec = ctx
             .recipe
             .as_deref()
-            .and_then(QmmRecipe::preset)
-            .unwrap_or_else(|| QmmRecipe::preset("ascend_a2").expect("the kernel preset exists"));
+            .and_then(|name| QuantMatmul::recipe_preset(c, name))
+            .or_else(|| QuantMatmul::recipe_preset(c, DISPATCHING))
+            .expect("every case dispatches to a variant preset");
         let (mm, k, n) = (c.m, c.k, c.n);
         let get_i8 = |m: &TensorMap, name: &str| -> Result<Vec<i8>, OpError> {
             Ok(m.get(name)
@@ -1321,7 +1383,14 @@ impl PresetFamily for QuantMatmul {
         }
     }
 
-    fn recipe_preset(_: &Case, name: &str) -> Option<QmmRecipe> {
+    fn recipe_preset(c: &Case, name: &str) -> Option<QmmRecipe> {
+        if name == DISPATCHING {
+            let d = super::quant_matmul_variants::dispatch(
+                &c.shape(),
+                &super::quant_matmul_variants::MODELLED,
+            );
+            return QmmRecipe::preset(d.variant.preset);
+        }
         QmmRecipe::preset(name)
     }
 
@@ -1638,7 +1707,7 @@ mod tests {
         assert_eq!(pack_offset(300.0), 255);
         assert_eq!(pack_offset(-300.7), -256);
         // The requantisation: 9-bit clamp before the offset, int8 clamp after it.
-        let k = QmmRecipe::preset("ascend_a2").unwrap();
+        let k = QmmRecipe::preset("a2_fixpipe").unwrap();
         assert_eq!(k.requant(1000.0, 1.0, -200), 55);
         assert_eq!(k.requant(5.0, 0.5, 0), 2);
         assert_eq!(k.requant(-300.0, 1.0, 100), -128);
@@ -1673,8 +1742,10 @@ mod tests {
 
     #[test]
     fn the_kernel_multiplies_the_scale_first_then_the_token() {
-        let k = QmmRecipe::preset("ascend_a2").unwrap();
+        let k = QmmRecipe::preset("a2_pertoken").unwrap();
+        let opt = QmmRecipe::preset("a2_pertoken_opt").unwrap();
         let (a, s, t) = (1000.0f32, 0.1f32, 0.3f32);
+        assert_eq!(opt.epilogue(a, s, Some(t), None, 0.0), a * (t * s));
         assert_eq!(k.epilogue(a, s, Some(t), None, 0.0), (a * s) * t);
         let merged = QmmRecipe {
             scale_order: ScaleOrder::MergedFirst,

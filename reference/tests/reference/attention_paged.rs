@@ -284,3 +284,88 @@ fn the_ifa_preset_tiles_and_splits_as_the_decode_kernel() {
         }
     }
 }
+
+/// The contradiction issue 40 fixed: `ascend_ifa_bf16` gave a row without keys output 0 and LSE
+/// +inf (the prompt kernel's row-invalid correction), but the decode kernel accepts
+/// inner_precise 0 and 1 only and has no such correction: an empty KV goes through
+/// `InitAllZeroOutput` (output 0, LSE -3.40e38), and a fully masked row is computed like any
+/// other, its masked scores all at -1e12, so P = 1 on every key: the mean of V, LSE ln(n) -
+/// 1e12. The masked row's output equals, bit for bit, the same recipe's output for a query of
+/// zeros without the mask (every score 0, P = 1 in the same order). The old model fails here.
+#[test]
+fn the_decode_kernel_has_no_row_invalid_correction() {
+    use conform_reference::ops::{self, Tensor};
+    use serde_json::json;
+    let params = json!({"dtype": "bf16", "batch": 2, "num_heads": 2, "num_key_value_heads": 1,
+        "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [0, 40],
+        "atten_mask": true, "softmax_lse_flag": true});
+    let fam = ops::find("pa_decode").unwrap();
+    let ins = crate::op_runs::generate(
+        "pa_decode",
+        &params,
+        &[],
+        7,
+        0x1F,
+        Default::default(),
+        "ascend_ifa_bf16",
+    )
+    .unwrap();
+    // Mask every key of sequence 1.
+    let mut masked = ins.clone();
+    let m = &ins["atten_mask"];
+    let width = m.shape[2];
+    let mut bytes = m.data.clone();
+    bytes[width..2 * width].fill(1);
+    masked.insert(
+        "atten_mask".into(),
+        Tensor {
+            data: bytes,
+            ..m.clone()
+        },
+    );
+    let out = fam
+        .run(&params, "ascend_ifa_bf16", &masked, Threads(1))
+        .unwrap();
+    let lse = out["softmax_lse"].to_f64_vec();
+    let o = out["attention_out"].bits16().unwrap();
+    let per_batch = 2 * 32;
+    // Sequence 0: no key at all.
+    assert!(
+        o[..per_batch].iter().all(|&b| b & 0x7FFF == 0),
+        "empty KV output"
+    );
+    for h in 0..2 {
+        assert_eq!((lse[h] as f32).to_bits(), 0xFF7F_C99E, "empty KV lse");
+        assert_eq!(
+            lse[2 + h] as f32,
+            (40.0f32).ln() + -1.0e12,
+            "masked row lse"
+        );
+    }
+    // Sequence 1: the mean of V, computed as the kernel does.
+    let mut zero_q = ins.clone();
+    let q = &ins["query"];
+    let mut qb = q.bits16().unwrap();
+    qb[per_batch..2 * per_batch].fill(0);
+    zero_q.insert(
+        "query".into(),
+        Tensor::from_bits16(q.dtype, q.shape.clone(), &qb),
+    );
+    let m0 = &ins["atten_mask"];
+    zero_q.insert(
+        "atten_mask".into(),
+        Tensor {
+            data: vec![0; m0.data.len()],
+            ..m0.clone()
+        },
+    );
+    let mean = fam
+        .run(&params, "ascend_ifa_bf16", &zero_q, Threads(1))
+        .unwrap();
+    assert_eq!(
+        &o[per_batch..],
+        &mean["attention_out"].bits16().unwrap()[per_batch..],
+        "the fully masked row is the mean of V"
+    );
+    assert!(o[per_batch..].iter().any(|&b| b & 0x7FFF != 0));
+}

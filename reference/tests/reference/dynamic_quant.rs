@@ -307,3 +307,73 @@ fn bad_parameters_and_inputs_are_named_errors() {
         .to_string()
         .contains("ascend_a2"));
 }
+
+/// The contradiction issue 40 fixed: `ascend_a2` modelled every shape with the plain kernel's
+/// stored scale, `1 / fl32(127 / max)`, while the A2 tiling sends the suites' 7168- and
+/// 5120-wide rows to the multi-row (key 10) and single-row (key 100) kernels, which store
+/// `fl32(max x fl32(1/127))`. On the scale-form witness rows the two differ; the recipe must
+/// give each shape its kernel's form, and the old model (one form for every shape) fails here.
+#[test]
+fn each_shape_stores_the_scale_of_the_kernel_its_tiling_picks() {
+    let inv = 1.0f32 / 127.0;
+    for (params, reciprocal) in [
+        (json!({"tokens": 24, "hidden": 7168}), false),
+        (json!({"tokens": 24, "hidden": 5120, "smooth": true}), false),
+        (json!({"tokens": 24, "hidden": 16384}), true),
+        (
+            json!({"tokens": 32, "hidden": 2048, "smooth": true, "groups": 4}),
+            true,
+        ),
+    ] {
+        let t = params["tokens"].as_u64().unwrap() as usize;
+        let ins = generate(&params, &[Regime::QuantEdgeRows], 3, "ascend_a2").unwrap();
+        let out = run(&params, "ascend_a2", &ins, 1);
+        // The row max, recomputed from the inputs as the kernel forms it (x times the smooth
+        // row in f32).
+        let h = params["hidden"].as_u64().unwrap() as usize;
+        let (dtype, x) = x_values(&ins);
+        let smooth = ins.get("smooth_scales").map(|s| s.bits16().unwrap());
+        let groups: Vec<usize> = match ins.get("group_index") {
+            Some(g) => {
+                let ends = g.to_i64_vec().unwrap();
+                (0..t)
+                    .map(|r| ends.iter().position(|&e| e > r as i64).unwrap())
+                    .collect()
+            }
+            None => vec![0; t],
+        };
+        let scale = out["scale"].to_f64_vec();
+        let mut told_apart = 0;
+        for r in 0..t {
+            let amax = (0..h)
+                .map(|j| {
+                    let v = decode(dtype, x[r * h + j]) as f32;
+                    let v = match &smooth {
+                        Some(s) => v * decode(dtype, s[groups[r] * h + j]) as f32,
+                        None => v,
+                    };
+                    v.abs()
+                })
+                .fold(0.0f32, f32::max);
+            if amax == 0.0 {
+                continue;
+            }
+            let kernel_form = if reciprocal {
+                1.0 / (127.0 / amax)
+            } else {
+                amax * inv
+            };
+            let other_form = if reciprocal {
+                amax * inv
+            } else {
+                1.0 / (127.0 / amax)
+            };
+            assert_eq!(scale[r] as f32, kernel_form, "{params} row {r}");
+            told_apart += usize::from(kernel_form != other_form);
+        }
+        assert!(
+            told_apart >= 8,
+            "{params}: {told_apart} rows tell the forms apart"
+        );
+    }
+}

@@ -89,7 +89,7 @@ fn regimes_hold_on_every_seed() {
             let clamp = with_fault("qmm-int8-min-clamped", &params, &ins);
             assert!(differing(&out["y"], &clamp["y"]) >= 16, "{ctx}: -128");
             if pertoken {
-                let merged = with_fault("qmm-scales-merged-first", &params, &ins);
+                let merged = with_fault("qmm-scale-order-swapped", &params, &ins);
                 assert!(differing(&out["y"], &merged["y"]) >= 10, "{ctx}: witnesses");
             }
             // Per-channel scales: at least 8 differ from column 0's.
@@ -363,5 +363,55 @@ fn int8_params_follow_the_api_table() {
             assert!(message.contains("element 1"), "{message}");
         }
         e => panic!("{e}"),
+    }
+}
+
+/// The contradiction issue 40 fixed: `ascend_a2` dequantised first for every M, while the A2
+/// tiling's `ProcessMSmall` sends per-token cases with M within the base M to the opt kernel
+/// (`quant_batch_matmul_v3_pertoken_opt.h`), whose `MulPertokenAndScale` merges the two
+/// scales first: y = bf16(fl32(fl32(acc) x fl32(pertoken x scale))). Recomputed here from the
+/// inputs for the suites' small-M per-token form; the old order differs on the witness
+/// elements `int_matmul_edges` plants, so the old model fails this test. The large-M case keeps
+/// the dequant-first order.
+#[test]
+fn small_m_per_token_cases_merge_the_scales_first_as_the_opt_kernel_does() {
+    for (m, merged) in [(24usize, true), (160, false)] {
+        let (k, n) = (3200usize, 32usize);
+        let params =
+            json!({"m": m, "k": k, "n": n, "out": "bf16", "scale": "f32", "pertoken": true});
+        let ins = generate(&params, &[Regime::IntMatmulEdges], 5).unwrap();
+        let out = run(&params, "ascend_a2", &ins, 1);
+        let (x1, x2) = (i8s(&ins["x1"]), i8s(&ins["x2"]));
+        let s: Vec<f32> = ins["scale"]
+            .to_f64_vec()
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let t: Vec<f32> = ins["pertoken_scale"]
+            .to_f64_vec()
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let y = out["y"].bits16().unwrap();
+        let mut orders_differ = 0;
+        for i in 0..m {
+            for j in 0..n {
+                let acc: i64 = (0..k)
+                    .map(|p| x1[i * k + p] as i64 * x2[p * n + j] as i64)
+                    .sum();
+                let a = acc as f32;
+                let opt = a * (t[i] * s[j]);
+                let first = (a * s[j]) * t[i];
+                let want = if merged { opt } else { first };
+                let other = if merged { first } else { opt };
+                let b = bf16::f32_to_bf16(want, Rounding::RNE);
+                assert_eq!(y[i * n + j], b, "m {m} element ({i}, {j})");
+                orders_differ += usize::from(b != bf16::f32_to_bf16(other, Rounding::RNE));
+            }
+        }
+        assert!(
+            orders_differ >= 10,
+            "m {m}: {orders_differ} elements tell the orders apart"
+        );
     }
 }

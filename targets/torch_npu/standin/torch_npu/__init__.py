@@ -32,10 +32,12 @@ refuses the products its page does not list, with the aclnn error the real call 
   the offset rounded and clamped to [-256, 255] in bits 37..45 (hicann/ops-nn
   quant/trans_quant_param_v2/op_kernel/trans_quant_param_v2.h and aclnnTransQuantParam.md).
 - npu_quant_matmul (aclnnQuantMatmulV4, Atlas A2 / A3; 2-D int8 operands, bf16/f16 output):
-  the API page's table of accepted dtype combinations, and the kernel's order
-  (hicann/ops-nn matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3_pertoken.h):
-  int32 accumulation with an int32 bias, to f32, times the per-channel scale (an int64 scale
-  read as its 19-bit f32), times the per-token scale, plus a float bias, CAST_RINT.
+  the API page's table of accepted dtype combinations, and the kernels' order
+  (hicann/ops-nn matmul/quant_batch_matmul_v3): int32 accumulation with an int32 bias, to f32,
+  times the per-channel scale (an int64 scale read as its 19-bit f32), times the per-token
+  scale (quant_batch_matmul_v3_pertoken.h; up to 128 rows the opt kernel
+  quant_batch_matmul_v3_pertoken_opt.h, which multiplies the two scales together first), plus
+  a float bias, CAST_RINT.
 - npu_moe_distribute_dispatch_v2 / npu_moe_distribute_combine_v2 (Atlas A2 / A3; shared
   experts on A3 only): _moe.py (placement, receive order, per-token INT8 on the sender, counts,
   the combine's f32 weighted sum in k order with the shared rows unweighted).
@@ -284,6 +286,23 @@ def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=No
 _DQ = "aclnnDynamicQuant"
 
 
+def _dq_stores_reciprocal(rows, h, smooth, grouped):
+    """Whether the A2/A3 kernel ops-nn's dynamic_quant_tiling.cpp picks for this shape (9.x:
+    SetSpecialTilingForDs key 100, CalcTilingForMultiRow key 10, then SetTilingKey by the UB a
+    row needs, 196608 bytes) stores scale = 1 / (127 / max): keys 0/1, 6, 7, 8 do; keys 100,
+    10 and 2/3 store max * fl32(1 / 127)."""
+    if not grouped and h in (4096, 5120, 10240) and 4 <= rows <= 384:
+        return False
+    limit = min((196608 - 1024 - 3392) // (15 if smooth else 11) // 64 * 64, 255 * 64)
+    if not grouped and 128 <= h <= limit and h % 8 == 0:
+        return False
+    if grouped:
+        return True
+    a = -(-h // 16) * 16
+    single, double = (17 * a, 19 * a) if smooth else (11 * a, 13 * a)
+    return single > 196608 - 1024 or double >= 196608 - 1024
+
+
 def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None):
     soc = _soc_name()
     if _soc.family(soc) not in ("A2", "A3"):
@@ -325,7 +344,11 @@ def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None)
     amax = np.abs(rows).max(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         quotient = np.float32(127.0) / amax
-        scale = (np.float32(1.0) / quotient).astype(np.float32)
+        if _dq_stores_reciprocal(rows.shape[0], h, smooth_scales is not None,
+                                 group_index is not None):
+            scale = (np.float32(1.0) / quotient).astype(np.float32)
+        else:
+            scale = (amax * (np.float32(1.0) / np.float32(127.0))).astype(np.float32)
         q = np.rint((rows * quotient[:, None]).astype(np.float32))
     # The cast of a zero row's NaN (0 * Inf) is not documented; the stand-in writes 0.
     y = np.clip(np.where(np.isnan(q), 0, q), -128, 127).astype(np.int8)
@@ -461,7 +484,14 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         s = s.astype(np.uint32).view(np.float32)
     else:
         s = scale._f32().astype(np.float32)
-    y = (y * s.reshape(1, -1)).astype(np.float32)
+    if pertoken_scale is not None and m <= 128:
+        # ProcessMSmall (quant_batch_matmul_v3_tiling.cpp) sends per-token cases whose M fits
+        # the base M to the opt kernel (quant_batch_matmul_v3_pertoken_opt.h), whose
+        # MulPertokenAndScale merges the two scales before they meet the accumulator.
+        t = pertoken_scale._a.astype(np.float32)
+        y = (y * (t[:, None] * s.reshape(1, -1)).astype(np.float32)).astype(np.float32)
+    else:
+        y = (y * s.reshape(1, -1)).astype(np.float32)
     if int8_out:
         # Requantisation (ops-nn's requant golden): the scaled f32 rounded to an integer, ties
         # to even, clipped to 9 bits, plus the word's 9-bit offset (bits 37..45, signed),
@@ -471,7 +501,7 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         o = np.where(o & 0x100, o - 0x200, o)
         v = np.clip(np.rint(y), -256, 255) + o.reshape(1, -1)
         return torch.Tensor(np.clip(v, -128, 127).astype(np.int8), torch.int8, "npu")
-    if pertoken_scale is not None:
+    if pertoken_scale is not None and m > 128:
         y = (y * pertoken_scale._a.astype(np.float32)[:, None]).astype(np.float32)
     if bias_f is not None:
         y = (y + bias_f.reshape(1, n)).astype(np.float32)
