@@ -1125,6 +1125,9 @@ struct Measured {
 
 /// Runs `c` to its end (killed after `limit`), with its peak resident set size from the
 /// kernel's accounting of the child (wait4).
+// The child is reaped by the wait4 loop below (which also reads its rusage), not by
+// `Child::wait`: clippy cannot see that.
+#[allow(clippy::zombie_processes)]
 fn measured(mut c: Command, limit: Duration) -> Measured {
     use std::io::Read;
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
