@@ -1620,6 +1620,20 @@ fn a_workers_children_end_with_it() {
     }
 }
 
+/// A Python worker `script` in the scratch's `contrib/<name>/` with its `target.toml`; returns
+/// the directory.
+fn python_worker(s: &Scratch, name: &str, script: &str) -> PathBuf {
+    let w = s.path(&format!("contrib/{name}"));
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(w.join("worker.py"), script).unwrap();
+    std::fs::write(
+        w.join("target.toml"),
+        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
+    )
+    .unwrap();
+    w
+}
+
 /// A worker named `name` declaring `op` for bf16 only (`dtypes`) with `recipe`, answering every
 /// request with the JSON object `reply` (Python, with the request as `req`).
 fn bf16_only_worker(name: &str, op: &str, recipe: &str, reply: &str) -> String {
@@ -1723,14 +1737,7 @@ fn suite_numbers_that_check_nothing_are_refused_quoting_the_file() {
 /// judged nothing (exit 4), instead of sending the worker cases its declaration rules out.
 fn dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored() {
     let s = Scratch::new();
-    let w = s.path("contrib/qmmdtypes");
-    std::fs::create_dir_all(&w).unwrap();
-    std::fs::write(w.join("worker.py"), qmm_dtypes_worker()).unwrap();
-    std::fs::write(
-        w.join("target.toml"),
-        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
-    )
-    .unwrap();
+    let w = python_worker(&s, "qmmdtypes", &qmm_dtypes_worker());
     let o = s
         .command(&["run", "--suite", "quant_matmul", "--worker"])
         .arg(w.join("target.toml"))
@@ -1764,14 +1771,7 @@ fn mxfp4_bf16_only_worker() -> String {
 /// is recorded once (it was once per input set).
 fn dtypes_admit_the_cases_at_the_ops_default_dtype() {
     let s = Scratch::new();
-    let w = s.path("contrib/mxbf16");
-    std::fs::create_dir_all(&w).unwrap();
-    std::fs::write(w.join("worker.py"), mxfp4_bf16_only_worker()).unwrap();
-    std::fs::write(
-        w.join("target.toml"),
-        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
-    )
-    .unwrap();
+    let w = python_worker(&s, "mxbf16", &mxfp4_bf16_only_worker());
     let o = s
         .command(&[
             "run",
