@@ -1125,6 +1125,9 @@ struct Measured {
 
 /// Runs `c` to its end (killed after `limit`), with its peak resident set size from the
 /// kernel's accounting of the child (wait4).
+// The child is reaped by the wait4 loop below (which also reads its rusage), not by
+// `Child::wait`: clippy cannot see that.
+#[allow(clippy::zombie_processes)]
 fn measured(mut c: Command, limit: Duration) -> Measured {
     use std::io::Read;
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -1617,21 +1620,48 @@ fn a_workers_children_end_with_it() {
     }
 }
 
-/// Declares `quant_matmul` with `dtypes` (an op whose cases have no `dtype` parameter) and
-/// fails every request it is sent: the declaration must not be silently ignored.
-const QMM_DTYPES: &str = r#"
+/// A Python worker `script` in the scratch's `contrib/<name>/` with its `target.toml`; returns
+/// the directory.
+fn python_worker(s: &Scratch, name: &str, script: &str) -> PathBuf {
+    let w = s.path(&format!("contrib/{name}"));
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(w.join("worker.py"), script).unwrap();
+    std::fs::write(
+        w.join("target.toml"),
+        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
+    )
+    .unwrap();
+    w
+}
+
+/// A worker named `name` declaring `op` for bf16 only (`dtypes`) with `recipe`, answering every
+/// request with the JSON object `reply` (Python, with the request as `req`).
+fn bf16_only_worker(name: &str, op: &str, recipe: &str, reply: &str) -> String {
+    format!(
+        r#"
 import json, sys
-print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "qmmdtypes", "version": "1"},
-                  "libraries": {}, "device": "CPU (test)",
-                  "capabilities": {"ops": {"quant_matmul": {"dtypes": ["bf16"],
-                                                            "recipes": ["mine"]}}}}), flush=True)
+print(json.dumps({{"type": "hello", "protocol": 1, "worker": {{"name": "{name}", "version": "1"}},
+                  "libraries": {{}}, "device": "CPU (test)",
+                  "capabilities": {{"ops": {{"{op}": {{"dtypes": ["bf16"], "recipes": ["{recipe}"]}}}}}}}}), flush=True)
 for line in sys.stdin:
     req = json.loads(line)
     if req["type"] == "shutdown":
         break
-    print(json.dumps({"type": "result", "id": req["id"], "status": "error",
-                      "message": "a case reached a worker whose dtypes say nothing"}), flush=True)
-"#;
+    print(json.dumps(dict({{"type": "result", "id": req["id"]}}, **{reply})), flush=True)
+"#
+    )
+}
+
+/// Declares `quant_matmul` with `dtypes` (an op whose cases have no `dtype` parameter) and
+/// fails every request it is sent: the declaration must not be silently ignored.
+fn qmm_dtypes_worker() -> String {
+    bf16_only_worker(
+        "qmmdtypes",
+        "quant_matmul",
+        "mine",
+        r#"{"status": "error", "message": "a case reached a worker whose dtypes say nothing"}"#,
+    )
+}
 
 /// Suite inputs that would check nothing (NaN or infinite bounds, low >= high, a negative
 /// std) and a NaN parameter are refused when the suites load, quoting what the file says.
@@ -1707,14 +1737,7 @@ fn suite_numbers_that_check_nothing_are_refused_quoting_the_file() {
 /// judged nothing (exit 4), instead of sending the worker cases its declaration rules out.
 fn dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored() {
     let s = Scratch::new();
-    let w = s.path("contrib/qmmdtypes");
-    std::fs::create_dir_all(&w).unwrap();
-    std::fs::write(w.join("worker.py"), QMM_DTYPES).unwrap();
-    std::fs::write(
-        w.join("target.toml"),
-        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
-    )
-    .unwrap();
+    let w = python_worker(&s, "qmmdtypes", &qmm_dtypes_worker());
     let o = s
         .command(&["run", "--suite", "quant_matmul", "--worker"])
         .arg(w.join("target.toml"))
@@ -1731,21 +1754,15 @@ fn dtypes_for_an_op_without_a_dtype_parameter_are_not_ignored() {
 /// Declares `mxfp4_dequant` for bf16 only (`dtypes`) and answers every request `ok` without
 /// writing its output (left poisoned), with a note naming the case's `dtype` as sent (absent
 /// when the case leaves it at its default).
-const MXFP4_BF16_ONLY: &str = r#"
-import json, sys
-print(json.dumps({"type": "hello", "protocol": 1, "worker": {"name": "mxbf16", "version": "1"},
-                  "libraries": {}, "device": "CPU (test)",
-                  "capabilities": {"ops": {"mxfp4_dequant": {"dtypes": ["bf16"],
-                                                             "recipes": ["mx_ocp"]}}}}), flush=True)
-for line in sys.stdin:
-    req = json.loads(line)
-    if req["type"] == "shutdown":
-        break
-    print(json.dumps({"type": "result", "id": req["id"], "status": "ok",
-                      "outputs": req["outputs"],
-                      "notes": ["reached with dtype %s" % req["params"].get("dtype", "absent")]}),
-          flush=True)
-"#;
+fn mxfp4_bf16_only_worker() -> String {
+    bf16_only_worker(
+        "mxbf16",
+        "mxfp4_dequant",
+        "mx_ocp",
+        r#"{"status": "ok", "outputs": req["outputs"],
+             "notes": ["reached with dtype %s" % req["params"].get("dtype", "absent")]}"#,
+    )
+}
 
 /// `dtypes` declared for an op whose `dtype` has a default (`mxfp4_dequant`: bf16) admits the
 /// cases that leave `dtype` out as that default: they reach the worker (with `dtype` absent
@@ -1754,14 +1771,7 @@ for line in sys.stdin:
 /// is recorded once (it was once per input set).
 fn dtypes_admit_the_cases_at_the_ops_default_dtype() {
     let s = Scratch::new();
-    let w = s.path("contrib/mxbf16");
-    std::fs::create_dir_all(&w).unwrap();
-    std::fs::write(w.join("worker.py"), MXFP4_BF16_ONLY).unwrap();
-    std::fs::write(
-        w.join("target.toml"),
-        "command = \"python3\"\nargs = [\"${TARGET_DIR}/worker.py\"]\n",
-    )
-    .unwrap();
+    let w = python_worker(&s, "mxbf16", &mxfp4_bf16_only_worker());
     let o = s
         .command(&[
             "run",

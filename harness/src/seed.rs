@@ -38,7 +38,7 @@ pub fn words(rng: &mut ChaCha20Rng) -> impl FnMut() -> u64 + '_ {
     let mut n: u32 = 0;
     move || {
         n = n.wrapping_add(1);
-        if n % (1 << 20) == 0 {
+        if n.is_multiple_of(1 << 20) {
             conform_reference::cancel::checkpoint();
         }
         rng.next_u64()

@@ -130,10 +130,7 @@ mod tests {
         assert_eq!(reached, 2);
         // Outside `run`, or under another token, a point does nothing.
         checkpoint();
-        assert_eq!(
-            run(&CancelToken::new(), || current_is_cancelled()),
-            Ok(false)
-        );
+        assert_eq!(run(&CancelToken::new(), current_is_cancelled), Ok(false));
         // Other panics are not swallowed.
         let p = std::panic::catch_unwind(|| run(&CancelToken::new(), || panic!("boom")));
         assert!(p.is_err());

@@ -210,12 +210,32 @@ fn end_group(pid: u32) {
     super::live::unregister(pid);
 }
 
+/// The variable every worker process is started with, holding [`layout_pad`]'s text.
+pub const LAYOUT_PAD_VAR: &str = "CONFORM_LAYOUT_PAD";
+
+/// A run of `x` of random length, 0 to 4095 bytes, drawn afresh for each process. The size of
+/// a process's environment moves where its stack starts, and with it the alignment of what
+/// the kernel keeps there: two copies of one build started from different paths were timed
+/// up to 1.4x apart, consistently over every round of fresh processes, by the same-night
+/// control (a known bias of measurement: Mytkowicz, Diwan, Hauswirth and Sweeney, ASPLOS
+/// 2009). Padded at random, that layout is drawn anew for every process, so it varies from
+/// round to round like any placement, and the rounds' paired ratios average over it instead
+/// of taking one layout for a change.
+pub fn layout_pad() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // A fresh RandomState is keyed from the process's random seed and a per-use counter.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    "x".repeat((h.finish() % 4096) as usize)
+}
+
 impl WorkerProcess {
     /// Starts the worker.
     pub fn spawn(cfg: &ResolvedConfig) -> std::io::Result<WorkerProcess> {
         let mut cmd = Command::new(&cfg.command);
         cmd.args(&cfg.args)
             .envs(&cfg.env)
+            .env(LAYOUT_PAD_VAR, layout_pad())
             .current_dir(&cfg.working_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -361,6 +381,17 @@ mod tests {
     use super::*;
     use crate::worker::config::{Limits, Timeouts};
     use std::collections::BTreeMap;
+
+    #[test]
+    fn every_process_gets_a_layout_pad_of_its_own_length() {
+        let lengths: std::collections::BTreeSet<usize> =
+            (0..64).map(|_| layout_pad().len()).collect();
+        assert!(lengths.iter().all(|&n| n < 4096), "{lengths:?}");
+        // 64 draws from 4096 lengths: all equal only if the draw were fixed.
+        assert!(lengths.len() > 32, "{lengths:?}");
+        let pad = layout_pad();
+        assert!(pad.bytes().all(|b| b == b'x'));
+    }
 
     fn sh(script: &str) -> ResolvedConfig {
         ResolvedConfig {
