@@ -23,7 +23,6 @@
 
 use crate::attention::ifa_tiling::{ifa_tiling, IfaShape};
 use crate::attention::pfa_tiling::{pfa_kv_tile, PfaShape};
-use crate::attention::recipe::IFA_VECTOR_CORES;
 use crate::variant::{Dispatch, KernelVariant, Platform, Release, ReleaseRange, Soc, Stage};
 
 const SOCS: &[Soc] = &[Soc::A2, Soc::A3];
@@ -193,8 +192,14 @@ pub fn dispatch_prompt(
     })
 }
 
-/// The decode path with the `ascend_ifa_bf16` preset.
-pub fn dispatch_decode(head_dim: usize, shape: &IfaShape, p: &Platform) -> Dispatch {
+/// The decode path with the `ascend_ifa_bf16` preset, on a SoC with `vector_cores` vector
+/// cores (the case's, from the hardware profile its suite names).
+pub fn dispatch_decode(
+    head_dim: usize,
+    shape: &IfaShape,
+    vector_cores: Option<usize>,
+    p: &Platform,
+) -> Dispatch {
     if routed_to_fia(p) {
         return Dispatch {
             variant: &FIA_V3_GQA_DECODE,
@@ -205,30 +210,41 @@ pub fn dispatch_decode(head_dim: usize, shape: &IfaShape, p: &Platform) -> Dispa
     }
     Dispatch {
         variant: &IFA,
-        detail: decode_detail(head_dim, shape),
+        detail: decode_detail(head_dim, shape, vector_cores),
     }
 }
 
-fn decode_detail(head_dim: usize, shape: &IfaShape) -> String {
-    let t = ifa_tiling(shape, IFA_VECTOR_CORES);
+/// What the decode kernel's tiling picks for `shape`: the sInner size and, on `vector_cores`
+/// cores, the flash-decode split (unknown without a count: the recipe then refuses to run).
+fn decode_detail(head_dim: usize, shape: &IfaShape, vector_cores: Option<usize>) -> String {
+    let Some(cores) = vector_cores else {
+        return format!(
+            "head dim {head_dim}; CalcInnerSize and IsFlashDecode need the SoC's vector cores, and the case gives none (its suite names no hardware profile, `recipe_hardware`)"
+        );
+    };
+    let t = ifa_tiling(shape, cores);
     let split = match t.split {
         Some(keys) => format!("flash decode: splits of {keys} keys"),
         None => "no flash-decode split".to_string(),
     };
     format!(
-        "head dim {head_dim}; CalcInnerSize: sInner {} keys; IsFlashDecode on {IFA_VECTOR_CORES} vector cores (assumed): {split}",
+        "head dim {head_dim}; CalcInnerSize: sInner {} keys; IsFlashDecode on {cores} vector cores (the hardware profile's): {split}",
         t.kv_tile
     )
 }
 
 /// The decode path over an int8 cache (never routed to FIA V3: the query and key dtypes
 /// differ).
-pub fn dispatch_decode_int8(head_dim: usize, shape: &IfaShape) -> Dispatch {
+pub fn dispatch_decode_int8(
+    head_dim: usize,
+    shape: &IfaShape,
+    vector_cores: Option<usize>,
+) -> Dispatch {
     Dispatch {
         variant: &IFA_C8,
         detail: format!(
             "RouteToFia keeps a bf16/f16 query over an int8 cache on the decode kernel; {}",
-            decode_detail(head_dim, shape)
+            decode_detail(head_dim, shape, vector_cores)
         ),
     }
 }

@@ -514,10 +514,12 @@ pub fn dispatch(
     if recipe != "ascend_ifa_bf16" {
         return Ok(None);
     }
-    let plan = parse_params::<PaDecodeParams>(OP, params)?.plan()?;
+    let p = parse_params::<PaDecodeParams>(OP, params)?;
+    let plan = p.plan()?;
     Ok(Some(av::dispatch_decode(
         plan.g.head_dim,
         &plan.tiling_shape(),
+        p.vector_cores,
         platform.unwrap_or(&av::MODELLED),
     )))
 }

@@ -303,6 +303,7 @@ pub fn dispatch(
     Ok(Some(super::attention_variants::dispatch_decode_int8(
         c.plan.g.head_dim,
         &c.plan.tiling_shape(),
+        c.p.vector_cores,
     )))
 }
 
