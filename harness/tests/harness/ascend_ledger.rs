@@ -192,9 +192,9 @@ fn explain_prints_each_claim_as_the_ledger_writes_it() {
         let Some(text) = conform_harness::messages::explain_knobs(case) else {
             continue;
         };
-        let knobs = ledger::case_knobs(&case.op, &case.recipe, ledger::case_dtype(&case.params))
-            .expect("a case with explained knobs has knobs");
-        for k in knobs.iter().filter(|k| k.knob.is_claim()) {
+        let model = ledger::case_model(&case.op, &case.recipe, &case.params)
+            .expect("a case with explained knobs has a model");
+        for k in model.knobs.iter().filter(|k| k.knob.is_claim()) {
             let row = k.row.expect("every claim has a row");
             let line = format!("knob        {}: {} [", k.knob.id, row.claim);
             assert!(
