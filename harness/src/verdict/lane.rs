@@ -7,6 +7,10 @@ use conform_reference::formats::f16::f16_to_f32;
 pub(crate) trait Lane {
     /// Bytes per element.
     const BYTES: usize;
+    /// The magnitude from which a value rounds to infinity in this type under ties-to-even
+    /// (the largest finite value plus half its ULP); +Inf for a type with no infinity or no
+    /// finite bound below f64's.
+    const OVERFLOW: f64;
     /// The element's bits from exactly `BYTES` bytes.
     fn load(bytes: &[u8]) -> u64;
     /// The exact value.
@@ -27,6 +31,21 @@ fn float_ord<const W: u32>(bits: u64) -> i64 {
     (mag ^ s) - s
 }
 
+/// 2^127, the scale of the largest binade of f32 and bf16.
+const TWO_127: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+
+/// `x` as an element of type `L` holds it: a finite value beyond `L`'s range (an unrounded
+/// oracle whose exact result overflows the output dtype) is the infinity of its sign; every
+/// other value, NaN included, is itself.
+#[inline(always)]
+pub(crate) fn in_range_of<L: Lane>(x: f64) -> f64 {
+    if x.abs() >= L::OVERFLOW {
+        f64::INFINITY.copysign(x)
+    } else {
+        x
+    }
+}
+
 pub(crate) struct Bf16Lane;
 pub(crate) struct F16Lane;
 pub(crate) struct F32Lane;
@@ -38,6 +57,7 @@ pub(crate) struct I64Lane;
 
 impl Lane for Bf16Lane {
     const BYTES: usize = 2;
+    const OVERFLOW: f64 = (2.0 - 1.0 / 256.0) * TWO_127;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         u16::from_le_bytes([b[0], b[1]]) as u64
@@ -58,6 +78,7 @@ impl Lane for Bf16Lane {
 
 impl Lane for F16Lane {
     const BYTES: usize = 2;
+    const OVERFLOW: f64 = 65520.0;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         u16::from_le_bytes([b[0], b[1]]) as u64
@@ -78,6 +99,7 @@ impl Lane for F16Lane {
 
 impl Lane for F32Lane {
     const BYTES: usize = 4;
+    const OVERFLOW: f64 = (2.0 - 1.0 / 16_777_216.0) * TWO_127;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64
@@ -98,6 +120,7 @@ impl Lane for F32Lane {
 
 impl Lane for F64Lane {
     const BYTES: usize = 8;
+    const OVERFLOW: f64 = f64::INFINITY;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
@@ -118,6 +141,7 @@ impl Lane for F64Lane {
 
 impl Lane for U8Lane {
     const BYTES: usize = 1;
+    const OVERFLOW: f64 = f64::INFINITY;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         b[0] as u64
@@ -138,6 +162,7 @@ impl Lane for U8Lane {
 
 impl Lane for I8Lane {
     const BYTES: usize = 1;
+    const OVERFLOW: f64 = f64::INFINITY;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         b[0] as u64
@@ -158,6 +183,7 @@ impl Lane for I8Lane {
 
 impl Lane for I32Lane {
     const BYTES: usize = 4;
+    const OVERFLOW: f64 = f64::INFINITY;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64
@@ -178,6 +204,7 @@ impl Lane for I32Lane {
 
 impl Lane for I64Lane {
     const BYTES: usize = 8;
+    const OVERFLOW: f64 = f64::INFINITY;
     #[inline(always)]
     fn load(b: &[u8]) -> u64 {
         u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
@@ -268,6 +295,42 @@ mod tests {
             };
             assert_eq!(step, expect, "{:#x} -> {:#x}", w[0], w[1]);
         }
+    }
+
+    #[test]
+    fn the_overflow_bound_is_where_ties_to_even_reaches_infinity() {
+        use conform_reference::formats::{bf16::f64_to_bf16, f16::f64_to_f16, Rounding};
+        let rne = Rounding::RNE;
+        let below = |x: f64| f64::from_bits(x.to_bits() - 1);
+        // The largest finite value plus half its ULP.
+        let bound = |max: f64, prev: f64| max + (max - prev) / 2.0;
+        assert_eq!(
+            Bf16Lane::OVERFLOW,
+            bound(Bf16Lane::value(0x7F7F), Bf16Lane::value(0x7F7E))
+        );
+        assert_eq!(
+            F16Lane::OVERFLOW,
+            bound(F16Lane::value(0x7BFF), F16Lane::value(0x7BFE))
+        );
+        assert_eq!(
+            F32Lane::OVERFLOW,
+            bound(f32::MAX as f64, f32::from_bits(0x7F7F_FFFE) as f64)
+        );
+        for sign in [1.0, -1.0] {
+            let (o, b) = (sign * Bf16Lane::OVERFLOW, sign * below(Bf16Lane::OVERFLOW));
+            assert!(Bf16Lane::value(f64_to_bf16(o, rne) as u64).is_infinite());
+            assert!(Bf16Lane::value(f64_to_bf16(b, rne) as u64).is_finite());
+            let (o, b) = (sign * F16Lane::OVERFLOW, sign * below(F16Lane::OVERFLOW));
+            assert!(F16Lane::value(f64_to_f16(o, rne) as u64).is_infinite());
+            assert!(F16Lane::value(f64_to_f16(b, rne) as u64).is_finite());
+            let (o, b) = (sign * F32Lane::OVERFLOW, sign * below(F32Lane::OVERFLOW));
+            assert!((o as f32).is_infinite() && (b as f32).is_finite());
+            assert_eq!(in_range_of::<F32Lane>(o), f64::INFINITY * sign);
+            assert_eq!(in_range_of::<F32Lane>(b), b);
+        }
+        assert!(in_range_of::<Bf16Lane>(f64::NAN).is_nan());
+        assert_eq!(in_range_of::<F64Lane>(f64::MAX), f64::MAX);
+        assert_eq!(in_range_of::<I32Lane>(f64::NEG_INFINITY), f64::NEG_INFINITY);
     }
 
     #[test]

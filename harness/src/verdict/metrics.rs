@@ -234,6 +234,10 @@ mod tests {
                 let x = ((i * 7919) % 10007) as f64 / 10007.0 - 0.5;
                 if i % 977 == 0 {
                     f64::NAN
+                } else if i % 1009 == 5 {
+                    // The oracle's own infinities, and values beyond bf16's range (its
+                    // infinities in the dtype): matched by the baseline or not.
+                    [f64::INFINITY, f64::NEG_INFINITY, 4e38, -4e38][(i / 1009) % 4]
                 } else {
                     x * 2f64.powi((i % 13) as i32 - 9)
                 }
@@ -242,7 +246,13 @@ mod tests {
         let base: Vec<u16> = oracle
             .iter()
             .enumerate()
-            .map(|(i, &v)| ((v as f32).to_bits() >> 16) as u16 ^ (i % 3 == 0) as u16)
+            .map(|(i, &v)| {
+                if i % 1019 == 3 {
+                    0x7F80 // +inf where the oracle is finite
+                } else {
+                    ((v as f32).to_bits() >> 16) as u16 ^ (i % 3 == 0) as u16
+                }
+            })
             .collect();
         let b = Tensor::from_bits16(ElemType::Bf16, vec![n], &base);
         let o = Tensor::of_f64(vec![n], &oracle);
@@ -260,8 +270,18 @@ mod tests {
             let full = run_pass(&b, &b, &o, &cfg, threads);
             let lean = run_baseline_pass(&b, &o, small, threads);
             assert_eq!(
-                (lean.numel, lean.comparable, lean.non_comparable),
-                (full.numel, full.comparable, full.non_comparable)
+                (
+                    lean.numel,
+                    lean.comparable,
+                    lean.non_comparable,
+                    lean.non_finite
+                ),
+                (
+                    full.numel,
+                    full.comparable,
+                    full.non_comparable,
+                    full.non_finite
+                )
             );
             assert_eq!((lean.max_abs, lean.sum_abs), (full.max_abs, full.sum_abs));
             assert_eq!(
@@ -272,7 +292,7 @@ mod tests {
                 (lean.normal_sum_rel, lean.normal_max_rel, lean.normal_sum_sq),
                 (full.normal_sum_rel, full.normal_max_rel, full.normal_sum_sq)
             );
-            assert!(lean.small_err > 0 && lean.non_comparable > 0);
+            assert!(lean.small_err > 0 && lean.non_comparable > 0 && lean.non_finite > 0);
         }
     }
 }

@@ -36,6 +36,17 @@ pub(crate) enum ElementRule {
     AbsAbove { limit: f64 },
 }
 
+impl ElementRule {
+    /// Whether the rule judges `actual` against `expected` (its bits or ULP distance) rather
+    /// than against the golden tensor (its errors). The classes of an element (`actual`
+    /// non-finite where the judged value is finite; the judged value's own infinity matched)
+    /// are read from the same side, so a rule never judges against one tensor and excuses or
+    /// blames an element by the other.
+    pub(crate) fn judges_expected(self) -> bool {
+        matches!(self, ElementRule::Bitwise { .. } | ElementRule::Ulp { .. })
+    }
+}
+
 /// What one pass computes.
 #[derive(Clone, Debug)]
 pub(crate) struct PassConfig<'a> {
@@ -57,7 +68,10 @@ pub(crate) struct PassStats {
     pub comparable: u64,
     /// Elements still holding a poison pattern (excluded from every other count).
     pub unwritten: u64,
-    /// Elements NaN/Inf in `actual` where `expected` is finite.
+    /// Elements NaN/Inf in `actual` where the judged value is finite (`expected` under a
+    /// bitwise or ULP rule, the golden one, as the output dtype holds it, under the others;
+    /// [`ElementRule::judges_expected`]). In the baseline pass: the baseline's NaN/Inf where
+    /// the golden value is finite.
     pub non_finite: u64,
     /// Elements with NaN/Inf on either side (includes `non_finite`).
     pub non_comparable: u64,

@@ -6,9 +6,12 @@ use super::*;
 /// The running figures of one chunk of the baseline pass.
 struct BaselineAcc {
     comparable: u64,
-    /// Elements where the baseline (the reference) is infinite: matched by a target that
-    /// returns the same infinity, so not counted as non-comparable.
-    infinite: u64,
+    /// Elements where the golden value (as the dtype holds it) is an infinity and the
+    /// baseline returns the same one: matched, as for a target, so not non-comparable.
+    inf_matched: u64,
+    /// Elements where the baseline is NaN/Inf and the golden value (as the dtype holds it) is
+    /// finite.
+    non_finite: u64,
     max_abs: f64,
     sum_abs: [f64; PARTIALS],
     small_err: u64,
@@ -21,9 +24,13 @@ struct BaselineAcc {
 impl BaselineAcc {
     /// The general path: element `j` of the chunk.
     #[inline(always)]
-    fn element(&mut self, small_value: Option<(f64, f64)>, j: usize, bv: f64, gv: f64) {
+    fn element<A: Lane>(&mut self, small_value: Option<(f64, f64)>, j: usize, bv: f64, gv: f64) {
         if !(bv.is_finite() && gv.is_finite()) {
-            self.infinite += bv.is_infinite() as u64;
+            // Classified against the golden value, as the main pass does under the rules
+            // that judge against it (the baseline policies' rules).
+            let gd = in_range_of::<A>(gv);
+            self.inf_matched += (gd.is_infinite() && bv == gd) as u64;
+            self.non_finite += (!bv.is_finite() && gd.is_finite()) as u64;
             return;
         }
         let p = j % PARTIALS;
@@ -121,8 +128,8 @@ impl BaselineAcc {
     }
 }
 
-/// One chunk of the baseline pass: only the figures the baseline policies read (comparable
-/// and non-comparable counts, max and sum of |b-g|, the small-value split).
+/// One chunk of the baseline pass: only the figures the baseline policies read (comparable,
+/// non-comparable and non-finite counts, max and sum of |b-g|, the small-value split).
 pub(crate) fn baseline_chunk<A: Lane, G: Lane>(
     base: &[u8],
     gold: &[u8],
@@ -158,7 +165,8 @@ fn baseline_chunk_portable<A: Lane, G: Lane>(
 ) -> PassStats {
     let mut acc = BaselineAcc {
         comparable: 0,
-        infinite: 0,
+        inf_matched: 0,
+        non_finite: 0,
         max_abs: 0.0,
         sum_abs: [0.0; PARTIALS],
         small_err: 0,
@@ -177,20 +185,21 @@ fn baseline_chunk_portable<A: Lane, G: Lane>(
         if !acc.block::<A, G>(small_value, b, g) {
             for i in 0..BLOCK {
                 let (bv, gv) = (A::value(load::<A>(b, i)), G::value(load::<G>(g, i)));
-                acc.element(small_value, j0 + i, bv, gv);
+                acc.element::<A>(small_value, j0 + i, bv, gv);
             }
         }
     }
     for j in whole..n {
         let (bv, gv) = (A::value(load::<A>(base, j)), G::value(load::<G>(gold, j)));
-        acc.element(small_value, j, bv, gv);
+        acc.element::<A>(small_value, j, bv, gv);
     }
 
     let split_small = small_value.is_some();
     let mut st = PassStats::new(0);
     st.numel = n as u64;
     st.comparable = acc.comparable;
-    st.non_comparable = n as u64 - acc.comparable - acc.infinite;
+    st.non_comparable = n as u64 - acc.comparable - acc.inf_matched;
+    st.non_finite = acc.non_finite;
     st.max_abs = acc.max_abs;
     st.sum_abs = combine(acc.sum_abs);
     st.small = if split_small {

@@ -26,7 +26,16 @@ impl PassAcc {
         let gv = G::value(gbits);
         let a_nan = A::is_nan(ab);
         let e_nan = A::is_nan(eb);
-        let non_finite = !av.is_finite() && ev.is_finite();
+        // The value the rule judges against, as the output dtype holds it: `expected` under a
+        // bitwise or ULP rule, else the golden one (an unrounded oracle beyond the dtype's
+        // range is the infinity the dtype rounds it to). An element is non-finite, or matches
+        // an infinity, by this side only.
+        let jv = if s.judges_expected {
+            ev
+        } else {
+            in_range_of::<A>(gv)
+        };
+        let non_finite = !av.is_finite() && jv.is_finite();
         self.non_finite += non_finite as u64;
 
         // ULP distance against `expected`, in the output dtype (None: NaN against a number).
@@ -46,9 +55,11 @@ impl PassAcc {
         };
 
         let is_comparable = av.is_finite() && gv.is_finite();
-        // The reference itself gives this infinity (its exact result overflowed the dtype)
-        // and the target returns the same one: a match under every policy.
-        let inf_match = ev.is_infinite() && av == ev;
+        // The judged value is itself an infinity (the exact result overflowed the dtype, or is
+        // infinite by definition, as the LSE of a row with no valid key) and the target
+        // returns the same one: a match under every policy. NaN is never infinite, so never
+        // matched here.
+        let inf_match = jv.is_infinite() && av == jv;
         let ag = gv.abs();
         let (d, rel) = if is_comparable {
             let d = sat((av - gv).abs());
@@ -171,7 +182,7 @@ impl PassAcc {
     }
 }
 
-/// Whether the element fails `rule` (before the shared overrides: the reference's own
+/// Whether the element fails `rule` (before the shared overrides: the judged value's own
 /// infinity matched, non-finite actual values). `both_nan`: actual and expected are NaN;
 /// `d`, `ag`, `rel`: |a-g|, |g| and the CANN relative error (0 where not comparable).
 #[allow(clippy::too_many_arguments)]

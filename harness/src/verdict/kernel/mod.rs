@@ -5,7 +5,9 @@
 //! every side and hold no poison pattern ("clean") is decoded into fixed-size arrays and
 //! reduced by straight-line loops the compiler vectorises; any other block, and the ragged
 //! tail of the last chunk, goes element by element through the general path (NaN, Inf,
-//! unwritten elements). Both paths give the same figures bit for bit: every per-element value
+//! unwritten elements). Whether an element is non-finite, or matches an infinity, is read
+//! from the side the rule judges against (`expected` for the bitwise and ULP rules, the
+//! golden tensor for the others), on every path, the baseline's included. Both paths give the same figures bit for bit: every per-element value
 //! is one IEEE operation per step (no FMA: Rust never contracts), maxima and counts do not
 //! depend on the order, and every sum has one fixed order on both paths:
 //!
@@ -22,7 +24,7 @@
 
 use super::heatmap::HeatAccumulator;
 use super::histogram::{rel_bucket, ulp_bucket, REL_BUCKETS, ULP_BUCKETS};
-use super::lane::{ulp_distance, Lane};
+use super::lane::{in_range_of, ulp_distance, Lane};
 use super::pass::{sat, ElementRule, PassConfig, PassStats, CANN_EPS, FLASHINFER_EPS};
 use super::worst::{Candidate, Severity, WorstList};
 
@@ -159,6 +161,9 @@ fn load<L: Lane>(bytes: &[u8], i: usize) -> u64 {
 /// The settings of a pass, unpacked once per chunk.
 struct PassSettings<'a> {
     rule: ElementRule,
+    /// The rule judges against `expected`, not the golden tensor
+    /// ([`ElementRule::judges_expected`]).
+    judges_expected: bool,
     check_poison: bool,
     /// The first poison pattern, compared directly; the rest (if any) by search.
     p0: u64,
@@ -181,6 +186,7 @@ impl PassSettings<'_> {
         };
         PassSettings {
             rule: cfg.rule,
+            judges_expected: cfg.rule.judges_expected(),
             check_poison,
             p0,
             p_rest,

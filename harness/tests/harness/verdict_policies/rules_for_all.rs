@@ -126,6 +126,162 @@ fn the_references_own_infinity_matched_by_the_same_infinity_passes_every_policy(
     }
 }
 
+/// Values whose f32 rounding differs from the exact (f64) value, with element 9 set apart.
+fn lse_like(n: usize) -> (Vec<f64>, Vec<f32>) {
+    let exact: Vec<f64> = (0..n).map(|i| 0.1 * (i as f64 - 32.0)).collect();
+    let rounded = exact.iter().map(|&v| v as f32).collect();
+    (exact, rounded)
+}
+
+/// The policies of [`every_policy_lenient`] and the suites' error ratio for a contributed
+/// kernel's LSE.
+fn every_policy_and_the_lse_check() -> Vec<CheckPolicy> {
+    let mut p = every_policy_lenient();
+    p.push(CheckPolicy::from(policies::ErrorRatio {
+        max_ratio: 2.0,
+        mean_ratio: 1.5,
+        atol: 1e-4,
+    }));
+    p
+}
+
+#[test]
+fn an_infinity_only_the_oracle_holds_passes_the_rules_that_judge_against_the_oracle() {
+    // pa_decode's fully masked decode row: the recipe (the decode kernel) writes a finite LSE
+    // near -1e12 + ln n, the exact result is +inf by definition. A target with its own
+    // arithmetic returns +inf like the oracle: the rules that judge against the oracle pass
+    // it; those that judge against `expected` (bits, ULPs, allclose) fail it.
+    let n = 64;
+    let s = spec(ElemType::F32, &[n], &["s"]);
+    let (mut exact, mut rounded) = lse_like(n);
+    exact[9] = f64::INFINITY;
+    rounded[9] = (-1e12f64 + 8f64.ln()) as f32;
+    let e = Tensor::from_f32(vec![n], &rounded);
+    let oracle = Tensor::of_f64(vec![n], &exact);
+    let mut own = rounded.clone();
+    own[9] = f32::INFINITY;
+    let a = Tensor::from_f32(vec![n], &own);
+    for p in every_policy_and_the_lse_check() {
+        let cmp = Comparison::new(&s, &a, &e)
+            .with_oracle(&oracle)
+            .with_baseline(&e);
+        let m = run(&p, &cmp);
+        if m.policy.ends_with(" vs oracle") {
+            assert!(m.passed, "{}: {}", m.policy, m.reason);
+            assert_eq!((m.non_finite, m.mismatches), (0, 0), "{}", m.policy);
+        } else {
+            assert!(
+                !m.passed,
+                "{} passed +inf against a finite expected",
+                m.policy
+            );
+            assert_eq!(m.non_finite, 1, "{}", m.policy);
+        }
+        // The recipe's own finite value there fails against the oracle, as the kernel's
+        // result (not as a harness fault), and passes against itself.
+        let cmp = Comparison::new(&s, &e, &e)
+            .with_oracle(&oracle)
+            .with_baseline(&e);
+        let m = run(&p, &cmp);
+        if m.policy.ends_with(" vs oracle") {
+            assert!(!m.passed, "{} passed a finite value against +inf", m.policy);
+            assert!(m.reason.contains("expected +Inf, got"), "{}", m.reason);
+        } else {
+            assert!(m.passed, "{}: {}", m.policy, m.reason);
+        }
+    }
+}
+
+#[test]
+fn an_infinity_where_the_judged_value_is_finite_fails_and_bitwise_judges_against_expected() {
+    // The recipe overflowed to +inf where the exact result is 2.5, in range: +inf from the
+    // target fails every rule that judges against the oracle; the bitwise and ULP rules (and
+    // allclose, which reads no oracle) judge against `expected`, whose +inf it matches.
+    let n = 64;
+    let s = spec(ElemType::F32, &[n], &["s"]);
+    let (mut exact, mut rounded) = lse_like(n);
+    exact[9] = 2.5;
+    rounded[9] = f32::INFINITY;
+    let e = Tensor::from_f32(vec![n], &rounded);
+    let oracle = Tensor::of_f64(vec![n], &exact);
+    for p in every_policy_and_the_lse_check() {
+        let cmp = Comparison::new(&s, &e, &e)
+            .with_oracle(&oracle)
+            .with_baseline(&e);
+        let m = run(&p, &cmp);
+        if m.policy.ends_with(" vs oracle") {
+            assert!(
+                !m.passed,
+                "{} passed +inf against a finite oracle",
+                m.policy
+            );
+            assert_eq!(m.non_finite, 1, "{}", m.policy);
+            assert!(m.reason.contains("non-finite"), "{}", m.reason);
+        } else {
+            assert!(m.passed, "{}: {}", m.policy, m.reason);
+            assert_eq!(m.non_finite, 0, "{}", m.policy);
+        }
+    }
+    // The exact value returned: bitwise compares it with `expected` (+inf) and fails; for
+    // the rules that judge against the oracle the baseline's +inf where the oracle is finite
+    // is the harness's fault, not the target's.
+    let mut fixed = rounded.clone();
+    fixed[9] = 2.5;
+    let a = Tensor::from_f32(vec![n], &fixed);
+    let cmp = Comparison::new(&s, &a, &e)
+        .with_oracle(&oracle)
+        .with_baseline(&e);
+    let m = run(&bitwise(), &cmp);
+    assert!(!m.passed && m.mismatches == 1, "{}", m.reason);
+    let ratio = CheckPolicy::from(policies::ErrorRatio {
+        max_ratio: 2.0,
+        mean_ratio: 1.5,
+        atol: 1e-4,
+    });
+    assert!(matches!(
+        evaluate(&ratio, &cmp, Threads::ONE),
+        Err(VerdictError::BaselineNotFinite { count: 1, .. })
+    ));
+}
+
+#[test]
+fn nan_never_passes_a_rule_that_judges_against_the_oracle_whatever_the_oracle_holds() {
+    let n = 64;
+    let s = spec(ElemType::F32, &[n], &["s"]);
+    let (exact, rounded) = lse_like(n);
+    let mut own = rounded.clone();
+    own[9] = f32::NAN;
+    let a = Tensor::from_f32(vec![n], &own);
+    let e = Tensor::from_f32(vec![n], &rounded);
+    for at9 in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, 0.5] {
+        let mut o = exact.clone();
+        o[9] = at9;
+        let oracle = Tensor::of_f64(vec![n], &o);
+        for p in every_policy_and_the_lse_check() {
+            let cmp = Comparison::new(&s, &a, &e)
+                .with_oracle(&oracle)
+                .with_baseline(&e);
+            let m = run(&p, &cmp);
+            assert!(!m.passed, "{} passed NaN against {at9}", m.policy);
+        }
+    }
+    // NaN expected, +inf in the oracle, NaN returned: only the rules that judge against
+    // `expected` match NaN by class.
+    let mut nan_expected = rounded.clone();
+    nan_expected[9] = f32::NAN;
+    let e = Tensor::from_f32(vec![n], &nan_expected);
+    let mut o = exact.clone();
+    o[9] = f64::INFINITY;
+    let oracle = Tensor::of_f64(vec![n], &o);
+    for p in every_policy_and_the_lse_check() {
+        let cmp = Comparison::new(&s, &a, &e)
+            .with_oracle(&oracle)
+            .with_baseline(&e);
+        let m = run(&p, &cmp);
+        assert_eq!(m.passed, p.is_exact(), "{}: {}", m.policy, m.reason);
+    }
+}
+
 #[test]
 fn elements_still_holding_the_poison_pattern_fail_as_unwritten() {
     let s = spec(ElemType::Bf16, &[2, 3], &["s", "d"]);
