@@ -178,6 +178,11 @@ pub fn round_lost(round: u32, target: &str, why: &str) -> String {
     format!("round {}: `{target}`: {why}", round + 1)
 }
 
+/// A flagged case that a side could no longer run in its confirmation rounds.
+pub fn confirmation_lost(why: &str) -> String {
+    format!("the confirmation rounds: {why}")
+}
+
 pub fn ab_heading(against: &str, cases: usize) -> String {
     format!("A/B against `{against}` ({cases} case(s); baseline = `{against}`, candidate = the target named in each row):")
 }

@@ -160,16 +160,23 @@ pub fn ab_compare(
     }
     let all: Vec<usize> = (0..timed.len()).collect();
     run_rounds(&mut timed, &all, rounds, candidate, against);
-    let mut judged: Vec<SampleComparison> = timed
-        .iter()
-        .filter(|t| t.not_timed.is_none())
-        .map(|t| judge_rounds(&t.rounds, rounds, t.lost.clone(), &settings.gate))
-        .collect();
-    hold_to_family(&mut judged, &settings.gate);
-    // The cases still flagged are timed again, alone, in as many fresh rounds.
+    // The cases judged (indices into `timed`), and their judgements in the same order.
     let live: Vec<usize> = (0..timed.len())
         .filter(|&i| timed[i].not_timed.is_none())
         .collect();
+    let mut judged: Vec<SampleComparison> = live
+        .iter()
+        .map(|&i| {
+            judge_rounds(
+                &timed[i].rounds,
+                rounds,
+                timed[i].lost.clone(),
+                &settings.gate,
+            )
+        })
+        .collect();
+    hold_to_family(&mut judged, &settings.gate);
+    // The cases still flagged are timed again, alone, in as many fresh rounds.
     let flagged: Vec<usize> = (0..live.len())
         .filter(|&k| {
             matches!(
@@ -186,18 +193,23 @@ pub fn ab_compare(
         }
         run_rounds(&mut timed, &again, rounds, candidate, against);
         for &k in &flagged {
-            let t = &timed[live[k]];
+            let t = &mut timed[live[k]];
+            // A side that could no longer run the case loses the confirmation's rounds.
+            if let Some(why) = t.not_timed.take() {
+                t.lost.push(crate::messages::perf::confirmation_lost(&why));
+            }
             let second = judge_rounds(&t.rounds, rounds, t.lost.clone(), &settings.gate);
             judged[k] = confirm(judged[k].clone(), &second, &settings.gate);
         }
     }
     let mut judged = judged.into_iter();
-    for t in timed {
-        if let Some(why) = t.not_timed {
+    for (i, t) in timed.into_iter().enumerate() {
+        if live.binary_search(&i).is_err() {
+            let why = t.not_timed.unwrap_or_default();
             out.not_timed.push((t.case.id.clone(), why));
             continue;
         }
-        let mut result = judged.next().expect("one judgement per timed case");
+        let mut result = judged.next().expect("one judgement per case judged");
         result.reason = crate::messages::perf::ab_reason(&result.reason, against.name());
         out.comparison.cases.push(CaseComparison {
             id: t.case.id.clone(),
