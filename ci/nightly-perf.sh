@@ -74,8 +74,9 @@ TIER="full"
 FILTER=""
 CONFORM="${CONFORM:-}"
 # One-sided level of the control's ratio bound over its rounds (docs/perf.md, "Calibration of the
-# nightly gate": the calibration that chose it and the rounds' default, 14; at 0.025 an unchanged
-# build was flagged in 1.8% of simulated 20-night histories under uneven load, at 0.01 in 0.4%).
+# nightly gate": the calibration that chose it and the rounds' default, 16; at 0.025 an unchanged
+# build was flagged in 1.8% of simulated 20-night histories under uneven load, at 0.01 in 0.4%,
+# before the verdicts were held to the night's cases and confirmed: none since).
 CONTROL_ALPHA=0.01
 # Nights shown in the report's trend (every night stays in the history directory).
 TREND_NIGHTS=30
@@ -273,8 +274,9 @@ fi
 # 1c. The same-night control: tonight's build and the kept one, both as workers (for the
 #     reference: each conform binary serving its own reference on one thread, so both sides
 #     run alike and neither waits on a second thread's preempted time slice),
-#     timed in rounds of fresh processes; a REGRESSION of the rounds fails the night, and a case
-#     the control could not time (or timed in too few rounds) leaves the night INCONCLUSIVE.
+#     timed in rounds of fresh processes; a REGRESSION of the rounds (held to the night's cases,
+#     and repeated in fresh rounds of its own) fails the night, and a case the control could not
+#     time (or timed in too few rounds) leaves the night INCONCLUSIVE.
 control_rc=0
 CONTROL_EXIT="none"
 CONTROL_UNDECIDED=""
@@ -322,6 +324,7 @@ if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
         not_timed="$(grep -c "^not timed A/B:" "$LOG" || true)"
         too_few="$(grep -c "INCONCLUSIVE: too few rounds" "$LOG" || true)"
         disagree="$(grep -c "INCONCLUSIVE: the rounds disagree" "$LOG" || true)"
+        unconfirmed="$(grep -c "INCONCLUSIVE: not significant over the\|INCONCLUSIVE: not confirmed" "$LOG" || true)"
         if [ "$not_timed" -gt 0 ]; then
             CONTROL_UNDECIDED="the same-night control could not time $not_timed case(s) against $KEPT (the 'not timed A/B' lines above)"
         fi
@@ -333,6 +336,9 @@ if [ "${#AGAINST_ARGS[@]}" -gt 0 ]; then
         fi
         if [ "$disagree" -gt 0 ]; then
             say "note: $disagree case(s) INCONCLUSIVE in the same-night control: their rounds disagree (above), so the control says neither slower nor unchanged; the history judges them"
+        fi
+        if [ "$unconfirmed" -gt 0 ]; then
+            say "note: $unconfirmed case(s) INCONCLUSIVE in the same-night control: their rounds moved, but not significantly once the night's cases are counted, or fresh rounds did not repeat it (above); the history judges them"
         fi
     fi
 fi

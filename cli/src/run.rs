@@ -86,7 +86,7 @@ pub struct RunArgs {
     /// judged and nothing failed.
     #[arg(long, value_name = "TARGET")]
     pub against: Option<String>,
-    /// Rounds of the A/B comparison (default 14, docs/perf.md; at least 7 are needed for a
+    /// Rounds of the A/B comparison (default 16, docs/perf.md; at least 7 are needed for a
     /// verdict at the default level).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub ab_rounds: Option<u32>,

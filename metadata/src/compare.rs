@@ -189,6 +189,17 @@ pub struct RoundsSummary {
     /// Rounds that did not complete, with why (a worker that crashed or failed in that round).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<String>,
+    /// The signed-rank p-value of the rounds in the direction of the verdict they pointed to,
+    /// adjusted (Holm) for the number of cases the comparison judged: what the level is held
+    /// against, so that a night of many cases is not flagged by the luckiest of them. Absent
+    /// when the rounds pointed to no change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_family: Option<f64>,
+    /// The ratios of the confirmation rounds: a case whose rounds pointed to a REGRESSION or an
+    /// IMPROVEMENT (after the adjustment) is timed again in as many fresh rounds, and keeps the
+    /// verdict only when those rounds alone reach it too. Empty when no confirmation ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirmation: Vec<f64>,
 }
 
 impl RoundsSummary {

@@ -37,18 +37,20 @@ fn legend(cmp: &Comparison) -> String {
     if let Some(s) = cmp.cases.iter().find_map(|c| c.result.rounds.as_ref()) {
         return format!(
             "ratio = candidate / baseline: the geometric mean of the rounds' ratios (each round \
-             in fresh processes of both sides, A B B A, its ratio of medians; rounds outside \
-             the Tukey fences (k = {}) set aside), {:.1}% t interval over the rounds; p = \
-             one-sided Wilcoxon signed-rank test of the rounds in the direction of the ratio. \
-             REGRESSION needs CI low > {:.4} and p < {}; IMPROVEMENT needs CI high < {:.4} and \
-             p < {}; fewer than {} rounds, or rounds that disagree (the ratio beyond the \
-             threshold without a verdict, or an interval beyond it on both sides), is \
-             INCONCLUSIVE.",
-            cfg.fence_k,
+             in fresh processes of both sides, A B B A, its ratio of medians; a round far \
+             outside the others set aside), {:.1}% t interval over the rounds; p = one-sided \
+             Wilcoxon signed-rank test of the rounds in the direction of the ratio. REGRESSION \
+             needs CI low > {:.4} and p < {}; IMPROVEMENT needs CI high < {:.4} and p < {}; \
+             then p adjusted (Holm) for the cases judged must stay below {}, and as many \
+             fresh rounds of the case alone must reach the same verdict (the figures shown \
+             are the first rounds'). Fewer than {} rounds, rounds that disagree (the ratio \
+             beyond the threshold without a verdict, or an interval beyond it on both sides), \
+             a verdict not significant over the cases or not confirmed is INCONCLUSIVE.",
             100.0 * (1.0 - 2.0 * cfg.ci_alpha),
             1.0 + cfg.threshold,
             cfg.rank_alpha,
             1.0 - cfg.threshold,
+            cfg.rank_alpha,
             cfg.rank_alpha,
             s.min_rounds
         );
@@ -174,6 +176,11 @@ pub fn ab_reason(judged: &str, against: &str) -> String {
 /// A round a side could not complete for a case.
 pub fn round_lost(round: u32, target: &str, why: &str) -> String {
     format!("round {}: `{target}`: {why}", round + 1)
+}
+
+/// A flagged case that a side could no longer run in its confirmation rounds.
+pub fn confirmation_lost(why: &str) -> String {
+    format!("the confirmation rounds: {why}")
 }
 
 pub fn ab_heading(against: &str, cases: usize) -> String {

@@ -5,7 +5,8 @@
 //! - [`stats`], [`welch`], [`mann_whitney`], [`signed_rank`], [`student_t`]: the statistics;
 //!   [`case_rng`]: keyed random streams for the gate simulations.
 //! - [`compare`]: the baseline/candidate gate and its verdicts; [`rounds`]: the verdict of an
-//!   A/B comparison timed in rounds (the same-night control); [`metric`]: wall or CPU time.
+//!   A/B comparison timed in rounds (the same-night control), held to the family of its
+//!   cases by [`family`] and re-timed by [`confirmation`]; [`metric`]: wall or CPU time.
 //! - [`control`]: the kept build of the nightly gate's same-night control.
 //! - [`history`]: the perf history store, and the gate against a series' newest segment;
 //!   [`changepoint`]: E-divisive change points of a series.
@@ -17,8 +18,10 @@ pub mod budget_text;
 pub mod case_rng;
 pub mod changepoint;
 pub mod compare;
+pub mod confirmation;
 pub mod control;
 pub mod error;
+pub mod family;
 pub mod hardware;
 pub mod history;
 pub mod mann_whitney;

@@ -129,6 +129,8 @@ pub fn judge_rounds(
         set_aside,
         min_rounds: min_rounds(cfg.rank_alpha),
         lost,
+        p_family: None,
+        confirmation: Vec::new(),
     };
     let mut out = SampleComparison {
         verdict: Verdict::Inconclusive,

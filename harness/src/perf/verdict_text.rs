@@ -2,7 +2,7 @@
 //! its verdict, in the user's words. They live beside the comparisons that own these
 //! outcomes, so the messages layer never has to reach back into `perf` (as `budget_text`).
 
-use super::compare::{GateConfig, RoundsSummary, Verdict};
+use super::compare::{GateConfig, RoundsSummary, SampleComparison, Verdict};
 
 /// INCONCLUSIVE: the two records of a case were timed with other op parameters.
 pub fn other_params(baseline: &str, candidate: &str) -> String {
@@ -82,4 +82,86 @@ pub fn rounds_reason(
         s.samples_per_round,
         lost_suffix(s)
     )
+}
+
+fn direction(verdict: Verdict) -> &'static str {
+    if verdict == Verdict::Improvement {
+        "faster"
+    } else {
+        "slower"
+    }
+}
+
+/// INCONCLUSIVE: the rounds of a case alone pointed to `verdict` (`alone`: why), but its
+/// Holm-adjusted p-value over the `family` cases judged is not below the level.
+pub fn not_significant_over_family(
+    verdict: Verdict,
+    adjusted: f64,
+    family: usize,
+    cfg: &GateConfig,
+    alone: &str,
+) -> String {
+    format!(
+        "not significant over the {family} cases judged: the rounds alone point to a {} \
+         ({alone}), but p({}) adjusted for the {family} cases (Holm) is {adjusted:.2e}, not \
+         below {}; the luckiest of many cases is not a change",
+        verdict.label(),
+        direction(verdict),
+        cfg.rank_alpha
+    )
+}
+
+/// The verdict of the first rounds (`first`: their reason), confirmed by fresh rounds.
+pub fn confirmed(first: &str, second: &SampleComparison) -> String {
+    format!(
+        "{first}; confirmed by {} fresh rounds: ratio {}, p = {}",
+        second.rounds.as_ref().map_or(0, |r| r.ratios.len()),
+        ratio_text(second),
+        second
+            .shown_p_value()
+            .map_or_else(|| "-".to_string(), |p| format!("{p:.2e}"))
+    )
+}
+
+/// INCONCLUSIVE: the confirmation rounds of a flagged case completed too few rounds.
+pub fn too_few_to_confirm(verdict: Verdict, first: &str, second: &SampleComparison) -> String {
+    format!(
+        "too few rounds to confirm the first rounds' {} ({first}): the confirmation's {}",
+        verdict.label(),
+        second.reason
+    )
+}
+
+/// INCONCLUSIVE: the first rounds pointed to a change that fresh rounds did not repeat.
+pub fn not_confirmed(first: &SampleComparison, second: &SampleComparison) -> String {
+    let rounds = |c: &SampleComparison| c.rounds.as_ref().map_or(0, |r| r.ratios.len());
+    format!(
+        "not confirmed: the first {} rounds point to a {} (ratio {}, p adjusted for the cases \
+         judged {}), {} fresh rounds of the case do not ({}: ratio {}, p({}) = {}); a change \
+         that does not repeat is not flagged",
+        rounds(first),
+        first.verdict.label(),
+        ratio_text(first),
+        first
+            .rounds
+            .as_ref()
+            .and_then(|r| r.p_family)
+            .map_or_else(|| "-".to_string(), |p| format!("{p:.2e}")),
+        rounds(second),
+        second.verdict.label(),
+        ratio_text(second),
+        direction(first.verdict),
+        match first.verdict {
+            Verdict::Improvement => second.p_faster,
+            _ => second.p_slower,
+        }
+        .map_or_else(|| "-".to_string(), |p| format!("{p:.2e}"))
+    )
+}
+
+fn ratio_text(c: &SampleComparison) -> String {
+    match (c.ratio, c.ci_low, c.ci_high) {
+        (Some(x), Some(lo), Some(hi)) => format!("{x:.4} [{lo:.4}, {hi:.4}]"),
+        _ => "-".to_string(),
+    }
 }

@@ -17,15 +17,17 @@ use conform_targets::target::{ExecRequest, Target, TargetError, TimingRequest};
 
 use super::trial::REFERENCE_TARGET;
 use crate::perf::compare::CaseComparison;
+use crate::perf::confirmation::confirm;
+use crate::perf::family::hold_to_family;
 use crate::perf::rounds::{judge_rounds, Round, DEFAULT_ROUNDS_RANK_ALPHA};
-use crate::perf::{Comparison, GateConfig};
+use crate::perf::{Comparison, GateConfig, SampleComparison, Verdict};
 use crate::results::{RunResults, Status};
 use crate::suite::Case;
 
 /// Rounds of the A/B comparison unless asked otherwise: the choice of the calibration in
 /// `harness/tests/harness/perf_nightly_simulation.rs` (docs/perf.md, "The same-night
 /// control").
-pub const DEFAULT_ROUNDS: u32 = 14;
+pub const DEFAULT_ROUNDS: u32 = 16;
 
 /// Untimed runs before each request's timed ones unless `--warmup` says otherwise: the other
 /// side ran in between, so the caches need one run; a fresh process is warmed by the round's
@@ -156,17 +158,91 @@ pub fn ab_compare(
             Err(e) => out.not_timed.push((case.id.clone(), e)),
         }
     }
+    let all: Vec<usize> = (0..timed.len()).collect();
+    run_rounds(&mut timed, &all, rounds, candidate, against);
+    // The cases judged (indices into `timed`), and their judgements in the same order.
+    let live: Vec<usize> = (0..timed.len())
+        .filter(|&i| timed[i].not_timed.is_none())
+        .collect();
+    let mut judged: Vec<SampleComparison> = live
+        .iter()
+        .map(|&i| {
+            judge_rounds(
+                &timed[i].rounds,
+                rounds,
+                timed[i].lost.clone(),
+                &settings.gate,
+            )
+        })
+        .collect();
+    hold_to_family(&mut judged, &settings.gate);
+    // The cases still flagged are timed again, alone, in as many fresh rounds.
+    let flagged: Vec<usize> = (0..live.len())
+        .filter(|&k| {
+            matches!(
+                judged[k].verdict,
+                Verdict::Regression | Verdict::Improvement
+            )
+        })
+        .collect();
+    if !flagged.is_empty() && crate::interrupt::received().is_none() {
+        let again: Vec<usize> = flagged.iter().map(|&k| live[k]).collect();
+        for &i in &again {
+            timed[i].rounds.clear();
+            timed[i].lost.clear();
+        }
+        run_rounds(&mut timed, &again, rounds, candidate, against);
+        for &k in &flagged {
+            let t = &mut timed[live[k]];
+            // A side that could no longer run the case loses the confirmation's rounds.
+            if let Some(why) = t.not_timed.take() {
+                t.lost.push(crate::messages::perf::confirmation_lost(&why));
+            }
+            let second = judge_rounds(&t.rounds, rounds, t.lost.clone(), &settings.gate);
+            judged[k] = confirm(judged[k].clone(), &second, &settings.gate);
+        }
+    }
+    let mut judged = judged.into_iter();
+    for (i, t) in timed.into_iter().enumerate() {
+        if live.binary_search(&i).is_err() {
+            let why = t.not_timed.unwrap_or_default();
+            out.not_timed.push((t.case.id.clone(), why));
+            continue;
+        }
+        let mut result = judged.next().expect("one judgement per case judged");
+        result.reason = crate::messages::perf::ab_reason(&result.reason, against.name());
+        out.comparison.cases.push(CaseComparison {
+            id: t.case.id.clone(),
+            target: candidate.name().to_string(),
+            hardware: results.hardware.clone(),
+            result,
+        });
+    }
+    out
+}
+
+/// Times the cases `which` (indices into `timed`) in `rounds` rounds, each in fresh processes
+/// of both targets, adding each case's rounds (and the rounds it lost) to its record.
+fn run_rounds(
+    timed: &mut [Timed],
+    which: &[usize],
+    rounds: u32,
+    candidate: &mut dyn Target,
+    against: &mut dyn Target,
+) {
     for round in 0..rounds {
-        if crate::interrupt::received().is_some() || timed.iter().all(|t| t.not_timed.is_some()) {
+        if crate::interrupt::received().is_some()
+            || which.iter().all(|&i| timed[i].not_timed.is_some())
+        {
             break;
         }
         candidate.renew();
         against.renew();
         // Forward on even rounds, backward on odd ones: no case always runs first.
         let order: Vec<usize> = if round % 2 == 0 {
-            (0..timed.len()).collect()
+            which.to_vec()
         } else {
-            (0..timed.len()).rev().collect()
+            which.iter().rev().copied().collect()
         };
         // A fresh process is slower for a while beyond any case's warm-up (measured: the
         // round's first case 14-27% slower on the side whose samples all came from its
@@ -186,21 +262,6 @@ pub fn ab_compare(
             time_round(&mut timed[i], round, candidate, against);
         }
     }
-    for t in timed {
-        if let Some(why) = t.not_timed {
-            out.not_timed.push((t.case.id.clone(), why));
-            continue;
-        }
-        let mut result = judge_rounds(&t.rounds, rounds, t.lost, &settings.gate);
-        result.reason = crate::messages::perf::ab_reason(&result.reason, against.name());
-        out.comparison.cases.push(CaseComparison {
-            id: t.case.id.clone(),
-            target: candidate.name().to_string(),
-            hardware: results.hardware.clone(),
-            result,
-        });
-    }
-    out
 }
 
 /// The untimed first request of a side (`0` candidate, `1` baseline) in a round: the case's

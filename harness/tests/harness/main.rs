@@ -7,6 +7,7 @@
 mod rate;
 mod repo;
 
+mod ab_confirmation;
 mod ascend_ledger;
 mod atlas_cann_detection;
 mod ci_files;

@@ -4,11 +4,13 @@
 //! **The same-night control alone** (`control_table`): the kept build and tonight's build timed
 //! as the control times them — `R` rounds, each in fresh worker processes of both sides, one
 //! A B B A block per case of four requests of two samples — and judged by
-//! `conform_harness::perf::rounds::judge_rounds` at the script's levels. Every process of
+//! `conform_harness::perf::rounds::judge_rounds` at the script's levels, held to the family of
+//! the night's cases (`perf::family`) and the cases still flagged confirmed in as many fresh
+//! rounds (`perf::confirmation`), as `conform run --against` does. Every process of
 //! every round draws where it was placed: a factor common to all its cases (most near 1, some
 //! 1.3-1.8x: a core shared with a busy job) and one per case (its memory layout for that
 //! case: most near 1, a few 1.3-1.8x), as measured on the development machine (docs/perf.md).
-//! Three load profiles:
+//! Three load profiles of 7 cases a night (and `noisy-28`, the CI runner: [`NOISY`]):
 //! - `even`: load spread evenly in time (it moves both sides of a round alike, so it cancels
 //!   in the paired ratio); processes near 1 (1% a process, 1.5% a case), 2% of the cases of a
 //!   process 1.3-1.8x;
@@ -24,8 +26,9 @@
 //! any REGRESSION (false alarms), how often a case slowed by 3, 5, 10 and 30% is flagged on its
 //! night (power) and how often it is INCONCLUSIVE. Printed for docs/perf.md; the default `R`
 //! ([`conform_harness::runner::ab::DEFAULT_ROUNDS`]) is held to: no false alarm in at least
-//! 99% of the histories of every profile, power of at least 90% at 10% in every profile (the
-//! `uneven` one decided the default: 12 rounds caught 83.5% there, 14 rounds 90.1%).
+//! 99% of the histories of every profile, power of at least 90% at 10% in every profile but
+//! `noisy-28` (the `uneven` one decided the default: 14 rounds caught 85.9% there, 16 rounds
+//! 91.3%).
 //!
 //! **The whole night** (`history`): 20 nights, 7 cases, the record pass (30 samples, within-run
 //! CV 3% with 5% of the samples 3x spikes, a load factor per night common to every case drawn
@@ -41,9 +44,11 @@
 use crate::rate;
 use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::changepoint::ChangePointConfig;
+use conform_harness::perf::confirmation::confirm;
+use conform_harness::perf::family::hold_to_family;
 use conform_harness::perf::history::{analyse, judge_night, Night, SeriesKey};
 use conform_harness::perf::rounds::{judge_rounds, Round};
-use conform_harness::perf::{GateConfig, Verdict};
+use conform_harness::perf::{GateConfig, SampleComparison, Verdict};
 use conform_harness::runner::ab::{rounds_gate, DEFAULT_ROUNDS};
 use rate::Rate;
 
@@ -124,6 +129,8 @@ struct Profile {
     drift_in_round: f64,
     /// Log standard deviation of the load's step from one night to the next (0: none).
     drift_per_night: f64,
+    /// Cases a night in the control's table (the whole-night histories have [`CASES`]).
+    cases: usize,
 }
 
 const PROFILES: [Profile; 3] = [
@@ -135,6 +142,7 @@ const PROFILES: [Profile; 3] = [
         case_sd: 0.015,
         drift_in_round: 0.0,
         drift_per_night: 0.0,
+        cases: CASES,
     },
     Profile {
         name: "uneven",
@@ -144,6 +152,7 @@ const PROFILES: [Profile; 3] = [
         case_sd: 0.03,
         drift_in_round: 0.0,
         drift_per_night: 0.0,
+        cases: CASES,
     },
     Profile {
         name: "drifting",
@@ -153,8 +162,24 @@ const PROFILES: [Profile; 3] = [
         case_sd: 0.015,
         drift_in_round: 0.3,
         drift_per_night: 0.1,
+        cases: CASES,
     },
 ];
+
+/// The CI runner's noise, as its own run of the test of record showed it (docs/perf.md):
+/// nights of 28 cases whose rounds' ratios have a log spread of 10-27% a case. The control
+/// can seldom tell 10% from that in 14 rounds (it says INCONCLUSIVE and the history judges),
+/// so this profile is held to the false alarms alone.
+const NOISY: Profile = Profile {
+    name: "noisy-28",
+    process_slow: 0.05,
+    process_sd: 0.06,
+    case_slow: 0.05,
+    case_sd: 0.12,
+    drift_in_round: 0.1,
+    drift_per_night: 0.0,
+    cases: 28,
+};
 
 /// A placement factor: 1.3-1.8x with probability `slow`, else near 1 (log sd `sd`).
 fn placement(r: &mut CaseRng, slow: f64, sd: f64) -> f64 {
@@ -211,19 +236,52 @@ fn control_gate() -> GateConfig {
     }
 }
 
-/// Verdicts of the control on one night of `CASES` cases (case 0 slowed by `slowdown`).
-fn control_night(r: &mut CaseRng, p: &Profile, rounds: usize, slowdown: f64) -> Vec<Verdict> {
-    let levels: Vec<f64> = (0..CASES)
-        .map(|k| 50.0 * (k + 1) as f64 * (1.0 + CASE_CV * normal(r)).max(0.5))
+/// The control's verdicts on one night as `conform run --against` gives them: every case
+/// judged on its rounds, held to the family of cases judged (Holm), and the cases still
+/// flagged timed again in `rounds` fresh rounds of their own and confirmed.
+fn control_verdicts(
+    r: &mut CaseRng,
+    p: &Profile,
+    rounds: usize,
+    levels: &[f64],
+    slowdown: &[f64],
+) -> Vec<Verdict> {
+    let gate = control_gate();
+    let mut judged: Vec<SampleComparison> = control_rounds(r, p, rounds, levels, slowdown)
+        .iter()
+        .map(|rs| judge_rounds(rs, rounds as u32, Vec::new(), &gate))
         .collect();
-    let slow: Vec<f64> = (0..CASES)
+    hold_to_family(&mut judged, &gate);
+    let flagged: Vec<usize> = (0..judged.len())
+        .filter(|&k| {
+            matches!(
+                judged[k].verdict,
+                Verdict::Regression | Verdict::Improvement
+            )
+        })
+        .collect();
+    if !flagged.is_empty() {
+        let again_levels: Vec<f64> = flagged.iter().map(|&k| levels[k]).collect();
+        let again_slow: Vec<f64> = flagged.iter().map(|&k| slowdown[k]).collect();
+        let again = control_rounds(r, p, rounds, &again_levels, &again_slow);
+        for (j, &k) in flagged.iter().enumerate() {
+            let second = judge_rounds(&again[j], rounds as u32, Vec::new(), &gate);
+            judged[k] = confirm(judged[k].clone(), &second, &gate);
+        }
+    }
+    judged.into_iter().map(|c| c.verdict).collect()
+}
+
+/// Verdicts of the control on one night of the profile's cases (case 0 slowed by
+/// `slowdown`).
+fn control_night(r: &mut CaseRng, p: &Profile, rounds: usize, slowdown: f64) -> Vec<Verdict> {
+    let levels: Vec<f64> = (0..p.cases)
+        .map(|k| 50.0 * (k % 7 + 1) as f64 * (1.0 + CASE_CV * normal(r)).max(0.5))
+        .collect();
+    let slow: Vec<f64> = (0..p.cases)
         .map(|k| if k == 0 { slowdown } else { 1.0 })
         .collect();
-    let gate = control_gate();
-    control_rounds(r, p, rounds, &levels, &slow)
-        .iter()
-        .map(|rs| judge_rounds(rs, rounds as u32, Vec::new(), &gate).verdict)
-        .collect()
+    control_verdicts(r, p, rounds, &levels, &slow)
 }
 
 /// Runs `histories()` trials of `f` on every core, each keyed by `scenario` and its index (so
@@ -317,11 +375,11 @@ fn pct(r: &Rate) -> String {
 #[test]
 fn control_table_false_alarms_and_power_by_rounds_and_load_profile() {
     println!(
-        "| profile | rounds | histories with a false alarm (20 nights x {CASES} cases) | power at 3% | 5% | 10% | 30% | INCONCLUSIVE at 10% |"
+        "| profile | rounds | histories with a false alarm (20 nights x the profile's cases) | power at 3% | 5% | 10% | 30% | INCONCLUSIVE at 10% |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     let mut failures = Vec::new();
-    for p in &PROFILES {
+    for p in PROFILES.iter().chain([&NOISY]) {
         for rounds in table_rounds() {
             let row = control_row(p, rounds);
             let cells: Vec<String> = row.power.iter().map(|(_, f, _)| pct(f)).collect();
@@ -347,7 +405,7 @@ fn control_table_false_alarms_and_power_by_rounds_and_load_profile() {
                 ));
             }
             let at_10 = &row.power[2].1;
-            if at_10.value() + SIGMAS * at_10.std_error() < 0.90 {
+            if p.name != NOISY.name && at_10.value() + SIGMAS * at_10.std_error() < 0.90 {
                 failures.push(format!(
                     "{}: power {:.2}% at 10%",
                     p.name,
@@ -379,7 +437,6 @@ struct Outcome {
 /// (1.0: unchanged code throughout); nights `0..nights`; the control in `p`'s conditions.
 fn history(key: &str, p: &Profile, slowdown: f64, lands: usize, nights: usize) -> Outcome {
     let gate = GateConfig::default();
-    let control = control_gate();
     let cp = ChangePointConfig::default();
     let mut r = CaseRng::for_key(key);
     let base: Vec<f64> = (0..CASES).map(|k| 50.0 * (k + 1) as f64).collect();
@@ -417,11 +474,8 @@ fn history(key: &str, p: &Profile, slowdown: f64, lands: usize, nights: usize) -
         if let Some(good) = last_good {
             let kept: Vec<f64> = (0..CASES).map(|k| levels[k] * code(good, k)).collect();
             let ratio: Vec<f64> = (0..CASES).map(|k| code(night, k) / code(good, k)).collect();
-            let rounds = control_rounds(&mut r, p, DEFAULT_ROUNDS as usize, &kept, &ratio);
-            regression |= rounds.iter().any(|rs| {
-                judge_rounds(rs, DEFAULT_ROUNDS, Vec::new(), &control).verdict
-                    == Verdict::Regression
-            });
+            regression |= control_verdicts(&mut r, p, DEFAULT_ROUNDS as usize, &kept, &ratio)
+                .contains(&Verdict::Regression);
         }
         for k in 0..CASES {
             if !stored[k].is_empty() {
