@@ -298,7 +298,7 @@ fn the_decode_kernel_has_no_row_invalid_correction() {
     use serde_json::json;
     let params = json!({"dtype": "bf16", "batch": 2, "num_heads": 2, "num_key_value_heads": 1,
         "head_dim": 32, "block_size": 16, "actual_seq_lengths_kv": [0, 40],
-        "atten_mask": true, "softmax_lse_flag": true});
+        "atten_mask": true, "softmax_lse_flag": true, "vector_cores": VECTOR_CORES});
     let fam = ops::find("pa_decode").unwrap();
     let ins = crate::op_runs::generate(
         "pa_decode",
