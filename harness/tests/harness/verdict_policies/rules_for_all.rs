@@ -126,22 +126,46 @@ fn the_references_own_infinity_matched_by_the_same_infinity_passes_every_policy(
     }
 }
 
-/// Values whose f32 rounding differs from the exact (f64) value, with element 9 set apart.
-fn lse_like(n: usize) -> (Vec<f64>, Vec<f32>) {
-    let exact: Vec<f64> = (0..n).map(|i| 0.1 * (i as f64 - 32.0)).collect();
-    let rounded = exact.iter().map(|&v| v as f32).collect();
-    (exact, rounded)
+/// An F32 output of 64 values whose f32 rounding differs from their exact value, except
+/// element 9: `(actual, expected, oracle)` with element 9 given as `(exact, expected,
+/// actual)` values and every other actual value the expected one.
+fn with_element_9(exact9: f64, expected9: f32, actual9: f32) -> (Tensor, Tensor, Tensor) {
+    let n = 64;
+    let mut exact: Vec<f64> = (0..n).map(|i| 0.1 * (i as f64 - 32.0)).collect();
+    let mut expected: Vec<f32> = exact.iter().map(|&v| v as f32).collect();
+    exact[9] = exact9;
+    expected[9] = expected9;
+    let mut actual = expected.clone();
+    actual[9] = actual9;
+    (
+        Tensor::from_f32(vec![n], &actual),
+        Tensor::from_f32(vec![n], &expected),
+        Tensor::of_f64(vec![n], &exact),
+    )
 }
 
-/// The policies of [`every_policy_lenient`] and the suites' error ratio for a contributed
-/// kernel's LSE.
-fn every_policy_and_the_lse_check() -> Vec<CheckPolicy> {
-    let mut p = every_policy_lenient();
-    p.push(CheckPolicy::from(policies::ErrorRatio {
+/// `actual` against `expected` under `p`, with the oracle, and `expected` as the baseline.
+fn judge_f32(p: &CheckPolicy, a: &Tensor, e: &Tensor, oracle: &Tensor) -> OutputMetrics {
+    let s = spec(ElemType::F32, &a.shape, &["s"]);
+    let cmp = Comparison::new(&s, a, e)
+        .with_oracle(oracle)
+        .with_baseline(e);
+    run(p, &cmp)
+}
+
+/// The suites' error ratio for a contributed kernel's LSE.
+fn lse_ratio() -> CheckPolicy {
+    CheckPolicy::from(policies::ErrorRatio {
         max_ratio: 2.0,
         mean_ratio: 1.5,
         atol: 1e-4,
-    }));
+    })
+}
+
+/// The policies of [`every_policy_lenient`] and [`lse_ratio`].
+fn every_policy_and_the_lse_check() -> Vec<CheckPolicy> {
+    let mut p = every_policy_lenient();
+    p.push(lse_ratio());
     p
 }
 
@@ -151,21 +175,10 @@ fn an_infinity_only_the_oracle_holds_passes_the_rules_that_judge_against_the_ora
     // near -1e12 + ln n, the exact result is +inf by definition. A target with its own
     // arithmetic returns +inf like the oracle: the rules that judge against the oracle pass
     // it; those that judge against `expected` (bits, ULPs, allclose) fail it.
-    let n = 64;
-    let s = spec(ElemType::F32, &[n], &["s"]);
-    let (mut exact, mut rounded) = lse_like(n);
-    exact[9] = f64::INFINITY;
-    rounded[9] = (-1e12f64 + 8f64.ln()) as f32;
-    let e = Tensor::from_f32(vec![n], &rounded);
-    let oracle = Tensor::of_f64(vec![n], &exact);
-    let mut own = rounded.clone();
-    own[9] = f32::INFINITY;
-    let a = Tensor::from_f32(vec![n], &own);
+    let recipe = (-1e12f64 + 8f64.ln()) as f32;
+    let (own, e, oracle) = with_element_9(f64::INFINITY, recipe, f32::INFINITY);
     for p in every_policy_and_the_lse_check() {
-        let cmp = Comparison::new(&s, &a, &e)
-            .with_oracle(&oracle)
-            .with_baseline(&e);
-        let m = run(&p, &cmp);
+        let m = judge_f32(&p, &own, &e, &oracle);
         if m.policy.ends_with(" vs oracle") {
             assert!(m.passed, "{}: {}", m.policy, m.reason);
             assert_eq!((m.non_finite, m.mismatches), (0, 0), "{}", m.policy);
@@ -179,10 +192,7 @@ fn an_infinity_only_the_oracle_holds_passes_the_rules_that_judge_against_the_ora
         }
         // The recipe's own finite value there fails against the oracle, as the kernel's
         // result (not as a harness fault), and passes against itself.
-        let cmp = Comparison::new(&s, &e, &e)
-            .with_oracle(&oracle)
-            .with_baseline(&e);
-        let m = run(&p, &cmp);
+        let m = judge_f32(&p, &e, &e, &oracle);
         if m.policy.ends_with(" vs oracle") {
             assert!(!m.passed, "{} passed a finite value against +inf", m.policy);
             assert!(m.reason.contains("expected +Inf, got"), "{}", m.reason);
@@ -197,18 +207,9 @@ fn an_infinity_where_the_judged_value_is_finite_fails_and_bitwise_judges_against
     // The recipe overflowed to +inf where the exact result is 2.5, in range: +inf from the
     // target fails every rule that judges against the oracle; the bitwise and ULP rules (and
     // allclose, which reads no oracle) judge against `expected`, whose +inf it matches.
-    let n = 64;
-    let s = spec(ElemType::F32, &[n], &["s"]);
-    let (mut exact, mut rounded) = lse_like(n);
-    exact[9] = 2.5;
-    rounded[9] = f32::INFINITY;
-    let e = Tensor::from_f32(vec![n], &rounded);
-    let oracle = Tensor::of_f64(vec![n], &exact);
+    let (a, e, oracle) = with_element_9(2.5, f32::INFINITY, f32::INFINITY);
     for p in every_policy_and_the_lse_check() {
-        let cmp = Comparison::new(&s, &e, &e)
-            .with_oracle(&oracle)
-            .with_baseline(&e);
-        let m = run(&p, &cmp);
+        let m = judge_f32(&p, &a, &e, &oracle);
         if m.policy.ends_with(" vs oracle") {
             assert!(
                 !m.passed,
@@ -225,59 +226,33 @@ fn an_infinity_where_the_judged_value_is_finite_fails_and_bitwise_judges_against
     // The exact value returned: bitwise compares it with `expected` (+inf) and fails; for
     // the rules that judge against the oracle the baseline's +inf where the oracle is finite
     // is the harness's fault, not the target's.
-    let mut fixed = rounded.clone();
-    fixed[9] = 2.5;
-    let a = Tensor::from_f32(vec![n], &fixed);
+    let (a, e, oracle) = with_element_9(2.5, f32::INFINITY, 2.5);
+    let m = judge_f32(&bitwise(), &a, &e, &oracle);
+    assert!(!m.passed && m.mismatches == 1, "{}", m.reason);
+    let s = spec(ElemType::F32, &a.shape, &["s"]);
     let cmp = Comparison::new(&s, &a, &e)
         .with_oracle(&oracle)
         .with_baseline(&e);
-    let m = run(&bitwise(), &cmp);
-    assert!(!m.passed && m.mismatches == 1, "{}", m.reason);
-    let ratio = CheckPolicy::from(policies::ErrorRatio {
-        max_ratio: 2.0,
-        mean_ratio: 1.5,
-        atol: 1e-4,
-    });
     assert!(matches!(
-        evaluate(&ratio, &cmp, Threads::ONE),
+        evaluate(&lse_ratio(), &cmp, Threads::ONE),
         Err(VerdictError::BaselineNotFinite { count: 1, .. })
     ));
 }
 
 #[test]
 fn nan_never_passes_a_rule_that_judges_against_the_oracle_whatever_the_oracle_holds() {
-    let n = 64;
-    let s = spec(ElemType::F32, &[n], &["s"]);
-    let (exact, rounded) = lse_like(n);
-    let mut own = rounded.clone();
-    own[9] = f32::NAN;
-    let a = Tensor::from_f32(vec![n], &own);
-    let e = Tensor::from_f32(vec![n], &rounded);
-    for at9 in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, 0.5] {
-        let mut o = exact.clone();
-        o[9] = at9;
-        let oracle = Tensor::of_f64(vec![n], &o);
+    for exact9 in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, 0.5] {
+        let (a, e, oracle) = with_element_9(exact9, 0.5, f32::NAN);
         for p in every_policy_and_the_lse_check() {
-            let cmp = Comparison::new(&s, &a, &e)
-                .with_oracle(&oracle)
-                .with_baseline(&e);
-            let m = run(&p, &cmp);
-            assert!(!m.passed, "{} passed NaN against {at9}", m.policy);
+            let m = judge_f32(&p, &a, &e, &oracle);
+            assert!(!m.passed, "{} passed NaN against {exact9}", m.policy);
         }
     }
     // NaN expected, +inf in the oracle, NaN returned: only the rules that judge against
     // `expected` match NaN by class.
-    let mut nan_expected = rounded.clone();
-    nan_expected[9] = f32::NAN;
-    let e = Tensor::from_f32(vec![n], &nan_expected);
-    let mut o = exact.clone();
-    o[9] = f64::INFINITY;
-    let oracle = Tensor::of_f64(vec![n], &o);
+    let (a, e, oracle) = with_element_9(f64::INFINITY, f32::NAN, f32::NAN);
     for p in every_policy_and_the_lse_check() {
-        let cmp = Comparison::new(&s, &a, &e)
-            .with_oracle(&oracle)
-            .with_baseline(&e);
-        let m = run(&p, &cmp);
+        let m = judge_f32(&p, &a, &e, &oracle);
         assert_eq!(m.passed, p.is_exact(), "{}: {}", m.policy, m.reason);
     }
 }
