@@ -63,14 +63,7 @@ pub fn confirm(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::family::tests::{case, cfg};
-
-    const SLOW: [f64; 14] = [
-        1.3, 1.28, 1.31, 1.29, 1.3, 1.32, 1.27, 1.3, 1.31, 1.29, 1.3, 1.28, 1.3, 1.33,
-    ];
-    const QUIET: [f64; 14] = [
-        1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99, 1.0, 1.0,
-    ];
+    use crate::perf::family::tests::{case, cfg, QUIET, SLOW};
 
     #[test]
     fn a_change_that_repeats_keeps_its_verdict_and_the_first_rounds_figures() {
