@@ -60,6 +60,35 @@ pub fn confirm(
     out
 }
 
+/// The verdicts of a comparison of many cases, as `conform run --against` gives them: the
+/// cases' own judgements (`judged`, by `perf::rounds::judge_rounds`) held to the family
+/// (`perf::family::hold_to_family`), then every case still flagged re-timed by `retime`
+/// (given the flagged indices into `judged`, it returns their confirmation rounds' judgements
+/// in the same order) and confirmed. `retime` is not called when nothing is flagged.
+pub fn judge_and_confirm(
+    mut judged: Vec<SampleComparison>,
+    cfg: &GateConfig,
+    retime: impl FnOnce(&[usize]) -> Vec<SampleComparison>,
+) -> Vec<SampleComparison> {
+    super::family::hold_to_family(&mut judged, cfg);
+    let flagged: Vec<usize> = (0..judged.len())
+        .filter(|&k| {
+            matches!(
+                judged[k].verdict,
+                Verdict::Regression | Verdict::Improvement
+            )
+        })
+        .collect();
+    if flagged.is_empty() {
+        return judged;
+    }
+    let seconds = retime(&flagged);
+    for (&k, second) in flagged.iter().zip(&seconds) {
+        judged[k] = confirm(judged[k].clone(), second, cfg);
+    }
+    judged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
