@@ -1667,6 +1667,19 @@ fn qmm_dtypes_worker() -> String {
 /// std) and a NaN parameter are refused when the suites load, quoting what the file says.
 fn suite_numbers_that_check_nothing_are_refused_quoting_the_file() {
     let s = Scratch::new();
+    // `conform list` over a project of the given suite files: its exit code and output.
+    let list = |suites: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        let root = project(dir.path(), suites);
+        let o = s
+            .bare()
+            .arg("--root")
+            .arg(&root)
+            .arg("list")
+            .output()
+            .unwrap();
+        (o.status.code(), text(&o))
+    };
     let suite = |inputs: &str, extra: &str| {
         format!(
             "[suite]\nname = \"quant_matmul\"\nop = \"quant_matmul\"\n\n[defaults]\n\
@@ -1696,17 +1709,8 @@ fn suite_numbers_that_check_nothing_are_refused_quoting_the_file() {
             "`outlier_scale = nan`",
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let root = project(dir.path(), &[("quant_matmul.toml", &suite(inputs, extra))]);
-        let o = s
-            .bare()
-            .arg("--root")
-            .arg(&root)
-            .arg("list")
-            .output()
-            .unwrap();
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{inputs}{extra}: {t}");
+        let (code, t) = list(&[("quant_matmul.toml", &suite(inputs, extra))]);
+        assert_eq!(code, Some(2), "{inputs}{extra}: {t}");
         assert!(t.contains(said) && t.contains("quant_matmul/x"), "{t}");
         assert!(!t.contains("invalid type: null"), "{t}");
     }
@@ -1715,17 +1719,8 @@ fn suite_numbers_that_check_nothing_are_refused_quoting_the_file() {
                recipe = \"ascend_mla\"\n\n[[case]]\nname = \"x\"\nparams = { dtype = \"bf16\", \
                batch = 1, num_heads = 2, block_size = 16, actual_seq_lengths_kv = [5], \
                scale = nan }\n";
-    let dir = tempfile::tempdir().unwrap();
-    let root = project(dir.path(), &[("mla_decode.toml", mla)]);
-    let o = s
-        .bare()
-        .arg("--root")
-        .arg(&root)
-        .arg("list")
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(2), "{t}");
+    let (code, t) = list(&[("mla_decode.toml", mla)]);
+    assert_eq!(code, Some(2), "{t}");
     assert!(
         t.contains("`scale = nan`") && !t.contains("invalid type: null"),
         "{t}"

@@ -42,8 +42,9 @@ fn legend(cmp: &Comparison) -> String {
              Wilcoxon signed-rank test of the rounds in the direction of the ratio. REGRESSION \
              needs CI low > {:.4} and p < {}; IMPROVEMENT needs CI high < {:.4} and p < {}; \
              then p adjusted (Holm) for the cases judged must stay below {}, and as many \
-             fresh rounds of the case alone must reach the same verdict (the figures shown \
-             are the first rounds'). Fewer than {} rounds, rounds that disagree (the ratio \
+             fresh rounds of the flagged cases must repeat the change (the same way beyond \
+             the threshold, p < {}; the figures shown are the first rounds'). Fewer than {} \
+             rounds, rounds that disagree (the ratio \
              beyond the threshold without a verdict, or an interval beyond it on both sides), \
              a verdict not significant over the cases or not confirmed is INCONCLUSIVE.",
             100.0 * (1.0 - 2.0 * cfg.ci_alpha),
@@ -52,6 +53,7 @@ fn legend(cmp: &Comparison) -> String {
             1.0 - cfg.threshold,
             cfg.rank_alpha,
             cfg.rank_alpha,
+            crate::perf::confirmation::CONFIRMATION_ALPHA,
             s.min_rounds
         );
     }

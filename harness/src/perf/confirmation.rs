@@ -60,17 +60,39 @@ pub fn confirm(
     out
 }
 
+/// The verdicts of a comparison of many cases, as `conform run --against` gives them: the
+/// cases' own judgements (`judged`, by `perf::rounds::judge_rounds`) held to the family
+/// (`perf::family::hold_to_family`), then every case still flagged re-timed by `retime`
+/// (given the flagged indices into `judged`, it returns their confirmation rounds' judgements
+/// in the same order) and confirmed. `retime` is not called when nothing is flagged.
+pub fn judge_and_confirm(
+    mut judged: Vec<SampleComparison>,
+    cfg: &GateConfig,
+    retime: impl FnOnce(&[usize]) -> Vec<SampleComparison>,
+) -> Vec<SampleComparison> {
+    super::family::hold_to_family(&mut judged, cfg);
+    let flagged: Vec<usize> = (0..judged.len())
+        .filter(|&k| {
+            matches!(
+                judged[k].verdict,
+                Verdict::Regression | Verdict::Improvement
+            )
+        })
+        .collect();
+    if flagged.is_empty() {
+        return judged;
+    }
+    let seconds = retime(&flagged);
+    for (&k, second) in flagged.iter().zip(&seconds) {
+        judged[k] = confirm(judged[k].clone(), second, cfg);
+    }
+    judged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::family::tests::{case, cfg};
-
-    const SLOW: [f64; 14] = [
-        1.3, 1.28, 1.31, 1.29, 1.3, 1.32, 1.27, 1.3, 1.31, 1.29, 1.3, 1.28, 1.3, 1.33,
-    ];
-    const QUIET: [f64; 14] = [
-        1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99, 1.0, 1.0,
-    ];
+    use crate::perf::family::tests::{case, cfg, QUIET, SLOW};
 
     #[test]
     fn a_change_that_repeats_keeps_its_verdict_and_the_first_rounds_figures() {

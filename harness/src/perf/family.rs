@@ -91,6 +91,15 @@ pub(crate) mod tests {
         1.35, 1.3, 1.27, 1.25, 1.22, 1.2, 1.18, 1.15, 1.12, 1.1, 1.08, 1.06, 0.93, 0.9,
     ];
 
+    /// Fourteen rounds all about 30% slower.
+    pub(crate) const SLOW: [f64; 14] = [
+        1.3, 1.28, 1.31, 1.29, 1.3, 1.32, 1.27, 1.3, 1.31, 1.29, 1.3, 1.28, 1.3, 1.33,
+    ];
+    /// Fourteen rounds of an unchanged build, within 2% either way.
+    pub(crate) const QUIET: [f64; 14] = [
+        1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99, 1.0, 1.0,
+    ];
+
     #[test]
     fn one_lucky_case_among_many_is_inconclusive_but_alone_it_is_a_regression() {
         let alone = case(&LUCKY);
@@ -98,10 +107,7 @@ pub(crate) mod tests {
         let mut one = vec![alone.clone()];
         hold_to_family(&mut one, &cfg());
         assert_eq!(one[0].verdict, Verdict::Regression, "a family of one");
-        let quiet = [
-            1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99, 1.0, 1.0,
-        ];
-        let mut night: Vec<SampleComparison> = (0..27).map(|_| case(&quiet)).collect();
+        let mut night: Vec<SampleComparison> = (0..27).map(|_| case(&QUIET)).collect();
         night.insert(5, alone);
         hold_to_family(&mut night, &cfg());
         let c = &night[5];
@@ -119,14 +125,8 @@ pub(crate) mod tests {
 
     #[test]
     fn a_slowdown_every_round_shows_survives_the_family() {
-        let slow = [
-            1.3, 1.28, 1.31, 1.29, 1.3, 1.32, 1.27, 1.3, 1.31, 1.29, 1.3, 1.28, 1.3, 1.33,
-        ];
-        let quiet = [
-            1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99, 1.0, 1.0,
-        ];
-        let mut night: Vec<SampleComparison> = (0..27).map(|_| case(&quiet)).collect();
-        night.push(case(&slow));
+        let mut night: Vec<SampleComparison> = (0..27).map(|_| case(&QUIET)).collect();
+        night.push(case(&SLOW));
         hold_to_family(&mut night, &cfg());
         assert_eq!(
             night[27].verdict,
@@ -141,10 +141,7 @@ pub(crate) mod tests {
 
     #[test]
     fn cases_with_too_few_rounds_are_not_in_the_family() {
-        let slow = [
-            1.3, 1.28, 1.31, 1.29, 1.3, 1.32, 1.27, 1.3, 1.31, 1.29, 1.3, 1.28, 1.3, 1.33,
-        ];
-        let mut night = vec![case(&slow), case(&[1.0, 1.0, 1.0])];
+        let mut night = vec![case(&SLOW), case(&[1.0, 1.0, 1.0])];
         hold_to_family(&mut night, &cfg());
         assert_eq!(
             night[0].rounds.as_ref().unwrap().p_family,

@@ -17,10 +17,9 @@ use conform_targets::target::{ExecRequest, Target, TargetError, TimingRequest};
 
 use super::trial::REFERENCE_TARGET;
 use crate::perf::compare::CaseComparison;
-use crate::perf::confirmation::confirm;
-use crate::perf::family::hold_to_family;
+use crate::perf::confirmation::judge_and_confirm;
 use crate::perf::rounds::{judge_rounds, Round, DEFAULT_ROUNDS_RANK_ALPHA};
-use crate::perf::{Comparison, GateConfig, SampleComparison, Verdict};
+use crate::perf::{Comparison, GateConfig, SampleComparison};
 use crate::results::{RunResults, Status};
 use crate::suite::Case;
 
@@ -164,7 +163,7 @@ pub fn ab_compare(
     let live: Vec<usize> = (0..timed.len())
         .filter(|&i| timed[i].not_timed.is_none())
         .collect();
-    let mut judged: Vec<SampleComparison> = live
+    let judged: Vec<SampleComparison> = live
         .iter()
         .map(|&i| {
             judge_rounds(
@@ -175,33 +174,27 @@ pub fn ab_compare(
             )
         })
         .collect();
-    hold_to_family(&mut judged, &settings.gate);
-    // The cases still flagged are timed again, alone, in as many fresh rounds.
-    let flagged: Vec<usize> = (0..live.len())
-        .filter(|&k| {
-            matches!(
-                judged[k].verdict,
-                Verdict::Regression | Verdict::Improvement
-            )
-        })
-        .collect();
-    if !flagged.is_empty() && crate::interrupt::received().is_none() {
+    // The cases still flagged are timed again, alone, in as many fresh rounds (none when
+    // interrupted: `run_rounds` stops at once, and the case is INCONCLUSIVE for too few).
+    let judged = judge_and_confirm(judged, &settings.gate, |flagged| {
         let again: Vec<usize> = flagged.iter().map(|&k| live[k]).collect();
         for &i in &again {
             timed[i].rounds.clear();
             timed[i].lost.clear();
         }
         run_rounds(&mut timed, &again, rounds, candidate, against);
-        for &k in &flagged {
-            let t = &mut timed[live[k]];
-            // A side that could no longer run the case loses the confirmation's rounds.
-            if let Some(why) = t.not_timed.take() {
-                t.lost.push(crate::messages::perf::confirmation_lost(&why));
-            }
-            let second = judge_rounds(&t.rounds, rounds, t.lost.clone(), &settings.gate);
-            judged[k] = confirm(judged[k].clone(), &second, &settings.gate);
-        }
-    }
+        again
+            .iter()
+            .map(|&i| {
+                let t = &mut timed[i];
+                // A side that could no longer run the case loses the confirmation's rounds.
+                if let Some(why) = t.not_timed.take() {
+                    t.lost.push(crate::messages::perf::confirmation_lost(&why));
+                }
+                judge_rounds(&t.rounds, rounds, t.lost.clone(), &settings.gate)
+            })
+            .collect()
+    });
     let mut judged = judged.into_iter();
     for (i, t) in timed.into_iter().enumerate() {
         if live.binary_search(&i).is_err() {

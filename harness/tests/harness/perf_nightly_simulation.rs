@@ -44,8 +44,7 @@
 use crate::rate;
 use conform_harness::perf::case_rng::CaseRng;
 use conform_harness::perf::changepoint::ChangePointConfig;
-use conform_harness::perf::confirmation::confirm;
-use conform_harness::perf::family::hold_to_family;
+use conform_harness::perf::confirmation::judge_and_confirm;
 use conform_harness::perf::history::{analyse, judge_night, Night, SeriesKey};
 use conform_harness::perf::rounds::{judge_rounds, Round};
 use conform_harness::perf::{GateConfig, SampleComparison, Verdict};
@@ -247,28 +246,18 @@ fn control_verdicts(
     slowdown: &[f64],
 ) -> Vec<Verdict> {
     let gate = control_gate();
-    let mut judged: Vec<SampleComparison> = control_rounds(r, p, rounds, levels, slowdown)
+    let judged: Vec<SampleComparison> = control_rounds(r, p, rounds, levels, slowdown)
         .iter()
         .map(|rs| judge_rounds(rs, rounds as u32, Vec::new(), &gate))
         .collect();
-    hold_to_family(&mut judged, &gate);
-    let flagged: Vec<usize> = (0..judged.len())
-        .filter(|&k| {
-            matches!(
-                judged[k].verdict,
-                Verdict::Regression | Verdict::Improvement
-            )
-        })
-        .collect();
-    if !flagged.is_empty() {
+    let judged = judge_and_confirm(judged, &gate, |flagged| {
         let again_levels: Vec<f64> = flagged.iter().map(|&k| levels[k]).collect();
         let again_slow: Vec<f64> = flagged.iter().map(|&k| slowdown[k]).collect();
-        let again = control_rounds(r, p, rounds, &again_levels, &again_slow);
-        for (j, &k) in flagged.iter().enumerate() {
-            let second = judge_rounds(&again[j], rounds as u32, Vec::new(), &gate);
-            judged[k] = confirm(judged[k].clone(), &second, &gate);
-        }
-    }
+        control_rounds(r, p, rounds, &again_levels, &again_slow)
+            .iter()
+            .map(|rs| judge_rounds(rs, rounds as u32, Vec::new(), &gate))
+            .collect()
+    });
     judged.into_iter().map(|c| c.verdict).collect()
 }
 
