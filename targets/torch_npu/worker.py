@@ -119,17 +119,21 @@ def attention(case):
         raise cw.Unsupported(str(e))
     if case.op == "pa_decode" and mask_kind == "explicit":
         # A fully masked row needs the row-invalid correction (inner_precise 2/3), which the
-        # PA path does not take (fia_args.inner_precise_for); without it the page promises
-        # only that precision may be lost, so the kernel's output and LSE there are not
-        # specified and cannot be judged.
+        # decode path does not accept (fia_args.inner_precise_for). Without it the page
+        # promises only that precision may be lost; the decode kernel's source computes the
+        # row like any other (output mean(V), lse ln(n) - 1e12: docs/ascend.md
+        # `fa.ascend_ifa_bf16.empty_row`), a convention of the kernel, not a numeric answer
+        # the f64 oracle's 0 and +inf could judge by error ratio.
         m = np.asarray(case.inputs["atten_mask"]) != 0
         lens = [int(x) for x in case.params["actual_seq_lengths_kv"]]
         if any(lens[b] > 0 and bool(m[b, :, :lens[b]].all(axis=-1).any())
                for b in range(m.shape[0])):
             raise cw.Unsupported(
-                "a query row sees no key: the PA path runs without the row-invalid correction "
-                "(inner_precise 0), where the aclnn page promises only that precision may be "
-                "lost, so its output and LSE there are unspecified")
+                "a query row sees no key: the decode path runs without the row-invalid "
+                "correction (inner_precise 0), where the aclnn page promises only that "
+                "precision may be lost and the kernel's source gives mean(V) and lse "
+                "ln(n) - 1e12 (fa.ascend_ifa_bf16.empty_row), which the oracle's 0 and +inf "
+                "cannot judge")
     dt = case.input_dtypes["query"]
     query = case.inputs["query"]
     if kw["input_layout"] != case.params.get("input_layout", "BSND"):
