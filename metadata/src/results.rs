@@ -190,7 +190,9 @@ pub struct OutputMetrics {
     /// Elements the policy judged wrong.
     pub mismatches: u64,
     pub mismatch_ratio: f64,
-    /// Elements that are NaN/Inf where the expected value is finite (always a failure).
+    /// Elements that are NaN/Inf where the value the rule judges against is finite: the
+    /// expected value for the bitwise and ULP rules, the golden one for the tolerance and
+    /// error-ratio rules (always a failure).
     #[serde(default)]
     pub non_finite: u64,
     /// Elements that still hold the harness's poison pattern (never written).

@@ -178,7 +178,7 @@ fn common_reasons(st: &PassStats, exact: bool, spec: &TensorSpec) -> Vec<String>
     }
     if st.non_finite > 0 {
         reasons.push(format!(
-            "non-finite: {} elements are NaN/Inf where the expected value is finite",
+            "non-finite: {} elements are NaN/Inf where the value judged against is finite",
             st.non_finite
         ));
     }
