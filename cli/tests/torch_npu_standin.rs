@@ -233,7 +233,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
     let (st, msg) = status(cases, shared);
     assert!(
         st == "skipped" && msg.contains("shared experts are Atlas A3 only"),
-        "{msg}"
+        "the shared-expert case on the simulated A2 is {st}: {msg:?}"
     );
     let (st, msg) = status(
         cases,
@@ -243,7 +243,7 @@ fn quick_tier_on_the_standin_passes_or_skips_with_reasons() {
         st == "skipped"
             && msg.contains("ep_world_size 4: in [16, 256] and a multiple of 8")
             && msg.contains("MoeDistributeDispatchV2 / CombineV2 README, Atlas A2"),
-        "{msg}"
+        "the 4-rank case on the simulated A2 is {st}: {msg:?}"
     );
     let (code, text, cases_a3) = run_json(
         &[

@@ -174,7 +174,7 @@ pub fn dispatch(
         "mla_decode" if recipe == "ascend_mla" => {
             Some(crate::ops::attention_variants::dispatch_mla())
         }
-        _ => None,
+        _ => named(crate::ops::preset_variants::by_preset(op, recipe)),
     }
 }
 
@@ -224,6 +224,7 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static KernelVariant)> {
         ("pa_decode_int8", &av::IFA_C8),
         ("mla_decode", &av::MLA),
     ]);
+    v.extend(crate::ops::preset_variants::variants());
     v
 }
 

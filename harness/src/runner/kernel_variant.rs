@@ -34,7 +34,8 @@ fn to_record(d: &Dispatch) -> KernelVariantRecord {
 }
 
 /// The device and release a target reports in its handshake: the SoC family of its device
-/// name and its `CANN` library version, each when it names one conform knows.
+/// name and its `CANN` library version (the release, without the build a worker may add),
+/// each when it names one conform knows.
 fn reported(target: &mut dyn Target) -> (Option<Soc>, Option<Release>, String) {
     match target.availability() {
         Availability::Available {
@@ -42,7 +43,10 @@ fn reported(target: &mut dyn Target) -> (Option<Soc>, Option<Release>, String) {
             versions,
         } => (
             Soc::from_device(&description),
-            versions.get("CANN").and_then(|s| Release::parse(s)),
+            // The worker may add its build: "8.5.0 (build 8.5.0.1)".
+            versions
+                .get("CANN")
+                .and_then(|s| Release::parse(s.split(" (").next().unwrap_or(s))),
             description,
         ),
         Availability::Unavailable { .. } => (None, None, String::new()),

@@ -4,7 +4,7 @@
 //! the code defines, and every status is one the ledger knows.
 
 use conform_harness::ledger::{self, Status};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[test]
 fn every_knob_has_a_row_and_every_row_a_knob() {
@@ -126,16 +126,122 @@ fn every_variant_row_cites_its_tiling_function() {
     }
 }
 
+/// The file names of the kernel sources a ledger text cites: CANN kernel files written out
+/// (`op_kernel/...`, a word ending in `.h`, a kernel `.cpp`), and the files the abbreviations
+/// defined in the ledger's Sources paragraphs (`**QMM-opt** `..._pertoken_opt.h``) stand for.
+/// Host tiling files are not kernels.
+fn cited_kernel_files(
+    text: &str,
+    abbreviations: &BTreeMap<String, Vec<String>>,
+) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    for w in text.split(|c: char| c.is_whitespace() || "(),;`".contains(c)) {
+        let w = w.trim_end_matches(['.', ':']);
+        if let Some(f) = abbreviations.get(w) {
+            files.extend(f.iter().cloned());
+        }
+        if let Some(f) = kernel_file(w) {
+            files.insert(f);
+        }
+    }
+    files
+}
+
+/// The file name of a kernel source path (`.h`, or a `.cpp` that is not a host tiling).
+fn kernel_file(word: &str) -> Option<String> {
+    let name = word.rsplit('/').next().unwrap_or(word);
+    let kernel = name.ends_with(".h") || (name.ends_with(".cpp") && !name.contains("tiling"));
+    (kernel && name.len() > 4 && !word.contains("op_host")).then(|| name.to_string())
+}
+
+/// The abbreviations the ledger's Sources paragraphs define, each with the kernel files it
+/// stands for: `**A** is ... `path``, `**A** `file``, `**A** and **B** are ... `p` and
+/// `q`` (paired in order). A name defined without a file of its own (`**DQ-db-8.5** the file
+/// at v8.5.0`) stands for the files of the name it extends (`DQ-db`).
+fn abbreviations(text: &str) -> BTreeMap<String, Vec<String>> {
+    let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for para in text
+        .split("\n\n")
+        .filter(|p| !p.trim_start().starts_with('|'))
+    {
+        let pieces: Vec<&str> = para.split("**").collect();
+        // pieces[1], [3], ... are bold names; each is followed by its text up to the next name.
+        let mut i = 1;
+        while i + 1 < pieces.len() {
+            let mut names = vec![pieces[i].to_string()];
+            let mut body = pieces[i + 1];
+            while body.trim() == "and" && i + 3 < pieces.len() {
+                i += 2;
+                names.push(pieces[i].to_string());
+                body = pieces[i + 1];
+            }
+            i += 2;
+            if !names
+                .iter()
+                .all(|n| n.contains('-') || n.chars().all(|c| c.is_ascii_uppercase()))
+            {
+                continue;
+            }
+            let files: Vec<String> = body
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .filter_map(kernel_file)
+                .collect();
+            if names.len() > 1 && files.len() >= names.len() {
+                for (n, f) in names.iter().zip(&files) {
+                    map.entry(n.clone()).or_default().push(f.clone());
+                }
+            } else {
+                for n in names {
+                    map.entry(n).or_default().extend(files.iter().cloned());
+                }
+            }
+        }
+    }
+    let bare: Vec<String> = map
+        .iter()
+        .filter(|(_, f)| f.is_empty())
+        .map(|(n, _)| n.clone())
+        .collect();
+    for n in bare {
+        let parent = map
+            .iter()
+            .filter(|(p, f)| !f.is_empty() && n.starts_with(&format!("{p}-")))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(_, f)| f.clone());
+        if let Some(f) = parent {
+            map.insert(n, f);
+        }
+    }
+    map.retain(|_, f| !f.is_empty());
+    map
+}
+
 /// No `confirmed` row cites a kernel the dispatch does not pick for the cases that rely on it:
 /// for every suite case whose op's dispatch is modelled, each confirmed row of the preset it
-/// lands on that cites a CANN kernel file names the variant's own kernel among its sources
-/// (its file name, or a header of the same kernel: `<kernel>_base.h`).
+/// lands on that cites CANN kernel files (written out or through an abbreviation of the Sources
+/// paragraphs) names one of the variant's own kernel files among them, whole file names
+/// compared, or a base header they share (`<prefix>_base.h`, the prefix starting the kernel's
+/// name).
 #[test]
 fn confirmed_rows_cite_the_kernel_their_cases_run() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cases = conform_harness::suite::select::load_all(&root.join("suites")).unwrap();
+    let abbr = abbreviations(ledger::LEDGER_TEXT);
+    for (a, f) in [
+        ("QMM-opt", "quant_batch_matmul_v3_pertoken_opt.h"),
+        ("DQ-multi-row", "dynamic_quant_multi_row.h"),
+        ("MOE-combine-A2", "moe_distribute_combine_a2.h"),
+    ] {
+        assert!(
+            abbr.get(a).is_some_and(|v| v.iter().any(|x| x == f)),
+            "the Sources abbreviation {a} resolves to {f}: {:?}",
+            abbr.get(a)
+        );
+    }
     let mut bad = BTreeSet::new();
-    let mut checked = 0;
+    let mut checked = BTreeSet::new();
     for c in &cases {
         let Some(model) = ledger::case_model(&c.op, &c.recipe, &c.params) else {
             continue;
@@ -143,13 +249,12 @@ fn confirmed_rows_cite_the_kernel_their_cases_run() {
         let Some(d) = model.dispatch.as_ref().filter(|d| d.variant.modelled()) else {
             continue;
         };
-        let kernel = d
-            .variant
-            .kernel
-            .rsplit('/')
-            .next()
-            .unwrap_or(d.variant.kernel);
-        let stem = kernel.trim_end_matches(".h").trim_end_matches(".cpp");
+        let own_files = cited_kernel_files(d.variant.kernel, &BTreeMap::new());
+        assert!(
+            !own_files.is_empty(),
+            "variant {} names its kernel file",
+            d.variant.id
+        );
         let own = format!(
             "{}.{}.",
             conform_reference::fidelity::knob_family(&c.op),
@@ -159,20 +264,32 @@ fn confirmed_rows_cite_the_kernel_their_cases_run() {
             let Some(row) = k.row.filter(|r| r.status == Status::Confirmed) else {
                 continue;
             };
-            let cites_kernel = row.source.contains("op_kernel");
-            if !k.knob.id.starts_with(&own) || !cites_kernel {
+            // A variant's own row cites the tiling that selects the kernel, which the test
+            // above checks; the kernel entry it may name includes every variant.
+            let cited = cited_kernel_files(&row.source, &abbr);
+            if !k.knob.id.starts_with(&own) || k.knob.id.ends_with(".variant") || cited.is_empty() {
                 continue;
             }
-            checked += 1;
-            if !row.source.contains(stem) {
+            checked.insert(row.id.clone());
+            let runs = cited.iter().any(|f| {
+                own_files.contains(f)
+                    || f.strip_suffix("_base.h")
+                        .is_some_and(|p| own_files.iter().any(|o| o.starts_with(p)))
+            });
+            if !runs {
                 bad.insert(format!(
-                    "{} (line {}): case {} runs {kernel}",
+                    "{} (line {}): case {} runs {own_files:?}, the row cites {cited:?}",
                     row.id, row.line, c.id
                 ));
             }
         }
     }
-    assert!(checked > 0, "no confirmed row citing a kernel was checked");
+    for family in ["dynq.", "qmm.", "moe.", "mc2.", "fa.", "c8."] {
+        assert!(
+            checked.iter().any(|id| id.starts_with(family)),
+            "no confirmed {family}* row citing a kernel was checked: {checked:?}"
+        );
+    }
     assert!(
         bad.is_empty(),
         "confirmed rows citing a kernel their cases do not run: {bad:?}"

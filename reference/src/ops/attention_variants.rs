@@ -109,7 +109,9 @@ pub static IFA_C8: KernelVariant = KernelVariant {
     tiling:
         "attention/incre_flash_attention/op_host/incre_flash_attention_tiling.cpp CalcInnerSize",
     key: "the split template with an int8 cache (antiquant)",
-    kernel: "attention/incre_flash_attention/op_kernel/incre_flash_attention_split_Bbn2s2_Us2.h",
+    // The preset models the INT8 cache write too: ATB's ReshapeAndCache writes the rows the
+    // decode kernel then reads.
+    kernel: "attention/incre_flash_attention/op_kernel/incre_flash_attention_split_Bbn2s2_Us2.h, after the cache write of ATB's ReshapeAndCachAtb.cpp",
     socs: SOCS,
     releases: ALL,
     conventions: &[
@@ -128,7 +130,7 @@ pub static MLA: KernelVariant = KernelVariant {
     preset: "ascend_mla",
     tiling: "attention/fused_infer_attention_score/op_host/fused_infer_attention_score_tiling_v3.cpp RouteToFia",
     key: "FIA V3, MLA without quantisation (fia_tiling_nonquant_mla.cpp CalcInnerSize: 512-key steps)",
-    kernel: "attention/common/op_kernel/arch32/fia_block_vec_nonquant_mla.h",
+    kernel: "attention/common/op_kernel/arch32/fia_block_vec_nonquant_mla.h and its cube half attention/common/op_kernel/arch32/fia_block_cube_nonquant_mla.h",
     socs: SOCS,
     releases: ALL,
     conventions: &[

@@ -27,6 +27,7 @@ pub mod pa_decode;
 pub mod pa_decode_int8;
 pub mod paged_kv;
 mod preset_family;
+pub mod preset_variants;
 pub mod quant_matmul;
 pub mod quant_matmul_variants;
 pub mod range_regimes;

@@ -78,7 +78,9 @@ pub static FIXPIPE: KernelVariant = KernelVariant {
     preset: "a2_fixpipe",
     tiling: "matmul/quant_batch_matmul_v3/op_host/op_tiling/quant_batch_matmul_v3_tiling.cpp GetTilingKey",
     key: "kernel template 0 (TBE) with an INT64 scale",
-    kernel: "matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3.h",
+    // The packed INT64 scale it reads is built beforehand by `npu_trans_quant_param`, whose
+    // packing the preset models too.
+    kernel: "matmul/quant_batch_matmul_v3/op_kernel/quant_batch_matmul_v3.h, its INT64 scale packed beforehand by quant/trans_quant_param_v2/op_kernel/trans_quant_param_v2.h",
     socs: SOCS,
     releases: ALL,
     conventions: &[],

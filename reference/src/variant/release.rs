@@ -141,6 +141,10 @@ pub struct ReleaseRange {
 }
 
 impl ReleaseRange {
+    /// Every release: a kernel built from its own repository against whatever CANN is
+    /// installed.
+    pub const EVERY: ReleaseRange = ReleaseRange::new(Release::new(0, 0, 0), None);
+
     pub const fn new(from: Release, until: Option<Release>) -> ReleaseRange {
         ReleaseRange { from, until }
     }
@@ -153,6 +157,9 @@ impl ReleaseRange {
 impl fmt::Display for ReleaseRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.until {
+            None if *self == ReleaseRange::EVERY => {
+                f.write_str("every CANN release (built against the one installed)")
+            }
             Some(u) => write!(f, "CANN {} up to (not including) {u}", self.from),
             None => write!(f, "CANN {} and later", self.from),
         }
