@@ -75,10 +75,10 @@ pub fn built_in(id: &str) -> Option<Result<HardwareProfile, PerfError>> {
 /// error of reading the file.
 pub fn project_profile(root: &std::path::Path, id: &str) -> Result<HardwareProfile, PerfError> {
     let path = root.join("ci").join("hardware").join(format!("{id}.toml"));
-    if !path.exists() {
-        if let Some(profile) = built_in(id) {
-            return profile;
-        }
+    if !path.exists()
+        && let Some(profile) = built_in(id)
+    {
+        return profile;
     }
     HardwareProfile::load(&path)
 }
