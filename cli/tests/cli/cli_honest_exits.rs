@@ -21,15 +21,19 @@ fn project_with_ghost_target() -> tempfile::TempDir {
     for sub in ["suites", "golden", "ci/hardware"] {
         copy_dir(&repo().join(sub), &dir.path().join(sub));
     }
-    let ghost = dir.path().join("targets/ghost");
-    std::fs::create_dir_all(&ghost).unwrap();
+    write_ghost_worker(&dir.path().join("targets/ghost"));
+    dir
+}
+
+/// Writes `dir/target.toml`: a worker whose command does not exist.
+fn write_ghost_worker(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
-        ghost.join("target.toml"),
+        dir.join("target.toml"),
         "description = \"a worker whose command is not installed\"\n\
          command = \"/nonexistent/conform-ghost-worker\"\nargs = []\ndevice_group = \"cpu\"\n",
     )
     .unwrap();
-    dir
 }
 
 use crate::copy_dir;
@@ -183,13 +187,7 @@ fn a_tree_without_hardware_profiles_times_and_validates_on_the_built_in_ones() {
     // validate (profile this-cpu by default): it reaches the cases, which the worker cannot
     // run (each an ERROR line, exit 1), instead of stopping at a missing profile file.
     let ghost = dir.path().join("contrib/ghost");
-    std::fs::create_dir_all(&ghost).unwrap();
-    std::fs::write(
-        ghost.join("target.toml"),
-        "description = \"a worker whose command is not installed\"\n\
-         command = \"/nonexistent/conform-ghost-worker\"\nargs = []\n",
-    )
-    .unwrap();
+    write_ghost_worker(&ghost);
     let out = dir.path().join("v");
     let o = conform(
         dir.path(),
