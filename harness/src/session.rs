@@ -315,7 +315,8 @@ fn run_options(req: &RunRequest, threads: Threads) -> RunOptions {
 /// The hardware profile a timing run uses when none is named.
 pub const DEFAULT_HARDWARE: &str = "this-cpu";
 
-/// The profile the request names ([`DEFAULT_HARDWARE`] under `perf` without one), when timing.
+/// The profile the request names ([`DEFAULT_HARDWARE`] under `perf` without one), when timing:
+/// the project's file, else the built-in profile (`perf::soc::project_profile`).
 fn hardware_profile(paths: &Paths, req: &RunRequest) -> Result<Option<HardwareProfile>, PerfError> {
     if !(req.perf || req.hardware.is_some()) {
         return Ok(None);
@@ -324,12 +325,7 @@ fn hardware_profile(paths: &Paths, req: &RunRequest) -> Result<Option<HardwarePr
         .hardware
         .clone()
         .unwrap_or_else(|| DEFAULT_HARDWARE.to_string());
-    let path = paths
-        .root
-        .join("ci")
-        .join("hardware")
-        .join(format!("{name}.toml"));
-    HardwareProfile::load(&path).map(Some)
+    crate::perf::soc::project_profile(&paths.root, &name).map(Some)
 }
 
 /// The run's verdict: interrupted, failed (or slower under A/B), nothing judged, A/B

@@ -17,6 +17,7 @@
 //! text is its ledger row's, the one place it is written, which `conform explain` and the
 //! report both print ([`Knob::claim`]).
 
+use crate::attention::recipe::KvTiling;
 use crate::attention::Recipe;
 use crate::dequant::Fp4DequantRecipe;
 use crate::formats::DType;
@@ -86,6 +87,10 @@ pub const MLA_CLAIMS: [&str; 7] = [
     "mla.claim.widths",
     "mla.claim.flash_decode",
 ];
+
+/// Claims about the decode kernel's arithmetic (the `ascend_ifa_bf16` attention, under
+/// `pa_decode` and `pa_decode_int8`) fixed in the code rather than a recipe field.
+pub const IFA_CLAIMS: [&str; 1] = ["fa.claim.ifa_combine_order"];
 
 /// Claims about `pa_decode_int8` (the INT8 KV cache write and FIA's antiquant decode) fixed in
 /// the code rather than a recipe field.
@@ -265,7 +270,7 @@ pub fn preset_knobs(op: &str, preset: &str, dtype: DType) -> Option<Vec<Knob>> {
     let recipe = preset;
     match op {
         "fa_prefill" | "pa_decode" if ASCEND_ATTENTION_PRESETS.contains(&recipe) => {
-            Recipe::preset(recipe, dtype).map(|r| r.knobs())
+            Recipe::preset(recipe, dtype).map(|r| attention_knobs(&r))
         }
         "mxfp4_dequant" | "nvfp4_dequant" | "w4a16_matmul"
             if ASCEND_DEQUANT_PRESETS.contains(&recipe) =>
@@ -286,7 +291,7 @@ pub fn preset_knobs(op: &str, preset: &str, dtype: DType) -> Option<Vec<Knob>> {
                 let mut k = r.knobs(recipe);
                 k.extend(C8_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 if let Some(a) = Recipe::preset(r.attention, dtype) {
-                    k.extend(a.knobs());
+                    k.extend(attention_knobs(&a));
                 }
                 k
             })
@@ -320,6 +325,16 @@ pub fn preset_knobs(op: &str, preset: &str, dtype: DType) -> Option<Vec<Knob>> {
     }
 }
 
+/// The knobs of attention recipe `r`: its fields, and the decode kernel's claims when it tiles
+/// (and splits) as the decode kernel does.
+fn attention_knobs(r: &Recipe) -> Vec<Knob> {
+    let mut k = r.knobs();
+    if matches!(r.kv_tiling, KvTiling::AscendIfa { .. }) {
+        k.extend(IFA_CLAIMS.iter().map(|&id| Knob::claim(id)));
+    }
+    k
+}
+
 /// Every knob id the reference crate defines: every field of every Ascend preset (the values do
 /// not matter here, so bf16 stands for the dtype), plus the fixed claims of the paged KV cache,
 /// the CANN cast and the MC2 planner and cost model.
@@ -348,6 +363,7 @@ pub fn knob_ids() -> Vec<String> {
             ids.extend(r.knobs(v.preset).into_iter().map(|k| k.id));
         }
     }
+    ids.extend(IFA_CLAIMS.iter().map(|id| id.to_string()));
     ids.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|id| id.to_string()));
     if let Some(r) = crate::ops::pa_decode_int8::C8Recipe::preset("ascend_ifa_c8") {
         ids.extend(r.knobs("ascend_ifa_c8").into_iter().map(|k| k.id));

@@ -21,15 +21,19 @@ fn project_with_ghost_target() -> tempfile::TempDir {
     for sub in ["suites", "golden", "ci/hardware"] {
         copy_dir(&repo().join(sub), &dir.path().join(sub));
     }
-    let ghost = dir.path().join("targets/ghost");
-    std::fs::create_dir_all(&ghost).unwrap();
+    write_ghost_worker(&dir.path().join("targets/ghost"));
+    dir
+}
+
+/// Writes `dir/target.toml`: a worker whose command does not exist.
+fn write_ghost_worker(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
-        ghost.join("target.toml"),
+        dir.join("target.toml"),
         "description = \"a worker whose command is not installed\"\n\
          command = \"/nonexistent/conform-ghost-worker\"\nargs = []\ndevice_group = \"cpu\"\n",
     )
     .unwrap();
-    dir
 }
 
 use crate::copy_dir;
@@ -158,6 +162,53 @@ fn validate_checks_its_report_files_before_running_the_worker() {
     assert!(t.contains("results.json: is a directory"), "{t}");
     // Nothing ran: no case line, no summary table.
     assert!(!t.contains("ERROR") && !t.contains("total"), "{t}");
+}
+
+/// A suite tree copied without `ci/hardware/` (only suites/ and golden/, as docs/perf.md says
+/// a suite may be copied) still times and validates: the commands that need a hardware profile
+/// fall back to the profile built into the library, as the suite loader does.
+#[test]
+fn a_tree_without_hardware_profiles_times_and_validates_on_the_built_in_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["suites", "golden"] {
+        copy_dir(&repo().join(sub), &dir.path().join(sub));
+    }
+    assert!(!dir.path().join("ci").exists());
+    // The reference target, timed against the default profile (this-cpu): its cases run.
+    let o = conform(
+        dir.path(),
+        &["run", "--suite", "paged_kv", "--tier", "quick", "--perf"],
+    );
+    no_panic(&o);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(!t.contains("cannot read"), "{t}");
+    assert!(t.contains("total"), "{t}");
+    // validate (profile this-cpu by default): it reaches the cases, which the worker cannot
+    // run (each an ERROR line, exit 1), instead of stopping at a missing profile file.
+    let ghost = dir.path().join("contrib/ghost");
+    write_ghost_worker(&ghost);
+    let out = dir.path().join("v");
+    let o = conform(
+        dir.path(),
+        &[
+            "validate",
+            "--worker",
+            ghost.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--suite",
+            "paged_kv",
+            "--tier",
+            "quick",
+        ],
+    );
+    no_panic(&o);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(!t.contains("cannot read"), "{t}");
+    assert!(t.contains("ERROR paged_kv/") && t.contains("total"), "{t}");
+    assert!(out.join("results.json").exists(), "{t}");
 }
 
 #[test]

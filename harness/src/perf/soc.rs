@@ -6,7 +6,9 @@
 //! (`recipe_hardware`), through the case's parameters ([`recipe_params`]).
 //!
 //! The profiles are built into the library (their text, at compile time) so that a suite can
-//! name one wherever its files are copied; `conform run --hardware` reads the project's files.
+//! name one wherever its files are copied. A timing run's profile (`run --hardware`, `perf`,
+//! `validate`) comes from [`project_profile`]: the project's file where it has one, else the
+//! built-in profile of that name, so a suite copied without `ci/hardware/` still runs.
 
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +70,19 @@ pub fn built_in(id: &str) -> Option<Result<HardwareProfile, PerfError>> {
     Some(HardwareProfile::from_toml(text, &path))
 }
 
+/// Profile `id` for the project at `root`: `<root>/ci/hardware/<id>.toml` when that file exists
+/// (a profile the project adds or edits), else the built-in profile `id`; neither is the
+/// error of reading the file.
+pub fn project_profile(root: &std::path::Path, id: &str) -> Result<HardwareProfile, PerfError> {
+    let path = root.join("ci").join("hardware").join(format!("{id}.toml"));
+    if !path.exists()
+        && let Some(profile) = built_in(id)
+    {
+        return profile;
+    }
+    HardwareProfile::load(&path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +111,29 @@ mod tests {
         );
         assert_eq!(recipe_params(&a2), vec![("vector_cores", 40.into())]);
         assert!(built_in("no-such-machine").is_none());
+    }
+
+    #[test]
+    fn a_project_without_the_profile_file_gets_the_built_in_one_and_its_own_file_wins() {
+        let root = tempfile::tempdir().unwrap();
+        let built = built_in("this-cpu").unwrap().unwrap();
+        assert_eq!(project_profile(root.path(), "this-cpu").unwrap(), built);
+        // Neither a file nor a built-in profile: the file's read error, naming the path.
+        let e = project_profile(root.path(), "no-such-machine").unwrap_err();
+        assert!(e.to_string().contains("no-such-machine.toml"), "{e}");
+        // The project's own file, where it has one, is read instead.
+        let dir = root.path().join("ci/hardware");
+        std::fs::create_dir_all(&dir).unwrap();
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/hardware");
+        let text = std::fs::read_to_string(repo.join("this-cpu.toml")).unwrap();
+        let edited = text.replace(
+            "memory_bandwidth_gbps = 10.6",
+            "memory_bandwidth_gbps = 1.5",
+        );
+        assert_ne!(edited, text, "the profile's bandwidth line moved");
+        std::fs::write(dir.join("this-cpu.toml"), edited).unwrap();
+        let own = project_profile(root.path(), "this-cpu").unwrap();
+        assert_ne!(own, built);
+        assert_eq!(own.memory_bandwidth_gbps, Some(1.5));
     }
 }

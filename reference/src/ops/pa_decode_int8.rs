@@ -33,9 +33,11 @@
 //! dequantisation gives back `x`). Dequantisation (FIA, ops-transformer IFA kernel): `(y +
 //! o) * s`; the `ascend_ifa_c8` recipe forms it in f32 (exact for the generated scales and
 //! offsets) and runs the `ascend_ifa_bf16` attention recipe on the dequantised cache;
-//! `c8_dequant_in_dtype` rounds each step to the query dtype (vLLM-Ascend's host-side dense
-//! dequantisation, `(key.to(dtype) - offset) * scale`). `oracle`: the write as above (it is
-//! bit-defined by the torch ops, not a kernel's approximation of `round(x / s - o)`), the exact
+//! `c8_dequant_in_dtype` rounds each step to the query dtype, `dtype(dtype(y + o) * s)` with the
+//! FIA offset `o` the inputs carry (vLLM-Ascend's host-side dense dequantisation, which writes
+//! it `(key.to(dtype) - offset_vllm) * scale` with its own offset `offset_vllm = -o`).
+//! `oracle`: the write as above (it is bit-defined by the torch ops, not a kernel's
+//! approximation of `round(x / s - o)`), the exact
 //! dequantisation and the f64 attention oracle. Writing the exact quotient instead would move an
 //! oracle output by a whole scale step wherever the 16-bit arithmetic lands on the other side of
 //! a near tie: the error ratio of the attention output would then measure which side the write
