@@ -52,20 +52,26 @@ fn the_suites_judge_every_variant_their_shapes_reach_in_a_quick_bitwise_case() {
     }
 }
 
-/// A device that runs CANN 8.5's dynamic_quant kernels (the reciprocal scale on every shape)
-/// and says so in its handshake.
-struct Cann85Device {
-    inner: ReferenceTarget,
-    release: &'static str,
-}
-
 /// A device of SoC `device` on CANN `release` that computes the recipe it is asked for, and
-/// `own` (its own arithmetic) when asked for none.
+/// `own` (its own arithmetic) when asked for none, or always when `always`.
 struct ReportingDevice {
     inner: ReferenceTarget,
     device: &'static str,
     release: &'static str,
     own: &'static str,
+    always: bool,
+}
+
+/// A device that runs CANN 8.5's dynamic_quant kernels (the reciprocal scale on every shape:
+/// the double-buffered kernel of that release, whatever it is asked for) and reports `release`.
+fn cann85_device(release: &'static str) -> ReportingDevice {
+    ReportingDevice {
+        inner: ReferenceTarget::new(Threads(1)),
+        device: "Ascend910B3",
+        release,
+        own: "a2_db_old",
+        always: true,
+    }
 }
 
 impl Target for ReportingDevice {
@@ -86,32 +92,9 @@ impl Target for ReportingDevice {
     }
     fn execute(&mut self, request: &ExecRequest) -> Result<Execution, TargetError> {
         let mut r = request.clone();
-        r.recipe.get_or_insert_with(|| self.own.to_string());
-        self.inner.execute(&r)
-    }
-}
-
-impl Target for Cann85Device {
-    fn name(&self) -> &str {
-        "cann85_device"
-    }
-    fn device_group(&self) -> &str {
-        "npu"
-    }
-    fn availability(&mut self) -> Availability {
-        Availability::Available {
-            description: "Ascend910B3".into(),
-            versions: [("CANN".to_string(), self.release.to_string())].into(),
+        if self.always || r.recipe.is_none() {
+            r.recipe = Some(self.own.to_string());
         }
-    }
-    fn capabilities(&mut self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn execute(&mut self, request: &ExecRequest) -> Result<Execution, TargetError> {
-        // Whatever it is asked for, it computes what the 8.5 tiling runs for these shapes:
-        // the double-buffered kernel of that release.
-        let mut r = request.clone();
-        r.recipe = Some("a2_db_old".into());
         self.inner.execute(&r)
     }
 }
@@ -126,10 +109,7 @@ fn multi_row_case() -> Case {
 #[test]
 fn a_device_on_a_release_outside_the_variant_is_judged_without_its_bits_and_says_why() {
     let case = multi_row_case();
-    let mut dev = Cann85Device {
-        inner: ReferenceTarget::new(Threads(1)),
-        release: "8.5.0",
-    };
+    let mut dev = cann85_device("8.5.0");
     let r = run_trial(&case, &mut dev, case.seed, &RunOptions::default());
     assert_eq!(r.status, Status::Passed, "{}", r.message);
     let why = r
@@ -151,10 +131,7 @@ fn a_device_inside_the_variants_releases_is_judged_bit_for_bit() {
     let case = multi_row_case();
     // The same arithmetic reported as 9.2.0: the case's bits are the multi-row kernel's, and
     // the 8.5 scale form fails them.
-    let mut dev = Cann85Device {
-        inner: ReferenceTarget::new(Threads(1)),
-        release: "9.2.0",
-    };
+    let mut dev = cann85_device("9.2.0");
     let r = run_trial(&case, &mut dev, case.seed, &RunOptions::default());
     assert_eq!(r.status, Status::Failed, "{}", r.message);
     assert!(r.recipe_set_aside.is_none());
@@ -178,6 +155,7 @@ fn a_single_kernel_preset_sets_aside_devices_outside_its_platform() {
             device,
             release,
             own: "kernel_ring",
+            always: false,
         };
         run_trial(&case, &mut dev, case.seed, &RunOptions::default())
     };
