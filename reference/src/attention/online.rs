@@ -124,8 +124,8 @@ impl SoftmaxArith {
                 math::exp2_f32(x)
             }
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp) => match self.precision {
-                ScorePrecision::F32 => self.exp_impl.exp(s - m),
-                ScorePrecision::F16 => r16(self.exp_impl.exp(r16(s - m))),
+                ScorePrecision::F32 => self.exp_impl.exp_of(s - m),
+                ScorePrecision::F16 => r16(self.exp_impl.exp_of(r16(s - m))),
             },
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp2) => match self.precision {
                 ScorePrecision::F32 => math::exp2_f32((s - m) * math::LOG2_E_F32),
@@ -142,8 +142,8 @@ impl SoftmaxArith {
                 math::exp2_f32((m_old - m_new) * self.scale_log2)
             }
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp) => match self.precision {
-                ScorePrecision::F32 => self.exp_impl.exp(m_old - m_new),
-                ScorePrecision::F16 => r16(self.exp_impl.exp(r16(m_old - m_new))),
+                ScorePrecision::F32 => self.exp_impl.exp_of(m_old - m_new),
+                ScorePrecision::F16 => r16(self.exp_impl.exp_of(r16(m_old - m_new))),
             },
             (ScalePlacement::AfterMatmul, ExpFlavour::Exp2) => match self.precision {
                 ScorePrecision::F32 => math::exp2_f32((m_old - m_new) * math::LOG2_E_F32),
@@ -236,7 +236,7 @@ pub(crate) fn finish_row(
     }
     let ms = arith.scaled_max(SoftmaxArith::guard(m));
     match recipe.lse {
-        LseFormula::LnSumPlusMax => recipe.ln_impl.ln(l) + ms,
+        LseFormula::LnSumPlusMax => recipe.ln_impl.ln_of(l) + ms,
         LseFormula::Log2Domain => {
             (math::log2_f32(l) + ms * math::LOG2_E_F32) * std::f32::consts::LN_2
         }

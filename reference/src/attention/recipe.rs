@@ -73,18 +73,18 @@ pub enum MathImpl {
 }
 
 impl MathImpl {
-    /// `e^x`.
+    /// `e^x`, through [`crate::math`] (the pure-Rust `libm` crate).
     #[inline(always)]
-    pub fn exp(self, x: f32) -> f32 {
+    pub fn exp_of(self, x: f32) -> f32 {
         match self {
             MathImpl::LibmF32 => crate::math::exp_f32(x),
             MathImpl::F64Rounded => crate::math::exp_f64(x as f64) as f32,
         }
     }
 
-    /// `ln x`.
+    /// `ln x`, through [`crate::math`] (the pure-Rust `libm` crate).
     #[inline(always)]
-    pub fn ln(self, x: f32) -> f32 {
+    pub fn ln_of(self, x: f32) -> f32 {
         match self {
             MathImpl::LibmF32 => crate::math::ln_f32(x),
             MathImpl::F64Rounded => crate::math::ln_f64(x as f64) as f32,

@@ -123,8 +123,8 @@ pub(crate) fn combine_row(
     parts: &[PartialRow],
     orow: &mut [f32],
 ) -> (f32, f32, f32) {
-    let exp = |x: f32| exp_impl.exp(x);
-    let ln = |x: f32| ln_impl.ln(x);
+    let exp = |x: f32| exp_impl.exp_of(x);
+    let ln = |x: f32| ln_impl.ln_of(x);
     match combine {
         Combine::Lse => {
             let mut mm = f32::NEG_INFINITY;
@@ -205,7 +205,7 @@ fn ascend_sum_max(
     }
     let w: Vec<f32> = parts
         .iter()
-        .map(|&(m, l, _)| l * exp_impl.exp(m - mm))
+        .map(|&(m, l, _)| l * exp_impl.exp_of(m - mm))
         .collect();
     let mut total = 0.0f32;
     for &x in &w {
@@ -217,7 +217,7 @@ fn ascend_sum_max(
             *o = if s == 0 { ws * x } else { *o + ws * x };
         }
     }
-    (ln_impl.ln(total) + mm, mm, total)
+    (ln_impl.ln_of(total) + mm, mm, total)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::ops::Range;
 /// recipe's formula.
 pub(crate) fn row_lse(recipe: &Recipe, sum: f32, scaled_max: f32) -> f32 {
     match recipe.lse {
-        LseFormula::LnSumPlusMax => recipe.ln_impl.ln(sum) + scaled_max,
+        LseFormula::LnSumPlusMax => recipe.ln_impl.ln_of(sum) + scaled_max,
         LseFormula::Log2Domain => {
             (math::log2_f32(sum) + scaled_max * math::LOG2_E_F32) * std::f32::consts::LN_2
         }
