@@ -28,6 +28,7 @@ fn request(n: usize) -> ExecRequest {
         inputs,
         expected_outputs: vec![TensorSpec::new("y", ElemType::F32, vec![n], &["i"])],
         timing: None,
+        poison: Default::default(),
     }
 }
 

@@ -6,7 +6,6 @@
 //! It declares every reference recipe, so it is judged by the cases' own checks. A case on
 //! which its fault changes nothing is skipped ("not applicable"), not passed.
 
-use crate::poison;
 use crate::reference_target::{family_capability, reference_versions};
 use crate::target::{Availability, Capabilities, ExecRequest, Execution, Target, TargetError};
 use conform_reference::faults::{self, Fault, FaultRun, TargetBehaviour};
@@ -83,7 +82,7 @@ impl FaultTarget {
                 for t in outputs.values_mut() {
                     let row = t.shape.last().copied().unwrap_or(1).min(t.numel());
                     let w = t.dtype.size_bytes();
-                    let pattern = poison::pattern_bytes(t.dtype);
+                    let pattern = request.poison.bytes(t.dtype);
                     let len = t.data.len();
                     for chunk in t.data[len - row * w..].chunks_exact_mut(w) {
                         chunk.copy_from_slice(&pattern);

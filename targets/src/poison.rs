@@ -16,8 +16,13 @@
 //! | I64   | `0xA5A5_A5A5_A5A5_A5A5` | a valid value: evidence only              |
 //!
 //! For float dtypes the pattern is definitive ([`is_definitive`]). Integer dtypes have no
-//! spare encodings, so an element equal to the pattern there is only evidence: a verdict must
-//! combine it with a mismatch against the expected value.
+//! spare encodings, so an element equal to the pattern there is only evidence (int8 `0xA5` is
+//! -91, a value a kernel may write). The harness therefore has a second, [`Fill::Alternate`]
+//! pattern for them (`0x5A` per byte: U8/I8 `0x5A`, I32 `0x5A5A_5A5A`, I64 `0x5A..5A`; float
+//! dtypes keep their one definitive pattern): an integer element is *unwritten* only when it
+//! held the primary pattern in one execution and the alternate one in an execution of the
+//! same request whose outputs were filled with it (the runner's `poison_probe` and its
+//! determinism repeat).
 //!
 //! This module is the one home of the patterns. The Python worker helper needs them too and
 //! keeps a copy (`targets/python/conform_worker.py`, `POISON`, keyed by safetensors dtype
@@ -52,7 +57,55 @@ pub fn pattern_bits(dtype: ElemType) -> u64 {
 
 /// The little-endian bytes of one poisoned element of `dtype`.
 pub fn pattern_bytes(dtype: ElemType) -> Vec<u8> {
-    pattern_bits(dtype).to_le_bytes()[..dtype.size_bytes()].to_vec()
+    Fill::Primary.bytes(dtype)
+}
+
+/// Which of the two poison patterns an execution's output buffers are filled with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fill {
+    /// [`pattern_bits`]: what every execution gets unless the runner asks for the other.
+    #[default]
+    Primary,
+    /// The second pattern ([`alternate_bits`]), for telling an integer element left unwritten
+    /// from one written with the primary pattern's value.
+    Alternate,
+}
+
+impl Fill {
+    /// The pattern of `dtype` under this fill, as an integer in the low bytes.
+    pub fn bits(self, dtype: ElemType) -> u64 {
+        match self {
+            Fill::Primary => pattern_bits(dtype),
+            Fill::Alternate => alternate_bits(dtype),
+        }
+    }
+
+    /// The little-endian bytes of one element of `dtype` under this fill.
+    pub fn bytes(self, dtype: ElemType) -> Vec<u8> {
+        self.bits(dtype).to_le_bytes()[..dtype.size_bytes()].to_vec()
+    }
+
+    /// The name the worker protocol gives this fill (the output file's `poison` metadata).
+    pub fn name(self) -> &'static str {
+        match self {
+            Fill::Primary => "primary",
+            Fill::Alternate => "alternate",
+        }
+    }
+}
+
+/// The alternate pattern of `dtype`: `0x5A` in every byte of an integer element (no byte equal
+/// to the primary pattern's), the primary pattern itself for a float dtype, whose signalling
+/// NaN is already definitive.
+pub fn alternate_bits(dtype: ElemType) -> u64 {
+    if is_definitive(dtype) {
+        return pattern_bits(dtype);
+    }
+    let all = 0x5A5A_5A5A_5A5A_5A5Au64;
+    match dtype.size_bytes() {
+        8 => all,
+        n => all & ((1u64 << (8 * n)) - 1),
+    }
 }
 
 /// Whether an element equal to the pattern proves it was not written (true for float dtypes,
@@ -148,6 +201,24 @@ mod tests {
             assert_eq!(count_unwritten(&t), 15);
             assert_eq!(is_definitive(dt), dt.is_float());
         }
+    }
+
+    #[test]
+    fn the_alternate_pattern_differs_for_integers_and_keeps_the_float_nans() {
+        for dt in ALL {
+            let (a, b) = (Fill::Primary.bits(dt), Fill::Alternate.bits(dt));
+            if is_definitive(dt) {
+                assert_eq!(a, b, "{dt:?}");
+            } else {
+                // Every byte differs, so no element of any width holds both patterns.
+                let (ab, bb) = (Fill::Primary.bytes(dt), Fill::Alternate.bytes(dt));
+                assert_eq!(bb.len(), dt.size_bytes(), "{dt:?}");
+                assert!(ab.iter().zip(&bb).all(|(x, y)| x != y), "{dt:?}");
+            }
+        }
+        assert_eq!(alternate_bits(ElemType::I8), 0x5A);
+        assert_eq!(alternate_bits(ElemType::I32), 0x5A5A_5A5A);
+        assert_eq!(Fill::default(), Fill::Primary);
     }
 
     #[test]

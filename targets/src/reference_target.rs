@@ -316,6 +316,7 @@ mod tests {
             inputs,
             expected_outputs: vec![TensorSpec::new("y", ElemType::F32, vec![3], &["i"])],
             timing,
+            poison: Default::default(),
         }
     }
 

@@ -148,6 +148,8 @@ fn run_one(
         inputs: read.tensors,
         expected_outputs: Vec::new(),
         timing,
+        // The in-process reference writes every element; the fill never shows.
+        poison: Default::default(),
     };
     let exec = target.execute(&request)?;
     // A sibling, then a rename: the harness never reads a half-written file.

@@ -132,6 +132,10 @@ pub struct ExecRequest {
     /// The outputs the case must produce (names, dtypes, shapes: `OpFamily::describe`'s
     /// `outputs`). Workers get them pre-filled with poison and are checked against them.
     pub expected_outputs: Vec<TensorSpec>,
+    /// Which poison pattern the output buffers are pre-filled with ([`crate::poison::Fill`]):
+    /// the primary one, or the alternate one when the runner tells unwritten integer elements
+    /// from written ones.
+    pub poison: crate::poison::Fill,
     /// Timing, when asked for.
     pub timing: Option<TimingRequest>,
 }

@@ -158,6 +158,7 @@ fn mxfp4_request(seed: u64, out: ElemType) -> ExecRequest {
         inputs,
         expected_outputs: vec![TensorSpec::new("out", out, vec![n, k], &["n", "k"])],
         timing: None,
+        poison: Default::default(),
     }
 }
 
@@ -211,6 +212,7 @@ fn numpy_and_onnxruntime_agree_on_attention_and_skip_what_they_cannot_do() {
             &["b", "s", "n", "d"],
         )],
         timing: None,
+        poison: Default::default(),
     };
     let np_i = target(&mut targets, "numpy");
     let ort_i = target(&mut targets, "onnxruntime");

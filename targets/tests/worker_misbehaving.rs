@@ -145,6 +145,7 @@ fn request(case_id: &str, values: &[f32]) -> ExecRequest {
             &["i"],
         )],
         timing: None,
+        poison: Default::default(),
     }
 }
 

@@ -76,6 +76,7 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseData
             &expected,
             oracle.as_ref(),
             &outputs,
+            None,
             threads,
         )
         .map_err(|e| err(case, e))?;

@@ -296,6 +296,7 @@ fn prepare(
         recipe,
         inputs: inputs.clone(),
         expected_outputs: outputs.clone(),
+        poison: Default::default(),
         timing: Some(timing),
     };
     Ok([

@@ -66,6 +66,7 @@ mod tests {
             recipe: None,
             inputs,
             expected_outputs: vec![],
+            poison: Default::default(),
             timing: None,
         }
     }

@@ -7,7 +7,8 @@ use crate::golden::diff::describe_change;
 use crate::results::{CaseResult, OutputMetrics, Status};
 use crate::suite::Case;
 use crate::verdict::{judge, CheckPolicy};
-use conform_reference::ops::{self, OpDescription};
+use conform_reference::ops::{self, OpDescription, TensorMap};
+use conform_targets::poison::Fill;
 use conform_targets::target::{Availability, ExecRequest, Execution, Target, TimingRequest};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -308,12 +309,14 @@ impl TrialRun<'_> {
         if exp.from_golden {
             self.check_golden_drift(&exp, &exec);
         }
+        let alternate = self.alternate_fill(target, &request, &exp, &exec, set, set_seed)?;
         let metrics = judge(
             &self.desc,
             &self.policies,
             &exp.expected,
             exp.oracle.as_ref(),
             &exec.outputs,
+            alternate.as_ref(),
             self.opts.threads,
         )
         .map_err(|e| (Status::Error, e))?;
@@ -364,6 +367,7 @@ impl TrialRun<'_> {
             recipe: self.recipe.clone(),
             inputs: exp.inputs.clone(),
             expected_outputs: self.desc.outputs.clone(),
+            poison: Fill::Primary,
             timing,
         }
     }
@@ -398,6 +402,41 @@ impl TrialRun<'_> {
             };
             (e.status(), message)
         })
+    }
+
+    /// The two-fill test ([`crate::verdict::two_fill`]): when an integer output holds the
+    /// primary poison pattern where another value is expected, the same request once more
+    /// with the outputs filled with the alternate pattern (untimed), whose outputs tell the
+    /// unwritten elements from written ones. `None` (no execution) when nothing is in doubt,
+    /// which is every passing trial.
+    fn alternate_fill(
+        &self,
+        target: &mut dyn Target,
+        request: &ExecRequest,
+        exp: &Expectation,
+        exec: &Execution,
+        set: u32,
+        set_seed: u64,
+    ) -> Result<Option<TensorMap>, Ended> {
+        if !crate::verdict::two_fill::any_suspects(&self.desc.outputs, &exp.expected, &exec.outputs)
+        {
+            return Ok(None);
+        }
+        let again = ExecRequest {
+            timing: None,
+            poison: Fill::Alternate,
+            ..request.clone()
+        };
+        let second = target.execute(&again).map_err(|e| {
+            (
+                e.status(),
+                format!(
+                    "input set {set} (seed {set_seed}) given again with the alternate poison \
+                     pattern, to tell unwritten integer elements from written ones: {e}"
+                ),
+            )
+        })?;
+        Ok(Some(second.outputs))
     }
 
     /// The worker's stderr tail and notes (each text once, however many input sets repeat
@@ -464,8 +503,9 @@ impl TrialRun<'_> {
     }
 
     /// The determinism check ([`super::determinism`]): input set 0 once more, as input set
-    /// `index` and untimed; other bits are a failure unless the target declares itself
-    /// nondeterministic (then the result records its reason and nothing is repeated).
+    /// `index`, untimed and under the alternate poison fill; other bits are a failure unless
+    /// the target declares itself nondeterministic (then the result records its reason and
+    /// nothing is repeated), and integer elements holding both fills are unwritten.
     fn repeat_first_set(&mut self, target: &mut dyn Target, index: u32) -> Result<(), Ended> {
         if let Some(why) = target.nondeterministic() {
             self.out.nondeterministic = Some(why.to_string());
@@ -477,6 +517,7 @@ impl TrialRun<'_> {
         let request = ExecRequest {
             input_set: index,
             timing: None,
+            poison: Fill::Alternate,
             ..first_request.clone()
         };
         let again = target.execute(&request).map_err(|e| {
@@ -485,9 +526,10 @@ impl TrialRun<'_> {
                 format!("input set 0 given again (the determinism check): {e}"),
             )
         })?;
-        if let Some(msg) = super::determinism::repeat_differs(&first_exec.outputs, &again.outputs) {
-            self.failures.push(msg);
-        }
+        self.failures.extend(super::determinism::repeat_findings(
+            &first_exec.outputs,
+            &again.outputs,
+        ));
         Ok(())
     }
 

@@ -14,6 +14,9 @@ use conform_reference::ops::{ElemType, Tensor, TensorSpec};
 /// - `spec`: name, dtype, shape and axis names the output must have.
 /// - `poison`: the bit patterns (for `spec.dtype`, in the low bits) the harness pre-filled the
 ///   output with; an element still holding one is "unwritten".
+/// - `unwritten`: when given, which elements are unwritten, decided outside the comparison (an
+///   integer output whose element held the poison pattern under two different fills); it
+///   replaces the `poison` test for this output.
 #[derive(Clone, Copy, Debug)]
 pub struct Comparison<'a> {
     pub spec: &'a TensorSpec,
@@ -22,6 +25,7 @@ pub struct Comparison<'a> {
     pub oracle: Option<&'a Tensor>,
     pub baseline: Option<&'a Tensor>,
     pub poison: &'a [u64],
+    pub unwritten: Option<&'a [bool]>,
 }
 
 impl<'a> Comparison<'a> {
@@ -34,6 +38,7 @@ impl<'a> Comparison<'a> {
             oracle: None,
             baseline: None,
             poison: &[],
+            unwritten: None,
         }
     }
 
@@ -49,6 +54,13 @@ impl<'a> Comparison<'a> {
 
     pub fn with_poison(mut self, poison: &'a [u64]) -> Comparison<'a> {
         self.poison = poison;
+        self
+    }
+
+    /// The elements known unwritten (one flag per element, in flat order), in place of the
+    /// poison test.
+    pub fn with_unwritten(mut self, unwritten: &'a [bool]) -> Comparison<'a> {
+        self.unwritten = Some(unwritten);
         self
     }
 }

@@ -44,6 +44,12 @@ pub enum VerdictError {
         "output `{output}`: the baseline has {count} NaN/Inf elements where the oracle is finite"
     )]
     BaselineNotFinite { output: String, count: u64 },
+    #[error("output `{output}`: the unwritten mask has {got} flags for {want} elements")]
+    UnwrittenMaskLength {
+        output: String,
+        got: usize,
+        want: usize,
+    },
 }
 
 fn describe(dtype: ElemType, shape: &[usize]) -> String {
@@ -125,6 +131,14 @@ fn checked_sides<'a>(
             dtype: spec.dtype.name(),
         });
     }
+    let numel = cmp.expected.data.len() / spec.dtype.size_bytes();
+    if let Some(mask) = cmp.unwritten.filter(|m| m.len() != numel) {
+        return Err(VerdictError::UnwrittenMaskLength {
+            output: spec.name.clone(),
+            got: mask.len(),
+            want: numel,
+        });
+    }
     Ok((oracle, baseline))
 }
 
@@ -168,11 +182,16 @@ fn value_class(x: f64) -> String {
 
 /// The reasons every policy shares: unwritten and non-finite elements, and (for a policy
 /// that is not exact) NaN/Inf on the expected side.
-fn common_reasons(st: &PassStats, exact: bool, spec: &TensorSpec) -> Vec<String> {
+fn common_reasons(st: &PassStats, exact: bool, spec: &TensorSpec, two_fills: bool) -> Vec<String> {
     let mut reasons = Vec::new();
     if st.unwritten > 0 {
+        let how = if two_fills {
+            "held the poison pattern under both fills (the primary and the alternate pattern)"
+        } else {
+            "still hold the poison pattern"
+        };
         reasons.push(format!(
-            "unwritten: {} of {} elements still hold the poison pattern",
+            "unwritten: {} of {} elements {how}",
             st.unwritten, st.numel
         ));
     }
@@ -249,6 +268,7 @@ pub fn evaluate(
     let cfg = PassConfig {
         rule: judge.rule(dtype, base.as_ref()),
         poison: cmp.poison,
+        unwritten: cmp.unwritten,
         small_value,
         heat: heat.as_ref(),
         worst: true,
@@ -269,7 +289,7 @@ pub fn evaluate(
         });
     }
     let mut verdict = Verdict {
-        reasons: common_reasons(&st, judge.exact(), spec),
+        reasons: common_reasons(&st, judge.exact(), spec, cmp.unwritten.is_some()),
         extra: Vec::new(),
     };
     judge.verdict(dtype, &st, base.as_ref(), &mut verdict);

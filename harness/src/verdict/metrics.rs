@@ -262,6 +262,7 @@ mod tests {
                 limit: f64::INFINITY,
             },
             poison: &[],
+            unwritten: None,
             small_value: small,
             heat: None,
             worst: false,

@@ -53,6 +53,8 @@ pub(crate) struct PassConfig<'a> {
     pub rule: ElementRule,
     /// Bit patterns that mark an element the target never wrote.
     pub poison: &'a [u64],
+    /// When given, the elements the target never wrote (flat order), in place of `poison`.
+    pub unwritten: Option<&'a [bool]>,
     /// Split figures into small (|g| < .0) and normal values; count small values whose
     /// absolute error exceeds .1.
     pub small_value: Option<(f64, f64)>,

@@ -21,5 +21,6 @@ mod mc2_costs;
 mod parsers_fuzz;
 mod perf_gate_simulation;
 mod perf_nightly_simulation;
+mod two_fill_poison;
 mod verdict_determinism;
 mod verdict_policies;

@@ -10,7 +10,6 @@
 use super::config::{ConfigError, ResolvedConfig, WorkerConfig};
 use super::process::{Received, WorkerProcess};
 use super::protocol::{HarnessMessage, ResultStatus, WorkerInfo, WorkerMessage, PROTOCOL_VERSION};
-use crate::poison;
 use crate::target::{
     Availability, Capabilities, DeclaredDtypes, ExecRequest, Execution, ExitReason, Target,
     TargetError,
@@ -257,7 +256,9 @@ impl WorkerTarget {
             .map(|s| (s.name.clone(), s.dtype, s.shape.clone()))
             .collect();
         meta.insert("poisoned".into(), "true".into());
-        tensor_file::write_filled(&outputs, &specs, poison::pattern_bytes, &meta)
+        meta.insert("poison".into(), request.poison.name().into());
+        let fill = request.poison;
+        tensor_file::write_filled(&outputs, &specs, |d| fill.bytes(d), &meta)
             .map_err(|e| TargetError::Internal(e.to_string()))?;
         Ok((inputs, outputs))
     }

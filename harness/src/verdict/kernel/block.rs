@@ -36,7 +36,11 @@ impl PassAcc {
             gv[i] = G::value(g);
             bad |= !(finite(av[i]) & finite(A::value(e)) & finite(gv[i])) as u32;
         }
-        if s.check_poison {
+        if let Some(mask) = s.unwritten {
+            for &u in &mask[first + j0..first + j0 + BLOCK] {
+                bad |= u as u32;
+            }
+        } else if s.check_poison {
             for &p in std::iter::once(&s.p0).chain(s.p_rest) {
                 for &a in &ab {
                     bad |= (a == p) as u32;

@@ -17,7 +17,7 @@ impl PassAcc {
     ) {
         let p = j % PARTIALS;
         let h = j % HIST_COPIES;
-        if s.is_poison(ab) && !s.is_poison(eb) {
+        if s.is_unwritten(first + j, ab, eb) {
             self.unwritten_element::<A, G>(s, first + j, ab, gbits);
             return;
         }

@@ -168,6 +168,9 @@ struct PassSettings<'a> {
     /// The first poison pattern, compared directly; the rest (if any) by search.
     p0: u64,
     p_rest: &'a [u64],
+    /// The unwritten elements decided outside the pass (flat order), in place of the poison
+    /// test.
+    unwritten: Option<&'a [bool]>,
     split_small: bool,
     small: f64,
     small_err: f64,
@@ -190,6 +193,7 @@ impl PassSettings<'_> {
             check_poison,
             p0,
             p_rest,
+            unwritten: cfg.unwritten,
             split_small,
             small,
             small_err,
@@ -200,6 +204,17 @@ impl PassSettings<'_> {
     #[inline(always)]
     fn is_poison(&self, b: u64) -> bool {
         self.check_poison && (b == self.p0 || self.p_rest.contains(&b))
+    }
+
+    /// Whether the element at flat index `flat`, with bits `ab` (actual) and `eb` (expected),
+    /// was never written: by the mask when there is one, else it holds a poison pattern that
+    /// the expected element does not.
+    #[inline(always)]
+    fn is_unwritten(&self, flat: usize, ab: u64, eb: u64) -> bool {
+        match self.unwritten {
+            Some(mask) => mask[flat],
+            None => self.is_poison(ab) && !self.is_poison(eb),
+        }
     }
 }
 

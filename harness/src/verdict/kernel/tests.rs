@@ -287,7 +287,11 @@ fn reference_pass<A: Lane, G: Lane>(
             (s / h.row_bucket) * h.cols + c / h.col_bucket
         });
         let poisoned = |b: u64| cfg.poison.contains(&b);
-        if poisoned(ab) && !poisoned(eb) {
+        let unwritten = match cfg.unwritten {
+            Some(mask) => mask[j],
+            None => poisoned(ab) && !poisoned(eb),
+        };
+        if unwritten {
             st.unwritten += 1;
             st.mismatches += 1;
             st.worst.offer(Candidate {
@@ -543,6 +547,20 @@ const PATHS: [KernelPath; 3] = [
     KernelPath::PerElement,
 ];
 
+/// An unwritten mask as the runner's two-fill test makes one, with both kinds of disagreement
+/// with the first pattern: of the elements of `a` holding `pattern`, the even ones are
+/// unwritten and the odd ones written (their value happens to be the pattern's); besides,
+/// every 97th element is unwritten whatever it holds.
+fn two_fill_mask(a: &Tensor, pattern: u64) -> Vec<bool> {
+    let w = a.dtype.size_bytes();
+    let p = &pattern.to_le_bytes()[..w];
+    a.data
+        .chunks_exact(w)
+        .enumerate()
+        .map(|(j, c)| (c == p && j % 2 == 0) || j % 97 == 5)
+        .collect()
+}
+
 #[test]
 fn every_path_gives_the_reference_figures_for_every_rule_and_lane() {
     // Axes with s and n: runs of 5 elements per heat cell, so runs straddle blocks.
@@ -573,9 +591,14 @@ fn every_path_gives_the_reference_figures_for_every_rule_and_lane() {
                     1 => k.poison,
                     _ => &[][..],
                 };
+                // Every fourth rule: the unwritten elements decided by a mask (the two-fill
+                // test), marking some poison-holding elements written and some other ones
+                // unwritten, in clean blocks too.
+                let mask = two_fill_mask(&a, k.poison[0]);
                 let cfg = PassConfig {
                     rule,
                     poison,
+                    unwritten: (ri % 4 == 1).then_some(&mask[..]),
                     small_value: (ri % 2 == 0).then_some((1.0 / 64.0, 1.0 / 4096.0)),
                     heat: (ri % 4 != 3).then_some(&heat),
                     worst: ri % 5 != 4,
@@ -635,17 +658,30 @@ fn paths_and_thread_counts_agree_bit_for_bit_across_chunks() {
             small_err: 1.0 / 65536.0,
         },
         poison: &k.poison[..1],
+        unwritten: None,
         small_value: Some((1.0 / 256.0, 1.0 / 65536.0)),
         heat: Some(&heat),
         worst: true,
     };
-    let one = all_figures(&run_pass_on(&a, &e, &g, &cfg, Threads(1), KernelPath::Auto));
-    for path in PATHS {
-        for t in [1, 2, 3] {
-            let got = run_pass_on(&a, &e, &g, &cfg, Threads(t), path);
-            assert_eq!(all_figures(&got), one, "{path:?} with {t} threads");
+    // The same with an unwritten mask: it is read by flat index in every chunk.
+    let mask = two_fill_mask(&a, k.poison[0]);
+    let masked = PassConfig {
+        unwritten: Some(&mask),
+        ..cfg.clone()
+    };
+    for cfg in [&cfg, &masked] {
+        let one = all_figures(&run_pass_on(&a, &e, &g, cfg, Threads(1), KernelPath::Auto));
+        for path in PATHS {
+            for t in [1, 2, 3] {
+                let got = run_pass_on(&a, &e, &g, cfg, Threads(t), path);
+                assert_eq!(all_figures(&got), one, "{path:?} with {t} threads");
+            }
         }
     }
+    let want = reference_for(&a, &e, &g, &masked);
+    let got = run_pass_on(&a, &e, &g, &masked, Threads(3), KernelPath::Auto);
+    assert_eq!(exact_figures(&got), exact_figures(&want));
+    assert!(want.unwritten > n as u64 / 97);
     let small = Some((1.0 / 256.0, 1.0 / 65536.0));
     let one = all_figures(&run_baseline_pass_on(
         &a,
