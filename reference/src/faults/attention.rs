@@ -477,6 +477,34 @@ pub(super) static FAULTS: &[Fault] = &[
         })),
     },
     Fault {
+        name: "attn-o-rescale-lagged",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the running output O is rescaled one KV tile late (by the previous tile's exp(m_old - m_new)), the row sum on time: a moderate rise of the running max (moderate_late_max) leaves the earlier tiles over-weighted",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !online(r) || r.o_rescale != ORescale::VectorF32 {
+                return false;
+            }
+            r.o_rescale = ORescale::Lagged;
+            true
+        })),
+    },
+    Fault {
+        name: "attn-running-max-falls",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the running max is replaced by each KV tile's own maximum and O and the row sum are rescaled only when it rises: a later tile below an early maximum (moderate_early_max) is weighted up against the earlier tiles",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !online(r) || r.o_rescale != ORescale::VectorF32 {
+                return false;
+            }
+            r.o_rescale = ORescale::TileMaxNotCarried;
+            true
+        })),
+    },
+    Fault {
         name: "attn-pv-accumulated-in-p-dtype",
         family: "attention",
         ops: ATTENTION,

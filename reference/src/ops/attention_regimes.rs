@@ -16,7 +16,10 @@
 //!   target to within the dtype's rounding, and every other score of the row is at most
 //!   1/2.6 of it (Cauchy-Schwarz). The result is checked before it is returned.
 
-use super::regime::{Regime, LARGE_LOGIT_FLOOR, LARGE_LOGIT_TARGET, LATE_MAX_GAP, LATE_MAX_TARGET};
+use super::regime::{
+    Regime, LARGE_LOGIT_FLOOR, LARGE_LOGIT_TARGET, LATE_MAX_GAP, LATE_MAX_TARGET,
+    MODERATE_EARLY_MARGIN, MODERATE_LATE_GAP,
+};
 use super::{ElemType, GenContext, OpError, Tensor, TensorMap};
 use crate::attention::{mask::BatchMask, Geometry};
 use crate::formats::Rounding;
@@ -59,6 +62,51 @@ fn large_ok((lo, hi): (usize, usize), first_free: usize) -> bool {
 
 fn late_ok((lo, hi): (usize, usize), late: usize, first_free: usize) -> bool {
     lo < late && hi > late.max(first_free)
+}
+
+/// A moderate maximum needs a key it may rebuild on each side of the first tile's end.
+fn moderate_ok((lo, hi): (usize, usize), tile: usize, first_free: usize) -> bool {
+    lo.max(first_free) < tile && hi > tile.max(first_free)
+}
+
+/// The KV tile the case's recipe runs with on this problem (the prompt kernel's run-time
+/// block, the decode kernel's sInner, or the recipe's fixed tile), which the moderate-maximum
+/// regimes place the row maximum against. `recipe` is the case's recipe as the op runs it.
+pub(crate) fn recipe_kv_tile(
+    op: &str,
+    recipe: &crate::attention::Recipe,
+    shape: &crate::attention::ifa_tiling::IfaShape,
+    fixed_tile: usize,
+) -> Result<usize, OpError> {
+    let (_, tile) = recipe.for_problem(shape, fixed_tile);
+    if tile == 0 {
+        return Err(regime_err(
+            op,
+            Regime::ModerateLateMax,
+            "the recipe's KV tile is empty",
+        ));
+    }
+    Ok(tile)
+}
+
+/// The name of the case's recipe, which the moderate-maximum regimes need (an oracle has no
+/// KV tile).
+pub(crate) fn moderate_recipe_name<'a>(
+    op: &str,
+    regimes: &[Regime],
+    ctx: &'a GenContext,
+) -> Result<Option<&'a str>, OpError> {
+    let Some(r) = regimes.iter().copied().find(|r| r.is_moderate_max()) else {
+        return Ok(None);
+    };
+    match ctx.recipe.as_deref() {
+        Some(name) if name != super::ORACLE => Ok(Some(name)),
+        _ => Err(regime_err(
+            op,
+            r,
+            "needs a recipe preset (the row maximum is placed against the recipe's KV tile; the oracle has none)",
+        )),
+    }
 }
 
 fn valid_rows(g: &Geometry) -> impl Iterator<Item = (usize, usize)> + '_ {
@@ -122,12 +170,42 @@ pub(crate) fn check(
                     ));
                 }
             }
-            Regime::RoundingTies => {
-                if regimes.contains(&Regime::LargeLogits) || regimes.contains(&Regime::LateMax) {
+            Regime::ModerateLateMax | Regime::ModerateEarlyMax => {
+                if let Some(other) = regimes.iter().find(|&&o| {
+                    o != r
+                        && (o.is_moderate_max()
+                            || matches!(o, Regime::LargeLogits | Regime::LateMax))
+                }) {
                     return Err(regime_err(
                         op,
                         r,
-                        "cannot be combined with large_logits or late_max in one case (they rebuild whole query and key rows); declare it in another case",
+                        format!(
+                            "cannot be combined with {} in one case (both rebuild whole query and key rows); declare it in another case",
+                            other.name()
+                        ),
+                    ));
+                }
+                if !valid_rows(g)
+                    .any(|(b, i)| moderate_ok(interval(g, b, i), late_from, first_free))
+                {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs a valid query row that sees keys (beyond the {first_free} shared ones) both before and at or after key {late_from}, the end of the recipe's first KV tile"
+                        ),
+                    ));
+                }
+            }
+            Regime::RoundingTies => {
+                if regimes.contains(&Regime::LargeLogits)
+                    || regimes.contains(&Regime::LateMax)
+                    || regimes.iter().any(|r| r.is_moderate_max())
+                {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "cannot be combined with large_logits, late_max or a moderate maximum in one case (they rebuild whole query and key rows); declare it in another case",
                     ));
                 }
                 super::attention_ties::check_shape(op, g)?;
@@ -343,6 +421,7 @@ pub(crate) fn impose(
     let large = regimes.contains(&Regime::LargeLogits);
     let late = regimes.contains(&Regime::LateMax);
     let empty = regimes.contains(&Regime::MaskedRowsLse);
+    let moderate = regimes.iter().copied().find(|r| r.is_moderate_max());
     let ff = keys.first_free;
     let mut mask: Option<Vec<u8>> = if g.atten_mask {
         Some(tensor(op, inputs, "atten_mask")?.data.clone())
@@ -356,13 +435,15 @@ pub(crate) fn impose(
     };
     let fits = |b: usize, i: usize| {
         let iv = interval(g, b, i);
-        if late {
+        if moderate.is_some() {
+            moderate_ok(iv, late_from, ff)
+        } else if late {
             late_ok(iv, late_from, ff)
         } else {
             large_ok(iv, ff)
         }
     };
-    let wants_targets = large || late;
+    let wants_targets = large || late || moderate.is_some();
     let mut candidates: Vec<Vec<usize>> = (0..g.batch)
         .map(|b| {
             (0..g.lq[b])
@@ -406,6 +487,7 @@ pub(crate) fn impose(
             g,
             large,
             late,
+            moderate,
             keys,
             late_from,
             &candidates,
@@ -433,6 +515,7 @@ fn make_targets(
     g: &Geometry,
     large: bool,
     late: bool,
+    moderate: Option<Regime>,
     keys: &KeyRows,
     late_from: usize,
     candidates: &[Vec<usize>],
@@ -442,6 +525,8 @@ fn make_targets(
 ) -> Result<(), OpError> {
     let main = if large {
         Regime::LargeLogits
+    } else if let Some(m) = moderate {
+        m
     } else {
         Regime::LateMax
     };
@@ -456,6 +541,8 @@ fn make_targets(
     let mut q_rows: Vec<usize> = Vec::new();
     let mut k_rows: Vec<usize> = Vec::new();
     let mut targets = Vec::new();
+    // Per target row, the moderate runner-up key and the rows rebuilt for it.
+    let mut runner_ups: Vec<Option<usize>> = Vec::new();
     let target = if large {
         LARGE_LOGIT_TARGET
     } else {
@@ -468,13 +555,32 @@ fn make_targets(
         }
         let i = rows[ctx.below(rows.len() as u64) as usize];
         let (lo, hi) = interval(g, b, i);
-        let j = if late {
-            pick(ctx, late_from.max(ff), hi)
-        } else {
-            pick(ctx, lo.max(ff), hi)
+        // The moderate regimes' runner-up key `e`: in an earlier tile than the maximum `j`
+        // (late), or in a later one (early); both beyond the shared prefix, as they are
+        // rebuilt.
+        let (j, e) = match moderate {
+            Some(Regime::ModerateLateMax) => (
+                pick(ctx, late_from.max(ff), hi),
+                Some(pick(ctx, lo.max(ff), late_from)),
+            ),
+            Some(_) => (
+                pick(ctx, lo.max(ff), late_from),
+                Some(pick(ctx, late_from.max(ff), hi)),
+            ),
+            None if late => (pick(ctx, late_from.max(ff), hi), None),
+            None => (pick(ctx, lo.max(ff), hi), None),
+        };
+        // The runner-up's score: the maximum's less a gap drawn in the regime's range (kept
+        // clear of its ends so that the inputs' rounding stays inside).
+        let lead = match moderate {
+            Some(Regime::ModerateLateMax) => 6.0 + 2.0 * ctx.unit(),
+            Some(_) => 1.0 + ctx.unit(),
+            None => 0.0,
         };
         let mut open = vec![j];
-        if late {
+        if let Some(e) = e {
+            open.push(e);
+        } else if late {
             open.push(pick(ctx, lo, late_from.min(hi)));
         }
         if let Some(m) = mask.as_mut() {
@@ -483,7 +589,9 @@ fn make_targets(
             }
         }
         let bm = BatchMask::new(g, b, mask.as_deref());
-        let others: Vec<usize> = (lo..hi).filter(|&x| x != j && bm.allowed(i, x)).collect();
+        let others: Vec<usize> = (lo..hi)
+            .filter(|&x| x != j && Some(x) != e && bm.allowed(i, x))
+            .collect();
         for kvh in 0..g.kv_heads {
             let off = (keys.offset)(b, j, kvh);
             let mut row = k[off..off + d].to_vec();
@@ -538,8 +646,19 @@ fn make_targets(
                 q[qo..qo + d].copy_from_slice(&qrow);
                 q_rows.push(qo);
             }
+            if let Some(e) = e {
+                // k_e = a k_j scores a T: parallel to k_j, so its score is the maximum's
+                // scaled by a (to the dtype's rounding), and the Cauchy-Schwarz bound on the
+                // other keys is untouched.
+                let a = (target - lead) / target;
+                let eo = (keys.offset)(b, e, kvh);
+                let erow = round_row(et, &row.iter().map(|x| x * a).collect::<Vec<_>>());
+                k[eo..eo + d].copy_from_slice(&erow);
+                k_rows.push(eo);
+            }
         }
         targets.push((b, i, j));
+        runner_ups.push(e);
     }
     if targets.is_empty() {
         return Err(regime_err(
@@ -549,7 +668,7 @@ fn make_targets(
         ));
     }
     // The construction's promise, checked on the rounded values.
-    for &(b, i, j) in &targets {
+    for (&(b, i, j), &e) in targets.iter().zip(&runner_ups) {
         let bm = BatchMask::new(g, b, mask.as_deref());
         let (lo, hi) = interval(g, b, i);
         for h in 0..g.heads {
@@ -572,10 +691,35 @@ fn make_targets(
             // NaN scores count as broken: the comparisons are written so that NaN fails them.
             let large_holds = sj > LARGE_LOGIT_FLOOR;
             let late_holds = sj - rest >= LATE_MAX_GAP;
+            let moderate_holds = match (moderate, e) {
+                (Some(Regime::ModerateLateMax), Some(_)) => {
+                    // The running max before j's tile: every allowed key of the earlier tiles.
+                    let start = (j / late_from) * late_from;
+                    let before = (lo..start.min(hi))
+                        .filter(|&x| bm.allowed(i, x))
+                        .map(score)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let gap = sj - before;
+                    gap >= MODERATE_LATE_GAP.0 && gap <= MODERATE_LATE_GAP.1 && sj - rest >= 5.0
+                }
+                (Some(_), Some(_)) => {
+                    let after = (late_from..hi)
+                        .filter(|&x| bm.allowed(i, x))
+                        .map(score)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let margin = sj - after;
+                    sj - rest >= MODERATE_EARLY_MARGIN.0
+                        && margin >= MODERATE_EARLY_MARGIN.0
+                        && margin <= MODERATE_EARLY_MARGIN.1
+                }
+                _ => true,
+            };
             let broken = if large && !large_holds {
                 Some(Regime::LargeLogits)
             } else if late && !late_holds {
                 Some(Regime::LateMax)
+            } else if !moderate_holds {
+                moderate
             } else {
                 None
             };
