@@ -197,6 +197,26 @@ pub(crate) fn check(
                     ));
                 }
             }
+            Regime::SubnormalOutputs => {
+                if regimes.contains(&Regime::RoundingTies) {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "cannot be combined with rounding_ties in one case (both rebuild value columns); declare it in another case",
+                    ));
+                }
+                if g.head_dim < 2 || subnormal_codes(ElemType::from(g.dtype)).is_none() {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs head_dim >= 2 (a positive and a negative value column) and a float dtype with subnormals; here head_dim {}, {}",
+                            g.head_dim,
+                            g.dtype.name()
+                        ),
+                    ));
+                }
+            }
             Regime::RoundingTies => {
                 if regimes.contains(&Regime::LargeLogits)
                     || regimes.contains(&Regime::LateMax)
@@ -305,7 +325,6 @@ pub(crate) fn check(
             // The range and quantisation regimes apply to no attention op (refused above);
             // the runner holds the repeated call.
             Regime::OverflowToInf
-            | Regime::SubnormalOutputs
             | Regime::FormatExtremes
             | Regime::QuantEdgeRows
             | Regime::KvInt8Edges
@@ -412,7 +431,11 @@ pub(crate) fn impose(
     let regimes: Vec<Regime> = regimes
         .iter()
         .copied()
-        .filter(|&r| r != Regime::RoundingTies && !r.is_structural() && !r.by_runner())
+        .filter(|&r| {
+            !matches!(r, Regime::RoundingTies | Regime::SubnormalOutputs)
+                && !r.is_structural()
+                && !r.by_runner()
+        })
         .collect();
     let regimes = regimes.as_slice();
     if regimes.is_empty() {
@@ -741,6 +764,68 @@ fn make_targets(
     let kt = inputs.get_mut(keys.tensor).expect("read above");
     for o in k_rows {
         patch(kt, o, &k[o..o + d]);
+    }
+    Ok(())
+}
+
+/// The bit patterns of the dtype's subnormals a `subnormal_outputs` value column draws from:
+/// from an eighth of the smallest normal up to the largest subnormal (well clear of zero, so
+/// that a weighted mean of them stays a nonzero subnormal).
+fn subnormal_codes(et: ElemType) -> Option<(u32, u32)> {
+    match et {
+        ElemType::F16 => Some((0x0080, 0x03FF)),
+        ElemType::Bf16 => Some((0x0010, 0x007F)),
+        ElemType::F32 => Some((0x0010_0000, 0x007F_FFFF)),
+        _ => None,
+    }
+}
+
+/// `subnormal_outputs` in attention: two value columns of every KV head, at every key a row
+/// may see (below each entry's KV length), hold subnormals of the dtype, positive in one and
+/// negative in the other. Every output of such a column is a weighted mean of values of one
+/// sign within the subnormal band, so it is a nonzero subnormal of that sign in every recipe
+/// (fully masked rows excepted: their output is the recipe's empty-row value), and a kernel
+/// that flushes subnormal inputs to zero writes zeros there.
+pub(crate) fn impose_subnormal_values(
+    op: &str,
+    g: &Geometry,
+    keys: &KeyRows,
+    value_tensor: &str,
+    inputs: &mut TensorMap,
+    ctx: &mut GenContext,
+) -> Result<(), OpError> {
+    let d = g.head_dim;
+    let c0 = ctx.below(d as u64) as usize;
+    let mut c1 = ctx.below(d as u64 - 1) as usize;
+    if c1 >= c0 {
+        c1 += 1;
+    }
+    let v = inputs
+        .get_mut(value_tensor)
+        .ok_or_else(|| OpError::MissingInput {
+            op: op.to_string(),
+            input: value_tensor.to_string(),
+        })?;
+    let Some((lo, hi)) = subnormal_codes(v.dtype) else {
+        return Err(regime_err(
+            op,
+            Regime::SubnormalOutputs,
+            "needs a float value dtype with subnormals (f16, bf16, f32)",
+        ));
+    };
+    let es = v.dtype.size_bytes();
+    let sign = if es == 2 { 0x8000u32 } else { 0x8000_0000 };
+    for b in 0..g.batch {
+        for j in 0..g.lk[b] {
+            for kvh in 0..g.kv_heads {
+                let row = (keys.offset)(b, j, kvh);
+                for (c, s) in [(c0, 0), (c1, sign)] {
+                    let bits = (lo + ctx.below((hi - lo + 1) as u64) as u32) | s;
+                    let at = (row + c) * es;
+                    v.data[at..at + es].copy_from_slice(&bits.to_le_bytes()[..es]);
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -490,6 +490,9 @@ impl OpFamily for FaPrefill {
             let recipe = attention_ties::recipe_of(OP, ctx, g.dtype)?;
             attention_ties::impose(OP, &g, &recipe, &keys, "value", &mut m, ctx)?;
         }
+        if regimes.contains(&Regime::SubnormalOutputs) {
+            attention_regimes::impose_subnormal_values(OP, &g, &keys, "value", &mut m, ctx)?;
+        }
         if regimes.contains(&Regime::BatchDistinct) {
             attention_regimes::verify_distinct_batches(OP, &g, &keys, "value", &m)?;
         }

@@ -457,6 +457,16 @@ impl OpFamily for PaDecode {
             let recipe = attention_ties::recipe_of(OP, ctx, plan.g.dtype)?;
             attention_ties::impose(OP, &plan.g, &recipe, &keys, "value_cache", &mut m, ctx)?;
         }
+        if regimes.contains(&Regime::SubnormalOutputs) {
+            attention_regimes::impose_subnormal_values(
+                OP,
+                &plan.g,
+                &keys,
+                "value_cache",
+                &mut m,
+                ctx,
+            )?;
+        }
         if regimes.contains(&Regime::BatchDistinct) {
             attention_regimes::verify_distinct_batches(OP, &plan.g, &keys, "value_cache", &m)?;
         }

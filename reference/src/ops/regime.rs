@@ -31,7 +31,9 @@ pub enum Regime {
     /// ([`super::range_regimes`]).
     OverflowToInf,
     /// Some outputs are positive and some negative subnormals of the output dtype (nonzero,
-    /// below its smallest normal), exact or one rounding away in every recipe.
+    /// below its smallest normal), exact or one rounding away in every recipe; in attention,
+    /// two value columns of subnormals of one sign each, so that every output of those columns
+    /// is a nonzero subnormal computed from subnormal inputs.
     SubnormalOutputs,
     /// The quantised inputs hold their format's extreme codes: the smallest and the largest
     /// finite positive scale code (E8M0 2^-127 and 2^127; E4M3FN 2^-9 and 448), each in a
@@ -148,12 +150,15 @@ const OVERFLOW: &[&str] = &[
     "w4a16_matmul",
     "mc2_matmul_allreduce",
 ];
-/// The ops whose outputs can be subnormal by construction.
+/// The ops whose outputs can be subnormal by construction (attention: a weighted mean of
+/// subnormal value rows, [`super::attention_regimes::impose_subnormal_values`]).
 const SUBNORMAL: &[&str] = &[
     "mxfp4_dequant",
     "nvfp4_dequant",
     "w4a16_matmul",
     "mc2_matmul_allreduce",
+    "fa_prefill",
+    "pa_decode",
 ];
 /// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
 /// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
@@ -249,7 +254,7 @@ impl Regime {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
             }
             Regime::SubnormalOutputs => {
-                "some outputs are positive and some negative subnormals of the output dtype: a kernel that flushes them to zero is caught"
+                "some outputs are positive and some negative subnormals of the output dtype (attention: two value columns of subnormals, one positive, one negative): a kernel that flushes them, or its subnormal inputs, to zero is caught"
             }
             Regime::FormatExtremes => {
                 "the smallest and largest finite scale codes (E8M0 2^-127 and 2^127, E4M3FN 2^-9 and 448) each in a group that holds the largest FP4 magnitude of both signs"
@@ -376,8 +381,8 @@ mod tests {
             assert!(!r.description().is_empty());
         }
         assert_eq!(Regime::parse("huge_logits"), None);
-        assert_eq!(for_op("fa_prefill").len(), 11);
-        assert_eq!(for_op("pa_decode").len(), 10);
+        assert_eq!(for_op("fa_prefill").len(), 12);
+        assert_eq!(for_op("pa_decode").len(), 11);
         assert_eq!(for_op("mxfp4_dequant").len(), 4);
         assert_eq!(for_op("w4a16_matmul").len(), 3);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);

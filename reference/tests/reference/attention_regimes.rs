@@ -515,7 +515,7 @@ fn moderate_max_regimes_hold_against_the_recipes_own_tile_on_every_seed() {
     // pairs on 40 vector cores take no split.
     let pa = json!({ "dtype": "bf16", "vector_cores": 40, "batch": 8, "num_heads": 20,
                      "num_key_value_heads": 2, "head_dim": 16, "block_size": 128,
-                     "actual_seq_lengths_kv": [2100, 16, 40, 2060, 7, 64, 1, 100],
+                     "actual_seq_lengths_kv": [2100, 130, 140, 2060, 128, 200, 129, 300],
                      "shared_prefix_blocks": 1 });
     check_moderate("pa_decode", &pa, "ascend_ifa_bf16", 2048, 12);
 }
@@ -546,4 +546,62 @@ fn moderate_max_regimes_need_a_recipe_and_a_shape_past_its_tile() {
             .expect_err("rebuilds the same rows");
         assert!(e.to_string().contains("late_max"), "{e}");
     }
+}
+
+#[test]
+fn subnormal_value_columns_hold_on_every_seed_and_need_room() {
+    let fa = json!({ "dtype": "bf16", "batch": 2, "q_seq": 8, "kv_seq": 40, "num_heads": 4,
+                     "num_key_value_heads": 2, "head_dim": 32, "sparse_mode": 3 });
+    let mut pa = pa_params();
+    pa["atten_mask"] = json!(false);
+    // No shared prefix: every valid key then has value rows of its own.
+    pa["shared_prefix_blocks"] = json!(0);
+    for (op, p, value) in [
+        ("fa_prefill", fa, "value"),
+        ("pa_decode", pa, "value_cache"),
+    ] {
+        for dtype in ["bf16", "f16"] {
+            let mut p = p.clone();
+            p["dtype"] = json!(dtype);
+            let (exp, sign) = if dtype == "f16" {
+                (0x7C00u16, 0x8000u16)
+            } else {
+                (0x7F80, 0x8000)
+            };
+            for seed in 0..20 {
+                let inputs = generate(op, &p, &[Regime::SubnormalOutputs], seed, normal())
+                    .unwrap_or_else(|e| panic!("{op} {dtype} seed {seed}: {e}"));
+                let g = Scores::of(op, &p, &inputs).g;
+                let bits: Vec<u16> = inputs[value]
+                    .data
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                let sub = |b: u16| b & exp == 0 && b & !sign != 0;
+                // Per value row (head_dim elements): one positive and one negative subnormal
+                // column in every row a valid key reads; count the rows that hold them.
+                let d = g.head_dim;
+                let rows = bits
+                    .chunks_exact(d)
+                    .filter(|r| {
+                        r.iter().filter(|&&b| sub(b) && b & sign == 0).count() >= 1
+                            && r.iter().filter(|&&b| sub(b) && b & sign != 0).count() >= 1
+                    })
+                    .count();
+                let valid: usize = g.lk.iter().sum::<usize>() * g.kv_heads;
+                assert!(
+                    rows >= valid,
+                    "{op} {dtype} seed {seed}: {rows} of {valid} value rows hold both"
+                );
+            }
+        }
+    }
+    let e = ops::find("fa_prefill")
+        .unwrap()
+        .check_regimes(
+            &fa_params(),
+            &[Regime::SubnormalOutputs, Regime::RoundingTies],
+        )
+        .expect_err("both rebuild value columns");
+    assert!(e.to_string().contains("subnormal_outputs"), "{e}");
 }
