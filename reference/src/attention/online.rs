@@ -418,6 +418,9 @@ fn online_rows_body(
     let mut o = vec![0.0f32; nr * dim];
     let mut has_key = vec![false; nr];
     let mut alpha = vec![0.0f32; nr];
+    // The previous tile's rescale factor per row (the lagged-rescale fault model).
+    let mut lag = vec![1.0f32; nr];
+    let mut fresh = vec![true; nr];
     let mut s = vec![0.0f32; nr * kv_tile];
     let mut pv = vec![0.0f32; nr * dim];
     let intervals: Vec<(usize, usize)> = rows.clone().map(|i| task.mask.interval(i)).collect();
@@ -456,8 +459,16 @@ fn online_rows_body(
             has_key[r] |= any;
             let m_old = m[r];
             let m_new = if mx > m_old { mx } else { m_old };
+            // The fault model that lets the running max fall to a tile's own maximum (a tile
+            // without an allowed key keeps it), rescaling only when it rises.
+            let (m_new, falls) = if recipe.o_rescale == ORescale::TileMaxNotCarried && any {
+                (mx, mx < m_old)
+            } else {
+                (m_new, false)
+            };
             let mu = SoftmaxArith::guard(m_new);
-            let a = arith.alpha(m_old, mu);
+            let a = if falls { 1.0 } else { arith.alpha(m_old, mu) };
+            fresh[r] = m_old == f32::NEG_INFINITY;
             alpha[r] = a;
             m[r] = m_new;
             let sum = row_probs(recipe, &arith, srow, mu);
@@ -472,9 +483,16 @@ fn online_rows_body(
             let orow = &mut o[r * dim..(r + 1) * dim];
             let prow = &pv[r * dim..(r + 1) * dim];
             match recipe.o_rescale {
-                ORescale::VectorF32 => {
+                ORescale::VectorF32 | ORescale::TileMaxNotCarried => {
                     for (x, &y) in orow.iter_mut().zip(prow) {
                         *x = *x * a + y;
+                    }
+                }
+                ORescale::Lagged => {
+                    // A row's first tile with a key has no factor to pass on.
+                    let lagged = std::mem::replace(&mut lag[r], if fresh[r] { 1.0 } else { a });
+                    for (x, &y) in orow.iter_mut().zip(prow) {
+                        *x = *x * lagged + y;
                     }
                 }
                 ORescale::DiagonalMatmul => {

@@ -151,6 +151,15 @@ pub enum ORescale {
     /// `+ P V` an f16 add, each rounded to nearest even (three roundings per tile, where
     /// [`ORescale::HeldInPDtype`] has one). The first tile's O is its P V.
     VectorF16,
+    /// Fault model: the rescale lags one KV tile, `O = O * alpha_prev + P V` with the factor
+    /// of the previous tile (1 for the first), as [`ORescale::VectorF32`] otherwise; the row
+    /// sum is rescaled on time. No preset uses it; the fault catalogue does.
+    Lagged,
+    /// Fault model: the running max is replaced by each tile's own maximum, and O and the row
+    /// sum are rescaled (as [`ORescale::VectorF32`]) only when it rises: a later tile whose
+    /// maximum is below the running one has its P taken against that lower maximum, weighted
+    /// up against the earlier tiles. No preset uses it; the fault catalogue does.
+    TileMaxNotCarried,
 }
 
 /// The final normalisation O / l.

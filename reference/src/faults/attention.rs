@@ -453,6 +453,38 @@ fn lse_strided_by_actual_length(
     Ok(changed)
 }
 
+/// A kernel that treats subnormal inputs as zero (DAZ): every nonzero subnormal of the query,
+/// key and value tensors (the paged caches for `pa_decode`) becomes zero of the same sign.
+fn subnormal_inputs_flushed(
+    _: &serde_json::Value,
+    inputs: &mut TensorMap,
+) -> Result<bool, OpError> {
+    let mut changed = false;
+    for name in ["query", "key", "value", "key_cache", "value_cache"] {
+        let Some(t) = inputs.get_mut(name) else {
+            continue;
+        };
+        // (sign bit, exponent mask) of the float dtypes with subnormals.
+        let (sign, exp): (u32, u32) = match t.dtype {
+            ElemType::F16 => (0x8000, 0x7C00),
+            ElemType::Bf16 => (0x8000, 0x7F80),
+            ElemType::F32 => (0x8000_0000, 0x7F80_0000),
+            _ => continue,
+        };
+        let es = t.dtype.size_bytes();
+        for e in t.data.chunks_exact_mut(es) {
+            let mut b = [0u8; 4];
+            b[..es].copy_from_slice(e);
+            let bits = u32::from_le_bytes(b);
+            if bits & exp == 0 && bits & !sign != 0 {
+                e.copy_from_slice(&(bits & sign).to_le_bytes()[..es]);
+                changed = true;
+            }
+        }
+    }
+    Ok(changed)
+}
+
 fn online(r: &Recipe) -> bool {
     r.algorithm == Algorithm::Online
 }
@@ -475,6 +507,42 @@ pub(super) static FAULTS: &[Fault] = &[
             r.o_rescale = ORescale::Skipped;
             true
         })),
+    },
+    Fault {
+        name: "attn-o-rescale-lagged",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the running output O is rescaled one KV tile late (by the previous tile's exp(m_old - m_new)), the row sum on time: a moderate rise of the running max (moderate_late_max) leaves the earlier tiles over-weighted",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !online(r) || r.o_rescale != ORescale::VectorF32 {
+                return false;
+            }
+            r.o_rescale = ORescale::Lagged;
+            true
+        })),
+    },
+    Fault {
+        name: "attn-running-max-falls",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "the running max is replaced by each KV tile's own maximum and O and the row sum are rescaled only when it rises: a later tile below an early maximum (moderate_early_max) is weighted up against the earlier tiles",
+        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+            if !online(r) || r.o_rescale != ORescale::VectorF32 {
+                return false;
+            }
+            r.o_rescale = ORescale::TileMaxNotCarried;
+            true
+        })),
+    },
+    Fault {
+        name: "attn-subnormal-inputs-flushed",
+        family: "attention",
+        ops: ATTENTION,
+        requirement: Requirement::Quick,
+        description: "subnormal query, key and value elements are read as zero of the same sign (denormals-are-zero on the inputs): the value columns of subnormal_outputs then give zeros",
+        edit: Edit::inputs(subnormal_inputs_flushed),
     },
     Fault {
         name: "attn-pv-accumulated-in-p-dtype",

@@ -84,6 +84,8 @@ fn attention_faults_change_the_outputs() {
                     "softmax_lse_flag": true});
     for f in [
         "attn-o-not-rescaled",
+        "attn-o-rescale-lagged",
+        "attn-running-max-falls",
         "attn-causal-diagonal-excluded",
         "attn-causal-alignment-swapped",
         "attn-gqa-head-modulo",

@@ -16,7 +16,10 @@
 //!   target to within the dtype's rounding, and every other score of the row is at most
 //!   1/2.6 of it (Cauchy-Schwarz). The result is checked before it is returned.
 
-use super::regime::{Regime, LARGE_LOGIT_FLOOR, LARGE_LOGIT_TARGET, LATE_MAX_GAP, LATE_MAX_TARGET};
+use super::regime::{
+    Regime, LARGE_LOGIT_FLOOR, LARGE_LOGIT_TARGET, LATE_MAX_GAP, LATE_MAX_TARGET,
+    MODERATE_EARLY_MARGIN, MODERATE_LATE_GAP,
+};
 use super::{ElemType, GenContext, OpError, Tensor, TensorMap};
 use crate::attention::{mask::BatchMask, Geometry};
 use crate::formats::Rounding;
@@ -59,6 +62,51 @@ fn large_ok((lo, hi): (usize, usize), first_free: usize) -> bool {
 
 fn late_ok((lo, hi): (usize, usize), late: usize, first_free: usize) -> bool {
     lo < late && hi > late.max(first_free)
+}
+
+/// A moderate maximum needs a key it may rebuild on each side of the first tile's end.
+fn moderate_ok((lo, hi): (usize, usize), tile: usize, first_free: usize) -> bool {
+    lo.max(first_free) < tile && hi > tile.max(first_free)
+}
+
+/// The KV tile the case's recipe runs with on this problem (the prompt kernel's run-time
+/// block, the decode kernel's sInner, or the recipe's fixed tile), which the moderate-maximum
+/// regimes place the row maximum against. `recipe` is the case's recipe as the op runs it.
+pub(crate) fn recipe_kv_tile(
+    op: &str,
+    recipe: &crate::attention::Recipe,
+    shape: &crate::attention::ifa_tiling::IfaShape,
+    fixed_tile: usize,
+) -> Result<usize, OpError> {
+    let (_, tile) = recipe.for_problem(shape, fixed_tile);
+    if tile == 0 {
+        return Err(regime_err(
+            op,
+            Regime::ModerateLateMax,
+            "the recipe's KV tile is empty",
+        ));
+    }
+    Ok(tile)
+}
+
+/// The name of the case's recipe, which the moderate-maximum regimes need (an oracle has no
+/// KV tile).
+pub(crate) fn moderate_recipe_name<'a>(
+    op: &str,
+    regimes: &[Regime],
+    ctx: &'a GenContext,
+) -> Result<Option<&'a str>, OpError> {
+    let Some(r) = regimes.iter().copied().find(|r| r.is_moderate_max()) else {
+        return Ok(None);
+    };
+    match ctx.recipe.as_deref() {
+        Some(name) if name != super::ORACLE => Ok(Some(name)),
+        _ => Err(regime_err(
+            op,
+            r,
+            "needs a recipe preset (the row maximum is placed against the recipe's KV tile; the oracle has none)",
+        )),
+    }
 }
 
 fn valid_rows(g: &Geometry) -> impl Iterator<Item = (usize, usize)> + '_ {
@@ -122,12 +170,62 @@ pub(crate) fn check(
                     ));
                 }
             }
-            Regime::RoundingTies => {
-                if regimes.contains(&Regime::LargeLogits) || regimes.contains(&Regime::LateMax) {
+            Regime::ModerateLateMax | Regime::ModerateEarlyMax => {
+                if let Some(other) = regimes.iter().find(|&&o| {
+                    o != r
+                        && (o.is_moderate_max()
+                            || matches!(o, Regime::LargeLogits | Regime::LateMax))
+                }) {
                     return Err(regime_err(
                         op,
                         r,
-                        "cannot be combined with large_logits or late_max in one case (they rebuild whole query and key rows); declare it in another case",
+                        format!(
+                            "cannot be combined with {} in one case (both rebuild whole query and key rows); declare it in another case",
+                            other.name()
+                        ),
+                    ));
+                }
+                if !valid_rows(g)
+                    .any(|(b, i)| moderate_ok(interval(g, b, i), late_from, first_free))
+                {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs a valid query row that sees keys (beyond the {first_free} shared ones) both before and at or after key {late_from}, the end of the recipe's first KV tile"
+                        ),
+                    ));
+                }
+            }
+            Regime::SubnormalOutputs => {
+                if regimes.contains(&Regime::RoundingTies) {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "cannot be combined with rounding_ties in one case (both rebuild value columns); declare it in another case",
+                    ));
+                }
+                if g.head_dim < 2 || subnormal_codes(ElemType::from(g.dtype)).is_none() {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        format!(
+                            "needs head_dim >= 2 (a positive and a negative value column) and a float dtype with subnormals; here head_dim {}, {}",
+                            g.head_dim,
+                            g.dtype.name()
+                        ),
+                    ));
+                }
+            }
+            Regime::RoundingTies => {
+                if regimes.contains(&Regime::LargeLogits)
+                    || regimes.contains(&Regime::LateMax)
+                    || regimes.iter().any(|r| r.is_moderate_max())
+                {
+                    return Err(regime_err(
+                        op,
+                        r,
+                        "cannot be combined with large_logits, late_max or a moderate maximum in one case (they rebuild whole query and key rows); declare it in another case",
                     ));
                 }
                 super::attention_ties::check_shape(op, g)?;
@@ -227,7 +325,6 @@ pub(crate) fn check(
             // The range and quantisation regimes apply to no attention op (refused above);
             // the runner holds the repeated call.
             Regime::OverflowToInf
-            | Regime::SubnormalOutputs
             | Regime::FormatExtremes
             | Regime::QuantEdgeRows
             | Regime::KvInt8Edges
@@ -334,7 +431,11 @@ pub(crate) fn impose(
     let regimes: Vec<Regime> = regimes
         .iter()
         .copied()
-        .filter(|&r| r != Regime::RoundingTies && !r.is_structural() && !r.by_runner())
+        .filter(|&r| {
+            !matches!(r, Regime::RoundingTies | Regime::SubnormalOutputs)
+                && !r.is_structural()
+                && !r.by_runner()
+        })
         .collect();
     let regimes = regimes.as_slice();
     if regimes.is_empty() {
@@ -343,6 +444,7 @@ pub(crate) fn impose(
     let large = regimes.contains(&Regime::LargeLogits);
     let late = regimes.contains(&Regime::LateMax);
     let empty = regimes.contains(&Regime::MaskedRowsLse);
+    let moderate = regimes.iter().copied().find(|r| r.is_moderate_max());
     let ff = keys.first_free;
     let mut mask: Option<Vec<u8>> = if g.atten_mask {
         Some(tensor(op, inputs, "atten_mask")?.data.clone())
@@ -356,13 +458,15 @@ pub(crate) fn impose(
     };
     let fits = |b: usize, i: usize| {
         let iv = interval(g, b, i);
-        if late {
+        if moderate.is_some() {
+            moderate_ok(iv, late_from, ff)
+        } else if late {
             late_ok(iv, late_from, ff)
         } else {
             large_ok(iv, ff)
         }
     };
-    let wants_targets = large || late;
+    let wants_targets = large || late || moderate.is_some();
     let mut candidates: Vec<Vec<usize>> = (0..g.batch)
         .map(|b| {
             (0..g.lq[b])
@@ -406,6 +510,7 @@ pub(crate) fn impose(
             g,
             large,
             late,
+            moderate,
             keys,
             late_from,
             &candidates,
@@ -433,6 +538,7 @@ fn make_targets(
     g: &Geometry,
     large: bool,
     late: bool,
+    moderate: Option<Regime>,
     keys: &KeyRows,
     late_from: usize,
     candidates: &[Vec<usize>],
@@ -442,6 +548,8 @@ fn make_targets(
 ) -> Result<(), OpError> {
     let main = if large {
         Regime::LargeLogits
+    } else if let Some(m) = moderate {
+        m
     } else {
         Regime::LateMax
     };
@@ -456,6 +564,8 @@ fn make_targets(
     let mut q_rows: Vec<usize> = Vec::new();
     let mut k_rows: Vec<usize> = Vec::new();
     let mut targets = Vec::new();
+    // Per target row, the moderate runner-up key and the rows rebuilt for it.
+    let mut runner_ups: Vec<Option<usize>> = Vec::new();
     let target = if large {
         LARGE_LOGIT_TARGET
     } else {
@@ -468,13 +578,32 @@ fn make_targets(
         }
         let i = rows[ctx.below(rows.len() as u64) as usize];
         let (lo, hi) = interval(g, b, i);
-        let j = if late {
-            pick(ctx, late_from.max(ff), hi)
-        } else {
-            pick(ctx, lo.max(ff), hi)
+        // The moderate regimes' runner-up key `e`: in an earlier tile than the maximum `j`
+        // (late), or in a later one (early); both beyond the shared prefix, as they are
+        // rebuilt.
+        let (j, e) = match moderate {
+            Some(Regime::ModerateLateMax) => (
+                pick(ctx, late_from.max(ff), hi),
+                Some(pick(ctx, lo.max(ff), late_from)),
+            ),
+            Some(_) => (
+                pick(ctx, lo.max(ff), late_from),
+                Some(pick(ctx, late_from.max(ff), hi)),
+            ),
+            None if late => (pick(ctx, late_from.max(ff), hi), None),
+            None => (pick(ctx, lo.max(ff), hi), None),
+        };
+        // The runner-up's score: the maximum's less a gap drawn in the regime's range (kept
+        // clear of its ends so that the inputs' rounding stays inside).
+        let lead = match moderate {
+            Some(Regime::ModerateLateMax) => 6.0 + 2.0 * ctx.unit(),
+            Some(_) => 1.0 + ctx.unit(),
+            None => 0.0,
         };
         let mut open = vec![j];
-        if late {
+        if let Some(e) = e {
+            open.push(e);
+        } else if late {
             open.push(pick(ctx, lo, late_from.min(hi)));
         }
         if let Some(m) = mask.as_mut() {
@@ -483,7 +612,9 @@ fn make_targets(
             }
         }
         let bm = BatchMask::new(g, b, mask.as_deref());
-        let others: Vec<usize> = (lo..hi).filter(|&x| x != j && bm.allowed(i, x)).collect();
+        let others: Vec<usize> = (lo..hi)
+            .filter(|&x| x != j && Some(x) != e && bm.allowed(i, x))
+            .collect();
         for kvh in 0..g.kv_heads {
             let off = (keys.offset)(b, j, kvh);
             let mut row = k[off..off + d].to_vec();
@@ -538,8 +669,19 @@ fn make_targets(
                 q[qo..qo + d].copy_from_slice(&qrow);
                 q_rows.push(qo);
             }
+            if let Some(e) = e {
+                // k_e = a k_j scores a T: parallel to k_j, so its score is the maximum's
+                // scaled by a (to the dtype's rounding), and the Cauchy-Schwarz bound on the
+                // other keys is untouched.
+                let a = (target - lead) / target;
+                let eo = (keys.offset)(b, e, kvh);
+                let erow = round_row(et, &row.iter().map(|x| x * a).collect::<Vec<_>>());
+                k[eo..eo + d].copy_from_slice(&erow);
+                k_rows.push(eo);
+            }
         }
         targets.push((b, i, j));
+        runner_ups.push(e);
     }
     if targets.is_empty() {
         return Err(regime_err(
@@ -549,7 +691,7 @@ fn make_targets(
         ));
     }
     // The construction's promise, checked on the rounded values.
-    for &(b, i, j) in &targets {
+    for (&(b, i, j), &e) in targets.iter().zip(&runner_ups) {
         let bm = BatchMask::new(g, b, mask.as_deref());
         let (lo, hi) = interval(g, b, i);
         for h in 0..g.heads {
@@ -572,10 +714,35 @@ fn make_targets(
             // NaN scores count as broken: the comparisons are written so that NaN fails them.
             let large_holds = sj > LARGE_LOGIT_FLOOR;
             let late_holds = sj - rest >= LATE_MAX_GAP;
+            let moderate_holds = match (moderate, e) {
+                (Some(Regime::ModerateLateMax), Some(_)) => {
+                    // The running max before j's tile: every allowed key of the earlier tiles.
+                    let start = (j / late_from) * late_from;
+                    let before = (lo..start.min(hi))
+                        .filter(|&x| bm.allowed(i, x))
+                        .map(score)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let gap = sj - before;
+                    gap >= MODERATE_LATE_GAP.0 && gap <= MODERATE_LATE_GAP.1 && sj - rest >= 5.0
+                }
+                (Some(_), Some(_)) => {
+                    let after = (late_from..hi)
+                        .filter(|&x| bm.allowed(i, x))
+                        .map(score)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let margin = sj - after;
+                    sj - rest >= MODERATE_EARLY_MARGIN.0
+                        && margin >= MODERATE_EARLY_MARGIN.0
+                        && margin <= MODERATE_EARLY_MARGIN.1
+                }
+                _ => true,
+            };
             let broken = if large && !large_holds {
                 Some(Regime::LargeLogits)
             } else if late && !late_holds {
                 Some(Regime::LateMax)
+            } else if !moderate_holds {
+                moderate
             } else {
                 None
             };
@@ -597,6 +764,68 @@ fn make_targets(
     let kt = inputs.get_mut(keys.tensor).expect("read above");
     for o in k_rows {
         patch(kt, o, &k[o..o + d]);
+    }
+    Ok(())
+}
+
+/// The bit patterns of the dtype's subnormals a `subnormal_outputs` value column draws from:
+/// from an eighth of the smallest normal up to the largest subnormal (well clear of zero, so
+/// that a weighted mean of them stays a nonzero subnormal).
+fn subnormal_codes(et: ElemType) -> Option<(u32, u32)> {
+    match et {
+        ElemType::F16 => Some((0x0080, 0x03FF)),
+        ElemType::Bf16 => Some((0x0010, 0x007F)),
+        ElemType::F32 => Some((0x0010_0000, 0x007F_FFFF)),
+        _ => None,
+    }
+}
+
+/// `subnormal_outputs` in attention: two value columns of every KV head, at every key a row
+/// may see (below each entry's KV length), hold subnormals of the dtype, positive in one and
+/// negative in the other. Every output of such a column is a weighted mean of values of one
+/// sign within the subnormal band, so it is a nonzero subnormal of that sign in every recipe
+/// (fully masked rows excepted: their output is the recipe's empty-row value), and a kernel
+/// that flushes subnormal inputs to zero writes zeros there.
+pub(crate) fn impose_subnormal_values(
+    op: &str,
+    g: &Geometry,
+    keys: &KeyRows,
+    value_tensor: &str,
+    inputs: &mut TensorMap,
+    ctx: &mut GenContext,
+) -> Result<(), OpError> {
+    let d = g.head_dim;
+    let c0 = ctx.below(d as u64) as usize;
+    let mut c1 = ctx.below(d as u64 - 1) as usize;
+    if c1 >= c0 {
+        c1 += 1;
+    }
+    let v = inputs
+        .get_mut(value_tensor)
+        .ok_or_else(|| OpError::MissingInput {
+            op: op.to_string(),
+            input: value_tensor.to_string(),
+        })?;
+    let Some((lo, hi)) = subnormal_codes(v.dtype) else {
+        return Err(regime_err(
+            op,
+            Regime::SubnormalOutputs,
+            "needs a float value dtype with subnormals (f16, bf16, f32)",
+        ));
+    };
+    let es = v.dtype.size_bytes();
+    let sign = if es == 2 { 0x8000u32 } else { 0x8000_0000 };
+    for b in 0..g.batch {
+        for j in 0..g.lk[b] {
+            for kvh in 0..g.kv_heads {
+                let row = (keys.offset)(b, j, kvh);
+                for (c, s) in [(c0, 0), (c1, sign)] {
+                    let bits = (lo + ctx.below((hi - lo + 1) as u64) as u32) | s;
+                    let at = (row + c) * es;
+                    v.data[at..at + es].copy_from_slice(&bits.to_le_bytes()[..es]);
+                }
+            }
+        }
     }
     Ok(())
 }

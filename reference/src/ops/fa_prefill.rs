@@ -476,10 +476,22 @@ impl OpFamily for FaPrefill {
             first_free: 0,
             block: None,
         };
-        attention_regimes::impose(OP, &g, regimes, &keys, late_from(p.kv_tile), &mut m, ctx)?;
+        let from = match attention_regimes::moderate_recipe_name(OP, regimes, ctx)? {
+            Some(name) => {
+                let r =
+                    preset(OP, name, g.dtype, p.q_tile, p.kv_tile)?.on_vector_cores(p.vector_cores);
+                let shape = crate::attention::ifa_tiling::IfaShape::of(&g, g.kv_seq, None);
+                attention_regimes::recipe_kv_tile(OP, &r, &shape, r.kv_tile)?
+            }
+            None => late_from(p.kv_tile),
+        };
+        attention_regimes::impose(OP, &g, regimes, &keys, from, &mut m, ctx)?;
         if regimes.contains(&Regime::RoundingTies) {
             let recipe = attention_ties::recipe_of(OP, ctx, g.dtype)?;
             attention_ties::impose(OP, &g, &recipe, &keys, "value", &mut m, ctx)?;
+        }
+        if regimes.contains(&Regime::SubnormalOutputs) {
+            attention_regimes::impose_subnormal_values(OP, &g, &keys, "value", &mut m, ctx)?;
         }
         if regimes.contains(&Regime::BatchDistinct) {
             attention_regimes::verify_distinct_batches(OP, &g, &keys, "value", &m)?;

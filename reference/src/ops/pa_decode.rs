@@ -444,18 +444,28 @@ impl OpFamily for PaDecode {
             first_free: p.shared_prefix_blocks * p.block_size,
             block: Some(c.block_size),
         };
-        attention_regimes::impose(
-            OP,
-            &plan.g,
-            regimes,
-            &keys,
-            late_from(Some(p.block_size)),
-            &mut m,
-            ctx,
-        )?;
+        let from = match attention_regimes::moderate_recipe_name(OP, regimes, ctx)? {
+            Some(name) => {
+                let r =
+                    preset(OP, name, plan.g.dtype, p.q_tile, None)?.on_vector_cores(p.vector_cores);
+                attention_regimes::recipe_kv_tile(OP, &r, &plan.tiling_shape(), p.block_size)?
+            }
+            None => late_from(Some(p.block_size)),
+        };
+        attention_regimes::impose(OP, &plan.g, regimes, &keys, from, &mut m, ctx)?;
         if regimes.contains(&Regime::RoundingTies) {
             let recipe = attention_ties::recipe_of(OP, ctx, plan.g.dtype)?;
             attention_ties::impose(OP, &plan.g, &recipe, &keys, "value_cache", &mut m, ctx)?;
+        }
+        if regimes.contains(&Regime::SubnormalOutputs) {
+            attention_regimes::impose_subnormal_values(
+                OP,
+                &plan.g,
+                &keys,
+                "value_cache",
+                &mut m,
+                ctx,
+            )?;
         }
         if regimes.contains(&Regime::BatchDistinct) {
             attention_regimes::verify_distinct_batches(OP, &plan.g, &keys, "value_cache", &m)?;

@@ -31,7 +31,9 @@ pub enum Regime {
     /// ([`super::range_regimes`]).
     OverflowToInf,
     /// Some outputs are positive and some negative subnormals of the output dtype (nonzero,
-    /// below its smallest normal), exact or one rounding away in every recipe.
+    /// below its smallest normal), exact or one rounding away in every recipe; in attention,
+    /// two value columns of subnormals of one sign each, so that every output of those columns
+    /// is a nonzero subnormal computed from subnormal inputs.
     SubnormalOutputs,
     /// The quantised inputs hold their format's extreme codes: the smallest and the largest
     /// finite positive scale code (E8M0 2^-127 and 2^127; E4M3FN 2^-9 and 448), each in a
@@ -88,6 +90,20 @@ pub enum Regime {
     /// AMLA rescale between steps and every rope fault move the argmax
     /// ([`super::mla_decode`]).
     MlaRopeLateMax,
+    /// In every batch entry with a row that sees keys on both sides of the end of the case's
+    /// first KV tile (the recipe's own tile, [`super::attention_regimes::recipe_kv_tile`]),
+    /// every query head has such a row whose maximum score lies at a key after the first tile,
+    /// above the largest score of the tiles before its own by [`MODERATE_LATE_GAP`] (5 to 10),
+    /// and above every other score of the row by at least 5, while the earlier tiles hold a
+    /// key within that gap: the running max rises moderately and the earlier tiles still
+    /// weigh, so a rescale that is skipped or lags a tile changes the output.
+    ModerateLateMax,
+    /// In every such batch entry, every query head has a row whose maximum score lies in the
+    /// first KV tile and leads the largest score of the later tiles by
+    /// [`MODERATE_EARLY_MARGIN`] (0.5 to 3): the running max never rises after the first
+    /// tile, and the later tiles carry weight, so a kernel that lets the running max fall to a
+    /// later tile's own maximum without rescaling is caught.
+    ModerateEarlyMax,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -100,6 +116,11 @@ pub const LATE_MAX_TARGET: f64 = 16.0;
 /// A late maximum exceeds every other score of its row by at least this much, so the
 /// rescale factor exp(m_old - m_new) of the earlier tiles is below exp(-4).
 pub const LATE_MAX_GAP: f64 = 4.0;
+/// The range a moderate late maximum leads the earlier tiles' largest score by (natural-log
+/// units of the scaled score), checked on the rounded inputs.
+pub const MODERATE_LATE_GAP: (f64, f64) = (5.0, 10.0);
+/// The range a moderate early maximum leads the later tiles' largest score by.
+pub const MODERATE_EARLY_MARGIN: (f64, f64) = (0.5, 3.0);
 /// The smallest first-tile width a late maximum must lie beyond: the 128-key KV tile of the
 /// online-softmax presets with fixed tiling.
 pub const LATE_MAX_FROM: usize = 128;
@@ -129,12 +150,15 @@ const OVERFLOW: &[&str] = &[
     "w4a16_matmul",
     "mc2_matmul_allreduce",
 ];
-/// The ops whose outputs can be subnormal by construction.
+/// The ops whose outputs can be subnormal by construction (attention: a weighted mean of
+/// subnormal value rows, [`super::attention_regimes::impose_subnormal_values`]).
 const SUBNORMAL: &[&str] = &[
     "mxfp4_dequant",
     "nvfp4_dequant",
     "w4a16_matmul",
     "mc2_matmul_allreduce",
+    "fa_prefill",
+    "pa_decode",
 ];
 /// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
 /// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
@@ -162,7 +186,7 @@ const EVERY_OP: &[&str] = &[
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 18] = [
+    pub const ALL: [Regime; 20] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -181,6 +205,8 @@ impl Regime {
         Regime::MoeRoutingEdges,
         Regime::MoeCombineOrder,
         Regime::MlaRopeLateMax,
+        Regime::ModerateLateMax,
+        Regime::ModerateEarlyMax,
     ];
 
     /// The stable name (`large_logits`).
@@ -204,6 +230,8 @@ impl Regime {
             Regime::MoeRoutingEdges => "moe_routing_edges",
             Regime::MoeCombineOrder => "moe_combine_order",
             Regime::MlaRopeLateMax => "mla_rope_late_max",
+            Regime::ModerateLateMax => "moderate_late_max",
+            Regime::ModerateEarlyMax => "moderate_early_max",
         }
     }
 
@@ -226,7 +254,7 @@ impl Regime {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
             }
             Regime::SubnormalOutputs => {
-                "some outputs are positive and some negative subnormals of the output dtype: a kernel that flushes them to zero is caught"
+                "some outputs are positive and some negative subnormals of the output dtype (attention: two value columns of subnormals, one positive, one negative): a kernel that flushes them, or its subnormal inputs, to zero is caught"
             }
             Regime::FormatExtremes => {
                 "the smallest and largest finite scale codes (E8M0 2^-127 and 2^127, E4M3FN 2^-9 and 448) each in a group that holds the largest FP4 magnitude of both signs"
@@ -261,6 +289,12 @@ impl Regime {
             Regime::MlaRopeLateMax => {
                 "in every batch entry with room, up to 8 query heads each have a key after the first 512-key softmax step that leads the first step's maximum by 3 to 6 only through its rope term (lead + 2): the AMLA rescale between steps and the rope's use are judged"
             }
+            Regime::ModerateLateMax => {
+                "every (batch, head) has a row whose maximum score lies after the recipe's first KV tile, 5 to 10 above the earlier tiles' largest score (which it holds) and 5 or more above every other: a moderate rise of the running max, where a skipped or lagging rescale shows"
+            }
+            Regime::ModerateEarlyMax => {
+                "every (batch, head) has a row whose maximum score lies in the recipe's first KV tile, 0.5 to 3 above the later tiles' largest score: the running max never rises and the later tiles weigh, so a running max that falls to a later tile's own maximum shows"
+            }
             Regime::IntMatmulEdges => {
                 "2 rows x 8 columns whose int32 accumulator reaches 2^24 through 1024 products (-128) x (-128), loses eight +1 terms there in a float sum and comes back to 8; with a per-token scale, 10 elements where scale-then-token and the merged scale round apart; 8 columns whose scale differs from column 0's"
             }
@@ -288,6 +322,7 @@ impl Regime {
             Regime::IntMatmulEdges => INT_MATMUL_EDGES,
             Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
             Regime::MlaRopeLateMax => MLA,
+            Regime::ModerateLateMax | Regime::ModerateEarlyMax => ATTENTION,
         }
     }
 
@@ -304,6 +339,11 @@ impl Regime {
             self,
             Regime::PaddedRowsLse | Regime::BatchDistinct | Regime::SeqNeHeads | Regime::GqaGroups
         )
+    }
+
+    /// Whether the regime places a moderate row maximum relative to the recipe's KV tile.
+    pub fn is_moderate_max(self) -> bool {
+        matches!(self, Regime::ModerateLateMax | Regime::ModerateEarlyMax)
     }
 
     /// Whether the regime applies to op `op`.
@@ -341,8 +381,8 @@ mod tests {
             assert!(!r.description().is_empty());
         }
         assert_eq!(Regime::parse("huge_logits"), None);
-        assert_eq!(for_op("fa_prefill").len(), 9);
-        assert_eq!(for_op("pa_decode").len(), 8);
+        assert_eq!(for_op("fa_prefill").len(), 12);
+        assert_eq!(for_op("pa_decode").len(), 11);
         assert_eq!(for_op("mxfp4_dequant").len(), 4);
         assert_eq!(for_op("w4a16_matmul").len(), 3);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);

@@ -412,3 +412,196 @@ fn shapes_that_cannot_hold_a_structural_regime_are_refused_by_name() {
         .unwrap_err();
     assert!(e.to_string().contains("only to fa_prefill"), "{e}");
 }
+
+/// For each (b, h) of a batch with a row that sees keys on both sides of `tile`: whether some
+/// row has its maximum after the first tile, 5 to 10 above the tiles before its own and 5 or
+/// more above every other score (`late`), or in the first tile, 0.5 to 3 above the later
+/// tiles' largest score (not `late`).
+fn moderate_max(s: &Scores, tile: usize, late: bool) -> Vec<bool> {
+    let g = &s.g;
+    let mut v = Vec::new();
+    for b in 0..g.batch {
+        let rows: Vec<(usize, Vec<usize>)> = (0..g.lq[b])
+            .map(|i| (i, s.sees(b, i)))
+            .filter(|(_, k)| k.iter().any(|&j| j < tile) && k.iter().any(|&j| j >= tile))
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        for h in 0..g.heads {
+            v.push(rows.iter().any(|(i, keys)| {
+                let sc: Vec<(f64, usize)> =
+                    keys.iter().map(|&j| (s.score(b, *i, h, j), j)).collect();
+                let (top, j) =
+                    sc.iter().copied().fold(
+                        (f64::NEG_INFINITY, 0),
+                        |a, x| {
+                            if x.0 > a.0 {
+                                x
+                            } else {
+                                a
+                            }
+                        },
+                    );
+                let max_where = |f: &dyn Fn(usize) -> bool| {
+                    sc.iter()
+                        .filter(|&&(_, x)| x != j && f(x))
+                        .map(|p| p.0)
+                        .fold(f64::NEG_INFINITY, f64::max)
+                };
+                let second = max_where(&|_| true);
+                if late {
+                    let start = j / tile * tile;
+                    let gap = top - max_where(&|x| x < start);
+                    j >= tile && (5.0..=10.0).contains(&gap) && top - second >= 5.0
+                } else {
+                    let margin = top - max_where(&|x| x >= tile);
+                    j < tile && (0.5..=3.0).contains(&margin)
+                }
+            }));
+        }
+    }
+    v
+}
+
+fn check_moderate(op: &str, params: &serde_json::Value, recipe: &str, tile: usize, seeds: u64) {
+    for (r, late) in [
+        (Regime::ModerateLateMax, true),
+        (Regime::ModerateEarlyMax, false),
+    ] {
+        let mut positions = std::collections::BTreeSet::new();
+        for seed in 0..seeds {
+            let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED);
+            let mut bits = move || g.next_u64();
+            let mut ctx = GenContext::new(&mut bits, normal());
+            ctx.recipe = Some(recipe.to_string());
+            let inputs = ops::find(op)
+                .unwrap()
+                .generate_with_regimes(params, &[r], &mut ctx)
+                .unwrap_or_else(|e| panic!("{op} seed {seed}: {e}"));
+            let s = Scores::of(op, params, &inputs);
+            let v = moderate_max(&s, tile, late);
+            assert!(
+                !v.is_empty() && v.iter().all(|&x| x),
+                "{op} seed {seed}: {} {v:?}",
+                r.name()
+            );
+            let top = (0..s.g.lq[0])
+                .flat_map(|i| s.sees(0, i).into_iter().map(move |j| (i, j)))
+                .max_by(|a, b| s.score(0, a.0, 0, a.1).total_cmp(&s.score(0, b.0, 0, b.1)));
+            positions.insert(top);
+        }
+        assert!(
+            positions.len() > seeds as usize / 4,
+            "{op} {}: the seed hardly moves the regime",
+            r.name()
+        );
+    }
+}
+
+#[test]
+fn moderate_max_regimes_hold_against_the_recipes_own_tile_on_every_seed() {
+    // The prompt kernel's 512-key block (bf16).
+    let fa = json!({ "dtype": "bf16", "batch": 2, "q_seq": 4, "kv_seq": 700, "num_heads": 4,
+                     "num_key_value_heads": 2, "head_dim": 64, "softmax_lse_flag": true });
+    check_moderate("fa_prefill", &fa, "ascend_pfa_bf16", 512, 40);
+    let mut causal = fa.clone();
+    causal["sparse_mode"] = json!(3);
+    causal["dtype"] = json!("f16");
+    check_moderate("fa_prefill", &causal, "ascend_pfa_bf16", 512, 40);
+    // A fixed 64-key tile.
+    check_moderate("fa_prefill", &fa, "fa2_cuda", 64, 40);
+    // The decode kernel: GQA groups of 10 take 2048-key sInner tiles; 16 (batch, KV head)
+    // pairs on 40 vector cores take no split.
+    let pa = json!({ "dtype": "bf16", "vector_cores": 40, "batch": 8, "num_heads": 20,
+                     "num_key_value_heads": 2, "head_dim": 16, "block_size": 128,
+                     "actual_seq_lengths_kv": [2100, 130, 140, 2060, 128, 200, 129, 300],
+                     "shared_prefix_blocks": 1 });
+    check_moderate("pa_decode", &pa, "ascend_ifa_bf16", 2048, 12);
+}
+
+#[test]
+fn moderate_max_regimes_need_a_recipe_and_a_shape_past_its_tile() {
+    let fa = json!({ "dtype": "bf16", "batch": 1, "q_seq": 4, "kv_seq": 500, "num_heads": 2,
+                     "num_key_value_heads": 1, "head_dim": 32 });
+    for r in [Regime::ModerateLateMax, Regime::ModerateEarlyMax] {
+        let mut g = SplitMix64::new(1);
+        let mut bits = move || g.next_u64();
+        let mut ctx = GenContext::new(&mut bits, normal());
+        ctx.recipe = Some("ascend_pfa_bf16".to_string());
+        let e = ops::find("fa_prefill")
+            .unwrap()
+            .generate_with_regimes(&fa, &[r], &mut ctx)
+            .expect_err("500 keys are one 512-key block");
+        assert!(
+            matches!(&e, OpError::Regime { regime, .. } if regime == r.name()),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("key 512"), "{e}");
+        let e = generate("fa_prefill", &fa, &[r], 0, normal()).expect_err("no recipe");
+        assert!(e.to_string().contains("recipe preset"), "{e}");
+        let e = ops::find("fa_prefill")
+            .unwrap()
+            .check_regimes(&fa, &[r, Regime::LateMax])
+            .expect_err("rebuilds the same rows");
+        assert!(e.to_string().contains("late_max"), "{e}");
+    }
+}
+
+#[test]
+fn subnormal_value_columns_hold_on_every_seed_and_need_room() {
+    let fa = json!({ "dtype": "bf16", "batch": 2, "q_seq": 8, "kv_seq": 40, "num_heads": 4,
+                     "num_key_value_heads": 2, "head_dim": 32, "sparse_mode": 3 });
+    let mut pa = pa_params();
+    pa["atten_mask"] = json!(false);
+    // No shared prefix: every valid key then has value rows of its own.
+    pa["shared_prefix_blocks"] = json!(0);
+    for (op, p, value) in [
+        ("fa_prefill", fa, "value"),
+        ("pa_decode", pa, "value_cache"),
+    ] {
+        for dtype in ["bf16", "f16"] {
+            let mut p = p.clone();
+            p["dtype"] = json!(dtype);
+            let (exp, sign) = if dtype == "f16" {
+                (0x7C00u16, 0x8000u16)
+            } else {
+                (0x7F80, 0x8000)
+            };
+            for seed in 0..20 {
+                let inputs = generate(op, &p, &[Regime::SubnormalOutputs], seed, normal())
+                    .unwrap_or_else(|e| panic!("{op} {dtype} seed {seed}: {e}"));
+                let g = Scores::of(op, &p, &inputs).g;
+                let bits: Vec<u16> = inputs[value]
+                    .data
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                let sub = |b: u16| b & exp == 0 && b & !sign != 0;
+                // Per value row (head_dim elements): one positive and one negative subnormal
+                // column in every row a valid key reads; count the rows that hold them.
+                let d = g.head_dim;
+                let rows = bits
+                    .chunks_exact(d)
+                    .filter(|r| {
+                        r.iter().filter(|&&b| sub(b) && b & sign == 0).count() >= 1
+                            && r.iter().filter(|&&b| sub(b) && b & sign != 0).count() >= 1
+                    })
+                    .count();
+                let valid: usize = g.lk.iter().sum::<usize>() * g.kv_heads;
+                assert!(
+                    rows >= valid,
+                    "{op} {dtype} seed {seed}: {rows} of {valid} value rows hold both"
+                );
+            }
+        }
+    }
+    let e = ops::find("fa_prefill")
+        .unwrap()
+        .check_regimes(
+            &fa_params(),
+            &[Regime::SubnormalOutputs, Regime::RoundingTies],
+        )
+        .expect_err("both rebuild value columns");
+    assert!(e.to_string().contains("subnormal_outputs"), "{e}");
+}
