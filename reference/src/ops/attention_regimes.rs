@@ -332,6 +332,7 @@ pub(crate) fn check(
             | Regime::MoeRoutingEdges
             | Regime::MoeCombineOrder
             | Regime::MlaRopeLateMax
+            | Regime::AttentionTies
             | Regime::RepeatedCall => {}
         }
     }

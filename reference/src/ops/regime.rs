@@ -104,6 +104,11 @@ pub enum Regime {
     /// tile, and the later tiles carry weight, so a kernel that lets the running max fall to a
     /// later tile's own maximum without rescaling is caught.
     ModerateEarlyMax,
+    /// `pa_decode_int8`: under the case's recipe, 8 or more elements are exact ties of the
+    /// attention half's P cast and 8 or more of its output cast, built on the INT8 cache's
+    /// codes ([`super::pa_decode_int8`]); the family's `rounding_ties` plants the
+    /// quantise-on-write's.
+    AttentionTies,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -140,6 +145,11 @@ const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
 const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
 const MOE: &[&str] = &["moe_dispatch_combine"];
 const MLA: &[&str] = &["mla_decode"];
+/// The moderate row maxima: the attention families, and the attention half of the C8 decode.
+const MODERATE: &[&str] = &["fa_prefill", "pa_decode", "pa_decode_int8"];
+/// The attention casts of a family whose `rounding_ties` plants elsewhere (the C8 decode's
+/// quantise-on-write).
+const ATTENTION_TIES: &[&str] = &["pa_decode_int8"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -159,6 +169,7 @@ const SUBNORMAL: &[&str] = &[
     "mc2_matmul_allreduce",
     "fa_prefill",
     "pa_decode",
+    "pa_decode_int8",
 ];
 /// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
 /// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
@@ -186,7 +197,7 @@ const EVERY_OP: &[&str] = &[
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 20] = [
+    pub const ALL: [Regime; 21] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -207,6 +218,7 @@ impl Regime {
         Regime::MlaRopeLateMax,
         Regime::ModerateLateMax,
         Regime::ModerateEarlyMax,
+        Regime::AttentionTies,
     ];
 
     /// The stable name (`large_logits`).
@@ -232,6 +244,7 @@ impl Regime {
             Regime::MlaRopeLateMax => "mla_rope_late_max",
             Regime::ModerateLateMax => "moderate_late_max",
             Regime::ModerateEarlyMax => "moderate_early_max",
+            Regime::AttentionTies => "attention_ties",
         }
     }
 
@@ -295,6 +308,9 @@ impl Regime {
             Regime::ModerateEarlyMax => {
                 "every (batch, head) has a row whose maximum score lies in the recipe's first KV tile, 0.5 to 3 above the later tiles' largest score: the running max never rises and the later tiles weigh, so a running max that falls to a later tile's own maximum shows"
             }
+            Regime::AttentionTies => {
+                "8 or more exact ties of the attention half's P cast and 8 or more of its output cast, built on the INT8 cache's codes, under the case's recipe: a tie rule the other way at either cast differs on many elements on every seed"
+            }
             Regime::IntMatmulEdges => {
                 "2 rows x 8 columns whose int32 accumulator reaches 2^24 through 1024 products (-128) x (-128), loses eight +1 terms there in a float sum and comes back to 8; with a per-token scale, 10 elements where scale-then-token and the merged scale round apart; 8 columns whose scale differs from column 0's"
             }
@@ -322,7 +338,8 @@ impl Regime {
             Regime::IntMatmulEdges => INT_MATMUL_EDGES,
             Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
             Regime::MlaRopeLateMax => MLA,
-            Regime::ModerateLateMax | Regime::ModerateEarlyMax => ATTENTION,
+            Regime::ModerateLateMax | Regime::ModerateEarlyMax => MODERATE,
+            Regime::AttentionTies => ATTENTION_TIES,
         }
     }
 
@@ -387,7 +404,7 @@ mod tests {
         assert_eq!(for_op("w4a16_matmul").len(), 3);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
         assert_eq!(for_op("dynamic_quant").len(), 3);
-        assert_eq!(for_op("pa_decode_int8").len(), 3);
+        assert_eq!(for_op("pa_decode_int8").len(), 7);
         assert_eq!(
             for_op("mla_decode"),
             vec![Regime::RepeatedCall, Regime::MlaRopeLateMax]
