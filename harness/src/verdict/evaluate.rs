@@ -6,6 +6,7 @@ use super::heatmap::HeatGeometry;
 use super::metrics::{fill_metrics, run_baseline_pass, run_pass, PassConfig, PassStats};
 use super::policies::Verdict;
 use super::policy::{CheckPolicy, PolicyError};
+use super::subnormal::subnormal_stratum;
 use crate::results::OutputMetrics;
 use conform_reference::ops::{ElemType, Tensor, TensorSpec};
 use conform_reference::parallel::Threads;
@@ -259,7 +260,7 @@ pub fn evaluate(
     let heat = HeatGeometry::for_axes(&spec.shape, &spec.axes);
     let small_value = judge.small_value(dtype);
     // A baseline pass first where the policy compares against one.
-    let base = match (baseline, oracle) {
+    let mut base = match (baseline, oracle) {
         (Some(b), Some(o)) if judge.needs().baseline => {
             Some(run_baseline_pass(b, o, small_value, threads))
         }
@@ -273,7 +274,7 @@ pub fn evaluate(
         heat: heat.as_ref(),
         worst: true,
     };
-    let st = run_pass(cmp.actual, cmp.expected, golden, &cfg, threads);
+    let mut st = run_pass(cmp.actual, cmp.expected, golden, &cfg, threads);
     // The baseline NaN/Inf where the oracle is finite, while the target judged against the
     // same oracle has no such element: the harness's own recipe is at fault. (A baseline that
     // is finite where the oracle is infinite is not: it is left out of the baseline's
@@ -287,6 +288,13 @@ pub fn evaluate(
             output: spec.name.clone(),
             count: b.non_finite,
         });
+    }
+    // The subnormal stratum, judged on its own where the policy asks (module `subnormal`).
+    if let (Some(b), Some(bst), Some(o)) = (baseline, base.as_mut(), oracle)
+        && judge.judges_subnormal_stratum()
+    {
+        st.subnormal = subnormal_stratum(cmp.actual, o, spec);
+        bst.subnormal = subnormal_stratum(b, o, spec);
     }
     let mut verdict = Verdict {
         reasons: common_reasons(&st, judge.exact(), spec, cmp.unwritten.is_some()),

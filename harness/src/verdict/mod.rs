@@ -18,6 +18,7 @@ mod metrics;
 mod pass;
 pub mod policies;
 mod policy;
+mod subnormal;
 pub mod two_fill;
 mod worst;
 

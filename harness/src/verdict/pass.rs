@@ -5,6 +5,7 @@
 
 use super::heatmap::HeatGeometry;
 use super::histogram::{REL_BUCKETS, ULP_BUCKETS};
+use super::subnormal::SubnormalStratum;
 use super::worst::WorstList;
 
 /// Denominator guard of the CANN relative error |a-g| / (|g| + 1e-7).
@@ -100,6 +101,10 @@ pub(crate) struct PassStats {
     pub normal_sum_sq: f64,
     pub worst: WorstList,
     pub heat: Vec<f64>,
+    /// The subnormal stratum's figures (module `subnormal`): filled by `evaluate`, after the
+    /// pass, for a judge that asks for them ([`crate::verdict::policies::Judge`]'s
+    /// `judges_subnormal_stratum`); never by the kernels, and not combined by `absorb`.
+    pub subnormal: Option<SubnormalStratum>,
 }
 
 impl PassStats {
@@ -129,6 +134,7 @@ impl PassStats {
             normal_sum_sq: 0.0,
             worst: WorstList::new(),
             heat: vec![0.0; heat_cells],
+            subnormal: None,
         }
     }
 

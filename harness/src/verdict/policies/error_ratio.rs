@@ -1,11 +1,15 @@
 //! `error_ratio` (FlashAttention test rule): max and mean |a - oracle| within `max_ratio` and
-//! `mean_ratio` times those of a same-precision baseline recipe, plus `atol`.
+//! `mean_ratio` times those of a same-precision baseline recipe, plus `atol`; over the whole
+//! output, and again over its subnormal stratum (module `verdict::subnormal`) with one step of
+//! the subnormal grid added to the limits.
 
 use super::{float_only, ratio, require, Judge, Policy, Verdict};
 use crate::verdict::metrics::{ElementRule, PassStats};
+use crate::verdict::subnormal::SubnormalStratum;
 use crate::verdict::policy::{Needs, PolicyError};
 use conform_reference::ops::ElemType;
 use serde::Deserialize;
+use std::cmp::Ordering;
 
 fn default_max_ratio() -> f64 {
     2.0
@@ -60,6 +64,10 @@ impl Judge for ErrorRatio {
         true
     }
 
+    fn judges_subnormal_stratum(&self) -> bool {
+        true
+    }
+
     fn label(&self, _dtype: ElemType) -> String {
         format!(
             "error_ratio(max_ratio={}, mean_ratio={}, atol={})",
@@ -69,7 +77,7 @@ impl Judge for ErrorRatio {
 
     fn describe(&self) -> String {
         format!(
-            "against the oracle, max |a-o| <= {} x the baseline's + {} and mean |a-o| <= {} x the baseline's + {}",
+            "against the oracle, max |a-o| <= {} x the baseline's + {} and mean |a-o| <= {} x the baseline's + {}; the same again over the elements whose exact value is a nonzero subnormal of the dtype, against the baseline's errors there, plus one step of the subnormal grid",
             self.max_ratio, self.atol, self.mean_ratio, self.atol
         )
     }
@@ -102,5 +110,54 @@ impl Judge for ErrorRatio {
                 b.mean_abs()
             ));
         }
+        if let (Some(s), Some(bs)) = (&st.subnormal, &b.subnormal) {
+            self.judge_subnormal(s, bs, out);
+        }
     }
+}
+
+impl ErrorRatio {
+    /// The same two rules over the subnormal stratum, each limit raised by one step of the
+    /// subnormal grid (an honest rounding against a baseline exact there). Nothing when the
+    /// output has no element in the stratum.
+    fn judge_subnormal(&self, s: &SubnormalStratum, bs: &SubnormalStratum, out: &mut Verdict) {
+        if s.count == 0 && bs.count == 0 {
+            return;
+        }
+        let (max_ratio, mean_ratio, atol) = (self.max_ratio, self.mean_ratio, self.atol);
+        let step = s.range.step;
+        out.put("subnormal_count", s.count as f64);
+        out.put("npu_subnormal_max_abs", s.max_abs);
+        out.put("baseline_subnormal_max_abs", bs.max_abs);
+        out.put("npu_subnormal_mean_abs", s.mean_abs());
+        out.put("baseline_subnormal_mean_abs", bs.mean_abs());
+        out.put("subnormal_step", step);
+        let whose = format!(
+            "subnormal outputs ({} elements whose exact value is below the smallest normal {:.4e})",
+            s.count, s.range.min_normal
+        );
+        let worst = s
+            .worst
+            .as_ref()
+            .map(|(at, a, o)| format!(" (largest at {at}: got {a:.4e}, exact {o:.4e})"))
+            .unwrap_or_default();
+        if exceeds(s.max_abs, max_ratio * bs.max_abs + atol + step) {
+            out.fail(format!(
+                "{whose}: max error {:.4e} > {max_ratio} x baseline {:.4e} + {atol} + one subnormal step {step:.4e}{worst}",
+                s.max_abs, bs.max_abs
+            ));
+        }
+        if exceeds(s.mean_abs(), mean_ratio * bs.mean_abs() + atol + step) {
+            out.fail(format!(
+                "{whose}: mean error {:.4e} > {mean_ratio} x baseline {:.4e} + {atol} + one subnormal step {step:.4e}",
+                s.mean_abs(),
+                bs.mean_abs()
+            ));
+        }
+    }
+}
+
+/// Whether `x` is above `limit`, or either is NaN (a NaN figure never passes).
+fn exceeds(x: f64, limit: f64) -> bool {
+    !matches!(x.partial_cmp(&limit), Some(Ordering::Less | Ordering::Equal))
 }

@@ -50,6 +50,11 @@ pub(crate) trait Judge: Named + DynEq + Debug + Send + Sync {
     fn small_value(&self, _dtype: ElemType) -> Option<(f64, f64)> {
         None
     }
+    /// Whether the verdict also judges the subnormal stratum (module `subnormal`): evaluate
+    /// then fills [`PassStats::subnormal`] of the pass and of the baseline pass.
+    fn judges_subnormal_stratum(&self) -> bool {
+        false
+    }
     /// A short label for reports, e.g. `ulp(max=2)`, `cann_single(bf16)`.
     fn label(&self, dtype: ElemType) -> String;
     /// One sentence for `conform explain`: when an output passes.

@@ -5,6 +5,7 @@ mod cann;
 mod diagnostics;
 mod elementwise;
 mod rules_for_all;
+mod subnormal;
 
 use conform_harness::results::OutputMetrics;
 use conform_harness::verdict::{
