@@ -20,6 +20,7 @@
 //! Regimes ([`super::range_regimes`]): `overflow_to_inf` and `subnormal_outputs`, each on its
 //! own output row (see [`impose`]).
 
+use super::path::{odd_above_one, ParamPath};
 use super::range_regimes::{self as rr, pow2};
 use super::regime::Regime;
 use super::{
@@ -163,6 +164,24 @@ impl OpFamily for Mc2MatmulAllReduce {
 
     fn recipes(&self) -> Vec<&'static str> {
         RECIPES.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let (p, _, _) = Params::parse(params)?;
+        let uneven = p
+            .tiles
+            .as_ref()
+            .is_some_and(|t| t.windows(2).any(|w| w[0] != w[1]));
+        Ok(vec![
+            ParamPath::new("odd_m", "an odd number of rows above 1: the M split and its tail tile", odd_above_one(p.m)),
+            ParamPath::new("odd_k", "an odd reduction length above 1: no power-of-two K block hides a stride", odd_above_one(p.k)),
+            ParamPath::new("odd_n", "an odd number of columns above 1: the output and bias strides", odd_above_one(p.n)),
+            ParamPath::new(
+                "uneven_m_tiles",
+                "an M split into tiles of different sizes: each tile's offset into the output is judged",
+                uneven,
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -29,6 +29,7 @@
 
 use super::fa_prefill::{invalid, op_error, oracle_outputs, output_specs, recipe_outputs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams};
+use super::path::ParamPath;
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -554,6 +555,23 @@ impl OpFamily for MlaDecode {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        let bs = p.block_size.max(1) as i64;
+        Ok(vec![
+            ParamPath::new(
+                "several_new_tokens",
+                "two or more new tokens per sequence (speculative decode): each sees the context up to its own position",
+                p.new_tokens > 1,
+            ),
+            ParamPath::new(
+                "partial_last_block",
+                "a context length that is not a multiple of block_size: the last block's unused slots must not be read",
+                p.actual_seq_lengths_kv.iter().any(|&l| l > 0 && l % bs != 0),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

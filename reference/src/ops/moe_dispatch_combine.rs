@@ -44,6 +44,7 @@
 //! `rounding_ties`; see [`MoeDispatchCombine::impose`].
 
 use super::dynamic_quant::{oracle_row, DqRecipe, ScaleForm};
+use super::path::{odd_above_one, ParamPath};
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -741,6 +742,32 @@ impl OpFamily for MoeDispatchCombine {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "cumulative_counts",
+                "expert_token_nums_type 0: the expert token counts are returned as running sums",
+                p.expert_token_nums_type == 0,
+            ),
+            ParamPath::new(
+                "shared_expert_over_ranks",
+                "a shared expert spread over two or more ranks: each token's copy goes to its own shared rank",
+                p.shared_experts > 0 && p.shared_ranks > 1,
+            ),
+            ParamPath::new(
+                "smooth_with_shared_expert",
+                "smooth scales together with a shared expert: the shared rank's rows are quantised with their own smooth row",
+                p.smooth && p.shared_experts > 0,
+            ),
+            ParamPath::new(
+                "odd_ranks",
+                "an odd world size above 1: rank strides and the experts' spread over ranks that no power of two hides",
+                odd_above_one(p.ranks),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -52,6 +52,7 @@
 
 use super::fa_prefill::{attention_flops, invalid, op_error, oracle_outputs, output_specs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams, Plan};
+use super::path::{odd_above_one, ParamPath};
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -687,6 +688,27 @@ impl OpFamily for PaDecodeInt8 {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "per_token_key",
+                "key_antiquant_mode 1: the key cache's scales are per token, read through the block table",
+                p.key_antiquant_mode == 1,
+            ),
+            ParamPath::new(
+                "antiquant_offset",
+                "an antiquant offset subtracted before the scale",
+                p.antiquant_offset,
+            ),
+            ParamPath::new(
+                "odd_heads",
+                "an odd query or KV head count above 1: head strides that no power of two hides",
+                odd_above_one(p.num_heads) || odd_above_one(p.num_key_value_heads),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
