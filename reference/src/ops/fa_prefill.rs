@@ -10,7 +10,7 @@
 
 use super::attention_regimes::{self, ScoreView};
 use super::attention_ties;
-use super::path::{odd_above_one, ParamPath};
+use super::path::ParamPath;
 use super::regime::{late_from, Regime};
 use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
@@ -410,11 +410,7 @@ impl OpFamily for FaPrefill {
                 "sparse_mode 4 (a band of pre_tokens / next_tokens)",
                 p.sparse_mode == 4,
             ),
-            ParamPath::new(
-                "odd_heads",
-                "an odd query or KV head count above 1: head strides that no power of two hides",
-                odd_above_one(p.num_heads) || odd_above_one(p.num_key_value_heads),
-            ),
+            super::path::odd_heads(p.num_heads, p.num_key_value_heads),
         ])
     }
 

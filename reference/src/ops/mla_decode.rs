@@ -559,18 +559,13 @@ impl OpFamily for MlaDecode {
 
     fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
         let p: Params = parse_params(OP, params)?;
-        let bs = p.block_size.max(1) as i64;
         Ok(vec![
             ParamPath::new(
                 "several_new_tokens",
                 "two or more new tokens per sequence (speculative decode): each sees the context up to its own position",
                 p.new_tokens > 1,
             ),
-            ParamPath::new(
-                "partial_last_block",
-                "a context length that is not a multiple of block_size: the last block's unused slots must not be read",
-                p.actual_seq_lengths_kv.iter().any(|&l| l > 0 && l % bs != 0),
-            ),
+            super::path::partial_last_block(&p.actual_seq_lengths_kv, p.block_size),
         ])
     }
 

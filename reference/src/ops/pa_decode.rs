@@ -19,7 +19,7 @@ use super::fa_prefill::{
     attention_flops, f32_values, invalid, op_error, oracle_outputs, output_specs, preset,
     recipe_outputs, values_tensor,
 };
-use super::path::{odd_above_one, ParamPath};
+use super::path::ParamPath;
 use super::regime::{late_from, Regime};
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
@@ -289,18 +289,9 @@ impl OpFamily for PaDecode {
 
     fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
         let p: PaDecodeParams = parse_params(OP, params)?;
-        let bs = p.block_size.max(1) as i64;
         Ok(vec![
-            ParamPath::new(
-                "odd_heads",
-                "an odd query or KV head count above 1: head strides that no power of two hides",
-                odd_above_one(p.num_heads) || odd_above_one(p.num_key_value_heads),
-            ),
-            ParamPath::new(
-                "partial_last_block",
-                "a context length that is not a multiple of block_size: the last block's unused slots must not be read",
-                p.actual_seq_lengths_kv.iter().any(|&l| l > 0 && l % bs != 0),
-            ),
+            super::path::odd_heads(p.num_heads, p.num_key_value_heads),
+            super::path::partial_last_block(&p.actual_seq_lengths_kv, p.block_size),
         ])
     }
 

@@ -52,7 +52,7 @@
 
 use super::fa_prefill::{attention_flops, invalid, op_error, oracle_outputs, output_specs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams, Plan};
-use super::path::{odd_above_one, ParamPath};
+use super::path::ParamPath;
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -703,11 +703,7 @@ impl OpFamily for PaDecodeInt8 {
                 "an antiquant offset subtracted before the scale",
                 p.antiquant_offset,
             ),
-            ParamPath::new(
-                "odd_heads",
-                "an odd query or KV head count above 1: head strides that no power of two hides",
-                odd_above_one(p.num_heads) || odd_above_one(p.num_key_value_heads),
-            ),
+            super::path::odd_heads(p.num_heads, p.num_key_value_heads),
         ])
     }
 

@@ -34,6 +34,26 @@ pub fn odd_above_one(n: usize) -> bool {
     n > 1 && n % 2 == 1
 }
 
+/// The attention families' `odd_heads` path: an odd query or KV head count above 1.
+pub fn odd_heads(num_heads: usize, num_key_value_heads: usize) -> ParamPath {
+    ParamPath::new(
+        "odd_heads",
+        "an odd query or KV head count above 1: head strides that no power of two hides",
+        odd_above_one(num_heads) || odd_above_one(num_key_value_heads),
+    )
+}
+
+/// The paged families' `partial_last_block` path: some context length is not a multiple of
+/// `block_size`.
+pub fn partial_last_block(lengths: &[i64], block_size: usize) -> ParamPath {
+    let bs = block_size.max(1) as i64;
+    ParamPath::new(
+        "partial_last_block",
+        "a context length that is not a multiple of block_size: the last block's unused slots must not be read",
+        lengths.iter().any(|&l| l > 0 && l % bs != 0),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
