@@ -331,6 +331,7 @@ pub(crate) fn check(
             | Regime::IntMatmulEdges
             | Regime::MoeRoutingEdges
             | Regime::MoeCombineOrder
+            | Regime::OrderWitnesses
             | Regime::MlaRopeLateMax
             | Regime::RepeatedCall => {}
         }
