@@ -332,6 +332,7 @@ pub(crate) fn check(
             | Regime::MoeRoutingEdges
             | Regime::MoeCombineOrder
             | Regime::OrderWitnesses
+            | Regime::Mc2AddTies
             | Regime::MlaRopeLateMax
             | Regime::RepeatedCall => {}
         }

@@ -73,13 +73,17 @@ fn eligible(s: &Shape) -> Vec<usize> {
     }
 }
 
-fn set(t: &mut Tensor, at: usize, x: f64) {
+pub(super) fn set(t: &mut Tensor, at: usize, x: f64) {
     let es = t.dtype.size_bytes();
     let enc = Tensor::round_values(t.dtype, vec![1], &[x], Rounding::RNE);
     t.data[at * es..(at + 1) * es].copy_from_slice(&enc.data);
 }
 
-fn get<'a>(op: &str, inputs: &'a mut TensorMap, name: &str) -> Result<&'a mut Tensor, OpError> {
+pub(super) fn get<'a>(
+    op: &str,
+    inputs: &'a mut TensorMap,
+    name: &str,
+) -> Result<&'a mut Tensor, OpError> {
     inputs.get_mut(name).ok_or_else(|| OpError::MissingInput {
         op: op.to_string(),
         input: name.to_string(),
