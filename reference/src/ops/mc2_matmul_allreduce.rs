@@ -121,11 +121,7 @@ impl Params {
 
     fn witness_shape(&self, dtype: DType) -> super::mc2_witness::Shape {
         super::mc2_witness::Shape {
-            dtype,
-            ranks: self.ranks,
-            m: self.m,
-            k: self.k,
-            n: self.n,
+            base: self.tie_shape(dtype),
             x3: self.x3,
             tiles: self.tiles.clone().unwrap_or_else(|| vec![self.m]),
         }

@@ -73,6 +73,15 @@ fn eligible(s: &Shape) -> Vec<usize> {
     }
 }
 
+/// Fraction bits of a dtype's significand.
+pub(super) fn mantissa_bits(d: DType) -> i32 {
+    match d {
+        DType::F16 => 10,
+        DType::Bf16 => 7,
+        DType::F32 => 23,
+    }
+}
+
 pub(super) fn set(t: &mut Tensor, at: usize, x: f64) {
     let es = t.dtype.size_bytes();
     let enc = Tensor::round_values(t.dtype, vec![1], &[x], Rounding::RNE);
@@ -98,11 +107,7 @@ pub(crate) fn impose(
     ctx: &mut GenContext,
 ) -> Result<usize, OpError> {
     check(op, s)?;
-    let bits = match s.dtype {
-        DType::F16 => 10,
-        DType::Bf16 => 7,
-        DType::F32 => 23,
-    };
+    let bits = mantissa_bits(s.dtype);
     let ulp = 1.0 / (1u64 << bits) as f64;
     let mut rows: Vec<usize> = (0..s.m).collect();
     let mut cols: Vec<usize> = (0..s.n).collect();

@@ -24,7 +24,7 @@
 //!
 //! The seed picks rows, ranks, positions, columns and values, never whether they are there.
 
-use super::mc2_ties::{get, set};
+use super::mc2_ties::{get, mantissa_bits as bits, set};
 use super::regime::Regime;
 use super::{GenContext, OpError, TensorMap};
 use crate::formats::DType;
@@ -38,13 +38,9 @@ const FLOOR: usize = 8;
 /// Draws per column the reduction-order search tries.
 const DRAWS: usize = 512;
 
-/// What the constructions need of a case.
+/// What the constructions need of a case: the tie shape (dtype, ranks, m, k, n) and more.
 pub(crate) struct Shape {
-    pub dtype: DType,
-    pub ranks: usize,
-    pub m: usize,
-    pub k: usize,
-    pub n: usize,
+    pub base: super::mc2_ties::Shape,
     pub x3: bool,
     /// The M tiles (heights), each one all-reduce buffer.
     pub tiles: Vec<usize>,
@@ -95,14 +91,14 @@ pub(crate) fn check(op: &str, s: &Shape, regimes: &[Regime]) -> Result<(), OpErr
         if !s.x3 {
             return Err(err(op, r, "needs x3 = true (its x3 row)"));
         }
-        if s.ranks < 4 && r == Regime::OrderWitnesses {
+        if s.base.ranks < 4 && r == Regime::OrderWitnesses {
             return Err(err(
                 op,
                 r,
                 "needs 4 or more ranks (with 2 every reduction order is one add, with 1 there is none)",
             ));
         }
-        if s.ranks < 2 {
+        if s.base.ranks < 2 {
             return Err(err(
                 op,
                 r,
@@ -110,18 +106,18 @@ pub(crate) fn check(op: &str, s: &Shape, regimes: &[Regime]) -> Result<(), OpErr
             ));
         }
     }
-    if s.m < rows.len() {
+    if s.base.m < rows.len() {
         return Err(err(
             op,
             first,
             format!(
                 "needs m >= {} (one output row per construction), this case has m = {}",
                 rows.len(),
-                s.m
+                s.base.m
             ),
         ));
     }
-    if s.n < FLOOR {
+    if s.base.n < FLOOR {
         return Err(err(
             op,
             first,
@@ -129,7 +125,7 @@ pub(crate) fn check(op: &str, s: &Shape, regimes: &[Regime]) -> Result<(), OpErr
         ));
     }
     if regimes.contains(&Regime::OrderWitnesses)
-        && !(0..s.m).any(|i| order_columns(s, i).len() >= FLOOR)
+        && !(0..s.base.m).any(|i| order_columns(s, i).len() >= FLOOR)
     {
         return Err(err(
             op,
@@ -142,7 +138,7 @@ pub(crate) fn check(op: &str, s: &Shape, regimes: &[Regime]) -> Result<(), OpErr
         .iter()
         .map(|(_, row)| if *row == Row::X3Order { 2 } else { 1 })
         .sum();
-    if s.k < need {
+    if s.base.k < need {
         return Err(err(
             op,
             first,
@@ -150,15 +146,6 @@ pub(crate) fn check(op: &str, s: &Shape, regimes: &[Regime]) -> Result<(), OpErr
         ));
     }
     Ok(())
-}
-
-/// Mantissa bits of the dtype.
-fn bits(d: DType) -> i32 {
-    match d {
-        DType::F16 => 10,
-        DType::Bf16 => 7,
-        DType::F32 => 23,
-    }
 }
 
 /// `t`: a value in [1, 2) of the dtype with an even last bit, either sign.
@@ -178,7 +165,7 @@ fn chunk_of(s: &Shape, i: usize, j: usize) -> usize {
     let mut start = 0;
     for &h in &s.tiles {
         if i < start + h {
-            return ring_chunk_of((i - start) * s.n + j, h * s.n, s.ranks);
+            return ring_chunk_of((i - start) * s.base.n + j, h * s.base.n, s.base.ranks);
         }
         start += h;
     }
@@ -188,29 +175,29 @@ fn chunk_of(s: &Shape, i: usize, j: usize) -> usize {
 /// The columns of row `i` whose ring chunk is not the last: there the ring starts at rank 0
 /// and is the rank order, so no value can tell the two apart.
 fn order_columns(s: &Shape, i: usize) -> Vec<usize> {
-    (0..s.n)
-        .filter(|&j| chunk_of(s, i, j) != s.ranks - 1)
+    (0..s.base.n)
+        .filter(|&j| chunk_of(s, i, j) != s.base.ranks - 1)
         .collect()
 }
 
 /// Rank values of a reduction-order witness at `(i, j)`: three different sums.
 fn reduce_witness(s: &Shape, i: usize, j: usize, ctx: &mut GenContext) -> Option<Vec<f64>> {
-    let u = ulp(s.dtype);
+    let u = ulp(s.base.dtype);
     let chunk = chunk_of(s, i, j);
     for _ in 0..DRAWS {
         // Dtype values of one to four binades, [1/8, 2): their sums round at different
         // points in each order (about one draw in 18 over 4 ranks, 1 in 5 over 8).
-        let v: Vec<f64> = (0..s.ranks)
+        let v: Vec<f64> = (0..s.base.ranks)
             .map(|_| {
                 let sign = if ctx.below(2) == 0 { 1.0 } else { -1.0 };
-                let frac = ctx.below(1u64 << bits(s.dtype)) as f64 * u;
+                let frac = ctx.below(1u64 << bits(s.base.dtype)) as f64 * u;
                 sign * (1.0 + frac) / (1u64 << ctx.below(4)) as f64
             })
             .collect();
         let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
         let sums: Vec<u32> = ReductionOrder::ALL
             .iter()
-            .map(|&o| reduce_in_dtype(&f, o, chunk, s.dtype).to_bits())
+            .map(|&o| reduce_in_dtype(&f, o, chunk, s.base.dtype).to_bits())
             .collect();
         if sums[0] != sums[1] && sums[1] != sums[2] && sums[0] != sums[2] {
             return Some(v);
@@ -232,12 +219,12 @@ pub(crate) fn impose(
     if plan.is_empty() {
         return Ok(());
     }
-    let u = ulp(s.dtype);
-    let mut rows: Vec<usize> = (0..s.m).collect();
+    let u = ulp(s.base.dtype);
+    let mut rows: Vec<usize> = (0..s.base.m).collect();
     ctx.shuffle(&mut rows);
-    let mut taken: Vec<Vec<usize>> = vec![Vec::new(); s.ranks];
+    let mut taken: Vec<Vec<usize>> = vec![Vec::new(); s.base.ranks];
     let mut position = |r: usize, ctx: &mut GenContext| -> usize {
-        let free: Vec<usize> = (0..s.k).filter(|q| !taken[r].contains(q)).collect();
+        let free: Vec<usize> = (0..s.base.k).filter(|q| !taken[r].contains(q)).collect();
         let q = free[ctx.below(free.len() as u64) as usize];
         taken[r].push(q);
         q
@@ -252,7 +239,7 @@ pub(crate) fn impose(
         let mut cols: Vec<usize> = if row == Row::ReduceOrder {
             order_columns(s, i)
         } else {
-            (0..s.n).collect()
+            (0..s.base.n).collect()
         };
         ctx.shuffle(&mut cols);
         cols.truncate(COLUMNS);
@@ -261,32 +248,36 @@ pub(crate) fn impose(
             Row::X3Tie => vec![(0, position(0, ctx))],
             Row::X3Order => vec![(0, position(0, ctx)), (0, position(0, ctx))],
             Row::ReduceTie => {
-                let r1 = ctx.below(s.ranks as u64) as usize;
-                let r2 = (r1 + 1 + ctx.below(s.ranks as u64 - 1) as usize) % s.ranks;
+                let r1 = ctx.below(s.base.ranks as u64) as usize;
+                let r2 = (r1 + 1 + ctx.below(s.base.ranks as u64 - 1) as usize) % s.base.ranks;
                 vec![(r1, position(r1, ctx)), (r2, position(r2, ctx))]
             }
-            Row::ReduceOrder => (0..s.ranks).map(|r| (r, position(r, ctx))).collect(),
+            Row::ReduceOrder => (0..s.base.ranks).map(|r| (r, position(r, ctx))).collect(),
         };
         let x1 = get(op, inputs, "x1")?;
-        for q in 0..s.ranks {
-            for kk in 0..s.k {
+        for q in 0..s.base.ranks {
+            for kk in 0..s.base.k {
                 let one = ones.contains(&(q, kk));
-                set(x1, (q * s.m + i) * s.k + kk, if one { 1.0 } else { 0.0 });
+                set(
+                    x1,
+                    (q * s.base.m + i) * s.base.k + kk,
+                    if one { 1.0 } else { 0.0 },
+                );
             }
         }
         for &j in &cols {
             // x2 values at the row's 1s, in `ones` order, and x3[i, j].
             let (values, x3v): (Vec<f64>, f64) = match row {
                 Row::X3Tie => {
-                    let t = even_one(s.dtype, ctx);
+                    let t = even_one(s.base.dtype, ctx);
                     (vec![t], t.signum() * u / 2.0)
                 }
                 Row::X3Order => {
-                    let t = even_one(s.dtype, ctx);
+                    let t = even_one(s.base.dtype, ctx);
                     (vec![t, t.signum() * u / 2.0], t.signum() * u / 4.0)
                 }
                 Row::ReduceTie => {
-                    let t = even_one(s.dtype, ctx);
+                    let t = even_one(s.base.dtype, ctx);
                     (vec![t, t.signum() * u / 2.0], 0.0)
                 }
                 Row::ReduceOrder => (
@@ -302,12 +293,12 @@ pub(crate) fn impose(
             };
             let x2 = get(op, inputs, "x2")?;
             for (&(r, q), &v) in ones.iter().zip(&values) {
-                set(x2, (r * s.k + q) * s.n + j, v);
+                set(x2, (r * s.base.k + q) * s.base.n + j, v);
             }
             if let Some(bias) = inputs.get_mut("bias") {
                 set(bias, j, 0.0);
             }
-            set(get(op, inputs, "x3")?, i * s.n + j, x3v);
+            set(get(op, inputs, "x3")?, i * s.base.n + j, x3v);
         }
     }
     Ok(())
