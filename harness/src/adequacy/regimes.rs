@@ -317,7 +317,7 @@ mod tests {
         for (suite, regimes) in [
             ("fp4_dequant", 4),
             ("w4a16_matmul", 3),
-            ("mc2_matmul_allreduce", 4),
+            ("mc2_matmul_allreduce", 6),
         ] {
             let of: Vec<&Case> = cases.iter().filter(|c| c.suite == suite).collect();
             let m = map(&of, true);

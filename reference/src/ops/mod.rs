@@ -20,6 +20,7 @@ pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
 pub mod mc2_ties;
+pub mod mc2_witness;
 pub mod mla_decode;
 pub mod moe_dispatch_combine;
 pub mod nvfp4_witness;

@@ -104,6 +104,16 @@ pub enum Regime {
     /// tile, and the later tiles carry weight, so a kernel that lets the running max fall to a
     /// later tile's own maximum without rescaling is caught.
     ModerateEarlyMax,
+    /// Elements on which the recipe's stated operation order gives other output bits than
+    /// each alternative the catalogue models: `moe_dispatch_combine`'s multiply, round, then
+    /// add (against a fused multiply-add) on tokens whose routed products nearly cancel
+    /// ([`super::moe_dispatch_combine`]); `mc2_matmul_allreduce`'s x3 added to the rank's
+    /// rounded result (against before its rounding) and its all-reduce order (rank order,
+    /// ring and binary tree give three different sums) ([`super::mc2_witness`]).
+    OrderWitnesses,
+    /// `mc2_matmul_allreduce`: exact ties of the x3 vector add's rounding and of one add of
+    /// the all-reduce in the dtype, every other step exact ([`super::mc2_witness`]).
+    Mc2AddTies,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -139,6 +149,8 @@ const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
 const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
 const MOE: &[&str] = &["moe_dispatch_combine"];
+const ORDER_WITNESSES: &[&str] = &["moe_dispatch_combine", "mc2_matmul_allreduce"];
+const MC2_ADD_TIES: &[&str] = &["mc2_matmul_allreduce"];
 const MLA: &[&str] = &["mla_decode"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
@@ -186,7 +198,7 @@ const EVERY_OP: &[&str] = &[
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 20] = [
+    pub const ALL: [Regime; 22] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -207,6 +219,8 @@ impl Regime {
         Regime::MlaRopeLateMax,
         Regime::ModerateLateMax,
         Regime::ModerateEarlyMax,
+        Regime::OrderWitnesses,
+        Regime::Mc2AddTies,
     ];
 
     /// The stable name (`large_logits`).
@@ -232,6 +246,8 @@ impl Regime {
             Regime::MlaRopeLateMax => "mla_rope_late_max",
             Regime::ModerateLateMax => "moderate_late_max",
             Regime::ModerateEarlyMax => "moderate_early_max",
+            Regime::OrderWitnesses => "order_witnesses",
+            Regime::Mc2AddTies => "mc2_add_ties",
         }
     }
 
@@ -295,6 +311,12 @@ impl Regime {
             Regime::ModerateEarlyMax => {
                 "every (batch, head) has a row whose maximum score lies in the recipe's first KV tile, 0.5 to 3 above the later tiles' largest score: the running max never rises and the later tiles weigh, so a running max that falls to a later tile's own maximum shows"
             }
+            Regime::OrderWitnesses => {
+                "8 or more elements on which the recipe's stated operation order gives other bits than each modelled alternative: moe_dispatch_combine's product rounded then added (not fused) on 2 tokens x 8 columns whose two routed products nearly cancel; mc2_matmul_allreduce's x3 added after the rank's rounding (not before) and its all-reduce order (rank order, ring and binary tree three different sums), a row of 8 to 16 columns each"
+            }
+            Regime::Mc2AddTies => {
+                "mc2_matmul_allreduce: a row of 8 to 16 exact ties of the x3 vector add's rounding and a row of 8 to 16 exact ties of one all-reduce add in the dtype, every other step exact"
+            }
             Regime::IntMatmulEdges => {
                 "2 rows x 8 columns whose int32 accumulator reaches 2^24 through 1024 products (-128) x (-128), loses eight +1 terms there in a float sum and comes back to 8; with a per-token scale, 10 elements where scale-then-token and the merged scale round apart; 8 columns whose scale differs from column 0's"
             }
@@ -323,6 +345,8 @@ impl Regime {
             Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
             Regime::MlaRopeLateMax => MLA,
             Regime::ModerateLateMax | Regime::ModerateEarlyMax => ATTENTION,
+            Regime::OrderWitnesses => ORDER_WITNESSES,
+            Regime::Mc2AddTies => MC2_ADD_TIES,
         }
     }
 
@@ -385,7 +409,7 @@ mod tests {
         assert_eq!(for_op("pa_decode").len(), 11);
         assert_eq!(for_op("mxfp4_dequant").len(), 4);
         assert_eq!(for_op("w4a16_matmul").len(), 3);
-        assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
+        assert_eq!(for_op("mc2_matmul_allreduce").len(), 6);
         assert_eq!(for_op("dynamic_quant").len(), 3);
         assert_eq!(for_op("pa_decode_int8").len(), 3);
         assert_eq!(
@@ -400,7 +424,7 @@ mod tests {
                 Regime::IntMatmulEdges
             ]
         );
-        assert_eq!(for_op("moe_dispatch_combine").len(), 4);
+        assert_eq!(for_op("moe_dispatch_combine").len(), 5);
         assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
         assert!(Regime::ALL
             .iter()
