@@ -16,6 +16,9 @@ use crate::ops::{ElemType, OpError, OpFamily, TensorMap};
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
 const FA: &[&str] = &["fa_prefill"];
 const PA: &[&str] = &["pa_decode"];
+/// Faults of the attention arithmetic that the C8 decode's attention half runs too (on its
+/// dequantised cache): its moderate maxima, subnormal value columns and attention ties.
+const WITH_C8: &[&str] = &["fa_prefill", "pa_decode", "pa_decode_int8"];
 
 fn is_paged(params: &serde_json::Value) -> bool {
     params.get("block_size").is_some() || params.get("cache_layout").is_some()
@@ -454,7 +457,8 @@ fn lse_strided_by_actual_length(
 }
 
 /// A kernel that treats subnormal inputs as zero (DAZ): every nonzero subnormal of the query,
-/// key and value tensors (the paged caches for `pa_decode`) becomes zero of the same sign.
+/// key and value tensors (the paged caches for `pa_decode`; the new rows before their write
+/// for `pa_decode_int8`) becomes zero of the same sign.
 fn subnormal_inputs_flushed(
     _: &serde_json::Value,
     inputs: &mut TensorMap,
@@ -511,7 +515,7 @@ pub(super) static FAULTS: &[Fault] = &[
     Fault {
         name: "attn-o-rescale-lagged",
         family: "attention",
-        ops: ATTENTION,
+        ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "the running output O is rescaled one KV tile late (by the previous tile's exp(m_old - m_new)), the row sum on time: a moderate rise of the running max (moderate_late_max) leaves the earlier tiles over-weighted",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
@@ -525,7 +529,7 @@ pub(super) static FAULTS: &[Fault] = &[
     Fault {
         name: "attn-running-max-falls",
         family: "attention",
-        ops: ATTENTION,
+        ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "the running max is replaced by each KV tile's own maximum and O and the row sum are rescaled only when it rises: a later tile below an early maximum (moderate_early_max) is weighted up against the earlier tiles",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
@@ -539,7 +543,7 @@ pub(super) static FAULTS: &[Fault] = &[
     Fault {
         name: "attn-subnormal-inputs-flushed",
         family: "attention",
-        ops: ATTENTION,
+        ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "subnormal query, key and value elements are read as zero of the same sign (denormals-are-zero on the inputs): the value columns of subnormal_outputs then give zeros",
         edit: Edit::inputs(subnormal_inputs_flushed),
@@ -685,7 +689,7 @@ pub(super) static FAULTS: &[Fault] = &[
     Fault {
         name: "attn-p-rounding-swapped",
         family: "attention",
-        ops: ATTENTION,
+        ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "P is cast to bf16/f16 before P V with ties away (CAST_ROUND) where the recipe rounds ties to even (CAST_RINT), or the reverse",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {
@@ -695,7 +699,7 @@ pub(super) static FAULTS: &[Fault] = &[
     Fault {
         name: "attn-output-rounding-swapped",
         family: "attention",
-        ops: ATTENTION,
+        ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "the final cast of O breaks ties the other way (CAST_ROUND vs CAST_RINT)",
         edit: Edit::recipe(RecipeEdit::Attention(|r| {

@@ -158,4 +158,18 @@ pub(super) static FAULTS: &[Fault] = &[
             true
         })),
     },
+    Fault {
+        name: "c8-dequant-subnormals-flushed",
+        family: "pa_decode_int8",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "dequantised values below the query dtype's smallest normal read as zero (a kernel that flushes subnormals after (y + offset) * scale): the value columns of subnormal_outputs then give zeros",
+        edit: Edit::recipe(RecipeEdit::C8(|r: &mut C8Recipe| {
+            if r.dequant_flushes_subnormals {
+                return false;
+            }
+            r.dequant_flushes_subnormals = true;
+            true
+        })),
+    },
 ];

@@ -334,6 +334,7 @@ pub(crate) fn check(
             | Regime::OrderWitnesses
             | Regime::Mc2AddTies
             | Regime::MlaRopeLateMax
+            | Regime::AttentionTies
             | Regime::RepeatedCall => {}
         }
     }

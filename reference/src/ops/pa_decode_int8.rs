@@ -48,7 +48,12 @@
 //! `kv_int8_edges` (8 new-row elements per cache beyond +127 and 8 beyond -128 after scaling,
 //! so saturation shows; the shape has two or more KV heads, several blocks per sequence and a
 //! partial last block). Scales always differ per channel and head (per token), offsets are
-//! never zero.
+//! never zero. The attention half's regimes (`moderate_late_max`, `moderate_early_max`,
+//! `subnormal_outputs`, `attention_ties`) are built on the cache's codes
+//! (`pa_decode_int8/attention_half.rs`): steering key channels with power-of-two scales and integer offsets
+//! carry the scores, value channels scaled into the subnormal range carry the subnormals.
+
+mod attention_half;
 
 use super::fa_prefill::{attention_flops, invalid, op_error, oracle_outputs, output_specs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams, Plan};
@@ -123,6 +128,9 @@ pub struct C8Recipe {
     pub token_index: TokenIndex,
     /// The value cache dequantised with the key's scale and offset (a bug).
     pub value_uses_key_params: bool,
+    /// Dequantised values below the query dtype's smallest normal read as zero of their sign
+    /// (true: a kernel that flushes subnormals after the dequantisation, a bug).
+    pub dequant_flushes_subnormals: bool,
     /// The attention recipe run on the dequantised cache.
     pub attention: &'static str,
 }
@@ -141,6 +149,7 @@ impl C8Recipe {
             head_shift: 0,
             token_index: TokenIndex::BatchThenPosition,
             value_uses_key_params: false,
+            dequant_flushes_subnormals: false,
             attention: "ascend_ifa_bf16",
         };
         match name {
@@ -168,6 +177,7 @@ impl C8Recipe {
             head_shift,
             token_index,
             value_uses_key_params,
+            dequant_flushes_subnormals,
             attention,
         } = self;
         vec![
@@ -195,6 +205,10 @@ impl C8Recipe {
             Knob::new(
                 format!("c8.{preset}.value_uses_key_params"),
                 format!("{value_uses_key_params}"),
+            ),
+            Knob::new(
+                format!("c8.{preset}.dequant_flushes_subnormals"),
+                format!("{dequant_flushes_subnormals}"),
             ),
             Knob::new(format!("c8.{preset}.attention"), attention.to_string()),
         ]
@@ -674,10 +688,19 @@ pub fn dequantise_one(dtype: DType, r: &C8Recipe, y: f32, s: f32, o: f32) -> f32
         DequantPrecision::F32 => v,
         DequantPrecision::QueryDtype => round_to(dtype, v),
     };
-    match r.dequant {
+    let v = match r.dequant {
         DequantForm::AddThenScale => rd(rd(y + o) * s),
         DequantForm::SubtractThenScale => rd(rd(y - o) * s),
         DequantForm::ScaleThenAdd => rd(rd(y * s) + o),
+    };
+    let min_normal = match dtype {
+        DType::F16 => f16::f16_to_f32(0x0400),
+        _ => f32::MIN_POSITIVE,
+    };
+    if r.dequant_flushes_subnormals && v.abs() < min_normal {
+        0.0f32.copysign(v)
+    } else {
+        v
     }
 }
 
@@ -856,6 +879,7 @@ impl OpFamily for PaDecodeInt8 {
             regime: r.name().into(),
             message,
         };
+        attention_half::check(&c, regimes)?;
         for r in regimes {
             let per_row = c.plan.g.kv_heads * c.plan.g.head_dim;
             if c.rows() * per_row < 2 * TIE_ELEMENTS + 2 * EDGE_ELEMENTS {
@@ -891,6 +915,46 @@ impl OpFamily for PaDecodeInt8 {
     }
 
     preset_family::preset_family_methods!();
+}
+
+impl PaDecodeInt8 {
+    /// The attention recipe `r` runs on the dequantised cache (on the case's vector cores).
+    fn attention_recipe(&self, c: &Case, r: &C8Recipe) -> Result<Recipe, OpError> {
+        Ok(Recipe::preset(r.attention, c.plan.g.dtype)
+            .ok_or_else(|| failed(format!("no attention preset `{}`", r.attention)))?
+            .on_vector_cores(c.p.vector_cores))
+    }
+
+    /// [`Self::run_recipe`] with the attention recipe `attn` (an edit of `r`'s).
+    fn run_recipe_with(
+        &self,
+        c: &Case,
+        r: &C8Recipe,
+        attn: &Recipe,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<TensorMap, OpError> {
+        let d = self.decoded(c, inputs)?;
+        self.check_table(c, &d.table)?;
+        let (kc, vc) = self.write(c, r, &d)?;
+        let [kf, vf] = self.dequantise(c, r, &d, [&kc, &vc], threads)?;
+        let g = &c.plan.g;
+        let kv = PagedKv {
+            key_cache: CacheData::F32(&kf),
+            value_cache: CacheData::F32(&vf),
+            layout: c.p.cache_layout,
+            cache: c.cache(),
+            block_table: &d.table,
+            max_blocks: c.plan.max_blocks,
+        };
+        let o =
+            paged_attention(g, attn, &d.query, None, &kv, threads).map_err(|e| op_error(OP, e))?;
+        let mut m = super::fa_prefill::recipe_outputs(g, &o.out, o.lse.as_deref());
+        let shape = c.p.cache_layout.shape(&c.cache());
+        m.insert("key_cache_out".into(), Tensor::from_i8(shape.clone(), &kc));
+        m.insert("value_cache_out".into(), Tensor::from_i8(shape, &vc));
+        Ok(m)
+    }
 }
 
 impl PresetFamily for PaDecodeInt8 {
@@ -1077,29 +1141,8 @@ impl PresetFamily for PaDecodeInt8 {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError> {
-        let d = self.decoded(c, inputs)?;
-        self.check_table(c, &d.table)?;
-        let (kc, vc) = self.write(c, r, &d)?;
-        let [kf, vf] = self.dequantise(c, r, &d, [&kc, &vc], threads)?;
-        let g = &c.plan.g;
-        let kv = PagedKv {
-            key_cache: CacheData::F32(&kf),
-            value_cache: CacheData::F32(&vf),
-            layout: c.p.cache_layout,
-            cache: c.cache(),
-            block_table: &d.table,
-            max_blocks: c.plan.max_blocks,
-        };
-        let attn = Recipe::preset(r.attention, g.dtype)
-            .ok_or_else(|| failed(format!("no attention preset `{}`", r.attention)))?
-            .on_vector_cores(c.p.vector_cores);
-        let o =
-            paged_attention(g, &attn, &d.query, None, &kv, threads).map_err(|e| op_error(OP, e))?;
-        let mut m = super::fa_prefill::recipe_outputs(g, &o.out, o.lse.as_deref());
-        let shape = c.p.cache_layout.shape(&c.cache());
-        m.insert("key_cache_out".into(), Tensor::from_i8(shape.clone(), &kc));
-        m.insert("value_cache_out".into(), Tensor::from_i8(shape, &vc));
-        Ok(m)
+        let attn = self.attention_recipe(c, r)?;
+        self.run_recipe_with(c, r, &attn, inputs, threads)
     }
 
     /// Makes every regime of `regimes` true among the new rows (see the module doc).
@@ -1117,6 +1160,12 @@ impl PresetFamily for PaDecodeInt8 {
         m: &mut TensorMap,
         ctx: &mut GenContext,
     ) -> Result<(), OpError> {
+        if regimes
+            .iter()
+            .any(|&r| attention_half::is_attention_half(r))
+        {
+            return attention_half::impose(c, regimes, m, ctx);
+        }
         let rec = regime_recipe(ctx);
         let g = &c.plan.g;
         let (kvh, hd) = (g.kv_heads, g.head_dim);
@@ -1213,6 +1262,32 @@ impl PresetFamily for PaDecodeInt8 {
 
     fn recipe_preset(_: &Case, name: &str) -> Option<C8Recipe> {
         C8Recipe::preset(name)
+    }
+
+    /// The attention recipe's edits (a tie rule, a rescale): the attention half runs that
+    /// recipe on the dequantised cache, so they are faults of this family too.
+    fn run_other_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &crate::ops::RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        let crate::ops::RecipeEdit::Attention(apply) = edit else {
+            return Ok(None);
+        };
+        if recipe == super::ORACLE {
+            return Ok(None);
+        }
+        let c = self.case(params)?;
+        let r = preset_family::preset(self, &c, recipe)?;
+        let mut attn = self.attention_recipe(&c, &r)?;
+        if !apply(&mut attn) {
+            return Ok(None);
+        }
+        self.run_recipe_with(&c, &r, &attn, inputs, threads)
+            .map(Some)
     }
 
     fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut C8Recipe) -> bool> {

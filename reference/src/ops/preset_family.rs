@@ -58,6 +58,20 @@ pub(crate) trait PresetFamily: OpFamily {
         let _ = (c, edited, kernel);
         true
     }
+    /// Runs `edit`, an edit of another family's kind, where this family's recipe holds that
+    /// family's recipe (the C8 decode runs the attention recipe on its dequantised cache);
+    /// `None` where it does not (every family unless it says otherwise).
+    fn run_other_edit(
+        &self,
+        params: &serde_json::Value,
+        recipe: &str,
+        edit: &RecipeEdit,
+        inputs: &TensorMap,
+        threads: Threads,
+    ) -> Result<Option<TensorMap>, OpError> {
+        let _ = (params, recipe, edit, inputs, threads);
+        Ok(None)
+    }
 }
 
 /// The preset called `name` for case `c`, or the error that lists the known ones.
@@ -89,8 +103,9 @@ pub(crate) fn run<F: PresetFamily>(
     f.run_recipe(&c, &r, inputs, threads)
 }
 
-/// [`OpFamily::run_with_recipe_edit`]: `None` when the edit is another family's, the recipe
-/// is the oracle, the preset already has the edited value, or the case does not reach it.
+/// [`OpFamily::run_with_recipe_edit`]: `None` when the edit is another family's (unless
+/// [`PresetFamily::run_other_edit`] runs it), the recipe is the oracle, the preset already
+/// has the edited value, or the case does not reach it.
 pub(crate) fn run_edited<F: PresetFamily>(
     f: &F,
     params: &serde_json::Value,
@@ -100,7 +115,7 @@ pub(crate) fn run_edited<F: PresetFamily>(
     threads: Threads,
 ) -> Result<Option<TensorMap>, OpError> {
     let Some(apply) = F::edit_of(edit) else {
-        return Ok(None);
+        return f.run_other_edit(params, recipe, edit, inputs, threads);
     };
     if recipe == ORACLE {
         return Ok(None);

@@ -114,6 +114,11 @@ pub enum Regime {
     /// `mc2_matmul_allreduce`: exact ties of the x3 vector add's rounding and of one add of
     /// the all-reduce in the dtype, every other step exact ([`super::mc2_witness`]).
     Mc2AddTies,
+    /// `pa_decode_int8`: under the case's recipe, 8 or more elements are exact ties of the
+    /// attention half's P cast and 8 or more of its output cast, built on the INT8 cache's
+    /// codes ([`super::pa_decode_int8`]); the family's `rounding_ties` plants the
+    /// quantise-on-write's.
+    AttentionTies,
 }
 
 /// A guaranteed large-logit row's largest scaled score is above this (exp overflows f32 from
@@ -152,6 +157,11 @@ const MOE: &[&str] = &["moe_dispatch_combine"];
 const ORDER_WITNESSES: &[&str] = &["moe_dispatch_combine", "mc2_matmul_allreduce"];
 const MC2_ADD_TIES: &[&str] = &["mc2_matmul_allreduce"];
 const MLA: &[&str] = &["mla_decode"];
+/// The moderate row maxima: the attention families, and the attention half of the C8 decode.
+const MODERATE: &[&str] = &["fa_prefill", "pa_decode", "pa_decode_int8"];
+/// The attention casts of a family whose `rounding_ties` plants elsewhere (the C8 decode's
+/// quantise-on-write).
+const ATTENTION_TIES: &[&str] = &["pa_decode_int8"];
 
 /// The ops whose outputs can overflow the output dtype by construction. The attention
 /// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
@@ -171,6 +181,7 @@ const SUBNORMAL: &[&str] = &[
     "mc2_matmul_allreduce",
     "fa_prefill",
     "pa_decode",
+    "pa_decode_int8",
 ];
 /// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
 /// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
@@ -198,7 +209,7 @@ const EVERY_OP: &[&str] = &[
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 22] = [
+    pub const ALL: [Regime; 23] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -221,6 +232,7 @@ impl Regime {
         Regime::ModerateEarlyMax,
         Regime::OrderWitnesses,
         Regime::Mc2AddTies,
+        Regime::AttentionTies,
     ];
 
     /// The stable name (`large_logits`).
@@ -248,6 +260,7 @@ impl Regime {
             Regime::ModerateEarlyMax => "moderate_early_max",
             Regime::OrderWitnesses => "order_witnesses",
             Regime::Mc2AddTies => "mc2_add_ties",
+            Regime::AttentionTies => "attention_ties",
         }
     }
 
@@ -317,6 +330,9 @@ impl Regime {
             Regime::Mc2AddTies => {
                 "mc2_matmul_allreduce: a row of 8 to 16 exact ties of the x3 vector add's rounding and a row of 8 to 16 exact ties of one all-reduce add in the dtype, every other step exact"
             }
+            Regime::AttentionTies => {
+                "8 or more exact ties of the attention half's P cast and 8 or more of its output cast, built on the INT8 cache's codes, under the case's recipe: a tie rule the other way at either cast differs on many elements on every seed"
+            }
             Regime::IntMatmulEdges => {
                 "2 rows x 8 columns whose int32 accumulator reaches 2^24 through 1024 products (-128) x (-128), loses eight +1 terms there in a float sum and comes back to 8; with a per-token scale, 10 elements where scale-then-token and the merged scale round apart; 8 columns whose scale differs from column 0's"
             }
@@ -344,9 +360,10 @@ impl Regime {
             Regime::IntMatmulEdges => INT_MATMUL_EDGES,
             Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
             Regime::MlaRopeLateMax => MLA,
-            Regime::ModerateLateMax | Regime::ModerateEarlyMax => ATTENTION,
+            Regime::ModerateLateMax | Regime::ModerateEarlyMax => MODERATE,
             Regime::OrderWitnesses => ORDER_WITNESSES,
             Regime::Mc2AddTies => MC2_ADD_TIES,
+            Regime::AttentionTies => ATTENTION_TIES,
         }
     }
 
@@ -411,7 +428,7 @@ mod tests {
         assert_eq!(for_op("w4a16_matmul").len(), 3);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 6);
         assert_eq!(for_op("dynamic_quant").len(), 3);
-        assert_eq!(for_op("pa_decode_int8").len(), 3);
+        assert_eq!(for_op("pa_decode_int8").len(), 7);
         assert_eq!(
             for_op("mla_decode"),
             vec![Regime::RepeatedCall, Regime::MlaRopeLateMax]

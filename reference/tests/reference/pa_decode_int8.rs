@@ -239,3 +239,122 @@ fn bad_parameters_and_inputs_are_named_errors() {
         .to_string();
     assert!(e.contains("kv_int8_edges"), "{e}");
 }
+
+/// A case of the attention-half regimes, on the Atlas 800I A2's 40 vector cores (the suite's).
+fn half_case(extra: Value) -> Value {
+    let mut v = json!({"vector_cores": 40});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// Attention elements (out of `attention_out`) a fault changes against the recipe.
+fn moved(fault: &str, p: &Value, ins: &TensorMap) -> usize {
+    let base = run(p, "ascend_ifa_c8", ins, 2);
+    let bad = with_fault(fault, p, ins);
+    differing(&base["attention_out"], &bad["attention_out"])
+}
+
+#[test]
+fn attention_half_regimes_hold_on_every_seed() {
+    let long = json!({"batch": 8, "num_heads": 20, "num_key_value_heads": 2, "head_dim": 16,
+        "block_size": 128, "actual_seq_lengths_kv": [2100, 16, 40, 2060, 7, 64, 1, 100]});
+    let short = json!({"batch": 3, "num_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+        "block_size": 32, "actual_seq_lengths_kv": [70, 33, 45]});
+    let with = |base: &Value, extra: Value| {
+        let mut v = half_case(base.clone());
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    // (regime, case, the faults it must show, elements each moves at least).
+    let plan: Vec<(Regime, Value, Vec<&str>)> = vec![
+        (
+            Regime::ModerateLateMax,
+            with(&long, json!({"dtype": "bf16", "antiquant_offset": true})),
+            vec!["attn-o-rescale-lagged"],
+        ),
+        (
+            Regime::ModerateEarlyMax,
+            with(&long, json!({"dtype": "f16", "new_tokens": 1})),
+            vec!["attn-running-max-falls"],
+        ),
+        (
+            Regime::SubnormalOutputs,
+            with(
+                &short,
+                json!({"dtype": "bf16", "new_tokens": 2, "antiquant_offset": true}),
+            ),
+            vec!["attn-subnormal-inputs-flushed"],
+        ),
+        (
+            Regime::SubnormalOutputs,
+            with(&short, json!({"dtype": "f16"})),
+            vec!["attn-subnormal-inputs-flushed"],
+        ),
+        (
+            Regime::AttentionTies,
+            with(&short, json!({"dtype": "bf16", "antiquant_offset": true})),
+            vec!["attn-p-rounding-swapped", "attn-output-rounding-swapped"],
+        ),
+        (
+            Regime::AttentionTies,
+            with(&short, json!({"dtype": "f16", "new_tokens": 2})),
+            vec!["attn-p-rounding-swapped", "attn-output-rounding-swapped"],
+        ),
+    ];
+    for (regime, p, faults) in &plan {
+        for seed in 0..4 {
+            let ins = generate(p, &[*regime], seed).unwrap();
+            for f in faults {
+                let n = moved(f, p, &ins);
+                assert!(
+                    n >= 8,
+                    "{} seed {seed}: {f} moves {n} elements",
+                    regime.name()
+                );
+            }
+            if *regime == Regime::SubnormalOutputs {
+                // Every output is finite, and the subnormal columns hold nonzero subnormals.
+                let out = run(p, "ascend_ifa_c8", &ins, 1)["attention_out"].to_f64_vec();
+                let tiny = out
+                    .iter()
+                    .filter(|v| **v != 0.0 && v.abs() < 6.2e-5)
+                    .count();
+                assert!(tiny >= 2 * 8, "seed {seed}: {tiny} subnormal outputs");
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_half_regimes_refuse_what_they_cannot_hold() {
+    let p = half_case(json!({"dtype": "bf16", "batch": 2, "num_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "block_size": 32,
+        "actual_seq_lengths_kv": [70, 33], "key_antiquant_mode": 1, "value_antiquant_mode": 1}));
+    for r in [Regime::ModerateLateMax, Regime::AttentionTies] {
+        let e = generate(&p, &[r], 0).unwrap_err().to_string();
+        assert!(
+            e.contains(r.name()) && e.contains("key_antiquant_mode = 0"),
+            "{e}"
+        );
+    }
+    let e = generate(&p, &[Regime::SubnormalOutputs], 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("value_antiquant_mode = 0"), "{e}");
+    let mut q = p.clone();
+    q["key_antiquant_mode"] = json!(0);
+    q["value_antiquant_mode"] = json!(0);
+    let e = generate(&q, &[Regime::AttentionTies, Regime::RoundingTies], 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot be combined with rounding_ties"), "{e}");
+    // No key past the decode kernel's first tile.
+    let e = generate(&q, &[Regime::ModerateEarlyMax], 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("both sides of key"), "{e}");
+}
