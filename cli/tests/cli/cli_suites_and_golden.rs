@@ -120,28 +120,32 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes: [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-golden verify: 18 cases checked, 0 drifted, 1 store errors
+golden verify: 22 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/18] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
-[2/18] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
-[3/18] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
-[4/18] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
-[5/18] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits
-[6/18] mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits
-[7/18] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
-[8/18] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
-[9/18] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
-[10/18] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
-[11/18] mc2_matmul_allreduce/f16/r4-m8-k32-n32/range
-[12/18] mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3
-[13/18] mc2_matmul_allreduce/bf16/r2-m9-k25-n41/high-precision-golden
-[14/18] mc2_matmul_allreduce/f16/r4-m23-k40-n24/ring-uneven-tiles
-[15/18] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
-[16/18] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
-[17/18] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
-[18/18] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
+[1/22] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
+[2/22] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
+[3/22] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
+[4/22] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
+[5/22] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits
+[6/22] mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits
+[7/22] mc2_matmul_allreduce/bf16/r4-m6-k5-n24/rank-order-witnesses
+[8/22] mc2_matmul_allreduce/bf16/r8-m9-k7-n40/ring-tiled-witnesses
+[9/22] mc2_matmul_allreduce/f16/r8-m5-k6-n17/binary-tree-witnesses
+[10/22] mc2_matmul_allreduce/f16/r4-m7-k9-n33/ring-witnesses
+[11/22] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
+[12/22] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
+[13/22] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
+[14/22] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
+[15/22] mc2_matmul_allreduce/f16/r4-m8-k32-n32/range
+[16/22] mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3
+[17/22] mc2_matmul_allreduce/bf16/r2-m9-k25-n41/high-precision-golden
+[18/22] mc2_matmul_allreduce/f16/r4-m23-k40-n24/ring-uneven-tiles
+[19/22] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
+[20/22] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
+[21/22] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
+[22/22] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
 
 "#]]);
     // The main job also catches it, as corruption of the store (naming file and tensor),
@@ -150,9 +154,9 @@ golden verify: 18 cases checked, 0 drifted, 1 store errors
         .code(exit_code::FAILURE)
         .stdout_eq(str![[r#"
 suite                    target          passed  failed skipped   error timeout crashed
-mc2_matmul_allreduce     reference           17       0       0       1       0       0
-total                                        17       0       0       1       0       0
-golden: 17 output tensor(s) of 17 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
+mc2_matmul_allreduce     reference           21       0       0       1       0       0
+total                                        21       0       0       1       0       0
+golden: 21 output tensor(s) of 21 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
 
 ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
   [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
@@ -178,6 +182,10 @@ PASSED   mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits [reference] 
 PASSED   mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r2-m9-k25-n41/high-precision-golden [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/f16/r4-m23-k40-n24/ring-uneven-tiles [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r4-m6-k5-n24/rank-order-witnesses [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r8-m9-k7-n40/ring-tiled-witnesses [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r8-m5-k6-n17/binary-tree-witnesses [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r4-m7-k9-n33/ring-witnesses [reference] ([MS] ms)
 
 "#]].unordered());
 }
