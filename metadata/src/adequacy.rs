@@ -152,15 +152,74 @@ pub struct SuiteRegimes {
     pub covered: Vec<RegimeCoverage>,
     /// Regimes of the op family that no selected quick-tier case declares.
     pub missing: Vec<String>,
-    /// Whether the missing regimes are a hole that fails the run (the quick tier is gated).
+    /// The op family's parameter paths (a branch of the kernel, or a stride-bearing size that
+    /// is not a multiple of 2, 4 and 8), each with the quick-tier cases that reach it (none
+    /// for a path no case reaches).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathCoverage>,
+    /// Every value a knob of the kernel model takes in some quick-tier case (`knob = value`,
+    /// the kernel variant among them), with the cases whose recipe and shape give it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<PathCoverage>,
+    /// Whether the holes (a regime, path or knob value reached by fewer than
+    /// [`MIN_CASES_PER_PATH`] quick-tier cases) fail the run (the quick tier is gated).
     pub gated: bool,
 }
 
-/// A regime and the quick-tier cases that declare it.
+/// How many quick-tier cases must reach each regime, parameter path and knob value: one
+/// unlucky case is not a guard.
+pub const MIN_CASES_PER_PATH: usize = 2;
+
+/// A regime and the quick-tier cases that declare it (or, for a structural regime, whose
+/// shape holds it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RegimeCoverage {
     pub regime: String,
     pub cases: Vec<String>,
+}
+
+/// A parameter path or knob value, and the quick-tier cases that reach it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PathCoverage {
+    pub name: String,
+    pub cases: Vec<String>,
+}
+
+impl SuiteRegimes {
+    /// What fewer than [`MIN_CASES_PER_PATH`] quick-tier cases reach: each regime that no
+    /// case covers or one case alone does (the runner's repeated call aside, which every case
+    /// reaches), each parameter path and knob value reached by one case or none, as
+    /// `"regime moderate_late_max: 1 case (id)"`.
+    pub fn holes(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .missing
+            .iter()
+            .map(|r| format!("regime {r}: no case"))
+            .collect();
+        let thin = |kind: &str, name: &str, cases: &[String]| {
+            (cases.len() < MIN_CASES_PER_PATH).then(|| match cases {
+                [] => format!("{kind} {name}: no case"),
+                [one] => format!("{kind} {name}: 1 case ({one})"),
+                _ => format!("{kind} {name}: {} cases", cases.len()),
+            })
+        };
+        out.extend(
+            self.covered
+                .iter()
+                .filter_map(|c| thin("regime", &c.regime, &c.cases)),
+        );
+        out.extend(
+            self.paths
+                .iter()
+                .filter_map(|p| thin("path", &p.name, &p.cases)),
+        );
+        out.extend(
+            self.knobs
+                .iter()
+                .filter_map(|k| thin("knob", &k.name, &k.cases)),
+        );
+        out
+    }
 }
 
 impl AdequacyReport {
@@ -174,12 +233,13 @@ impl AdequacyReport {
             && self.regime_holes() == 0
     }
 
-    /// Regimes of gated suites that no quick-tier case covers.
+    /// Regimes, parameter paths and knob values of gated suites that fewer than
+    /// [`MIN_CASES_PER_PATH`] quick-tier cases reach ([`SuiteRegimes::holes`]).
     pub fn regime_holes(&self) -> usize {
         self.regimes
             .iter()
             .filter(|r| r.gated)
-            .map(|r| r.missing.len())
+            .map(|r| r.holes().len())
             .sum()
     }
 }

@@ -182,27 +182,29 @@ fn a_truncated_golden_file_is_named_by_verify_and_by_run() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token: [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: 32506 bytes of data, the header's offsets span 66052
-golden verify: 8 cases checked, 0 drifted, 1 store errors
+golden verify: 10 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/8] paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token
-[2/8] paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t4-pad4/all-padding
-[3/8] paged_kv/bf16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5
-[4/8] paged_kv/bf16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5
-[5/8] paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t37-pad5
-[6/8] paged_kv/f16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5
-[7/8] paged_kv/f16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5
-[8/8] paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5
+[1/10] paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token
+[2/10] paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t4-pad4/all-padding
+[3/10] paged_kv/bf16/BnNBsD/blocks5-bs16-hkv3-d32-t29-pad3
+[4/10] paged_kv/f16/vllm/blocks3-bs32-hkv5-d16-t41-pad2
+[5/10] paged_kv/bf16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5
+[6/10] paged_kv/bf16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5
+[7/10] paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t37-pad5
+[8/10] paged_kv/f16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5
+[9/10] paged_kv/f16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5
+[10/10] paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5
 
 "#]]);
     conform(&root, &["run", "--suite", "paged_kv"])
         .code(exit_code::FAILURE)
         .stdout_eq(str![[r#"
 suite                    target          passed  failed skipped   error timeout crashed
-paged_kv                 reference            7       0       0       1       0       0
-total                                         7       0       0       1       0       0
-golden: 14 output tensor(s) of 7 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
+paged_kv                 reference            9       0       0       1       0       0
+total                                         9       0       0       1       0       0
+golden: 18 output tensor(s) of 9 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
 
 ERROR paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference]
   [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: 32506 bytes of data, the header's offsets span 66052
@@ -218,6 +220,8 @@ PASSED   paged_kv/f16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 ERROR    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference] ([MS] ms) — [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: corrupt or truncated safetensors file: 32506 bytes of data, the header's offsets span 66052
+PASSED   paged_kv/bf16/BnNBsD/blocks5-bs16-hkv3-d32-t29-pad3 [reference] ([MS] ms)
+PASSED   paged_kv/f16/vllm/blocks3-bs32-hkv5-d16-t41-pad2 [reference] ([MS] ms)
 
 "#]].unordered());
 }

@@ -120,26 +120,32 @@ fn flipping_one_byte_of_a_golden_output_is_reported_with_its_case() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes: [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
-golden verify: 16 cases checked, 0 drifted, 1 store errors
+golden verify: 22 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/16] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
-[2/16] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
-[3/16] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
-[4/16] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
-[5/16] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits
-[6/16] mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits
-[7/16] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
-[8/16] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
-[9/16] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
-[10/16] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
-[11/16] mc2_matmul_allreduce/f16/r4-m8-k32-n32/range
-[12/16] mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3
-[13/16] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
-[14/16] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
-[15/16] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
-[16/16] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
+[1/22] mc2_matmul_allreduce/f16/r8-m32-k64-n64/ring-tiled
+[2/22] mc2_matmul_allreduce/f16/r4-m37-k32-n48/ring-tail-tile
+[3/22] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/binary-tree-bias-x3
+[4/22] mc2_matmul_allreduce/f16/r8-m20-k64-n32/rank-order-bits
+[5/22] mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits
+[6/22] mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits
+[7/22] mc2_matmul_allreduce/bf16/r4-m6-k5-n24/rank-order-witnesses
+[8/22] mc2_matmul_allreduce/bf16/r8-m9-k7-n40/ring-tiled-witnesses
+[9/22] mc2_matmul_allreduce/f16/r8-m5-k6-n17/binary-tree-witnesses
+[10/22] mc2_matmul_allreduce/f16/r4-m7-k9-n33/ring-witnesses
+[11/22] mc2_matmul_allreduce/f16/r2-m8-k16-n32/high-precision-golden
+[12/22] mc2_matmul_allreduce/f16/r2-m8-k16-n32/cann-outliers
+[13/22] mc2_matmul_allreduce/bf16/r1-m1-k8-n16/single-rank-single-row
+[14/22] mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes
+[15/22] mc2_matmul_allreduce/f16/r4-m8-k32-n32/range
+[16/22] mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3
+[17/22] mc2_matmul_allreduce/bf16/r2-m9-k25-n41/high-precision-golden
+[18/22] mc2_matmul_allreduce/f16/r4-m23-k40-n24/ring-uneven-tiles
+[19/22] mc2_matmul_allreduce/f16/r2-m24-k64-n96/rank_order
+[20/22] mc2_matmul_allreduce/f16/r8-m24-k64-n96/rank_order
+[21/22] mc2_matmul_allreduce/bf16/r2-m24-k64-n96/rank_order
+[22/22] mc2_matmul_allreduce/bf16/r8-m24-k64-n96/rank_order
 
 "#]]);
     // The main job also catches it, as corruption of the store (naming file and tensor),
@@ -148,9 +154,9 @@ golden verify: 16 cases checked, 0 drifted, 1 store errors
         .code(exit_code::FAILURE)
         .stdout_eq(str![[r#"
 suite                    target          passed  failed skipped   error timeout crashed
-mc2_matmul_allreduce     reference           15       0       0       1       0       0
-total                                        15       0       0       1       0       0
-golden: 15 output tensor(s) of 15 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
+mc2_matmul_allreduce     reference           21       0       0       1       0       0
+total                                        21       0       0       1       0       0
+golden: 21 output tensor(s) of 21 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
 
 ERROR mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes [reference]
   [ROOT]/golden/mc2_matmul_allreduce/f16/r8-m7-k33-n17/odd-shapes.safetensors: golden store corruption: tensor(s) out.out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
@@ -174,6 +180,12 @@ PASSED   mc2_matmul_allreduce/f16/r4-m8-k32-n32/range [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r2-m8-k32-n32/range-bias-x3 [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/bf16/r4-m16-k32-n64/ring-bias-x3-bits [reference] ([MS] ms)
 PASSED   mc2_matmul_allreduce/f16/r8-m16-k32-n32/binary-tree-bits [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r2-m9-k25-n41/high-precision-golden [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r4-m23-k40-n24/ring-uneven-tiles [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r4-m6-k5-n24/rank-order-witnesses [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/bf16/r8-m9-k7-n40/ring-tiled-witnesses [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r8-m5-k6-n17/binary-tree-witnesses [reference] ([MS] ms)
+PASSED   mc2_matmul_allreduce/f16/r4-m7-k9-n33/ring-witnesses [reference] ([MS] ms)
 
 "#]].unordered());
 }
@@ -227,9 +239,9 @@ error: [ROOT]/golden/MANIFEST.toml: No such file or directory (os error 2)
         .code(exit_code::FAILURE)
         .stdout_eq(str![[r#"
 suite                    target          passed  failed skipped   error timeout crashed
-paged_kv                 reference            7       0       0       1       0       0
-total                                         7       0       0       1       0       0
-golden: 14 output tensor(s) of 7 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
+paged_kv                 reference            9       0       0       1       0       0
+total                                         9       0       0       1       0       0
+golden: 18 output tensor(s) of 9 case(s) verified bit for bit against the golden store (1 other reference trial(s) not compared: full tier or another seed)
 
 ERROR paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token [reference]
   [ROOT]/golden/paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token.safetensors: golden store corruption: tensor(s) out.key_cache_out do not match their MANIFEST.toml digests (the file changed after `conform golden accept`; restore it from version control, or bless and review)
@@ -245,6 +257,8 @@ PASSED   paged_kv/bf16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/BnBsH/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/BnNBsD/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
 PASSED   paged_kv/f16/vllm/blocks4-bs16-hkv2-d64-t37-pad5 [reference] ([MS] ms)
+PASSED   paged_kv/bf16/BnNBsD/blocks5-bs16-hkv3-d32-t29-pad3 [reference] ([MS] ms)
+PASSED   paged_kv/f16/vllm/blocks3-bs32-hkv5-d16-t41-pad2 [reference] ([MS] ms)
 
 "#]].unordered());
 }
@@ -304,7 +318,7 @@ fn bless_stages_changes_for_review_and_accept_moves_them_in() {
         .code(exit_code::SUCCESS)
         .stdout_eq(str![[r#"
 changed    paged_kv/f32/BnBsH/blocks2-bs32-hkv1-d64-t1-pad0/single-token: definition changed; in.key: max 2142472936 ulp; in.key_cache_in: NaN where a number was (or the reverse); in.slot_mapping: 1 bytes differ; in.value: max 2139329201 ulp; in.value_cache_in: NaN where a number was (or the reverse); out.key_cache_out: NaN where a number was (or the reverse); out.value_cache_out: NaN where a number was (or the reverse)
-7 unchanged, 1 to review
+9 unchanged, 1 to review
 staged 2 file(s) as .new next to the golden data; review them, then run `conform golden review` (case by case) or `conform golden accept` (all)
 
 "#]])
@@ -366,19 +380,21 @@ fn an_unlisted_golden_file_is_a_store_error() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  [ROOT]/golden/stray.safetensors: unlisted file in the golden store (not in MANIFEST.toml)
-golden verify: 9 cases checked, 0 drifted, 1 store errors
+golden verify: 11 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/9] w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp
-[2/9] w4a16_matmul/nvfp4/m1-n5-k16/single-token-one-group
-[3/9] w4a16_matmul/nvfp4/m2-n4-k768/f16-out
-[4/9] w4a16_matmul/nvfp4/m2-n8-k768/f16-range
-[5/9] w4a16_matmul/mxfp4/m2-n8-k256/bf16-subnormal
-[6/9] w4a16_matmul/nvfp4/m4-n16-k768/qwen3-moe-expert
-[7/9] w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert
-[8/9] w4a16_matmul/nvfp4/m64-n2048-k7168/deepseek-v3-expert-gate
-[9/9] w4a16_matmul/nvfp4/m32-n4096-k14336/llama3-8b-down
+[1/11] w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp
+[2/11] w4a16_matmul/nvfp4/m1-n5-k16/single-token-one-group
+[3/11] w4a16_matmul/nvfp4/m2-n4-k768/f16-out
+[4/11] w4a16_matmul/nvfp4/m2-n8-k768/f16-range
+[5/11] w4a16_matmul/mxfp4/m2-n8-k256/bf16-subnormal
+[6/11] w4a16_matmul/nvfp4/m3-n7-k272/f16-overflow-odd-groups
+[7/11] w4a16_matmul/mxfp4/m2-n5-k288/odd-groups
+[8/11] w4a16_matmul/nvfp4/m4-n16-k768/qwen3-moe-expert
+[9/11] w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert
+[10/11] w4a16_matmul/nvfp4/m64-n2048-k7168/deepseek-v3-expert-gate
+[11/11] w4a16_matmul/nvfp4/m32-n4096-k14336/llama3-8b-down
 
 "#]]);
 }

@@ -258,7 +258,7 @@ pub fn verdict(r: &AdequacyReport) -> String {
         )
     } else if r.required_survivors.is_empty() {
         format!(
-            "adequacy: {} regime(s) of the op families are covered by no quick-tier case (see the regime map)",
+            "adequacy: {} regime(s), parameter path(s) or knob value(s) are reached by fewer than two quick-tier cases (see the regime map)",
             r.regime_holes()
         )
     } else {

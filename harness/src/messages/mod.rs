@@ -284,6 +284,11 @@ pub fn explain(
             r.description()
         ));
     }
+    if let Ok(paths) = conform_reference::ops::find(&case.op).and_then(|f| f.paths(&case.params)) {
+        for p in paths.iter().filter(|p| p.reached) {
+            s.push_str(&format!("path        {}: {}\n", p.name, p.description));
+        }
+    }
     for t in &desc.inputs {
         s.push_str(&format!(
             "input       {} {} {:?} axes {:?}\n",

@@ -1,10 +1,11 @@
 //! Faults of MC2 matmul + all-reduce: tiles, ranks, the per-rank rounding, the reduction
-//! order, the epilogue and the output rounding.
+//! order and its adds' tie rule, the epilogue (where x3 enters, its add's tie rule) and the
+//! output rounding.
 
 use super::fp4::swap_rounding_ties;
 use super::tensors::{get_mut, param_usize};
 use super::{Edit, Fault, RecipeEdit, Requirement};
-use crate::mc2::{Accumulation, EpiloguePlacement, ReductionOrder};
+use crate::mc2::{Accumulation, EpiloguePlacement, ReductionOrder, X3Entry};
 use crate::ops::{OpError, TensorMap};
 
 const MC2: &[&str] = &["mc2_matmul_allreduce"];
@@ -100,6 +101,60 @@ pub(super) static FAULTS: &[Fault] = &[
                 });
                 true
             }
+            Accumulation::HighPrecisionGolden => false,
+        })),
+    },
+    Fault {
+        name: "mc2-reduce-order-changed-back",
+        family: "mc2",
+        ops: MC2,
+        requirement: Requirement::Quick,
+        description: "the all-reduce adds the ranks' partials in the third order (rank order -> binary tree -> ring -> rank order), the alternative mc2-reduce-order-changed does not take",
+        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+            Accumulation::Kernel(o) => {
+                n.accumulation = Accumulation::Kernel(match o {
+                    ReductionOrder::RankOrder => ReductionOrder::BinaryTree,
+                    ReductionOrder::BinaryTree => ReductionOrder::Ring,
+                    ReductionOrder::Ring => ReductionOrder::RankOrder,
+                });
+                true
+            }
+            Accumulation::HighPrecisionGolden => false,
+        })),
+    },
+    Fault {
+        name: "mc2-reduce-ties-away",
+        family: "mc2",
+        ops: MC2,
+        requirement: Requirement::Quick,
+        description: "the all-reduce's adds in the dtype break exact ties away from zero instead of to even",
+        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+            Accumulation::Kernel(_) => swap_rounding_ties(&mut n.reduce_rounding),
+            Accumulation::HighPrecisionGolden => false,
+        })),
+    },
+    Fault {
+        name: "mc2-x3-before-rounding",
+        family: "mc2",
+        ops: MC2,
+        requirement: Requirement::Quick,
+        description: "x3 is added in f32 to rank 0's product before its one rounding, where the kernel adds it to the rank's already rounded result and rounds again",
+        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+            Accumulation::Kernel(_) if n.x3_entry == X3Entry::RoundedResult => {
+                n.x3_entry = X3Entry::BeforeRounding;
+                true
+            }
+            _ => false,
+        })),
+    },
+    Fault {
+        name: "mc2-x3-add-ties-away",
+        family: "mc2",
+        ops: MC2,
+        requirement: Requirement::Quick,
+        description: "the x3 vector add's rounding to the dtype breaks exact ties away from zero (CAST_ROUND) instead of to even (CAST_RINT)",
+        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+            Accumulation::Kernel(_) => swap_rounding_ties(&mut n.x3_rounding),
             Accumulation::HighPrecisionGolden => false,
         })),
     },

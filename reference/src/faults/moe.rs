@@ -1,6 +1,6 @@
 //! Faults of `moe_dispatch_combine` (the expert-parallel dispatch/combine round trip): the
-//! weights (applied twice, not at all, renormalised), the combine's order and precision and
-//! final tie rule, the expert-to-rank map, the receive order and the receive loop at an empty
+//! weights (applied twice, not at all, renormalised), the combine's order, precision, fused
+//! multiply-add and final tie rule, the expert-to-rank map, the receive order and the receive loop at an empty
 //! block, the scale a quantised row carries and the quantisation's tie rule, and the form of
 //! `expert_token_nums`.
 
@@ -81,6 +81,20 @@ pub(super) static FAULTS: &[Fault] = &[
                 return false;
             }
             r.accumulator = Accumulator::DtypePerStep;
+            true
+        })),
+    },
+    Fault {
+        name: "moe-combine-fma",
+        family: "moe",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the combine takes each weighted routed row into the f32 accumulator by a fused multiply-add (one rounding) where the kernel rounds the product (Muls) and then the add (Add)",
+        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+            if r.accumulator != Accumulator::F32 {
+                return false;
+            }
+            r.accumulator = Accumulator::FusedMultiplyAdd;
             true
         })),
     },

@@ -10,8 +10,9 @@
 //! 2. [`Accumulation::Kernel`]: with the epilogue on a rank, as the kernel does it
 //!    (ops-transformer `mc2/matmul_all_reduce`: bias inside the matmul, x3 by a vector add on
 //!    the rank's converted result before the all-reduce of the tile),
-//!    `v_r = round_rne(round(p_r + bias[j]) + x3[i, j])`, else `v_r = round(p_r)`, `round` to
-//!    the output dtype with `output_rounding`; then the all-reduce sums the `v_r` in the dtype
+//!    `v_r = round_x3(round(p_r + bias[j]) + x3[i, j])`, else `v_r = round(p_r)`, `round` to
+//!    the output dtype with `output_rounding`, `round_x3` with `x3_rounding` (nearest even);
+//!    then the all-reduce sums the `v_r` in the dtype
 //!    in the given [`ReductionOrder`] (see [`super::reduction`]);
 //!    [`Accumulation::HighPrecisionGolden`]: `p_r = (p_r + bias[j]) + x3[i, j]` in f32 on the
 //!    epilogue's ranks, and the `p_r` are summed in f32 in rank order;
@@ -35,10 +36,9 @@
 use super::error::Mc2Error;
 use super::problem::{
     check_operands, check_tensor, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape,
-    RankOperands,
+    RankOperands, X3Entry,
 };
-use super::reduction::{reduce_in_dtype, ring_chunk_of};
-use crate::formats::Rounding;
+use super::reduction::{reduce_in_dtype_rounded, ring_chunk_of};
 use crate::gemm::lanes16::{matmul_packed, Packed};
 use crate::parallel::{fill_chunks, Threads};
 
@@ -143,12 +143,24 @@ impl Prepared<'_> {
                     if on_rank && let Some(b) = self.bias {
                         *v += b[j];
                     }
-                    *v = dt.quantize_f32(*v, nm.output_rounding);
-                    if on_rank && let Some(x3) = self.x3 {
-                        *v = dt.quantize_f32(*v + x3[i * self.shape.n + j], Rounding::RNE);
+                    let x3 = self
+                        .x3
+                        .filter(|_| on_rank)
+                        .map(|x3| x3[i * self.shape.n + j]);
+                    match (nm.x3_entry, x3) {
+                        (X3Entry::RoundedResult, Some(x)) => {
+                            *v = dt.quantize_f32(
+                                dt.quantize_f32(*v, nm.output_rounding) + x,
+                                nm.x3_rounding,
+                            );
+                        }
+                        (X3Entry::BeforeRounding, Some(x)) => {
+                            *v = dt.quantize_f32(*v + x, nm.output_rounding);
+                        }
+                        (_, None) => *v = dt.quantize_f32(*v, nm.output_rounding),
                     }
                 }
-                let s = reduce_in_dtype(p, order, chunk, dt);
+                let s = reduce_in_dtype_rounded(p, order, chunk, dt, nm.reduce_rounding);
                 if after {
                     dt.quantize_f32(self.add_epilogue(s, i, j), nm.output_rounding)
                 } else {

@@ -29,6 +29,7 @@ pub use planner::{
 };
 pub use problem::{
     decode_bits, encode_bits, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape, RankOperands,
+    X3Entry,
 };
 pub use reduction::ReductionOrder;
 pub use timeline::{simulate, simulate_tiles, Inflation, TileSpan, Timeline};

@@ -77,6 +77,23 @@ pub enum EpiloguePlacement {
     IntoEveryRank,
 }
 
+/// Where `x3` enters a rank's result in [`Accumulation::Kernel`] mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum X3Entry {
+    /// Added by a vector add to the rank's result already rounded to the dtype, then rounded
+    /// again (the kernel's `matmul_all_reduce_add_x3`).
+    #[default]
+    RoundedResult,
+    /// Added in f32 to the rank's product (with the bias) before its one rounding: the model
+    /// before the kernel source was read, kept as a fault model that no preset uses.
+    BeforeRounding,
+}
+
+fn rne() -> Rounding {
+    Rounding::RNE
+}
+
 /// The numerics parameters of an MC2 reference run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mc2Numerics {
@@ -87,6 +104,16 @@ pub struct Mc2Numerics {
     pub output_rounding: Rounding,
     pub accumulation: Accumulation,
     pub epilogue: EpiloguePlacement,
+    /// Kernel mode: where x3 enters the rank's result.
+    #[serde(default)]
+    pub x3_entry: X3Entry,
+    /// Kernel mode: the rounding of the x3 vector add to the dtype (CAST_RINT in the kernel).
+    #[serde(default = "rne")]
+    pub x3_rounding: Rounding,
+    /// Kernel mode: the rounding of each of the all-reduce's adds in the dtype (IEEE
+    /// nearest-even, see [`super::reduction`]).
+    #[serde(default = "rne")]
+    pub reduce_rounding: Rounding,
 }
 
 impl Mc2Numerics {
@@ -97,6 +124,9 @@ impl Mc2Numerics {
             output_rounding: Rounding::RNE,
             accumulation: Accumulation::Kernel(order),
             epilogue: EpiloguePlacement::IntoRankZero,
+            x3_entry: X3Entry::RoundedResult,
+            x3_rounding: Rounding::RNE,
+            reduce_rounding: Rounding::RNE,
         }
     }
 
@@ -107,6 +137,9 @@ impl Mc2Numerics {
             output_rounding: Rounding::RNE,
             accumulation: Accumulation::HighPrecisionGolden,
             epilogue: EpiloguePlacement::IntoRankZero,
+            x3_entry: X3Entry::RoundedResult,
+            x3_rounding: Rounding::RNE,
+            reduce_rounding: Rounding::RNE,
         }
     }
 
@@ -119,6 +152,9 @@ impl Mc2Numerics {
             output_rounding,
             accumulation,
             epilogue,
+            x3_entry,
+            x3_rounding,
+            reduce_rounding,
         } = self;
         let k = |field: &str, value: String| {
             crate::knob::Knob::new(format!("mc2.{recipe}.{field}"), value)
@@ -127,11 +163,30 @@ impl Mc2Numerics {
         let (per_rank, dtype, order, epilogue_precision) = match accumulation {
             Accumulation::Kernel(order) => (
                 format!("each rank's f32 result rounded to the dtype, {rounding}"),
-                "the output dtype (f16/bf16), IEEE nearest-even adds".to_string(),
+                if *reduce_rounding == Rounding::RNE {
+                    "the output dtype (f16/bf16), IEEE nearest-even adds".to_string()
+                } else {
+                    format!(
+                        "the output dtype (f16/bf16), adds rounded {}",
+                        crate::knob::rounding_name(reduce_rounding)
+                    )
+                },
                 order.name().to_string(),
-                "bias added in f32 before the rank's rounding; x3 added to the rounded result \
-                 and rounded again to nearest even"
-                    .to_string(),
+                match (x3_entry, *x3_rounding == Rounding::RNE) {
+                    (X3Entry::RoundedResult, true) => {
+                        "bias added in f32 before the rank's rounding; x3 added to the rounded \
+                         result and rounded again to nearest even"
+                            .to_string()
+                    }
+                    (X3Entry::RoundedResult, false) => format!(
+                        "bias added in f32 before the rank's rounding; x3 added to the rounded \
+                         result and rounded again, {}",
+                        crate::knob::rounding_name(x3_rounding)
+                    ),
+                    (X3Entry::BeforeRounding, _) => {
+                        "bias then x3 added in f32 before the rank's one rounding".to_string()
+                    }
+                },
             ),
             Accumulation::HighPrecisionGolden => (
                 "none: f32 partials".to_string(),

@@ -77,6 +77,19 @@ pub fn ring_chunk_of(index: usize, len: usize, ranks: usize) -> usize {
 /// Sums `values[r]` (one per rank, each already in `dtype`) in `dtype`, in `order`; `chunk` is
 /// the element's ring chunk (ignored by the other orders).
 pub fn reduce_in_dtype(values: &[f32], order: ReductionOrder, chunk: usize, dtype: DType) -> f32 {
+    reduce_in_dtype_rounded(values, order, chunk, dtype, Rounding::RNE)
+}
+
+/// [`reduce_in_dtype`] with each add rounded to `dtype` by `rounding` (nearest even in the
+/// kernels; another rule is a fault model).
+pub fn reduce_in_dtype_rounded(
+    values: &[f32],
+    order: ReductionOrder,
+    chunk: usize,
+    dtype: DType,
+    rounding: Rounding,
+) -> f32 {
+    let add_in_dtype = |a: f32, b: f32, dtype: DType| dtype.quantize_f32(a + b, rounding);
     let r = values.len();
     match r {
         0 => 0.0,

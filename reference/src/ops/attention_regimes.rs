@@ -331,6 +331,8 @@ pub(crate) fn check(
             | Regime::IntMatmulEdges
             | Regime::MoeRoutingEdges
             | Regime::MoeCombineOrder
+            | Regime::OrderWitnesses
+            | Regime::Mc2AddTies
             | Regime::MlaRopeLateMax
             | Regime::AttentionTies
             | Regime::RepeatedCall => {}

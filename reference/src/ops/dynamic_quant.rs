@@ -32,6 +32,7 @@
 //! scale and quotient forms apart). See [`DynamicQuant::impose`].
 
 use super::dynamic_quant_variants::DqShape;
+use super::path::{odd_above_one, ParamPath};
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -591,6 +592,28 @@ impl OpFamily for DynamicQuant {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "group_index",
+                "MoE group indices: each row's smooth-scale row is its expert's, found from the running token counts (the MoE kernels)",
+                p.groups.is_some(),
+            ),
+            ParamPath::new("smooth_scales", "smooth scales multiplied in before the row maximum", p.smooth),
+            ParamPath::new(
+                "odd_tokens",
+                "an odd number of rows above 1: a row loop or a multi-row kernel that assumes pairs shows",
+                odd_above_one(p.tokens),
+            ),
+            ParamPath::new(
+                "odd_hidden",
+                "an odd row length: the row's tail past its last 16-element block, which the kernels pad in UB, is judged",
+                odd_above_one(p.hidden),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -10,6 +10,7 @@
 
 use super::attention_regimes::{self, ScoreView};
 use super::attention_ties;
+use super::path::ParamPath;
 use super::regime::{late_from, Regime};
 use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
@@ -383,6 +384,34 @@ impl OpFamily for FaPrefill {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: FaPrefillParams = parse_params(OP, params)?;
+        let layout = p.input_layout.name();
+        Ok(vec![
+            ParamPath::new(
+                "layout_bnsd",
+                "the BNSD input layout: heads outermost",
+                layout == "BNSD",
+            ),
+            ParamPath::new(
+                "layout_bsh",
+                "the BSH input layout: heads folded into the hidden axis",
+                layout == "BSH",
+            ),
+            ParamPath::new(
+                "layout_tnd",
+                "the TND (varlen) layout: sequences packed back to back",
+                p.input_layout.is_varlen(),
+            ),
+            ParamPath::new(
+                "band_mask",
+                "sparse_mode 4 (a band of pre_tokens / next_tokens)",
+                p.sparse_mode == 4,
+            ),
+            super::path::odd_heads(p.num_heads, p.num_key_value_heads),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

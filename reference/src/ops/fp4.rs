@@ -28,6 +28,7 @@
 //! `oracle`: the exact products (`q * 2^(e-127)`, `q * s * g`: at most 31 significant bits, so
 //! exact in f64), and for w4a16 the f64 sum of `x * w_exact`, unrounded.
 
+use super::path::{odd_above_one, ParamPath};
 use super::range_regimes::{self as rr, pow2};
 use super::regime::Regime;
 use super::{
@@ -388,6 +389,22 @@ impl OpFamily for Fp4Family {
                 }
             })
             .collect()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let c = self.case(params)?;
+        Ok(vec![
+            ParamPath::new(
+                "odd_groups_per_row",
+                "an odd number of scale groups per row above 1 (K / 32 for MXFP4, K / 16 for NVFP4): a scale stride that pads to 2, 4 or 8 groups shows",
+                odd_above_one(c.k / c.format.group()),
+            ),
+            ParamPath::new(
+                "odd_n",
+                "an odd number of rows (dequant) or output columns (W4A16) above 1: the row stride of packed codes and scales",
+                odd_above_one(c.n),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -18,8 +18,10 @@
 //! returned unrounded as F64.
 //!
 //! Regimes ([`super::range_regimes`]): `overflow_to_inf` and `subnormal_outputs`, each on its
-//! own output row (see [`impose`]).
+//! own output row (see [`impose`]); `rounding_ties` ([`super::mc2_ties`]); `mc2_add_ties` and
+//! `order_witnesses` ([`super::mc2_witness`]), in cases of their own.
 
+use super::path::{odd_above_one, ParamPath};
 use super::range_regimes::{self as rr, pow2};
 use super::regime::Regime;
 use super::{
@@ -30,6 +32,7 @@ use crate::formats::{DType, Rounding};
 use crate::gemm::{self, BLayout};
 use crate::mc2::{
     self, Accumulation, EpiloguePlacement, Mc2Numerics, Mc2Shape, RankOperands, ReductionOrder,
+    X3Entry,
 };
 use crate::parallel::Threads;
 
@@ -117,6 +120,14 @@ impl Params {
         }
     }
 
+    fn witness_shape(&self, dtype: DType) -> super::mc2_witness::Shape {
+        super::mc2_witness::Shape {
+            base: self.tie_shape(dtype),
+            x3: self.x3,
+            tiles: self.tiles.clone().unwrap_or_else(|| vec![self.m]),
+        }
+    }
+
     fn specs(&self, et: ElemType) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let mut inputs = vec![
             TensorSpec::new("x1", et, vec![self.ranks, self.m, self.k], &["r", "m", "k"]),
@@ -153,6 +164,9 @@ fn numerics(recipe: &str, dtype: DType) -> Option<Mc2Numerics> {
         output_rounding: Rounding::RNE,
         accumulation,
         epilogue: EpiloguePlacement::IntoRankZero,
+        x3_entry: X3Entry::RoundedResult,
+        x3_rounding: Rounding::RNE,
+        reduce_rounding: Rounding::RNE,
     })
 }
 
@@ -163,6 +177,24 @@ impl OpFamily for Mc2MatmulAllReduce {
 
     fn recipes(&self) -> Vec<&'static str> {
         RECIPES.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let (p, _, _) = Params::parse(params)?;
+        let uneven = p
+            .tiles
+            .as_ref()
+            .is_some_and(|t| t.windows(2).any(|w| w[0] != w[1]));
+        Ok(vec![
+            ParamPath::new("odd_m", "an odd number of rows above 1: the M split and its tail tile", odd_above_one(p.m)),
+            ParamPath::new("odd_k", "an odd reduction length above 1: no power-of-two K block hides a stride", odd_above_one(p.k)),
+            ParamPath::new("odd_n", "an odd number of columns above 1: the output and bias strides", odd_above_one(p.n)),
+            ParamPath::new(
+                "uneven_m_tiles",
+                "an M split into tiles of different sizes: each tile's offset into the output is judged",
+                uneven,
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
@@ -213,6 +245,7 @@ impl OpFamily for Mc2MatmulAllReduce {
         if regimes.contains(&Regime::RoundingTies) {
             super::mc2_ties::check(NAME, &p.tie_shape(dtype))?;
         }
+        super::mc2_witness::check(NAME, &p.witness_shape(dtype), regimes)?;
         Ok(())
     }
 
@@ -228,6 +261,7 @@ impl OpFamily for Mc2MatmulAllReduce {
         if regimes.contains(&Regime::RoundingTies) {
             super::mc2_ties::impose(NAME, &p.tie_shape(dtype), &mut m, ctx)?;
         }
+        super::mc2_witness::impose(NAME, &p.witness_shape(dtype), regimes, &mut m, ctx)?;
         if rr::banded(regimes).is_empty() {
             return Ok(m);
         }
@@ -276,6 +310,21 @@ fn check(p: &Params, regimes: &[Regime]) -> Result<(), OpError> {
         if !r.applies_to(NAME) {
             return Err(rr::not_for_op(NAME, r));
         }
+    }
+    let own = [Regime::Mc2AddTies, Regime::OrderWitnesses];
+    if let Some(&r) = regimes.iter().find(|r| own.contains(*r))
+        && let Some(&other) = regimes
+            .iter()
+            .find(|o| !own.contains(*o) && **o != Regime::RepeatedCall)
+    {
+        return Err(rr::regime_err(
+            NAME,
+            r,
+            format!(
+                "cannot share a case with {} (both rebuild rows of x1 and columns of x2); declare it in another case",
+                other.name()
+            ),
+        ));
     }
     let banded = rr::banded(regimes);
     let Some(&first) = banded.first() else {

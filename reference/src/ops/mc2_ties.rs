@@ -73,13 +73,26 @@ fn eligible(s: &Shape) -> Vec<usize> {
     }
 }
 
-fn set(t: &mut Tensor, at: usize, x: f64) {
+/// Fraction bits of a dtype's significand.
+pub(super) fn mantissa_bits(d: DType) -> i32 {
+    match d {
+        DType::F16 => 10,
+        DType::Bf16 => 7,
+        DType::F32 => 23,
+    }
+}
+
+pub(super) fn set(t: &mut Tensor, at: usize, x: f64) {
     let es = t.dtype.size_bytes();
     let enc = Tensor::round_values(t.dtype, vec![1], &[x], Rounding::RNE);
     t.data[at * es..(at + 1) * es].copy_from_slice(&enc.data);
 }
 
-fn get<'a>(op: &str, inputs: &'a mut TensorMap, name: &str) -> Result<&'a mut Tensor, OpError> {
+pub(super) fn get<'a>(
+    op: &str,
+    inputs: &'a mut TensorMap,
+    name: &str,
+) -> Result<&'a mut Tensor, OpError> {
     inputs.get_mut(name).ok_or_else(|| OpError::MissingInput {
         op: op.to_string(),
         input: name.to_string(),
@@ -94,11 +107,7 @@ pub(crate) fn impose(
     ctx: &mut GenContext,
 ) -> Result<usize, OpError> {
     check(op, s)?;
-    let bits = match s.dtype {
-        DType::F16 => 10,
-        DType::Bf16 => 7,
-        DType::F32 => 23,
-    };
+    let bits = mantissa_bits(s.dtype);
     let ulp = 1.0 / (1u64 << bits) as f64;
     let mut rows: Vec<usize> = (0..s.m).collect();
     let mut cols: Vec<usize> = (0..s.n).collect();

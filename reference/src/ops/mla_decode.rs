@@ -29,6 +29,7 @@
 
 use super::fa_prefill::{invalid, op_error, oracle_outputs, output_specs, recipe_outputs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams};
+use super::path::ParamPath;
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -554,6 +555,18 @@ impl OpFamily for MlaDecode {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "several_new_tokens",
+                "two or more new tokens per sequence (speculative decode): each sees the context up to its own position",
+                p.new_tokens > 1,
+            ),
+            super::path::partial_last_block(&p.actual_seq_lengths_kv, p.block_size),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

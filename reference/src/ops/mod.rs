@@ -20,12 +20,14 @@ pub mod fp4;
 pub mod generate;
 pub mod mc2_matmul_allreduce;
 pub mod mc2_ties;
+pub mod mc2_witness;
 pub mod mla_decode;
 pub mod moe_dispatch_combine;
 pub mod nvfp4_witness;
 pub mod pa_decode;
 pub mod pa_decode_int8;
 pub mod paged_kv;
+pub mod path;
 mod preset_family;
 pub mod preset_variants;
 pub mod quant_matmul;
@@ -36,6 +38,7 @@ pub mod regime;
 pub mod tensor;
 
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
+pub use path::ParamPath;
 pub use recipe_edit::RecipeEdit;
 pub use regime::Regime;
 pub use tensor::{ElemType, Tensor, TensorError, TensorMap};
@@ -237,6 +240,12 @@ pub trait OpFamily: Sync {
     ) -> Result<TensorMap, OpError> {
         self.check_regimes(params, regimes)?;
         self.generate(params, ctx)
+    }
+    /// The family's parameter paths ([`path`]), each with whether a case with `params`
+    /// reaches it: the same names, in the same order, for every valid `params`.
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let _ = params;
+        Ok(Vec::new())
     }
     /// Runs the reference with `recipe` (or [`ORACLE`]).
     fn run(

@@ -44,6 +44,7 @@
 //! `rounding_ties`; see [`MoeDispatchCombine::impose`].
 
 use super::dynamic_quant::{oracle_row, DqRecipe, ScaleForm};
+use super::path::{odd_above_one, ParamPath};
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -126,6 +127,9 @@ pub enum Accumulator {
     F32,
     /// Rounded to the dtype after every add (a bug).
     DtypePerStep,
+    /// f32, but each weighted routed row taken in by one fused multiply-add, the product never
+    /// rounded on its own (a bug: the kernel's Muls then Add round twice, `moe.claim.no_fma`).
+    FusedMultiplyAdd,
 }
 
 /// The numerics of one dispatch/combine round trip.
@@ -701,6 +705,55 @@ impl MoeDispatchCombine {
     }
 }
 
+/// The most routed experts per token (`top_k`) and shared experts the parameters allow.
+const MAX_TOP_K: usize = 8;
+const MAX_SHARED: usize = 4;
+
+/// One output element of the combine under `r`: the expert outputs `ys` of the token's routed
+/// rows (k order, 0 for a row never received) weighted by `w`, then the shared rows `shared`
+/// unweighted, cast to the dtype by the recipe's final rounding.
+fn combine_element(r: &MoeRecipe, dtype: ElemType, ys: &[f32], w: &[f32], shared: &[f32]) -> u16 {
+    let k = ys.len();
+    let mut wk = [0.0f32; MAX_TOP_K];
+    wk[..k].copy_from_slice(&w[..k]);
+    if r.renormalise {
+        let sum = w[..k].iter().fold(0.0f32, |a, &b| a + b);
+        for x in wk[..k].iter_mut() {
+            *x /= sum;
+        }
+    }
+    let step = |acc: f32| -> f32 {
+        match r.accumulator {
+            Accumulator::F32 | Accumulator::FusedMultiplyAdd => acc,
+            Accumulator::DtypePerStep => decode(
+                dtype,
+                round_f32(dtype, acc, RoundingMode::NearestTiesToEven),
+            ),
+        }
+    };
+    let mut acc = 0.0f32;
+    for i in 0..k {
+        let kk = match r.order {
+            SumOrder::TopKAscending => i,
+            SumOrder::TopKDescending => k - 1 - i,
+        };
+        let (y, wv) = (ys[kk], wk[kk]);
+        acc = match (r.accumulator, r.weights) {
+            (Accumulator::FusedMultiplyAdd, WeightUse::Once) => crate::math::fma_f32(y, wv, acc),
+            (Accumulator::FusedMultiplyAdd, WeightUse::Twice) => {
+                crate::math::fma_f32(y * wv, wv, acc)
+            }
+            (_, WeightUse::Once) => step(acc + y * wv),
+            (_, WeightUse::Twice) => step(acc + (y * wv) * wv),
+            (_, WeightUse::Ignored) => step(acc + y),
+        };
+    }
+    for &y in shared {
+        acc = step(acc + y);
+    }
+    round_f32(dtype, acc, r.output_rounding)
+}
+
 /// An I64 tensor.
 fn i64_tensor(values: Vec<i64>) -> Tensor {
     Tensor {
@@ -715,6 +768,104 @@ const CONSTRUCTION_COLUMNS: usize = 8;
 /// Tie rows `rounding_ties` plants, and the ties in each.
 const TIE_ROWS: usize = 2;
 const TIES_PER_ROW: usize = 8;
+
+/// Tokens `order_witnesses` plants witnesses on (each on [`CONSTRUCTION_COLUMNS`] columns).
+const WITNESS_TOKENS: usize = 2;
+/// Token-level draws (weights) and column-level draws (x) tried before the search gives up.
+const WITNESS_DRAWS: usize = 64;
+
+/// One witness token: its x row and its K weights.
+struct FmaWitness {
+    x: Vec<u16>,
+    w: Vec<f32>,
+}
+
+/// A token (x row of `h` columns, K weights for routed gains `g`) on which the kernel's
+/// combine (`ascend_v2`: each product rounded to f32, then added) and the same combine with a
+/// fused multiply-add give other output bits on [`CONSTRUCTION_COLUMNS`] columns.
+///
+/// The weights make the first two routed products nearly cancel: `w1 * g1 = b` (an f32 in
+/// [1, 2) with its last bit set) and `w0 * g0 = d - b` with `d` a small power-of-two multiple
+/// (bf16: about 2^-17, f16: about 2^-14); every later weight is 0. On a column holding `x`
+/// (a dtype value in [1, 2), either sign) the kernel's f32 sum is `fl(x a) + fl(x b)`, exact
+/// by Sterbenz, so it keeps the rounding error of `x b`, which the fused form drops; the sum
+/// is near `x d`, where that error is about an ulp of the dtype, so the two round apart on
+/// about half the draws. Each column keeps the first `x` on which they differ; the other
+/// columns keep the drawn x. The seed chooses the witness, never whether there is one.
+fn fma_witness(
+    dtype: ElemType,
+    g: &[f32],
+    h: usize,
+    ctx: &mut GenContext,
+) -> Result<FmaWitness, OpError> {
+    let kernel = MoeRecipe::preset("ascend_v2").ok_or_else(|| failed("no preset"))?;
+    let fused = MoeRecipe {
+        accumulator: Accumulator::FusedMultiplyAdd,
+        ..kernel
+    };
+    let (mantissa_bits, d_exp) = if dtype == ElemType::F16 {
+        (10, -14)
+    } else {
+        (7, -17)
+    };
+    let k = g.len();
+    let mut x: Vec<u16> = (0..h)
+        .map(|_| encode(dtype, 2.0 * ctx.unit() - 1.0))
+        .collect();
+    let mut cols: Vec<usize> = (0..h).collect();
+    ctx.shuffle(&mut cols);
+    let cols = &cols[..CONSTRUCTION_COLUMNS];
+    for _ in 0..WITNESS_DRAWS {
+        let b = 1.0 + (2 * ctx.below(1 << 22) + 1) as f64 * pow2(-23);
+        let d = (16 + ctx.below(16)) as f64 * pow2(d_exp - 4 + ctx.below(2) as i32);
+        let a = d - b;
+        let mut w = vec![0.0f32; k];
+        w[0] = (a / g[0] as f64) as f32;
+        w[1] = (b / g[1] as f64) as f32;
+        if w[0] as f64 * g[0] as f64 != a || w[1] as f64 * g[1] as f64 != b {
+            return Err(failed(format!(
+                "order_witnesses: weights {a} / {} and {b} / {} are not exact in f32",
+                g[0], g[1]
+            )));
+        }
+        let mut all = true;
+        for &j in cols {
+            let mut hit = false;
+            for _ in 0..WITNESS_DRAWS {
+                let sign = if ctx.below(2) == 0 { 1.0 } else { -1.0 };
+                let frac = ctx.below(1 << mantissa_bits) as f64 * pow2(-mantissa_bits);
+                let xb = encode(dtype, sign * (1.0 + frac));
+                let xv = decode(dtype, xb);
+                let ys: Vec<f32> = g
+                    .iter()
+                    .map(|&gk| {
+                        decode(
+                            dtype,
+                            round_f32(dtype, xv * gk, RoundingMode::NearestTiesToEven),
+                        )
+                    })
+                    .collect();
+                if combine_element(&kernel, dtype, &ys, &w, &[])
+                    != combine_element(&fused, dtype, &ys, &w, &[])
+                {
+                    x[j] = xb;
+                    hit = true;
+                    break;
+                }
+            }
+            if !hit {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            return Ok(FmaWitness { x, w });
+        }
+    }
+    Err(failed(format!(
+        "order_witnesses: no fused multiply-add witness in {WITNESS_DRAWS} draws of weights"
+    )))
+}
 
 fn pow2(e: i32) -> f64 {
     let mut v = 1.0f64;
@@ -741,6 +892,32 @@ impl OpFamily for MoeDispatchCombine {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "cumulative_counts",
+                "expert_token_nums_type 0: the expert token counts are returned as running sums",
+                p.expert_token_nums_type == 0,
+            ),
+            ParamPath::new(
+                "shared_expert_over_ranks",
+                "a shared expert spread over two or more ranks: each token's copy goes to its own shared rank",
+                p.shared_experts > 0 && p.shared_ranks > 1,
+            ),
+            ParamPath::new(
+                "smooth_with_shared_expert",
+                "smooth scales together with a shared expert: the shared rank's rows are quantised with their own smooth row",
+                p.smooth && p.shared_experts > 0,
+            ),
+            ParamPath::new(
+                "odd_ranks",
+                "an odd world size above 1: rank strides and the experts' spread over ranks that no power of two hides",
+                odd_above_one(p.ranks),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {
@@ -880,6 +1057,18 @@ impl OpFamily for MoeDispatchCombine {
                         return Err(regime_err(r, "hidden is below the 8 construction columns"));
                     }
                     tokens_needed += 2;
+                }
+                Regime::OrderWitnesses => {
+                    if c.quant || c.shared_experts > 0 || c.top_k < 2 {
+                        return Err(regime_err(
+                            r,
+                            "the fused multiply-add witnesses need quant_mode 0, no shared experts and top_k >= 2 (two routed products that nearly cancel)",
+                        ));
+                    }
+                    if c.hidden < CONSTRUCTION_COLUMNS {
+                        return Err(regime_err(r, "hidden is below the 8 witness columns"));
+                    }
+                    tokens_needed += WITNESS_TOKENS;
                 }
                 Regime::RoundingTies => {
                     if !c.quant {
@@ -1210,50 +1399,29 @@ impl PresetFamily for MoeDispatchCombine {
             .flat_map(|s| (0..c.active[s]).map(move |t| (s, t)))
             .collect();
         let dtype = c.dtype;
-        let step = |acc: f32| -> f32 {
-            match r.accumulator {
-                Accumulator::F32 => acc,
-                Accumulator::DtypePerStep => decode(
-                    dtype,
-                    round_f32(dtype, acc, RoundingMode::NearestTiesToEven),
-                ),
-            }
-        };
         let out_rows: Vec<Vec<u16>> = map_tasks(tokens.len(), threads, |i| {
             let (s, t) = tokens[i];
             let w = &inp.weights[(s * c.bs + t) * k..(s * c.bs + t + 1) * k];
-            let w: Vec<f32> = if r.renormalise {
-                let sum = w.iter().fold(0.0f32, |a, &b| a + b);
-                w.iter().map(|&x| x / sum).collect()
-            } else {
-                w.to_vec()
-            };
-            let order: Vec<usize> = match r.order {
-                SumOrder::TopKAscending => (0..k).collect(),
-                SumOrder::TopKDescending => (0..k).rev().collect(),
-            };
-            let mut acc = vec![0.0f32; h];
-            for kk in order {
-                let at = index[(s * c.bs + t) * slots + kk];
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let y = if at == usize::MAX { 0.0 } else { outs[at][j] };
-                    let p = match r.weights {
-                        WeightUse::Once => y * w[kk],
-                        WeightUse::Twice => (y * w[kk]) * w[kk],
-                        WeightUse::Ignored => y,
-                    };
-                    *a = step(*a + p);
+            let y_of = |slot: usize, j: usize| -> f32 {
+                let at = index[(s * c.bs + t) * slots + slot];
+                if at == usize::MAX {
+                    0.0
+                } else {
+                    outs[at][j]
                 }
-            }
-            for si in 0..ns {
-                let at = index[(s * c.bs + t) * slots + k + si];
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let y = if at == usize::MAX { 0.0 } else { outs[at][j] };
-                    *a = step(*a + y);
-                }
-            }
-            acc.iter()
-                .map(|&a| round_f32(dtype, a, r.output_rounding))
+            };
+            let mut ys = [0.0f32; MAX_TOP_K];
+            let mut shared = [0.0f32; MAX_SHARED];
+            (0..h)
+                .map(|j| {
+                    for (kk, y) in ys.iter_mut().enumerate().take(k) {
+                        *y = y_of(kk, j);
+                    }
+                    for (si, y) in shared.iter_mut().enumerate().take(ns) {
+                        *y = y_of(k + si, j);
+                    }
+                    combine_element(r, dtype, &ys[..k], w, &shared[..ns])
+                })
                 .collect()
         });
         let out: Vec<u16> = out_rows.into_iter().flatten().collect();
@@ -1422,6 +1590,20 @@ impl PresetFamily for MoeDispatchCombine {
                             }
                             wts[(s * bs + t) * k + kk] = wv as f32;
                         }
+                    }
+                }
+                Regime::OrderWitnesses => {
+                    for _ in 0..WITNESS_TOKENS {
+                        let (s, t) = take()?;
+                        let g: Vec<f32> = (0..k)
+                            .map(|kk| {
+                                let e = ids[(s * bs + t) * k + kk] as usize;
+                                decode(dtype, gain[c.shared_experts + e])
+                            })
+                            .collect();
+                        let found = fma_witness(dtype, &g, h, ctx)?;
+                        x[(s * bs + t) * h..(s * bs + t + 1) * h].copy_from_slice(&found.x);
+                        wts[(s * bs + t) * k..(s * bs + t + 1) * k].copy_from_slice(&found.w);
                     }
                 }
                 Regime::RoundingTies => {

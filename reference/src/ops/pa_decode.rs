@@ -19,6 +19,7 @@ use super::fa_prefill::{
     attention_flops, f32_values, invalid, op_error, oracle_outputs, output_specs, preset,
     recipe_outputs, values_tensor,
 };
+use super::path::ParamPath;
 use super::regime::{late_from, Regime};
 use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
@@ -284,6 +285,14 @@ impl OpFamily for PaDecode {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: PaDecodeParams = parse_params(OP, params)?;
+        Ok(vec![
+            super::path::odd_heads(p.num_heads, p.num_key_value_heads),
+            super::path::partial_last_block(&p.actual_seq_lengths_kv, p.block_size),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -57,6 +57,7 @@ mod attention_half;
 
 use super::fa_prefill::{attention_flops, invalid, op_error, oracle_outputs, output_specs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams, Plan};
+use super::path::ParamPath;
 use super::preset_family::{self, PresetFamily};
 use super::regime::Regime;
 use super::{
@@ -710,6 +711,23 @@ impl OpFamily for PaDecodeInt8 {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "per_token_key",
+                "key_antiquant_mode 1: the key cache's scales are per token, read through the block table",
+                p.key_antiquant_mode == 1,
+            ),
+            ParamPath::new(
+                "antiquant_offset",
+                "an antiquant offset subtracted before the scale",
+                p.antiquant_offset,
+            ),
+            super::path::odd_heads(p.num_heads, p.num_key_value_heads),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -29,6 +29,7 @@
 //! there is f64 NaN, so NaN payload bits are only checked through `reference`. Data movement
 //! has no reduction, so the thread count is irrelevant.
 
+use super::path::{odd_above_one, ParamPath};
 use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
     OpFamily, Tensor, TensorMap, TensorSpec, ORACLE,
@@ -383,6 +384,22 @@ impl OpFamily for PagedKv {
 
     fn recipes(&self) -> Vec<&'static str> {
         vec![REFERENCE]
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: PagedKvParams = parse_params(NAME, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "padding_slots",
+                "padding tokens (slot -1) that must write nothing",
+                p.padding > 0,
+            ),
+            ParamPath::new(
+                "odd_kv_heads",
+                "an odd KV head count above 1: the head stride of every cache layout",
+                odd_above_one(p.num_key_value_heads),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -46,6 +46,7 @@
 //! where the two orders of the scale products round apart; per-channel scales that differ;
 //! packed scales whose 19-bit truncation differs from rounding). See [`QuantMatmul::impose`].
 
+use super::path::{odd_above_one, ParamPath};
 use super::preset_family::{self, PresetFamily};
 use super::quant_matmul_variants::QmmShape;
 use super::regime::Regime;
@@ -706,6 +707,27 @@ impl OpFamily for QuantMatmul {
 
     fn recipes(&self) -> Vec<&'static str> {
         PRESETS.to_vec()
+    }
+
+    fn paths(&self, params: &serde_json::Value) -> Result<Vec<ParamPath>, OpError> {
+        let p: Params = parse_params(OP, params)?;
+        Ok(vec![
+            ParamPath::new(
+                "requant_offset",
+                "an int8 output with an offset: where the offset is added and its sign",
+                p.offset,
+            ),
+            ParamPath::new(
+                "n_above_64",
+                "more than 64 output columns, the quick cases' usual width: the per-channel scale, bias and output offsets of later column tiles are judged",
+                p.n > 64,
+            ),
+            ParamPath::new(
+                "odd_m",
+                "an odd number of rows above 1: the per-token scale's stride and a row loop that assumes pairs show",
+                odd_above_one(p.m),
+            ),
+        ])
     }
 
     fn describe(&self, params: &serde_json::Value) -> Result<OpDescription, OpError> {

@@ -104,6 +104,16 @@ pub enum Regime {
     /// tile, and the later tiles carry weight, so a kernel that lets the running max fall to a
     /// later tile's own maximum without rescaling is caught.
     ModerateEarlyMax,
+    /// Elements on which the recipe's stated operation order gives other output bits than
+    /// each alternative the catalogue models: `moe_dispatch_combine`'s multiply, round, then
+    /// add (against a fused multiply-add) on tokens whose routed products nearly cancel
+    /// ([`super::moe_dispatch_combine`]); `mc2_matmul_allreduce`'s x3 added to the rank's
+    /// rounded result (against before its rounding) and its all-reduce order (rank order,
+    /// ring and binary tree give three different sums) ([`super::mc2_witness`]).
+    OrderWitnesses,
+    /// `mc2_matmul_allreduce`: exact ties of the x3 vector add's rounding and of one add of
+    /// the all-reduce in the dtype, every other step exact ([`super::mc2_witness`]).
+    Mc2AddTies,
     /// `pa_decode_int8`: under the case's recipe, 8 or more elements are exact ties of the
     /// attention half's P cast and 8 or more of its output cast, built on the INT8 cache's
     /// codes ([`super::pa_decode_int8`]); the family's `rounding_ties` plants the
@@ -144,6 +154,8 @@ const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
 const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
 const MOE: &[&str] = &["moe_dispatch_combine"];
+const ORDER_WITNESSES: &[&str] = &["moe_dispatch_combine", "mc2_matmul_allreduce"];
+const MC2_ADD_TIES: &[&str] = &["mc2_matmul_allreduce"];
 const MLA: &[&str] = &["mla_decode"];
 /// The moderate row maxima: the attention families, and the attention half of the C8 decode.
 const MODERATE: &[&str] = &["fa_prefill", "pa_decode", "pa_decode_int8"];
@@ -197,7 +209,7 @@ const EVERY_OP: &[&str] = &[
 
 impl Regime {
     /// Every regime, in a stable order.
-    pub const ALL: [Regime; 21] = [
+    pub const ALL: [Regime; 23] = [
         Regime::LargeLogits,
         Regime::LateMax,
         Regime::MaskedRowsLse,
@@ -218,6 +230,8 @@ impl Regime {
         Regime::MlaRopeLateMax,
         Regime::ModerateLateMax,
         Regime::ModerateEarlyMax,
+        Regime::OrderWitnesses,
+        Regime::Mc2AddTies,
         Regime::AttentionTies,
     ];
 
@@ -244,6 +258,8 @@ impl Regime {
             Regime::MlaRopeLateMax => "mla_rope_late_max",
             Regime::ModerateLateMax => "moderate_late_max",
             Regime::ModerateEarlyMax => "moderate_early_max",
+            Regime::OrderWitnesses => "order_witnesses",
+            Regime::Mc2AddTies => "mc2_add_ties",
             Regime::AttentionTies => "attention_ties",
         }
     }
@@ -308,6 +324,12 @@ impl Regime {
             Regime::ModerateEarlyMax => {
                 "every (batch, head) has a row whose maximum score lies in the recipe's first KV tile, 0.5 to 3 above the later tiles' largest score: the running max never rises and the later tiles weigh, so a running max that falls to a later tile's own maximum shows"
             }
+            Regime::OrderWitnesses => {
+                "8 or more elements on which the recipe's stated operation order gives other bits than each modelled alternative: moe_dispatch_combine's product rounded then added (not fused) on 2 tokens x 8 columns whose two routed products nearly cancel; mc2_matmul_allreduce's x3 added after the rank's rounding (not before) and its all-reduce order (rank order, ring and binary tree three different sums), a row of 8 to 16 columns each"
+            }
+            Regime::Mc2AddTies => {
+                "mc2_matmul_allreduce: a row of 8 to 16 exact ties of the x3 vector add's rounding and a row of 8 to 16 exact ties of one all-reduce add in the dtype, every other step exact"
+            }
             Regime::AttentionTies => {
                 "8 or more exact ties of the attention half's P cast and 8 or more of its output cast, built on the INT8 cache's codes, under the case's recipe: a tie rule the other way at either cast differs on many elements on every seed"
             }
@@ -339,6 +361,8 @@ impl Regime {
             Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
             Regime::MlaRopeLateMax => MLA,
             Regime::ModerateLateMax | Regime::ModerateEarlyMax => MODERATE,
+            Regime::OrderWitnesses => ORDER_WITNESSES,
+            Regime::Mc2AddTies => MC2_ADD_TIES,
             Regime::AttentionTies => ATTENTION_TIES,
         }
     }
@@ -402,7 +426,7 @@ mod tests {
         assert_eq!(for_op("pa_decode").len(), 11);
         assert_eq!(for_op("mxfp4_dequant").len(), 4);
         assert_eq!(for_op("w4a16_matmul").len(), 3);
-        assert_eq!(for_op("mc2_matmul_allreduce").len(), 4);
+        assert_eq!(for_op("mc2_matmul_allreduce").len(), 6);
         assert_eq!(for_op("dynamic_quant").len(), 3);
         assert_eq!(for_op("pa_decode_int8").len(), 7);
         assert_eq!(
@@ -417,7 +441,7 @@ mod tests {
                 Regime::IntMatmulEdges
             ]
         );
-        assert_eq!(for_op("moe_dispatch_combine").len(), 4);
+        assert_eq!(for_op("moe_dispatch_combine").len(), 5);
         assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
         assert!(Regime::ALL
             .iter()

@@ -38,6 +38,7 @@ mod mc2_planner;
 mod mc2_reduction;
 mod mc2_ties;
 mod mc2_timeline;
+mod mc2_witness;
 mod mla_decode;
 mod moe_dispatch_combine;
 mod pa_decode_int8;

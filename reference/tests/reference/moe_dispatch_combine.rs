@@ -151,6 +151,17 @@ fn regime_cases() -> Vec<(Value, Vec<Regime>, Vec<&'static str>)> {
             vec!["moe-sum-reversed", "moe-sum-in-dtype", "moe-out-ties-away"],
         ),
         (
+            json!({"ranks": 3, "bs": 3, "hidden": 96, "experts": 12, "top_k": 3}),
+            vec![MoeCombineOrder, OrderWitnesses],
+            vec!["moe-combine-fma", "moe-sum-reversed", "moe-out-ties-away"],
+        ),
+        (
+            json!({"ranks": 5, "bs": 2, "hidden": 32, "experts": 10, "top_k": 2,
+                "dtype": "f16"}),
+            vec![OrderWitnesses],
+            vec!["moe-combine-fma"],
+        ),
+        (
             json!({"ranks": 5, "bs": 6, "hidden": 64, "experts": 32, "top_k": 3,
                 "shared_experts": 1, "shared_ranks": 1, "quant_mode": 2, "smooth": true}),
             vec![MoeRoutingEdges, RoundingTies],
