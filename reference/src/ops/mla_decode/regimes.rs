@@ -28,7 +28,8 @@
 //! those columns is a nonzero subnormal (over several steps the AMLA correction is an integer
 //! added to O's f32 bits, which is not a rescale of an f32 subnormal).
 //! `moderate_late_max` / `moderate_early_max`: sign keys per head of every entry long enough:
-//! one after the first step leading the first step's largest score by 5.5 to 9.5 (late), or one
+//! one after the first step leading the first step's largest score by 5.5 to 9.5 and the later
+//! steps' own keys by 6.5 or more (late), or one
 //! in the first step above everything and one after it that is the later steps' largest, 0.75
 //! to 2.75 below it (early). Every promise is checked on the rounded inputs.
 
@@ -565,9 +566,28 @@ fn moderate(rows: &mut Rows, step: usize, late: bool, ctx: &mut GenContext) -> R
                 .map(|j| s[j])
                 .fold(f64::NEG_INFINITY, f64::max);
             if late {
-                let lo = MODERATE_LATE_GAP.0 + 0.5;
-                let gap = lo + (MODERATE_LATE_GAP.1 - 0.5 - lo) * ctx.unit();
-                plan.push((h, later[h], (first_max + gap) / weight, None));
+                // The key also leads the later steps' own keys by 5, with 1.5 to spare for the
+                // other heads' late keys (a tenth of their score's spread reaches this head).
+                let later_rest = (step..lk)
+                    .filter(|j| !later.contains(j))
+                    .map(|j| s[j])
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let hi = MODERATE_LATE_GAP.1 - 0.5;
+                // Where a later key comes within 3.5 of the first step's largest (wide score
+                // spreads), a first-step key 1 below it becomes the first step's largest.
+                let (first_max, raise) = if later_rest + MODERATE_LATE_GAP.0 + 1.5 - first_max > hi
+                {
+                    (
+                        later_rest - 1.0,
+                        Some((early[h], (later_rest - 1.0) / weight)),
+                    )
+                } else {
+                    (first_max, None)
+                };
+                let lo = (MODERATE_LATE_GAP.0 + 0.5)
+                    .max(later_rest + MODERATE_LATE_GAP.0 + 1.5 - first_max);
+                let gap = lo + (hi - lo) * ctx.unit();
+                plan.push((h, later[h], (first_max + gap) / weight, raise));
             } else {
                 let margin = MODERATE_EARLY_MARGIN.0
                     + 0.25
