@@ -52,6 +52,20 @@ pub enum MlaRescale {
     /// The generic online-softmax rescale `O * exp(m_old - m_new)` (not what the MLA kernel
     /// does: a fault model).
     Classic,
+    /// Fault model: AMLA with the integer correction of O one softmax step late (step i adds
+    /// step i-1's correction; the second step adds none), the row sum on time.
+    AmlaLagged,
+    /// Fault model: AMLA with the running max replaced by each step's own maximum; when it
+    /// falls, neither O (no integer correction) nor the row sum is rescaled, so a later step
+    /// below an early maximum is weighted up against the earlier ones.
+    AmlaStepMaxNotCarried,
+}
+
+impl MlaRescale {
+    /// Whether P carries the AMLA factor and O is corrected through its bits.
+    pub fn is_amla(self) -> bool {
+        self != MlaRescale::Classic
+    }
 }
 
 /// The order of the 576 products of a score.
@@ -130,7 +144,7 @@ const TASK_ROWS: usize = 16;
 
 /// Rounds to `dtype` (bf16 or f16) with `rounding`, back to f32.
 #[inline(always)]
-fn to_dtype(dtype: DType, x: f32, rounding: Rounding) -> f32 {
+pub fn to_dtype(dtype: DType, x: f32, rounding: Rounding) -> f32 {
     match dtype {
         DType::F16 => f16::quantize_f32_f16(x, rounding),
         _ => bf16::quantize_f32_bf16(x, rounding),
@@ -160,6 +174,29 @@ fn round_away(x: f32) -> f32 {
 const LN2: f32 = std::f32::consts::LN_2;
 fn recip_of_ln2() -> f32 {
     1.0f32 / LN2
+}
+
+/// The AMLA factor of a softmax step whose running max is `m`: `(n, f, fr)` with `n =
+/// round_away(m * -1/ln2)`, `f = exp((m / ln2 + n) ln2)` (f32 steps) and `fr` the factor cast
+/// to `dtype` with the kernel's `factor_rounding`.
+#[inline(always)]
+pub fn amla_factor(kernel: &MlaKernel, dtype: DType, m: f32) -> (f32, f32, f32) {
+    let inv_ln2 = recip_of_ln2();
+    let n = round_away(m * -inv_ln2);
+    let f = math::exp_f32(((m * inv_ln2) + n) * LN2);
+    (n, f, to_dtype(dtype, f, kernel.factor_rounding))
+}
+
+/// What the P cast rounds for a key of scaled score `s` in a softmax step whose running max
+/// is `m`: `exp(s - m)` times the AMLA factor's cast (f32), or `exp(s - m)` alone under the
+/// classic rescale.
+pub fn p_before_cast(kernel: &MlaKernel, dtype: DType, s: f32, m: f32) -> f32 {
+    let e = math::exp_f32(s - m);
+    if kernel.rescale.is_amla() {
+        e * amla_factor(kernel, dtype, m).2
+    } else {
+        e
+    }
 }
 
 /// Scores of `rows` query rows (each `KEY` wide, transposed to `[KEY][rows]` in `qt`) with
@@ -219,7 +256,6 @@ fn rows(
             s[r * lk + j] = col[r] * scale;
         }
     }
-    let inv_ln2 = recip_of_ln2();
     let mut res = Vec::with_capacity(nr);
     let mut pv = vec![0.0f32; LATENT];
     for r in 0..nr {
@@ -228,54 +264,64 @@ fn rows(
         let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
         let (mut n_prev, mut cof_prev, mut fr_last) = (0.0f32, 1.0f32, 1.0f32);
         let mut first = true;
+        // The lagged fault model's correction held back one step.
+        let mut lag = 0i32;
         let mut j0 = 0;
         while j0 < lk {
             let j1 = (j0 + kernel.step).min(lk);
             let step = &mut srow[j0..j1];
-            let mut m_new = m;
+            let mut step_max = f32::NEG_INFINITY;
             for &x in step.iter() {
-                if x > m_new {
-                    m_new = x;
+                if x > step_max {
+                    step_max = x;
                 }
             }
+            // The fault model that lets the running max fall to a step's own maximum.
+            let (m_new, falls) = if kernel.rescale == MlaRescale::AmlaStepMaxNotCarried && !first {
+                (step_max, step_max < m)
+            } else {
+                (if step_max > m { step_max } else { m }, false)
+            };
             for x in step.iter_mut() {
                 *x = math::exp_f32(*x - m_new);
             }
             let rowsum = lane_sum(step);
             l = if first {
                 rowsum
+            } else if falls {
+                l + rowsum
             } else {
                 l * math::exp_f32(m - m_new) + rowsum
             };
-            match kernel.rescale {
-                MlaRescale::Amla => {
-                    let n = round_away(m_new * -inv_ln2);
-                    let f = math::exp_f32(((m_new * inv_ln2) + n) * LN2);
-                    let fr = to_dtype(dtype, f, kernel.factor_rounding);
-                    for x in step.iter_mut() {
-                        *x = to_dtype(dtype, *x * fr, kernel.p_rounding);
-                    }
-                    let cof = f / fr;
-                    if !first {
-                        let eps = (cof_prev / cof - 1.0) * 1.5;
-                        let dn = (n - n_prev).max(-30.0);
-                        let add = round_away((dn + (eps + 0.000001)) * 8388608.0) as i32;
-                        for x in o.iter_mut() {
-                            *x = f32::from_bits((x.to_bits() as i32).wrapping_add(add) as u32);
-                        }
-                    }
-                    n_prev = n;
-                    cof_prev = cof;
-                    fr_last = fr;
+            if kernel.rescale.is_amla() {
+                let (n, f, fr) = amla_factor(kernel, dtype, m_new);
+                for x in step.iter_mut() {
+                    *x = to_dtype(dtype, *x * fr, kernel.p_rounding);
                 }
-                MlaRescale::Classic => {
-                    for x in step.iter_mut() {
-                        *x = to_dtype(dtype, *x, kernel.p_rounding);
+                let cof = f / fr;
+                if !first {
+                    let eps = (cof_prev / cof - 1.0) * 1.5;
+                    let dn = (n - n_prev).max(-30.0);
+                    let add = round_away((dn + (eps + 0.000001)) * 8388608.0) as i32;
+                    let add = match kernel.rescale {
+                        MlaRescale::AmlaLagged => std::mem::replace(&mut lag, add),
+                        MlaRescale::AmlaStepMaxNotCarried if falls => 0,
+                        _ => add,
+                    };
+                    for x in o.iter_mut() {
+                        *x = f32::from_bits((x.to_bits() as i32).wrapping_add(add) as u32);
                     }
-                    if !first {
-                        let alpha = math::exp_f32(m - m_new);
-                        o.iter_mut().for_each(|x| *x *= alpha);
-                    }
+                }
+                n_prev = n;
+                cof_prev = cof;
+                fr_last = fr;
+            } else {
+                for x in step.iter_mut() {
+                    *x = to_dtype(dtype, *x, kernel.p_rounding);
+                }
+                if !first {
+                    let alpha = math::exp_f32(m - m_new);
+                    o.iter_mut().for_each(|x| *x *= alpha);
                 }
             }
             // P V of the step in f32, keys in order (assumed), then added to O.
@@ -293,19 +339,18 @@ fn rows(
             first = false;
             j0 = j1;
         }
-        let denom = match kernel.rescale {
-            MlaRescale::Amla => {
-                if kernel.zero_huge {
-                    for x in o.iter_mut() {
-                        // Kept when |O| <= 1e10 (a NaN compares false and becomes 0 too).
-                        if x.is_nan() || x.abs() > 1.0e10 {
-                            *x = 0.0;
-                        }
+        let denom = if kernel.rescale.is_amla() {
+            if kernel.zero_huge {
+                for x in o.iter_mut() {
+                    // Kept when |O| <= 1e10 (a NaN compares false and becomes 0 too).
+                    if x.is_nan() || x.abs() > 1.0e10 {
+                        *x = 0.0;
                     }
                 }
-                l * fr_last
             }
-            MlaRescale::Classic => l,
+            l * fr_last
+        } else {
+            l
         };
         for x in o.iter_mut() {
             *x = to_dtype(dtype, *x / denom, kernel.output_rounding);

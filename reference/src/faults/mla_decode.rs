@@ -115,9 +115,9 @@ pub(super) static FAULTS: &[Fault] = &[
         name: "mla-p-ties-even",
         family: "mla_decode",
         ops: OPS,
-        // Exact ties of this cast are rare in the quick shapes (no regime builds them); the f16
-        // full case holds thousands (killed on 3 of 3 seed sets, margin 121).
-        requirement: Requirement::Full,
+        // rounding_ties plants 8 exact ties of this cast per case (and the f16 full case holds
+        // thousands).
+        requirement: Requirement::Quick,
         description: "P (times the AMLA factor) cast to the KV dtype ties-to-even instead of ties-away (CAST_ROUND)",
         edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
             if r.kernel.p_rounding != Rounding::RNA { return false; } r.kernel.p_rounding = Rounding::RNE; true
@@ -127,9 +127,9 @@ pub(super) static FAULTS: &[Fault] = &[
         name: "mla-factor-ties-even",
         family: "mla_decode",
         ops: OPS,
-        // One factor per row and softmax step: an exact tie is about one in 2^13 (f16) or 2^16
-        // (bf16) of them, and no regime builds one.
-        requirement: Requirement::Advisory,
+        // One factor per row and softmax step, a natural tie about one in 2^14 (f16) or 2^17
+        // (bf16) of them: rounding_ties builds one per case, under the P ties' slot.
+        requirement: Requirement::Quick,
         description: "the AMLA factor cast to the KV dtype ties-to-even instead of ties-away",
         edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
             if r.kernel.factor_rounding != Rounding::RNA { return false; } r.kernel.factor_rounding = Rounding::RNE; true
@@ -173,10 +173,9 @@ pub(super) static FAULTS: &[Fault] = &[
         name: "mla-output-other-tie-rule",
         family: "mla_decode",
         ops: OPS,
-        // Exact ties of the output cast are about one in 2^16 (bf16) or 2^13 (f16) outputs: the
-        // f16 8k full case kills it on every seed set but by 7 elements at worst (below the
-        // floor of 8), the quick cases not on every seed.
-        requirement: Requirement::Advisory,
+        // rounding_ties plants 16 exact ties of the output cast per case (natural ones are about
+        // one in 2^16 (bf16) or 2^13 (f16) outputs).
+        requirement: Requirement::Quick,
         description: "the output cast with the other tie rule (ties-away for bf16, ties-to-even for f16) than the kernel's",
         edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
             r.kernel.output_rounding = if r.kernel.output_rounding == Rounding::RNE {
@@ -185,6 +184,36 @@ pub(super) static FAULTS: &[Fault] = &[
                 Rounding::RNE
             };
             true
+        })),
+    },
+    Fault {
+        name: "mla-amla-correction-lagged",
+        family: "mla_decode",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the AMLA correction of O (the integer added to its f32 bits) applied one softmax step late, the row sum on time: a moderate rise of the running max (moderate_late_max) leaves the earlier steps over-weighted",
+        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+            if r.kernel.rescale != MlaRescale::Amla { return false; } r.kernel.rescale = MlaRescale::AmlaLagged; true
+        })),
+    },
+    Fault {
+        name: "mla-running-max-falls",
+        family: "mla_decode",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the running max replaced by each softmax step's own maximum, O and the row sum corrected only when it rises: a later step below an early maximum (moderate_early_max) is weighted up",
+        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+            if r.kernel.rescale != MlaRescale::Amla { return false; } r.kernel.rescale = MlaRescale::AmlaStepMaxNotCarried; true
+        })),
+    },
+    Fault {
+        name: "mla-subnormal-inputs-flushed",
+        family: "mla_decode",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "subnormal query, latent and rope elements read as zero of their sign (denormals-are-zero on the inputs): the latent columns of subnormal_outputs then give zeros",
+        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+            if r.flushes_subnormal_inputs { return false; } r.flushes_subnormal_inputs = true; true
         })),
     },
 ];

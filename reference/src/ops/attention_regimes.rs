@@ -774,7 +774,7 @@ fn make_targets(
 /// The bit patterns of the dtype's subnormals a `subnormal_outputs` value column draws from:
 /// from an eighth of the smallest normal up to the largest subnormal (well clear of zero, so
 /// that a weighted mean of them stays a nonzero subnormal).
-fn subnormal_codes(et: ElemType) -> Option<(u32, u32)> {
+pub(crate) fn subnormal_codes(et: ElemType) -> Option<(u32, u32)> {
     match et {
         ElemType::F16 => Some((0x0080, 0x03FF)),
         ElemType::Bf16 => Some((0x0010, 0x007F)),

@@ -26,6 +26,12 @@
 //! numerics: the permuted 576-long f32 score, 512-key softmax steps, the AMLA rescale) and the
 //! oracle (the exact write and the f64 attention oracle with 576-wide keys and 512-wide
 //! values). Fault models edit [`MlaRecipe`].
+//!
+//! Regimes: `mla_rope_late_max` (here), and `rounding_ties` (the P, output and AMLA factor
+//! casts), `subnormal_outputs` and the moderate row maxima against the recipe's softmax step,
+//! built in `mla_decode/regimes.rs`.
+
+mod regimes;
 
 use super::fa_prefill::{invalid, op_error, oracle_outputs, output_specs, recipe_outputs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams};
@@ -89,6 +95,9 @@ pub struct MlaRecipe {
     pub table_shift: usize,
     /// Added to every slot of the slot mapping (0; 1 is an off-by-one).
     pub slot_shift: usize,
+    /// Subnormal query, key and value elements read as zero of their sign (true: a kernel
+    /// with denormals-are-zero on its inputs, a bug).
+    pub flushes_subnormal_inputs: bool,
 }
 
 impl MlaRecipe {
@@ -103,6 +112,7 @@ impl MlaRecipe {
                 kv_head_per_query_head: false,
                 table_shift: 0,
                 slot_shift: 0,
+                flushes_subnormal_inputs: false,
             }),
             _ => None,
         }
@@ -118,6 +128,7 @@ impl MlaRecipe {
             kv_head_per_query_head,
             table_shift,
             slot_shift,
+            flushes_subnormal_inputs,
         } = self;
         let MlaKernel {
             key_order,
@@ -150,6 +161,10 @@ impl MlaRecipe {
             ),
             Knob::new(id("table_shift"), format!("{table_shift}")),
             Knob::new(id("slot_shift"), format!("{slot_shift}")),
+            Knob::new(
+                id("flushes_subnormal_inputs"),
+                format!("{flushes_subnormal_inputs}"),
+            ),
         ]
     }
 }
@@ -435,10 +450,26 @@ impl MlaDecode {
                     rope.copy_from_slice(&lat[..ROPE]);
                 }
             }
+            if r.flushes_subnormal_inputs {
+                k.iter_mut().for_each(|x| *x = Self::flushed(c, *x));
+            }
             let v = &mut values[j * LATENT..(j + 1) * LATENT];
             v[..r.value_width].copy_from_slice(&k[..r.value_width]);
         }
         (keys, values)
+    }
+
+    /// `x`, or zero of its sign where it is a subnormal of the case's dtype.
+    fn flushed(c: &Case, x: f32) -> f32 {
+        let min_normal = match c.p.dtype {
+            DType::F16 => f16::f16_to_f32(0x0400),
+            _ => f32::MIN_POSITIVE,
+        };
+        if x.abs() < min_normal {
+            0.0f32.copysign(x)
+        } else {
+            x
+        }
     }
 
     /// The query rows of batch entry b: `N x 576` (latent then rope).
@@ -665,6 +696,7 @@ impl OpFamily for MlaDecode {
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
         preset_family::only_own_regimes(OP, regimes)?;
         let c = self.case(params)?;
+        regimes::check(&c, regimes)?;
         let err = |r: &Regime, message: &str| OpError::Regime {
             op: OP.into(),
             regime: r.name().into(),
@@ -878,7 +910,13 @@ impl PresetFamily for MlaDecode {
         if r.scale_from_width {
             g.scale = (1.0 / crate::math::sqrt_f64(KEY as f64)) as f32;
         }
-        let queries: Vec<Vec<f32>> = (0..c.p.batch).map(|b| Self::query_rows(c, &d, b)).collect();
+        let mut queries: Vec<Vec<f32>> =
+            (0..c.p.batch).map(|b| Self::query_rows(c, &d, b)).collect();
+        if r.flushes_subnormal_inputs {
+            for x in queries.iter_mut().flatten() {
+                *x = Self::flushed(c, *x);
+            }
+        }
         let (out, lse) = if r.kv_head_per_query_head {
             // Every head reads its own (wrong) KV rows: one problem per (batch, head).
             let mut out = vec![0.0f32; g.out_len()];
@@ -944,7 +982,7 @@ impl PresetFamily for MlaDecode {
         if regimes.contains(&Regime::MlaRopeLateMax) {
             self.impose_rope_late_max(c, m, ctx)?;
         }
-        Ok(())
+        regimes::impose(self, c, regimes, m, ctx)
     }
 
     fn recipe_preset(c: &Case, name: &str) -> Option<MlaRecipe> {

@@ -23,7 +23,8 @@ pub enum Regime {
     MaskedRowsLse,
     /// Under the case's recipe, at least 8 elements are exact ties of a cast, rounded apart by
     /// ties-to-even and ties-away: attention's output and P casts and split-KV combines
-    /// ([`super::attention_ties`]), MC2's cast of a rank's product ([`super::mc2_ties`]).
+    /// ([`super::attention_ties`]), MC2's cast of a rank's product ([`super::mc2_ties`]), the
+    /// MLA kernel's P, output and AMLA factor casts ([`super::mla_decode`]).
     RoundingTies,
     /// Some outputs overflow to +Inf and some to -Inf in the output dtype (f16 or bf16): their
     /// exact value is at least twice the dtype's largest finite value, so round-to-nearest
@@ -149,6 +150,7 @@ const TIES: &[&str] = &[
     "pa_decode_int8",
     "quant_matmul",
     "moe_dispatch_combine",
+    "mla_decode",
 ];
 const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
@@ -157,8 +159,9 @@ const MOE: &[&str] = &["moe_dispatch_combine"];
 const ORDER_WITNESSES: &[&str] = &["moe_dispatch_combine", "mc2_matmul_allreduce"];
 const MC2_ADD_TIES: &[&str] = &["mc2_matmul_allreduce"];
 const MLA: &[&str] = &["mla_decode"];
-/// The moderate row maxima: the attention families, and the attention half of the C8 decode.
-const MODERATE: &[&str] = &["fa_prefill", "pa_decode", "pa_decode_int8"];
+/// The moderate row maxima: the attention families, the attention half of the C8 decode, and
+/// MLA decode (against its softmax step).
+const MODERATE: &[&str] = &["fa_prefill", "pa_decode", "pa_decode_int8", "mla_decode"];
 /// The attention casts of a family whose `rounding_ties` plants elsewhere (the C8 decode's
 /// quantise-on-write).
 const ATTENTION_TIES: &[&str] = &["pa_decode_int8"];
@@ -182,6 +185,7 @@ const SUBNORMAL: &[&str] = &[
     "fa_prefill",
     "pa_decode",
     "pa_decode_int8",
+    "mla_decode",
 ];
 /// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
 /// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
@@ -431,7 +435,14 @@ mod tests {
         assert_eq!(for_op("pa_decode_int8").len(), 7);
         assert_eq!(
             for_op("mla_decode"),
-            vec![Regime::RepeatedCall, Regime::MlaRopeLateMax]
+            vec![
+                Regime::RoundingTies,
+                Regime::SubnormalOutputs,
+                Regime::RepeatedCall,
+                Regime::MlaRopeLateMax,
+                Regime::ModerateLateMax,
+                Regime::ModerateEarlyMax
+            ]
         );
         assert_eq!(
             for_op("quant_matmul"),
