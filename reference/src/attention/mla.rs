@@ -187,16 +187,22 @@ pub fn amla_factor(kernel: &MlaKernel, dtype: DType, m: f32) -> (f32, f32, f32) 
     (n, f, to_dtype(dtype, f, kernel.factor_rounding))
 }
 
-/// What the P cast rounds for a key of scaled score `s` in a softmax step whose running max
-/// is `m`: `exp(s - m)` times the AMLA factor's cast (f32), or `exp(s - m)` alone under the
-/// classic rescale.
-pub fn p_before_cast(kernel: &MlaKernel, dtype: DType, s: f32, m: f32) -> f32 {
-    let e = math::exp_f32(s - m);
+/// What multiplies `exp(s - m)` before the P cast in a softmax step whose running max is `m`:
+/// the AMLA factor's cast, or 1 under the classic rescale.
+pub fn p_factor(kernel: &MlaKernel, dtype: DType, m: f32) -> f32 {
     if kernel.rescale.is_amla() {
-        e * amla_factor(kernel, dtype, m).2
+        amla_factor(kernel, dtype, m).2
     } else {
-        e
+        1.0
     }
+}
+
+/// What the P cast rounds for a key of scaled score `s` in a softmax step whose running max is
+/// `m` and whose [`p_factor`] is `factor` (f32 steps, as the kernel takes them; a factor of 1
+/// leaves `exp(s - m)` as it is).
+#[inline(always)]
+pub fn p_before_cast(factor: f32, s: f32, m: f32) -> f32 {
+    math::exp_f32(s - m) * factor
 }
 
 /// Scores of `rows` query rows (each `KEY` wide, transposed to `[KEY][rows]` in `qt`) with

@@ -34,7 +34,7 @@
 //! to 2.75 below it (early). Every promise is checked on the rounded inputs.
 
 use super::{Case, MlaDecode, MlaRecipe, OP, STEP};
-use crate::attention::mla::{amla_factor, p_before_cast, to_dtype, LATENT, ROPE};
+use crate::attention::mla::{amla_factor, p_before_cast, p_factor, to_dtype, LATENT, ROPE};
 use crate::formats::{bf16, f16, DType, Rounding};
 use crate::ops::attention_regimes::{moderate_recipe_name, subnormal_codes};
 use crate::ops::regime::{Regime, MODERATE_EARLY_MARGIN, MODERATE_LATE_GAP};
@@ -337,7 +337,9 @@ fn splits(dtype: DType, x: f32) -> bool {
 fn spread(ctx: &mut GenContext) -> f64 {
     let e = ctx.below(12) as i32 + 1;
     let sign = if ctx.below(2) == 0 { 1.0 } else { -1.0 };
-    sign * (1.0 + ctx.unit()) * 2f64.powi(-e)
+    // 2^-e built from its bits (exact, as powi is, without its loop: the tie searches draw
+    // this value hundreds of thousands of times).
+    sign * (1.0 + ctx.unit()) * f64::from_bits(((1023 - e) as u64) << 52)
 }
 
 /// `k` distinct indices of `0..n`.
@@ -401,11 +403,7 @@ fn ties(rows: &mut Rows, recipe: &MlaRecipe, ctx: &mut GenContext) -> Result<(),
         rows.rope(bo, j)[ch[0]] = v;
     }
     let m_o = (a * rows.dec(level)) as f32 * scale;
-    let fr = if kernel.rescale.is_amla() {
-        amla_factor(kernel, dtype, m_o).2 as f64
-    } else {
-        1.0
-    };
+    let fr = p_factor(kernel, dtype, m_o) as f64;
     for col in distinct(ctx, LATENT, TIE_COLUMNS) {
         let vb = rows.latent(bo, pair[1])[col];
         let vb = rows.dec(vb);
@@ -465,6 +463,7 @@ fn ties(rows: &mut Rows, recipe: &MlaRecipe, ctx: &mut GenContext) -> Result<(),
         r[c1] = zero;
         r[c2] = zero;
     }
+    let factor = p_factor(kernel, dtype, m_p);
     for &j in &first[1..] {
         let mut draws = 0;
         loop {
@@ -472,15 +471,14 @@ fn ties(rows: &mut Rows, recipe: &MlaRecipe, ctx: &mut GenContext) -> Result<(),
             let u1 = rows.dec(rows.enc(d / scale as f64));
             let u2 = rows.dec(rows.enc(spread(ctx)));
             let terms = [a * level, a3 * w, a1 * u1, a2 * u2];
-            if sums_exact(&terms) {
-                let s = s32(terms.iter().sum());
-                if s < m_p && splits(dtype, p_before_cast(kernel, dtype, s, m_p)) {
-                    let (e1, e2) = (rows.enc(u1), rows.enc(u2));
-                    let r = rows.rope(bp, j);
-                    r[c1] = e1;
-                    r[c2] = e2;
-                    break;
-                }
+            // The cheap tests first: a P tie is rare, an inexact sum rarer still.
+            let s = s32(terms.iter().sum());
+            if s < m_p && splits(dtype, p_before_cast(factor, s, m_p)) && sums_exact(&terms) {
+                let (e1, e2) = (rows.enc(u1), rows.enc(u2));
+                let r = rows.rope(bp, j);
+                r[c1] = e1;
+                r[c2] = e2;
+                break;
             }
             draws += 1;
             if draws > MAX_DRAWS {
