@@ -309,6 +309,7 @@ fn run_options(req: &RunRequest, threads: Threads) -> RunOptions {
         keep_outputs: None,
         worker_declarations: Default::default(),
         root: None,
+        prefetch: None,
     }
 }
 

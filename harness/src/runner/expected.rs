@@ -22,17 +22,22 @@ pub struct Expectation {
     pub oracle: Option<TensorMap>,
 }
 
-/// Builds the expectation of `case` for `seed`. With `golden` set and the case's own seed on a
-/// quick-tier case, the golden file's inputs must equal the regenerated ones (else the input
-/// generator drifted) and its outputs become `expected`.
+/// Builds the expectation of `case` for `seed`, on the inputs `drawn` for it when they were
+/// drawn ahead (the runner's prefetch; else drawn here). With `golden` set and the case's own
+/// seed on a quick-tier case, the golden file's inputs must equal the regenerated ones (else
+/// the input generator drifted) and its outputs become `expected`.
 pub fn expectation(
     case: &Case,
     seed: u64,
+    drawn: Option<TensorMap>,
     golden: Option<&GoldenStore>,
     want_oracle: bool,
     threads: Threads,
 ) -> Result<Expectation, GoldenError> {
-    let inputs = generate_inputs(case, seed)?;
+    let inputs = match drawn {
+        Some(inputs) => inputs,
+        None => generate_inputs(case, seed)?,
+    };
     let mut from_golden = false;
     let mut expected = None;
     if let Some(store) = golden
@@ -105,7 +110,7 @@ impl ExpectationCache {
                 })
             }
             None => {
-                let e = expectation(case, seed, None, want_oracle, threads)?;
+                let e = expectation(case, seed, None, None, want_oracle, threads)?;
                 self.computed
                     .fetch_add(1 + usize::from(want_oracle), Relaxed);
                 std::sync::Arc::new(e)

@@ -43,6 +43,9 @@ pub struct RunOptions {
     /// The project root the run was given, absolute (`--root`, `CONFORM_ROOT`), recorded in the
     /// results so replay lines can name it.
     pub root: Option<String>,
+    /// The first input set of the coming cases, drawn one case ahead on a second thread
+    /// (set by the runner for runs with one target; `None`: each trial draws its own).
+    pub prefetch: Option<std::sync::Arc<super::prefetch::InputPrefetch>>,
 }
 
 impl Default for RunOptions {
@@ -64,6 +67,7 @@ impl Default for RunOptions {
             keep_outputs: None,
             worker_declarations: Default::default(),
             root: None,
+            prefetch: None,
         }
     }
 }

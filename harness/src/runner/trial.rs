@@ -88,6 +88,22 @@ pub fn skip_reason(case: &Case, target: &mut dyn Target, opts: &RunOptions) -> O
     }
 }
 
+/// The largest case (estimated bytes) whose inputs the runner draws ahead of its trial.
+const DRAW_AHEAD_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
+
+/// Whether the runner may draw `case`'s first input set ahead of its trial on `target`: the
+/// trial would run (not end at admission), and the case is small (at most
+/// [`DRAW_AHEAD_BYTES`] estimated, and a quarter of `--max-memory`), so that holding a second
+/// case never matters.
+pub(super) fn worth_drawing_ahead(case: &Case, target: &mut dyn Target, opts: &RunOptions) -> bool {
+    let name = target.name().to_string();
+    let Admission::Run { desc, policies, .. } = admit(case, target, case.seed, opts, &name) else {
+        return false;
+    };
+    let need = super::memory::estimate(&desc, policies.values().any(|p| p.needs().oracle));
+    need.total() <= DRAW_AHEAD_BYTES.min(opts.max_memory as f64 / 4.0)
+}
+
 /// What a trial needs once it is admitted, or the result that ends it before it runs.
 enum Admission {
     Run {
@@ -341,14 +357,21 @@ impl TrialRun<'_> {
             (Some(cache), None) => {
                 cache.get(self.case, set_seed, self.want_oracle, self.opts.threads)
             }
-            _ => expectation(
-                self.case,
-                set_seed,
-                golden,
-                self.want_oracle,
-                self.opts.threads,
-            )
-            .map(Arc::new),
+            _ => {
+                let drawn = (set == 0)
+                    .then_some(self.opts.prefetch.as_deref())
+                    .flatten()
+                    .and_then(|p| p.take(&self.case.id, set_seed));
+                expectation(
+                    self.case,
+                    set_seed,
+                    drawn,
+                    golden,
+                    self.want_oracle,
+                    self.opts.threads,
+                )
+                .map(Arc::new)
+            }
         }
     }
 

@@ -156,3 +156,44 @@ fn a_target_that_answers_from_a_cache_fails_every_case_and_is_named_for_it() {
         );
     }
 }
+
+/// With more than one thread the runner draws the coming cases' inputs ahead, on other
+/// threads: the results are those of a one-thread run, case for case (status, seed, every
+/// metric), for the cases' own seeds (golden-verified) and for another seed.
+#[test]
+fn drawing_inputs_ahead_changes_no_result() {
+    let paths = paths();
+    let run = |threads: usize, seed: Option<u64>| {
+        let req = RunRequest {
+            query: CaseQuery {
+                suites: vec![
+                    "mla_decode".into(),
+                    "dynamic_quant".into(),
+                    "paged_kv".into(),
+                ],
+                filter: None,
+                tier: None,
+            },
+            threads: Some(threads),
+            seed,
+            ..RunRequest::default()
+        };
+        session::execute(&paths, &req, &mut Quiet).expect("the run starts")
+    };
+    for seed in [None, Some(0x5eed_0f_a4ea_d)] {
+        let one = run(1, seed);
+        let three = run(3, seed);
+        assert_eq!(one.verdict, RunVerdict::Passed, "seed {seed:?}");
+        assert_eq!(one.results.cases.len(), three.results.cases.len());
+        for (a, b) in one.results.cases.iter().zip(&three.results.cases) {
+            assert_eq!((&a.id, a.status, a.seed), (&b.id, b.status, b.seed));
+            assert_eq!(a.message, b.message, "{}", a.id);
+            assert_eq!(
+                serde_json::to_value(&a.metrics).unwrap(),
+                serde_json::to_value(&b.metrics).unwrap(),
+                "{}: metrics differ between 1 and 3 threads",
+                a.id
+            );
+        }
+    }
+}
