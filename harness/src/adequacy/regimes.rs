@@ -310,13 +310,13 @@ mod tests {
     }
 
     #[test]
-    fn the_other_families_cover_every_range_regime_that_applies_to_them() {
+    fn the_other_families_cover_every_range_and_tie_regime_that_applies_to_them() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites");
         let cases = load_all(&root).expect("the suites load");
         // Each with the runner's repeated call beside its range regimes.
         for (suite, regimes) in [
-            ("fp4_dequant", 4),
-            ("w4a16_matmul", 3),
+            ("fp4_dequant", 5),
+            ("w4a16_matmul", 4),
             ("mc2_matmul_allreduce", 6),
         ] {
             let of: Vec<&Case> = cases.iter().filter(|c| c.suite == suite).collect();

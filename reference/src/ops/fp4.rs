@@ -522,13 +522,7 @@ impl OpFamily for Fp4Family {
                         w.global_scale
                     } else if c.tie_global_scale {
                         // Keep the output type's significant bits and set the next one.
-                        let bits = match c.half {
-                            HalfType::Bf16 => 8,
-                            HalfType::F16 => 11,
-                        };
-                        let drop = 24 - bits;
-                        let b = g.to_bits() >> drop << drop;
-                        f32::from_bits(b | (1 << (drop - 1)))
+                        super::fp4_ties::midpoint(g, c.half, false)
                     } else {
                         g
                     };
@@ -572,6 +566,9 @@ impl OpFamily for Fp4Family {
             _ => self.impose_dequant(&c, regimes, special, &mut m, ctx)?,
         }
         self.verify_range(params, &c, regimes, &m)?;
+        if regimes.contains(&Regime::RoundingTies) {
+            self.verify_ties(params, ctx.recipe.as_deref(), &m)?;
+        }
         Ok(m)
     }
 
@@ -826,6 +823,18 @@ impl Fp4Family {
             }
         }
         let banded = rr::banded(regimes);
+        if regimes.contains(&Regime::RoundingTies) {
+            if let Some(&r) = banded.first() {
+                return Err(rr::regime_err(
+                    op,
+                    r,
+                    "cannot share a case with rounding_ties: both set the global scale or the rows of x (declare them in two cases)",
+                ));
+            }
+            if self.0 == Kind::W4a16 {
+                super::fp4_ties::check_w4a16(op, &self.tie_shape(c))?;
+            }
+        }
         if self.0 == Kind::W4a16 {
             if banded.contains(&Regime::OverflowToInf) && c.out_type != ElemType::F16 {
                 return Err(rr::regime_err(
@@ -958,6 +967,26 @@ impl Fp4Family {
                 .ok_or_else(|| failed(op, "no global_scale"))?
                 .to_f64_vec()[0];
         }
+        if regimes.contains(&Regime::RoundingTies) {
+            let tie_groups: Vec<usize> = (0..super::fp4_ties::GROUPS)
+                .map_while(|_| free.pop())
+                .collect();
+            let g = m
+                .get_mut("global_scale")
+                .ok_or_else(|| failed(op, "no global_scale"))?;
+            let mut gv = g.to_f32_vec().map_err(|e| failed(op, e))?[0];
+            super::fp4_ties::impose_dequant(
+                op,
+                &self.tie_shape(c),
+                &tie_groups,
+                &mut codes,
+                &mut scales,
+                &mut gv,
+                &mut protected,
+                ctx,
+            )?;
+            *g = Tensor::from_f32(vec![1], &[gv]);
+        }
         let mut take = |r: Regime| {
             free.pop().ok_or_else(|| {
                 rr::regime_err(
@@ -1018,6 +1047,28 @@ impl Fp4Family {
             Format::Mx => 1.0,
         };
         let mut x = m.get("x").ok_or_else(|| failed(op, "no x"))?.to_f64_vec();
+        if regimes.contains(&Regime::RoundingTies) {
+            // check_range keeps the banded regimes out of such a case.
+            let mut protected = vec![false; codes.len()];
+            let mut g = match c.format {
+                Format::Nv => Some(global as f32),
+                Format::Mx => None,
+            };
+            super::fp4_ties::impose_w4a16(
+                op,
+                &self.tie_shape(c),
+                &mut codes,
+                &mut scales,
+                g.as_mut(),
+                &mut x,
+                &mut protected,
+                ctx,
+            )?;
+            restore_every_code(&mut codes, &protected, ctx);
+            if let Some(g) = g {
+                *m.get_mut("global_scale").expect("read above") = Tensor::from_f32(vec![1], &[g]);
+            }
+        }
         let banded = rr::banded(regimes);
         let group = c.format.group();
         let gpr = c.k / group;
@@ -1075,6 +1126,81 @@ impl Fp4Family {
         m.get_mut("scale").expect("read above").data = scales;
         let xs = m.get_mut("x").expect("read above");
         *xs = Tensor::round_values(ElemType::Bf16, xs.shape.clone(), &x, Rounding::RNE);
+        Ok(())
+    }
+
+    /// The case as the tie construction sees it.
+    fn tie_shape(&self, c: &Case) -> super::fp4_ties::TieShape {
+        super::fp4_ties::TieShape {
+            m: c.m,
+            n: c.n,
+            k: c.k,
+            group: c.format.group(),
+            mx: c.format == Format::Mx,
+            element: c.element,
+            half: c.half,
+        }
+    }
+
+    /// `rounding_ties` under the case's own recipe: the recipe and the recipe with its final
+    /// rounding's tie rule swapped differ on [`super::fp4_ties::FLOOR`] or more outputs (a
+    /// recipe that rounds the planted midpoint away first, as order D's bf16 combined scale
+    /// does, is refused here).
+    fn verify_ties(
+        &self,
+        params: &serde_json::Value,
+        recipe: Option<&str>,
+        m: &TensorMap,
+    ) -> Result<(), OpError> {
+        let op = self.op();
+        let recipe = match recipe {
+            None => {
+                return Err(super::fp4_ties::err(
+                    op,
+                    "needs the case's recipe (none was given to the generator)",
+                ))
+            }
+            Some(ORACLE) => {
+                return Err(super::fp4_ties::err(
+                    op,
+                    "needs a recipe preset (the oracle has no final rounding to tie)",
+                ))
+            }
+            Some(r) => r,
+        };
+        let swap: fn(&mut Fp4DequantRecipe) -> bool = |r| {
+            r.rounding.mode = match r.rounding.mode {
+                RoundingMode::NearestTiesToEven => RoundingMode::NearestTiesAway,
+                RoundingMode::NearestTiesAway => RoundingMode::NearestTiesToEven,
+                _ => return false,
+            };
+            true
+        };
+        let plain = self.run_edited(params, recipe, None, m, Threads::ONE)?;
+        let swapped = self.run_edited(params, recipe, Some(swap), m, Threads::ONE)?;
+        let ties = match (plain, swapped) {
+            (Some(a), Some(b)) => a
+                .values()
+                .zip(b.values())
+                .map(|(x, y)| {
+                    x.data
+                        .chunks_exact(2)
+                        .zip(y.data.chunks_exact(2))
+                        .filter(|(p, q)| p != q)
+                        .count()
+                })
+                .sum(),
+            _ => 0,
+        };
+        if ties < super::fp4_ties::FLOOR {
+            return Err(super::fp4_ties::err(
+                op,
+                format!(
+                    "recipe `{recipe}` meets {ties} of the planted ties (fewer than {}): its final rounding must round to nearest, and its scales must reach it exactly (order D's bf16 combined scale rounds the midpoint away)",
+                    super::fp4_ties::FLOOR
+                ),
+            ));
+        }
         Ok(())
     }
 

@@ -24,7 +24,8 @@ pub enum Regime {
     /// Under the case's recipe, at least 8 elements are exact ties of a cast, rounded apart by
     /// ties-to-even and ties-away: attention's output and P casts and split-KV combines
     /// ([`super::attention_ties`]), MC2's cast of a rank's product ([`super::mc2_ties`]), the
-    /// MLA kernel's P, output and AMLA factor casts ([`super::mla_decode`]).
+    /// MLA kernel's P, output and AMLA factor casts ([`super::mla_decode`]), NVFP4's final
+    /// rounding and the W4A16 matmul's output cast ([`super::fp4_ties`]).
     RoundingTies,
     /// Some outputs overflow to +Inf and some to -Inf in the output dtype (f16 or bf16): their
     /// exact value is at least twice the dtype's largest finite value, so round-to-nearest
@@ -151,6 +152,8 @@ const TIES: &[&str] = &[
     "quant_matmul",
     "moe_dispatch_combine",
     "mla_decode",
+    "nvfp4_dequant",
+    "w4a16_matmul",
 ];
 const QUANT_EDGES: &[&str] = &["dynamic_quant"];
 const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
@@ -281,7 +284,7 @@ impl Regime {
                 "softmax_lse is asked for and at least one valid query row sees no key, so the LSE of fully masked rows is judged"
             }
             Regime::RoundingTies => {
-                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, pa_decode_int8's quantise-on-write, quant_matmul's output cast, moe_dispatch_combine's quantisation on dispatch"
+                "under the case's recipe, 8 or more elements are exact ties of a cast that ties-to-even and ties-away round apart: attention's P and output casts (where the recipe has them) and split-KV combines, MC2's cast of a rank's product, dynamic_quant's f32 -> int8 cast, pa_decode_int8's quantise-on-write, quant_matmul's output cast, moe_dispatch_combine's quantisation on dispatch, nvfp4_dequant's final rounding, w4a16_matmul's output cast"
             }
             Regime::OverflowToInf => {
                 "some outputs overflow to +Inf and some to -Inf in the output dtype (exact value at least twice its largest finite value): a kernel that saturates or wraps is caught"
@@ -429,7 +432,8 @@ mod tests {
         assert_eq!(for_op("fa_prefill").len(), 12);
         assert_eq!(for_op("pa_decode").len(), 11);
         assert_eq!(for_op("mxfp4_dequant").len(), 4);
-        assert_eq!(for_op("w4a16_matmul").len(), 3);
+        assert_eq!(for_op("w4a16_matmul").len(), 4);
+        assert_eq!(for_op("nvfp4_dequant").len(), 5);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 6);
         assert_eq!(for_op("dynamic_quant").len(), 3);
         assert_eq!(for_op("pa_decode_int8").len(), 7);
