@@ -60,8 +60,8 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_ITERATIONS)))]
     pub iterations: Option<u32>,
-    /// Threads for reference computations, from 1 to 4 per available core (results never
-    /// depend on it).
+    /// Threads for reference computations and, with one target, for drawing the coming cases'
+    /// inputs ahead; from 1 to 4 per available core (results never depend on it).
     #[arg(long, allow_negative_numbers = true, value_parser = super::parse_threads)]
     pub threads: Option<usize>,
     /// Do not verify the reference target against the golden store.

@@ -46,7 +46,8 @@ pub struct RunRequest {
     pub warmup: Option<u32>,
     /// Every case's iteration count under `perf`.
     pub iterations: Option<u32>,
-    /// Threads for reference computations (default: every core).
+    /// Threads for reference computations and, with one target, for drawing the coming cases'
+    /// inputs ahead (default: every core).
     pub threads: Option<usize>,
     /// Do not verify the reference target against the golden store.
     pub no_golden: bool,
