@@ -649,7 +649,7 @@ mod tests {
     #[test]
     fn subset_sums_are_exact_only_when_every_partial_sum_is() {
         assert!(sums_exact(&[1.0, 2.0, 0.5]));
-        assert!(!sums_exact(&[1.0, 2f64.powi(-30)]));
+        assert!(!sums_exact(&[1.0, 1.0 / (1u64 << 30) as f64]));
         assert!(!sums_exact(&[16777216.0, 1.0, -1.0]));
     }
 
@@ -657,10 +657,10 @@ mod tests {
     fn a_tie_splits_the_rules_and_a_non_tie_does_not() {
         // bf16 keeps 8 significant bits: 1 + 2^-8 is halfway between 1 (even) and 1 + 2^-7
         // (odd); 1 + 3 2^-8 is halfway between an odd value and the even one above it.
-        assert!(splits(DType::Bf16, 1.0 + 2f32.powi(-8)));
-        assert!(!splits(DType::Bf16, 1.0 + 3.0 * 2f32.powi(-8)));
-        assert!(!splits(DType::Bf16, 1.0 + 2f32.powi(-9)));
-        assert!(splits(DType::F16, 1.0 + 2f32.powi(-11)));
-        assert!(!splits(DType::F16, 1.0 + 3.0 * 2f32.powi(-11)));
+        assert!(splits(DType::Bf16, 1.0 + 1.0 / 256.0));
+        assert!(!splits(DType::Bf16, 1.0 + 3.0 * 1.0 / 256.0));
+        assert!(!splits(DType::Bf16, 1.0 + 1.0 / 512.0));
+        assert!(splits(DType::F16, 1.0 + 1.0 / 2048.0));
+        assert!(!splits(DType::F16, 1.0 + 3.0 * 1.0 / 2048.0));
     }
 }
