@@ -6,6 +6,7 @@
 pub mod adequacy;
 pub mod error;
 pub mod explain;
+pub mod fingerprint;
 pub mod gate_output;
 pub mod golden;
 pub mod list;
@@ -68,6 +69,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Measure how sharp the suites are: the kill matrix of the built-in fault catalogue.
     Adequacy(adequacy::AdequacyArgs),
+    /// Find which value of each knob of the model a target's bits match, with evidence.
+    Fingerprint(fingerprint::FingerprintArgs),
 }
 
 /// The value parser of every `--threads`: at least 1 and at most
@@ -100,7 +103,8 @@ impl Command {
             | Command::Run(_)
             | Command::Report(_)
             | Command::Validate(_)
-            | Command::Adequacy(_) => false,
+            | Command::Adequacy(_)
+            | Command::Fingerprint(_) => false,
         }
     }
 }
@@ -122,6 +126,7 @@ pub fn run(cli: Cli) -> Result<i32, error::CliError> {
             .map_err(error::CliError::from),
         Command::Validate(a) => validate::run(&paths()?, a),
         Command::Adequacy(a) => adequacy::run(&paths()?, a),
+        Command::Fingerprint(a) => fingerprint::run(&paths()?, a),
         Command::Perf(c) => perf::run(&paths, &c),
         Command::Report(a) => report::run_command(&a),
     }

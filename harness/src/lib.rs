@@ -6,6 +6,7 @@ pub mod adequacy;
 pub mod atomic_file;
 pub mod case_data;
 pub mod console;
+pub mod fingerprint;
 pub use conform_metadata::exit_code;
 pub mod golden;
 pub mod html;

@@ -6,6 +6,7 @@
 //! - [`perf`]: the perf file of `conform perf record` / `conform run --perf`;
 //! - [`compare`]: the gate's comparison (`conform perf compare --json`);
 //! - [`adequacy`]: the adequacy report (`conform adequacy --json`);
+//! - [`fingerprint`]: the knob-by-knob fingerprint (`conform fingerprint --json`);
 //! - [`protocol`] and [`capabilities`]: the worker protocol's messages.
 //!
 //! [`schema`] generates a JSON Schema for each file and message; the generated schemas are
@@ -15,6 +16,7 @@ pub mod adequacy;
 pub mod capabilities;
 pub mod compare;
 pub mod exit_code;
+pub mod fingerprint;
 pub mod perf;
 pub mod protocol;
 pub mod results;

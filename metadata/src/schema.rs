@@ -36,6 +36,11 @@ pub fn published() -> Vec<PublishedSchema> {
             schema: schema_for!(crate::adequacy::AdequacyReport),
         },
         PublishedSchema {
+            name: "fingerprint",
+            describes: "the knob-by-knob fingerprint of `conform fingerprint --json`",
+            schema: schema_for!(crate::fingerprint::Fingerprint),
+        },
+        PublishedSchema {
             name: "worker-message",
             describes: "one line a worker writes to its stdout (worker protocol)",
             schema: schema_for!(crate::protocol::WorkerMessage),

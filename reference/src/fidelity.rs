@@ -21,6 +21,7 @@ use crate::attention::recipe::KvTiling;
 use crate::attention::Recipe;
 use crate::dequant::Fp4DequantRecipe;
 use crate::formats::DType;
+use crate::ops::RecipeEdit;
 use crate::variant::{Dispatch, KernelVariant, Platform};
 
 pub use crate::knob::{rounding_name, Knob};
@@ -267,53 +268,110 @@ pub fn ascend_model(op: &str, recipe: &str, params: &serde_json::Value) -> Optio
 /// The knobs of `op`'s preset `preset` (a fixed preset, not a dispatching recipe) with element
 /// type `dtype`, when that preset models a CANN kernel; `None` for every other recipe.
 pub fn preset_knobs(op: &str, preset: &str, dtype: DType) -> Option<Vec<Knob>> {
+    edited_preset_knobs(op, preset, dtype, None)
+}
+
+/// Applies `edit` to `r` when it is `Some` (a catalogue edit of this recipe's kind); `r` as it
+/// was otherwise.
+fn apply<T>(mut r: T, edit: Option<fn(&mut T) -> bool>) -> T {
+    if let Some(f) = edit {
+        f(&mut r);
+    }
+    r
+}
+
+/// [`preset_knobs`] of the preset changed by `edit` (a catalogue edit or a knob flip) first,
+/// when `edit` is of a kind the preset holds; the unchanged preset's knobs otherwise. Diffing
+/// the two lists says which knob an edit changes, and to what: the fingerprint's map from a
+/// fault to a knob value, with no table written by hand.
+pub fn edited_preset_knobs(
+    op: &str,
+    preset: &str,
+    dtype: DType,
+    edit: Option<&RecipeEdit>,
+) -> Option<Vec<Knob>> {
     let recipe = preset;
+    let attention_edit = match edit {
+        Some(RecipeEdit::Attention(f)) => Some(*f),
+        _ => None,
+    };
     match op {
         "fa_prefill" | "pa_decode" if ASCEND_ATTENTION_PRESETS.contains(&recipe) => {
-            Recipe::preset(recipe, dtype).map(|r| attention_knobs(&r))
+            Recipe::preset(recipe, dtype).map(|r| attention_knobs(&apply(r, attention_edit)))
         }
         "mxfp4_dequant" | "nvfp4_dequant" | "w4a16_matmul"
             if ASCEND_DEQUANT_PRESETS.contains(&recipe) =>
         {
-            Fp4DequantRecipe::preset(recipe).map(|r| r.knobs(recipe))
+            let e = match edit {
+                Some(RecipeEdit::Fp4(f)) => Some(*f),
+                _ => None,
+            };
+            Fp4DequantRecipe::preset(recipe).map(|r| apply(r, e).knobs(recipe))
         }
-        "mc2_matmul_allreduce" => crate::ops::mc2_matmul_allreduce::recipe_numerics(recipe, dtype)
-            .map(|n| n.knobs(recipe)),
+        "mc2_matmul_allreduce" => {
+            let e = match edit {
+                Some(RecipeEdit::Mc2(f)) => Some(*f),
+                _ => None,
+            };
+            crate::ops::mc2_matmul_allreduce::recipe_numerics(recipe, dtype)
+                .map(|n| apply(n, e).knobs(recipe))
+        }
         "dynamic_quant" if crate::ops::dynamic_quant_variants::by_preset(recipe).is_some() => {
+            let e = match edit {
+                Some(RecipeEdit::DynamicQuant(f)) => Some(*f),
+                _ => None,
+            };
             crate::ops::dynamic_quant::DqRecipe::preset(recipe).map(|r| {
-                let mut k = r.knobs(recipe);
+                let mut k = apply(r, e).knobs(recipe);
                 k.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })
         }
         "pa_decode_int8" if recipe == "ascend_ifa_c8" => {
+            let e = match edit {
+                Some(RecipeEdit::C8(f)) => Some(*f),
+                _ => None,
+            };
             crate::ops::pa_decode_int8::C8Recipe::preset(recipe).map(|r| {
+                let r = apply(r, e);
                 let mut k = r.knobs(recipe);
                 k.extend(C8_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 if let Some(a) = Recipe::preset(r.attention, dtype) {
-                    k.extend(attention_knobs(&a));
+                    k.extend(attention_knobs(&apply(a, attention_edit)));
                 }
                 k
             })
         }
         "quant_matmul" if crate::ops::quant_matmul_variants::by_preset(recipe).is_some() => {
+            let e = match edit {
+                Some(RecipeEdit::QuantMatmul(f)) => Some(*f),
+                _ => None,
+            };
             crate::ops::quant_matmul::QmmRecipe::preset(recipe).map(|r| {
-                let mut k = r.knobs(recipe);
+                let mut k = apply(r, e).knobs(recipe);
                 k.extend(QUANT_MATMUL_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })
         }
         "moe_dispatch_combine" if recipe == "ascend_v2" => {
+            let e = match edit {
+                Some(RecipeEdit::Moe(f)) => Some(*f),
+                _ => None,
+            };
             crate::ops::moe_dispatch_combine::MoeRecipe::preset(recipe).map(|r| {
-                let mut k = r.knobs(recipe);
+                let mut k = apply(r, e).knobs(recipe);
                 k.extend(MOE_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k.extend(DYNAMIC_QUANT_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })
         }
         "mla_decode" if recipe == "ascend_mla" => {
+            let e = match edit {
+                Some(RecipeEdit::Mla(f)) => Some(*f),
+                _ => None,
+            };
             crate::ops::mla_decode::MlaRecipe::preset(recipe, dtype).map(|r| {
-                let mut k = r.knobs(recipe);
+                let mut k = apply(r, e).knobs(recipe);
                 k.extend(MLA_CLAIMS.iter().map(|&id| Knob::claim(id)));
                 k
             })

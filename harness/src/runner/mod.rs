@@ -19,7 +19,7 @@ pub mod trial;
 
 pub use options::RunOptions;
 pub use progress::{Quiet, RunProgress};
-pub use trial::{run_trial, skip_reason, REFERENCE_TARGET};
+pub use trial::{capability_params, run_trial, skip_reason, REFERENCE_TARGET};
 
 use crate::results::{CaseResult, RunResults, UnfinishedTrial, RESULTS_SCHEMA_VERSION};
 use crate::suite::Case;

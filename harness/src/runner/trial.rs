@@ -629,7 +629,7 @@ fn perf_record(
 /// default `dtype` where the case leaves it out (a worker declaring `dtypes = ["bf16"]` runs
 /// the cases of an FP4 op that write no `dtype`, which are bf16). The request still carries
 /// the case's own parameters (targets/PROTOCOL.md, "Requests").
-fn capability_params(case: &Case) -> std::borrow::Cow<'_, serde_json::Value> {
+pub fn capability_params(case: &Case) -> std::borrow::Cow<'_, serde_json::Value> {
     let default = ops::find(&case.op).ok().and_then(|f| f.default_dtype());
     match (default, case.params.as_object()) {
         (Some(d), Some(map)) if !map.contains_key(conform_metadata::capabilities::DTYPE_PARAM) => {

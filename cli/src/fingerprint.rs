@@ -1,0 +1,109 @@
+//! `conform fingerprint --target T (--suite S | --op X)`: which value of each knob of the
+//! model the target's bits match, with evidence (docs/fingerprint.md). Prints the knob table;
+//! `--json` writes the fingerprint, `--ledger-diff` the proposed ledger rows. Writes neither
+//! golden data nor the ledger.
+
+use super::error::CliError;
+use clap::Args;
+use conform_harness::exit_code;
+use conform_harness::fingerprint::{self, text, FingerprintOptions};
+use conform_harness::project::{CaseQuery, Paths};
+use conform_harness::suite::TierChoice;
+use conform_reference::parallel::Threads;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("selection").required(true).args(["suite", "op"])))]
+pub struct FingerprintArgs {
+    /// The target to fingerprint (as `conform targets` lists it).
+    #[arg(long)]
+    pub target: String,
+    /// The quick cases of this suite.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// The quick cases of every suite with this op.
+    #[arg(long)]
+    pub op: Option<String>,
+    /// Input seed of the knob-by-knob pass (default: a fresh one); the re-check uses the next.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the fingerprint as JSON (docs/schemas/fingerprint.schema.json).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the proposed ledger rows (docs/ascend.md) to attach to an issue or pull request.
+    #[arg(long, value_name = "FILE")]
+    pub ledger_diff: Option<PathBuf>,
+    /// Threads for the reference computations, from 1 to 4 per available core (results never
+    /// depend on it).
+    #[arg(long, allow_negative_numbers = true, value_parser = super::parse_threads)]
+    pub threads: Option<usize>,
+}
+
+pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
+    for p in [&args.json, &args.ledger_diff].into_iter().flatten() {
+        conform_harness::atomic_file::check_writable(p).map_err(CliError::OutputPath)?;
+    }
+    let query = CaseQuery {
+        suites: args.suite.iter().cloned().collect(),
+        filter: None,
+        tier: Some(TierChoice::Quick),
+    };
+    let mut cases = query.load_selected(paths)?;
+    let selection = match (&args.suite, &args.op) {
+        (Some(s), _) => format!("--suite {s}"),
+        (None, Some(op)) => {
+            conform_reference::ops::find(op).map_err(|e| CliError::Usage(e.to_string()))?;
+            cases.retain(|c| &c.op == op);
+            format!("--op {op}")
+        }
+        (None, None) => unreachable!("clap requires --suite or --op"),
+    };
+    if cases.is_empty() {
+        return Err(CliError::NothingJudged(
+            conform_harness::messages::no_cases_selected(),
+        ));
+    }
+    let threads = args.threads.map(Threads).unwrap_or_default();
+    let mut target = conform_harness::session::open_targets(
+        paths,
+        std::slice::from_ref(&args.target),
+        threads,
+    )
+    .map_err(CliError::Usage)?
+    .pop()
+    .ok_or_else(|| CliError::Usage(format!("no target `{}`", args.target)))?;
+    let seed = args.seed.unwrap_or_else(conform_harness::seed::fresh_seed);
+    let opts = FingerprintOptions {
+        seed,
+        recheck_seed: seed.wrapping_add(1),
+        threads,
+        selection,
+    };
+    let fp = fingerprint::fingerprint(target.as_mut(), &cases, &opts);
+    conform_harness::out!("{}", text::table(&fp));
+    let verdict = if !fingerprint::judged_any(&fp) {
+        exit_code::NOTHING_JUDGED
+    } else if fingerprint::agrees_with_claim(&fp) {
+        exit_code::SUCCESS
+    } else {
+        exit_code::FAILURE
+    };
+    let write = |path: &Option<PathBuf>, bytes: Vec<u8>| -> Result<(), CliError> {
+        match path {
+            Some(p) => conform_harness::atomic_file::write(p, &bytes).map_err(|e| {
+                CliError::after_work(format!("{}: {e}", p.display()), verdict)
+            }),
+            None => Ok(()),
+        }
+    };
+    let json = serde_json::to_vec_pretty(&fp).expect("a fingerprint is plain JSON");
+    write(&args.json, json)?;
+    write(&args.ledger_diff, text::ledger_diff(&fp).into_bytes())?;
+    if verdict == exit_code::NOTHING_JUDGED {
+        return Err(CliError::NothingJudged(format!(
+            "no selected case was fingerprinted on `{}` (each case's reason is above)",
+            args.target
+        )));
+    }
+    Ok(verdict)
+}
