@@ -64,14 +64,11 @@ pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
         ));
     }
     let threads = args.threads.map(Threads).unwrap_or_default();
-    let mut target = conform_harness::session::open_targets(
-        paths,
-        std::slice::from_ref(&args.target),
-        threads,
-    )
-    .map_err(CliError::Usage)?
-    .pop()
-    .ok_or_else(|| CliError::Usage(format!("no target `{}`", args.target)))?;
+    let mut target =
+        conform_harness::session::open_targets(paths, std::slice::from_ref(&args.target), threads)
+            .map_err(CliError::Usage)?
+            .pop()
+            .ok_or_else(|| CliError::Usage(format!("no target `{}`", args.target)))?;
     let seed = args.seed.unwrap_or_else(conform_harness::seed::fresh_seed);
     let opts = FingerprintOptions {
         seed,
@@ -90,9 +87,8 @@ pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
     };
     let write = |path: &Option<PathBuf>, bytes: Vec<u8>| -> Result<(), CliError> {
         match path {
-            Some(p) => conform_harness::atomic_file::write(p, &bytes).map_err(|e| {
-                CliError::after_work(format!("{}: {e}", p.display()), verdict)
-            }),
+            Some(p) => conform_harness::atomic_file::write(p, &bytes)
+                .map_err(|e| CliError::after_work(format!("{}: {e}", p.display()), verdict)),
             None => Ok(()),
         }
     };

@@ -5,8 +5,10 @@
 /// Every selected case passed (skips are not failures), or a command succeeded.
 pub const SUCCESS: i32 = 0;
 /// At least one case failed, errored, timed out or crashed (a golden file that `run` finds
-/// corrupt ends its case as an error); or golden drift; or a perf regression; or an output
-/// could not be written after the work was done.
+/// corrupt ends its case as an error); or golden drift; or a perf regression; or a
+/// `fingerprint` knob whose bits match another value than the claimed one (or none), or a
+/// fingerprint re-check that still disagrees; or an output could not be written after the work
+/// was done.
 pub const FAILURE: i32 = 1;
 /// Usage, suite, golden-store or input-file error (also an output path that cannot be
 /// written, found before any case ran): nothing (more) was run. `golden verify` also ends
@@ -18,8 +20,8 @@ pub const USAGE: i32 = 2;
 /// check that passed.
 pub const INCONCLUSIVE: i32 = 3;
 /// Nothing was judged: the selection matched no case, every selected case was skipped, a
-/// perf file / comparison holds no case to judge, or `report` was given results that judged
-/// no case. A run that checked nothing is not green
+/// perf file / comparison holds no case to judge, `report` was given results that judged
+/// no case, or `fingerprint` fingerprinted no case. A run that checked nothing is not green
 /// (`--allow-skips` turns "every case skipped" back into 0).
 pub const NOTHING_JUDGED: i32 = 4;
 /// The reader of stdout went away (`conform list | head -1`): 128 + SIGPIPE, what a Unix

@@ -100,7 +100,10 @@ mod tests {
         // +0 and -0 are one place; the smallest subnormals either side are 2 apart.
         assert_eq!(ulp_distance(ElemType::Bf16, 0x0000, 0x8000), Some(0));
         assert_eq!(ulp_distance(ElemType::Bf16, 0x0001, 0x8001), Some(2));
-        assert_eq!(ulp_distance(ElemType::F32, 0x3f80_0000, 0x3f80_0003), Some(3));
+        assert_eq!(
+            ulp_distance(ElemType::F32, 0x3f80_0000, 0x3f80_0003),
+            Some(3)
+        );
         // Integers by value, signed where the type is.
         assert_eq!(ulp_distance(ElemType::I8, 0xff, 0x01), Some(2));
         assert_eq!(ulp_distance(ElemType::U8, 0xff, 0x01), Some(254));

@@ -12,6 +12,9 @@ use conform_targets::{ExecRequest, Target};
 /// The outputs of one case.
 pub struct CaseRun {
     pub case: String,
+    /// The case's knobs at their claimed values (a knob id's claimed value can differ between
+    /// cases: an element type's rounding).
+    pub claimed: Vec<conform_reference::fidelity::Knob>,
     pub target: TensorMap,
     pub claim: TensorMap,
     /// Each alternative that applies to the case, with its outputs.
@@ -64,7 +67,9 @@ pub fn run_reference(
 ) -> Result<Option<TensorMap>, String> {
     let family = ops::find(&case.op).map_err(|e| e.to_string())?;
     let r = match edit {
-        None => family.run(&case.params, &case.recipe, inputs, threads).map(Some),
+        None => family
+            .run(&case.params, &case.recipe, inputs, threads)
+            .map(Some),
         Some(e) => family.run_with_recipe_edit(&case.params, &case.recipe, e, inputs, threads),
     };
     r.map_err(|e| format!("the reference failed: {e}"))
@@ -115,10 +120,21 @@ pub fn run_case(
     }
     Ok(CaseRun {
         case: case.id.clone(),
+        claimed: alts.claimed.clone(),
         target: out,
         claim,
         alternatives,
     })
+}
+
+impl CaseRun {
+    /// The claimed value of knob `id` in this case.
+    pub fn claimed_value(&self, id: &str) -> Option<&str> {
+        self.claimed
+            .iter()
+            .find(|k| k.id == id)
+            .map(|k| k.value.as_str())
+    }
 }
 
 /// Elements (output, index) where `a` and `b` differ under the NaN rule, with their count.

@@ -28,7 +28,7 @@ use conform_reference::ops::TensorMap;
 use conform_reference::parallel::Threads;
 use conform_targets::Target;
 use evidence::CaseRun;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 /// What to fingerprint with.
 #[derive(Clone, Debug)]
@@ -73,18 +73,7 @@ pub fn fingerprint(
             outcome,
         });
     }
-    let knobs = knobs(&done, &runs);
-    let found: Vec<(String, String)> = knobs
-        .iter()
-        .filter_map(|k| match &k.verdict {
-            KnobVerdict::Matches {
-                value,
-                claimed: false,
-                ..
-            } => Some((k.knob.clone(), value.clone())),
-            _ => None,
-        })
-        .collect();
+    let mut knobs = knobs(&runs);
     let recheck = if done.is_empty() {
         conform_metadata::fingerprint::Recheck {
             seed: opts.recheck_seed,
@@ -95,7 +84,7 @@ pub fn fingerprint(
         }
     } else {
         let pairs: Vec<(&Case, &CaseAlternatives)> = done.iter().map(|(c, a)| (*c, a)).collect();
-        recheck::recheck(target, &pairs, &found, opts.recheck_seed, opts.threads)
+        settle(target, &pairs, &mut knobs, opts)
     };
     Fingerprint {
         format: FORMAT.to_string(),
@@ -108,6 +97,74 @@ pub fn fingerprint(
         unmapped_faults: unmapped(&done),
         recheck,
     }
+}
+
+/// The values found (non-claimed matches), as `(knob, value)`.
+fn found_values(knobs: &[KnobFingerprint]) -> Vec<(String, String)> {
+    knobs
+        .iter()
+        .filter_map(|k| match &k.verdict {
+            KnobVerdict::Matches {
+                value,
+                claimed: false,
+                ..
+            } => Some((k.knob.clone(), value.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Re-checks the values found on fresh inputs. When that combination still disagrees and a
+/// knob's value found had others with the same bits on every witness, each of those is tried in
+/// its place: the first that reproduces the target's bits becomes the knob's value (the fresh
+/// inputs told them apart), and the re-check reported is that one's.
+fn settle(
+    target: &mut dyn Target,
+    cases: &[(&Case, &CaseAlternatives)],
+    knobs: &mut [KnobFingerprint],
+    opts: &FingerprintOptions,
+) -> conform_metadata::fingerprint::Recheck {
+    let found = found_values(knobs);
+    let first = recheck::recheck(target, cases, &found, opts.recheck_seed, opts.threads);
+    if !matches!(first.outcome, RecheckOutcome::Differs { .. }) {
+        return first;
+    }
+    for i in 0..knobs.len() {
+        let KnobVerdict::Matches {
+            value,
+            claimed: false,
+            indistinguishable_from,
+            given,
+        } = knobs[i].verdict.clone()
+        else {
+            continue;
+        };
+        for (j, other) in indistinguishable_from.iter().enumerate() {
+            let trial: Vec<(String, String)> = found
+                .iter()
+                .map(|(k, v)| {
+                    if *k == knobs[i].knob {
+                        (k.clone(), other.clone())
+                    } else {
+                        (k.clone(), v.clone())
+                    }
+                })
+                .collect();
+            let r = recheck::recheck(target, cases, &trial, opts.recheck_seed, opts.threads);
+            if matches!(r.outcome, RecheckOutcome::Reproduced { .. }) {
+                let mut rest = indistinguishable_from.clone();
+                rest[j] = value.clone();
+                knobs[i].verdict = KnobVerdict::Matches {
+                    value: other.clone(),
+                    claimed: false,
+                    indistinguishable_from: rest,
+                    given,
+                };
+                return r;
+            }
+        }
+    }
+    first
 }
 
 /// Runs one case, or says why it is not fingerprinted.
@@ -135,19 +192,19 @@ fn fingerprint_case(
     Ok((alts, run))
 }
 
-/// Every knob some run has an alternative for, judged one at a time; a knob matching no value
-/// is judged again with the knob values found elsewhere in its cases applied, where a case has
-/// exactly one.
-fn knobs(done: &[(&Case, CaseAlternatives)], runs: &[CaseRun]) -> Vec<KnobFingerprint> {
-    let mut claimed: BTreeMap<String, String> = BTreeMap::new();
-    for ((_, alts), run) in done.iter().zip(runs) {
+/// Every knob some run has an alternative for (one entry per claimed value: a knob id can claim
+/// another value for another element type), judged one at a time. Then the values found are
+/// weighed against each other: an alternative that reproduces every bit of every case it
+/// applies to explains the others' witnesses, so each other knob is judged again with that
+/// alternative's outputs standing in for the claimed recipe (else, where a case has exactly
+/// one value found, with that one); a knob whose claimed value then matches is reported as
+/// matching it given the value found.
+fn knobs(runs: &[CaseRun]) -> Vec<KnobFingerprint> {
+    let mut claimed: BTreeSet<(String, String)> = BTreeSet::new();
+    for run in runs {
         for (a, _) in &run.alternatives {
-            let value = alts
-                .claimed
-                .iter()
-                .find(|k| k.id == a.knob)
-                .map_or(String::new(), |k| k.value.clone());
-            claimed.entry(a.knob.clone()).or_insert(value);
+            let value = run.claimed_value(&a.knob).unwrap_or_default();
+            claimed.insert((a.knob.clone(), value.to_string()));
         }
     }
     let status = |id: &str| {
@@ -171,19 +228,52 @@ fn knobs(done: &[(&Case, CaseAlternatives)], runs: &[CaseRun]) -> Vec<KnobFinger
             _ => None,
         })
         .collect();
+    let complete: Vec<(&str, &str)> = found
+        .iter()
+        .copied()
+        .filter(|f| reproduces_everything(runs, *f))
+        .collect();
+    let explaining = if complete.is_empty() { found } else { complete };
     first
         .iter()
-        .map(|k| match k.verdict {
-            KnobVerdict::MatchesNone { .. } if !found.is_empty() => {
-                given_found(runs, k, &found).unwrap_or_else(|| k.clone())
+        .map(|k| {
+            let deviates = !matches!(
+                k.verdict,
+                KnobVerdict::NotDiscriminated | KnobVerdict::Matches { claimed: true, .. }
+            );
+            let others: Vec<(&str, &str)> = explaining
+                .iter()
+                .copied()
+                .filter(|(id, _)| *id != k.knob)
+                .collect();
+            if deviates && !others.is_empty() {
+                given_found(runs, k, &others).unwrap_or_else(|| k.clone())
+            } else {
+                k.clone()
             }
-            _ => k.clone(),
         })
         .collect()
 }
 
-/// Knob `k` judged with the other knobs' found values standing in for the claimed recipe;
-/// `Some` only when the claimed value then matches.
+/// Whether the alternative `(knob, value)` gives the target's bits on every element of every
+/// case it applies to.
+fn reproduces_everything(runs: &[CaseRun], (knob, value): (&str, &str)) -> bool {
+    let mut any = false;
+    for run in runs {
+        for (a, o) in &run.alternatives {
+            if a.knob == knob && a.value == value {
+                any = true;
+                if evidence::differences(&run.target, o).0 != 0 {
+                    return false;
+                }
+            }
+        }
+    }
+    any
+}
+
+/// Knob `k` judged with the values `found` standing in for the claimed recipe; `Some` only
+/// when the claimed value then matches.
 fn given_found(
     runs: &[CaseRun],
     k: &KnobFingerprint,
@@ -195,9 +285,7 @@ fn given_found(
         let hits: Vec<_> = run
             .alternatives
             .iter()
-            .filter(|(a, _)| {
-                a.knob != k.knob && found.iter().any(|(id, v)| a.knob == *id && a.value == *v)
-            })
+            .filter(|(a, _)| found.iter().any(|(id, v)| a.knob == *id && a.value == *v))
             .collect();
         match hits.as_slice() {
             [] => stand_ins.push(None),

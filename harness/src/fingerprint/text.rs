@@ -5,7 +5,20 @@ use conform_metadata::fingerprint::{
     CaseOutcome, Fingerprint, KnobFingerprint, KnobVerdict, RecheckOutcome,
 };
 
-/// A knob's verdict in words.
+/// Values longer than this are cut in the table (the JSON holds them whole).
+const VALUE_WIDTH: usize = 40;
+
+/// `v`, cut to [`VALUE_WIDTH`] characters with an ellipsis.
+fn short(v: &str) -> String {
+    if v.chars().count() <= VALUE_WIDTH {
+        v.to_string()
+    } else {
+        let cut: String = v.chars().take(VALUE_WIDTH - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+/// A knob's verdict in words (long values cut).
 pub fn verdict_words(k: &KnobFingerprint) -> String {
     match &k.verdict {
         KnobVerdict::Matches {
@@ -17,7 +30,7 @@ pub fn verdict_words(k: &KnobFingerprint) -> String {
             let mut s = if *claimed {
                 "matches claim".to_string()
             } else {
-                format!("matches {value}")
+                format!("matches {}", short(value))
             };
             if let Some(g) = given {
                 s.push_str(&format!(" given {g}"));
@@ -25,7 +38,11 @@ pub fn verdict_words(k: &KnobFingerprint) -> String {
             if !indistinguishable_from.is_empty() {
                 s.push_str(&format!(
                     " (same bits as {})",
-                    indistinguishable_from.join(", ")
+                    indistinguishable_from
+                        .iter()
+                        .map(|v| short(v))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
             s
@@ -36,7 +53,8 @@ pub fn verdict_words(k: &KnobFingerprint) -> String {
             of,
             max_ulp,
         } => format!(
-            "matches none (closest {closest}: {agreeing} of {of}, {})",
+            "matches none (closest {}: {agreeing} of {of}, {})",
+            short(closest),
             ulp_words(*max_ulp)
         ),
         KnobVerdict::NotDiscriminated => "not discriminated by these shapes".to_string(),
@@ -58,7 +76,11 @@ fn evidence_line(k: &KnobFingerprint) -> Option<String> {
         .iter()
         .zip(&w.candidates)
         .map(|(c, b)| {
-            let label = if c.claimed { "claim" } else { c.value.as_str() };
+            let label = if c.claimed {
+                "claim".to_string()
+            } else {
+                short(&c.value)
+            };
             format!("{label} {b}")
         })
         .collect();
@@ -94,11 +116,9 @@ pub fn table(fp: &Fingerprint) -> String {
             out.push_str(&format!("  skipped {}: {reason}\n", c.case));
         }
     }
-    if fp
-        .cases
-        .iter()
-        .any(|c| !c.target_declares_recipe && matches!(c.outcome, CaseOutcome::Fingerprinted { .. }))
-    {
+    if fp.cases.iter().any(|c| {
+        !c.target_declares_recipe && matches!(c.outcome, CaseOutcome::Fingerprinted { .. })
+    }) {
         out.push_str("  (cases whose recipe the target does not declare ran the target's own arithmetic: their knobs say how far it is from the model)\n");
     }
     let rows: Vec<[String; 5]> = fp
@@ -107,7 +127,7 @@ pub fn table(fp: &Fingerprint) -> String {
         .map(|k| {
             [
                 k.knob.clone(),
-                k.claimed.clone(),
+                short(&k.claimed),
                 k.ledger_status.clone().unwrap_or_else(|| "-".to_string()),
                 verdict_words(k),
                 k.witness_elements.to_string(),

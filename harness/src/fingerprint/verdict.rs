@@ -35,7 +35,8 @@ impl Tally {
     }
 }
 
-/// The fingerprint of knob `knob` (claimed value `claimed`) over `runs`. `given(i)`, when it
+/// The fingerprint of knob `knob` (claimed value `claimed`) over the runs whose claimed value
+/// it is. `given(i)`, when it
 /// returns outputs, stands for the claimed recipe's in run `i` (the claimed value of this knob
 /// with another knob at the value found for it); the witness elements stay those of the
 /// claimed recipe.
@@ -51,6 +52,9 @@ pub fn judge<'a>(
     let mut cases = BTreeSet::new();
     let mut witnesses: Vec<Witness> = Vec::new();
     for (ri, run) in runs.iter().enumerate() {
+        if run.claimed_value(knob) != Some(claimed) {
+            continue;
+        }
         let alts: Vec<_> = run
             .alternatives
             .iter()
@@ -62,15 +66,15 @@ pub fn judge<'a>(
         // Each alternative's tally index.
         let idx: Vec<usize> = alts
             .iter()
-            .map(|(a, _)| {
-                match tallies.iter().position(|t| t.value == a.value) {
+            .map(
+                |(a, _)| match tallies.iter().position(|t| t.value == a.value) {
                     Some(i) => i,
                     None => {
                         tallies.push(Tally::new(&a.value, false));
                         tallies.len() - 1
                     }
-                }
-            })
+                },
+            )
             .collect();
         for ((a, _), &i) in alts.iter().zip(&idx) {
             for s in &a.sources {

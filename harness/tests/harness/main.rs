@@ -14,6 +14,7 @@ mod ci_files;
 mod control_docs;
 mod determinism_check;
 mod docs_complete;
+mod fingerprint_catalogue;
 mod kernel_variants;
 mod knob_coverage;
 mod library_run;
