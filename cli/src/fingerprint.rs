@@ -56,7 +56,11 @@ pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
             cases.retain(|c| &c.op == op);
             format!("--op {op}")
         }
-        (None, None) => unreachable!("clap requires --suite or --op"),
+        (None, None) => {
+            return Err(CliError::Usage(
+                "fingerprint needs --suite or --op".to_string(),
+            ))
+        }
     };
     if cases.is_empty() {
         return Err(CliError::NothingJudged(

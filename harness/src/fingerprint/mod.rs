@@ -129,13 +129,13 @@ fn settle(
     if !matches!(first.outcome, RecheckOutcome::Differs { .. }) {
         return first;
     }
-    for i in 0..knobs.len() {
+    for knob in knobs.iter_mut() {
         let KnobVerdict::Matches {
             value,
             claimed: false,
             indistinguishable_from,
             given,
-        } = knobs[i].verdict.clone()
+        } = knob.verdict.clone()
         else {
             continue;
         };
@@ -143,7 +143,7 @@ fn settle(
             let trial: Vec<(String, String)> = found
                 .iter()
                 .map(|(k, v)| {
-                    if *k == knobs[i].knob {
+                    if *k == knob.knob {
                         (k.clone(), other.clone())
                     } else {
                         (k.clone(), v.clone())
@@ -154,7 +154,7 @@ fn settle(
             if matches!(r.outcome, RecheckOutcome::Reproduced { .. }) {
                 let mut rest = indistinguishable_from.clone();
                 rest[j] = value.clone();
-                knobs[i].verdict = KnobVerdict::Matches {
+                knob.verdict = KnobVerdict::Matches {
                     value: other.clone(),
                     claimed: false,
                     indistinguishable_from: rest,
