@@ -10,14 +10,12 @@
 
 use conform_harness::fingerprint::candidates::{map_fault, Mapping};
 use conform_harness::fingerprint::{fingerprint, FingerprintOptions};
-use conform_harness::suite::select::load_all;
-use conform_harness::suite::{Case, Tier};
+use conform_harness::suite::Case;
 use conform_metadata::fingerprint::{Fingerprint, KnobVerdict, RecheckOutcome};
 use conform_reference::faults;
 use conform_reference::parallel::Threads;
 use conform_targets::{FaultTarget, ReferenceTarget};
 use std::collections::BTreeSet;
-use std::path::Path;
 
 const THREADS: Threads = Threads(2);
 /// Cases a fault is fingerprinted on, per knob it maps to.
@@ -51,15 +49,6 @@ fn changes_bits(fault: &faults::Fault, c: &Case) -> bool {
     )
 }
 
-fn quick_cases() -> Vec<Case> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    load_all(&root.join("suites"))
-        .unwrap()
-        .into_iter()
-        .filter(|c| c.tier == Tier::Quick)
-        .collect()
-}
-
 fn options(seed: u64) -> FingerprintOptions {
     FingerprintOptions {
         seed,
@@ -86,7 +75,7 @@ fn deviating(fp: &Fingerprint, except: &BTreeSet<(String, String)>) -> Vec<Strin
 
 #[test]
 fn every_knob_mapped_fault_is_fingerprinted_as_its_knob_value() {
-    let cases = quick_cases();
+    let cases = crate::repo::quick_cases();
     let mut identified = Vec::new();
     let mut invisible = Vec::new();
     let mut unmapped = Vec::new();
@@ -194,7 +183,7 @@ fn every_knob_mapped_fault_is_fingerprinted_as_its_knob_value() {
 
 #[test]
 fn the_honest_reference_matches_its_claim_on_fresh_seeds() {
-    let mut cases = quick_cases();
+    let mut cases = crate::repo::quick_cases();
     cases.sort_by_key(|c| (c.suite.clone(), size(c)));
     let mut per_suite: std::collections::BTreeMap<String, usize> = Default::default();
     cases.retain(|c| {

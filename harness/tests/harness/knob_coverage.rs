@@ -5,26 +5,15 @@
 
 use conform_harness::case_data::generate_inputs;
 use conform_harness::ledger;
-use conform_harness::suite::select::load_all;
-use conform_harness::suite::{Case, Tier};
+use conform_harness::suite::Case;
 use conform_reference::fidelity;
 use conform_reference::knob_flips::{flip_of, KNOB_FLIPS};
 use conform_reference::ops;
 use conform_reference::parallel::Threads;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Input seeds tried per case (a choice may show only on some draws).
 const SEEDS: u64 = 3;
-
-fn quick_cases() -> Vec<Case> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    load_all(&root.join("suites"))
-        .unwrap()
-        .into_iter()
-        .filter(|c| c.tier == Tier::Quick)
-        .collect()
-}
 
 /// Whether flipping the knob `id` changes the bits of `case` on one of its seeds.
 fn changes_bits(case: &Case, id: &str) -> bool {
@@ -52,7 +41,7 @@ fn every_listed_choice_changes_some_quick_cases_bits() {
     assert!(!KNOB_FLIPS.is_empty());
     // Knob id -> (cases whose model has it, whether one changed).
     let mut seen: BTreeMap<String, (Vec<String>, bool)> = BTreeMap::new();
-    for case in quick_cases() {
+    for case in crate::repo::quick_cases() {
         let Some(model) = ledger::case_model(&case.op, &case.recipe, &case.params) else {
             continue;
         };

@@ -14,3 +14,12 @@ pub fn repo() -> PathBuf {
 pub fn repo_canonical() -> PathBuf {
     repo().canonicalize().expect("the repository root")
 }
+
+/// Every quick case of the project's suites.
+pub fn quick_cases() -> Vec<conform_harness::suite::Case> {
+    conform_harness::suite::select::load_all(&repo().join("suites"))
+        .expect("the suites load")
+        .into_iter()
+        .filter(|c| c.tier == conform_harness::suite::Tier::Quick)
+        .collect()
+}
