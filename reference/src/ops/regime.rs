@@ -185,6 +185,7 @@ const SUBNORMAL: &[&str] = &[
     "nvfp4_dequant",
     "w4a16_matmul",
     "mc2_matmul_allreduce",
+    "quant_matmul",
     "fa_prefill",
     "pa_decode",
     "pa_decode_int8",
