@@ -453,6 +453,7 @@ mod tests {
             for_op("quant_matmul"),
             vec![
                 Regime::RoundingTies,
+                Regime::SubnormalOutputs,
                 Regime::RepeatedCall,
                 Regime::IntMatmulEdges
             ]
