@@ -493,6 +493,7 @@ impl OpFamily for Fp4Family {
             ),
             None => None,
         };
+        let mut witness_pos = None;
         if let Some(w) = witness {
             // One group gets the witness's block scale and, at a position whose code occurs
             // elsewhere too (so every FP4 code stays present), the witness's code.
@@ -507,6 +508,7 @@ impl OpFamily for Fp4Family {
                 .find(|&p| codes.iter().filter(|&&x| x == codes[p]).count() > 1)
                 .unwrap_or(start + first);
             codes[pos] = w.code;
+            witness_pos = Some(pos);
         }
         let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
         let mut out = TensorMap::new();
@@ -535,6 +537,17 @@ impl OpFamily for Fp4Family {
                 other => return Err(failed(self.op(), format!("no generator for `{other}`"))),
             };
             out.insert(s.name.clone(), t);
+        }
+        if let (Kind::W4a16, Some(pos)) = (self.0, witness_pos) {
+            // The witness weight alone in one output: a row of x that is zero but for 1.0 at
+            // its K position, so y[i, j] is the dequantised weight itself (exact in any
+            // summation order) and the scale order shows bit for bit.
+            let i = ctx.below(c.m as u64) as usize;
+            let xs = out.get_mut("x").ok_or_else(|| failed(self.op(), "no x"))?;
+            let mut x = xs.to_f64_vec();
+            x[i * c.k..(i + 1) * c.k].fill(0.0);
+            x[i * c.k + pos % c.k] = 1.0;
+            *xs = Tensor::round_values(ElemType::Bf16, xs.shape.clone(), &x, Rounding::RNE);
         }
         Ok(out)
     }
@@ -733,6 +746,15 @@ fn extreme_scales(format: Format) -> [u8; 2] {
     }
 }
 
+/// The scale codes `format_extremes` isolates in W4A16 outputs: E8M0 2^-127, 2^-126 and
+/// 2^127; E4M3FN 2^-9 (the smallest subnormal) and 448.
+fn extreme_scales_w4a16(format: Format) -> &'static [u8] {
+    match format {
+        Format::Mx => &[0, 1, 254],
+        Format::Nv => &[1, 0x7E],
+    }
+}
+
 /// (element code, scale code) pairs whose product times `global` lies in `[2^lo, 2^hi)`.
 fn pairs(c: &Case, global: f64, (lo, hi): (i32, i32)) -> Vec<(u8, u8)> {
     let mut out = Vec::new();
@@ -836,6 +858,15 @@ impl Fp4Family {
             }
         }
         if self.0 == Kind::W4a16 {
+            if regimes.contains(&Regime::FormatExtremes) {
+                super::fp4_extremes::check_w4a16(
+                    op,
+                    regimes,
+                    c.m,
+                    c.n,
+                    c.format == Format::Mx && c.out_type != ElemType::Bf16,
+                )?;
+            }
             if banded.contains(&Regime::OverflowToInf) && c.out_type != ElemType::F16 {
                 return Err(rr::regime_err(
                     op,
@@ -1069,6 +1100,41 @@ impl Fp4Family {
                 *m.get_mut("global_scale").expect("read above") = Tensor::from_f32(vec![1], &[g]);
             }
         }
+        if regimes.contains(&Regime::FormatExtremes) {
+            let shape = super::fp4_extremes::Shape {
+                m: c.m,
+                n: c.n,
+                k: c.k,
+                group: c.format.group(),
+                mx: c.format == Format::Mx,
+            };
+            let value = |q: u8, s: u8| {
+                let sv = match c.format {
+                    Format::Mx => e8m0::e8m0_to_f64(s),
+                    Format::Nv => fp8_e4m3fn::e4m3fn_to_f64(s),
+                };
+                self.code_f64(q, c) * sv * global
+            };
+            let q = max_code(c.element);
+            // Below 2^128 / 2^127 for the top E8M0 code: the largest code whose product stays
+            // a finite weight (E2M1 1.5, E1M2 1.75).
+            let q_top = magnitudes(c.element)
+                .into_iter()
+                .filter(|&(_, v)| v < 2.0)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or(q, |(q, _)| q);
+            super::fp4_extremes::impose_w4a16(
+                &shape,
+                extreme_scales_w4a16(c.format),
+                q,
+                q_top,
+                &value,
+                &mut codes,
+                &mut scales,
+                &mut x,
+                ctx,
+            );
+        }
         let banded = rr::banded(regimes);
         let group = c.format.group();
         let gpr = c.k / group;
@@ -1228,7 +1294,17 @@ impl Fp4Family {
                 }
             }
         }
-        if regimes.contains(&Regime::FormatExtremes) {
+        if regimes.contains(&Regime::FormatExtremes) && self.0 == Kind::W4a16 {
+            for &s in extreme_scales_w4a16(c.format) {
+                if !m["scale"].data.contains(&s) {
+                    return Err(rr::broken(
+                        op,
+                        Regime::FormatExtremes,
+                        &format!("no group with scale code {s:#04x}"),
+                    ));
+                }
+            }
+        } else if regimes.contains(&Regime::FormatExtremes) {
             let scale_name = if c.format == Format::Nv {
                 "block_scale"
             } else {

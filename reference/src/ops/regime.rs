@@ -194,7 +194,7 @@ const SUBNORMAL: &[&str] = &[
 /// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
 /// code makes its weights infinite, and the matmul's sum of +-Inf weights is then NaN or Inf
 /// by the order of the sum, no longer a decode property.
-const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant"];
+const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant", "w4a16_matmul"];
 /// Padded query rows exist only in the prefill layouts with a padded length (decode has one
 /// query row per batch entry).
 const PADDED: &[&str] = &["fa_prefill"];
