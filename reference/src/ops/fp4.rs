@@ -539,15 +539,30 @@ impl OpFamily for Fp4Family {
             out.insert(s.name.clone(), t);
         }
         if let (Kind::W4a16, Some(pos)) = (self.0, witness_pos) {
-            // The witness weight alone in one output: a row of x that is zero but for 1.0 at
-            // its K position, so y[i, j] is the dequantised weight itself (exact in any
-            // summation order) and the scale order shows bit for bit.
-            let i = ctx.below(c.m as u64) as usize;
+            // The witness weight alone in a whole output column: every other code of its
+            // weight row zero and x[i, pos % k] = +-2^0..2^3 in every row, so each y[i, j] is
+            // the dequantised weight times a power of two (exact in any summation order) and
+            // the scale order shows bit for bit in all m rows.
+            let mut protected = vec![false; codes.len()];
             let xs = out.get_mut("x").ok_or_else(|| failed(self.op(), "no x"))?;
             let mut x = xs.to_f64_vec();
-            x[i * c.k..(i + 1) * c.k].fill(0.0);
-            x[i * c.k + pos % c.k] = 1.0;
+            super::fp4_extremes::isolate(
+                &self.extremes_shape(&c),
+                pos / c.k,
+                pos % c.k,
+                false,
+                &mut |ctx| ctx.below(4) as i32,
+                &mut codes,
+                &mut x,
+                &mut protected,
+                ctx,
+            );
             *xs = Tensor::round_values(ElemType::Bf16, xs.shape.clone(), &x, Rounding::RNE);
+            restore_every_code(&mut codes, &protected, ctx);
+            let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
+            out.get_mut("weight")
+                .ok_or_else(|| failed(self.op(), "no weight"))?
+                .data = packed;
         }
         Ok(out)
     }
@@ -746,8 +761,9 @@ fn extreme_scales(format: Format) -> [u8; 2] {
     }
 }
 
-/// The scale codes `format_extremes` isolates in W4A16 outputs: E8M0 2^-127, 2^-126 and
-/// 2^127; E4M3FN 2^-9 (the smallest subnormal) and 448.
+/// The finite scale codes `format_extremes` isolates in W4A16 output columns: E8M0 2^-127,
+/// 2^-126 and 2^127; E4M3FN 2^-9 (the smallest subnormal) and 448. The NaN code gets a
+/// column too ([`super::fp4_extremes::nan_scale`]).
 fn extreme_scales_w4a16(format: Format) -> &'static [u8] {
     match format {
         Format::Mx => &[0, 1, 254],
@@ -862,8 +878,8 @@ impl Fp4Family {
                 super::fp4_extremes::check_w4a16(
                     op,
                     regimes,
-                    c.m,
-                    c.n,
+                    &self.extremes_shape(c),
+                    extreme_scales_w4a16(c.format).len(),
                     c.format == Format::Mx && c.out_type != ElemType::Bf16,
                 )?;
             }
@@ -1101,13 +1117,6 @@ impl Fp4Family {
             }
         }
         if regimes.contains(&Regime::FormatExtremes) {
-            let shape = super::fp4_extremes::Shape {
-                m: c.m,
-                n: c.n,
-                k: c.k,
-                group: c.format.group(),
-                mx: c.format == Format::Mx,
-            };
             let value = |q: u8, s: u8| {
                 let sv = match c.format {
                     Format::Mx => e8m0::e8m0_to_f64(s),
@@ -1123,8 +1132,9 @@ impl Fp4Family {
                 .filter(|&(_, v)| v < 2.0)
                 .max_by(|a, b| a.1.total_cmp(&b.1))
                 .map_or(q, |(q, _)| q);
+            let mut protected = vec![false; codes.len()];
             super::fp4_extremes::impose_w4a16(
-                &shape,
+                &self.extremes_shape(c),
                 extreme_scales_w4a16(c.format),
                 q,
                 q_top,
@@ -1132,8 +1142,10 @@ impl Fp4Family {
                 &mut codes,
                 &mut scales,
                 &mut x,
+                &mut protected,
                 ctx,
             );
+            restore_every_code(&mut codes, &protected, ctx);
         }
         let banded = rr::banded(regimes);
         let group = c.format.group();
@@ -1193,6 +1205,17 @@ impl Fp4Family {
         let xs = m.get_mut("x").expect("read above");
         *xs = Tensor::round_values(ElemType::Bf16, xs.shape.clone(), &x, Rounding::RNE);
         Ok(())
+    }
+
+    /// The case as the `format_extremes` construction sees it.
+    fn extremes_shape(&self, c: &Case) -> super::fp4_extremes::Shape {
+        super::fp4_extremes::Shape {
+            m: c.m,
+            n: c.n,
+            k: c.k,
+            group: c.format.group(),
+            mx: c.format == Format::Mx,
+        }
     }
 
     /// The case as the tie construction sees it.
@@ -1295,7 +1318,8 @@ impl Fp4Family {
             }
         }
         if regimes.contains(&Regime::FormatExtremes) && self.0 == Kind::W4a16 {
-            for &s in extreme_scales_w4a16(c.format) {
+            let nan = super::fp4_extremes::nan_scale(c.format == Format::Mx);
+            for &s in extreme_scales_w4a16(c.format).iter().chain([&nan]) {
                 if !m["scale"].data.contains(&s) {
                     return Err(rr::broken(
                         op,
