@@ -191,9 +191,9 @@ const SUBNORMAL: &[&str] = &[
     "mla_decode",
 ];
 /// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
-/// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
-/// code makes its weights infinite, and the matmul's sum of +-Inf weights is then NaN or Inf
-/// by the order of the sum, no longer a decode property.
+/// `w4a16_matmul` decodes them in its dequant stage; its construction gives each extreme
+/// code a whole output column of single products (`fp4_extremes`), so no order of the sum
+/// mixes an infinite or NaN weight with others.
 const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant", "w4a16_matmul"];
 /// Padded query rows exist only in the prefill layouts with a padded length (decode has one
 /// query row per batch entry).
