@@ -547,7 +547,7 @@ impl OpFamily for Fp4Family {
             let xs = out.get_mut("x").ok_or_else(|| failed(self.op(), "no x"))?;
             let mut x = xs.to_f64_vec();
             super::fp4_extremes::isolate(
-                &self.extremes_shape(&c),
+                &self.tie_shape(&c),
                 pos / c.k,
                 pos % c.k,
                 false,
@@ -878,7 +878,7 @@ impl Fp4Family {
                 super::fp4_extremes::check_w4a16(
                     op,
                     regimes,
-                    &self.extremes_shape(c),
+                    &self.tie_shape(c),
                     extreme_scales_w4a16(c.format).len(),
                     c.format == Format::Mx && c.out_type != ElemType::Bf16,
                 )?;
@@ -1134,7 +1134,7 @@ impl Fp4Family {
                 .map_or(q, |(q, _)| q);
             let mut protected = vec![false; codes.len()];
             super::fp4_extremes::impose_w4a16(
-                &self.extremes_shape(c),
+                &self.tie_shape(c),
                 extreme_scales_w4a16(c.format),
                 q,
                 q_top,
@@ -1207,18 +1207,7 @@ impl Fp4Family {
         Ok(())
     }
 
-    /// The case as the `format_extremes` construction sees it.
-    fn extremes_shape(&self, c: &Case) -> super::fp4_extremes::Shape {
-        super::fp4_extremes::Shape {
-            m: c.m,
-            n: c.n,
-            k: c.k,
-            group: c.format.group(),
-            mx: c.format == Format::Mx,
-        }
-    }
-
-    /// The case as the tie construction sees it.
+    /// The case as the tie and `format_extremes` constructions see it.
     fn tie_shape(&self, c: &Case) -> super::fp4_ties::TieShape {
         super::fp4_ties::TieShape {
             m: c.m,

@@ -25,19 +25,10 @@
 //! Scale codes a `special` draw made extreme (or NaN) elsewhere become ordinary first, so
 //! nothing but the planted groups holds them.
 
+use super::fp4_ties::TieShape as Shape;
 use super::range_regimes::{self as rr, pow2};
 use super::regime::Regime;
 use super::{GenContext, OpError};
-
-/// The case as the construction sees it.
-pub(crate) struct Shape {
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-    pub group: usize,
-    /// MXFP4 (E8M0 scales); NVFP4 otherwise.
-    pub mx: bool,
-}
 
 /// The top E8M0 code (2^127), whose witness overflows.
 const E8M0_TOP: u8 = 254;
