@@ -643,9 +643,12 @@ fn the_stand_in_catches_the_old_worker_lines() {
         )],
         packed,
     );
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!(got[0].1, "error", "{got:?}");
-    assert!(got[0].2.contains("npu_trans_quant_param"), "{got:?}");
+    // Every quick case of that form (the ties case, the subnormal outputs case).
+    assert!(got.len() >= 2, "{got:?}");
+    for (id, st, msg) in &got {
+        assert_eq!(st, "error", "{id}: {msg}");
+        assert!(msg.contains("npu_trans_quant_param"), "{id}: {msg}");
+    }
     // The MoE combine handed ones instead of the router's expert_scales: the weighted sum is
     // wrong on every case whose weights are not all 1.
     // (On a simulated A3: the quick cases within its limits.)

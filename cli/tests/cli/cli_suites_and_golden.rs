@@ -380,25 +380,30 @@ fn an_unlisted_golden_file_is_a_store_error() {
     .code(exit_code::USAGE)
     .stdout_eq(str![[r#"
 ERROR  [ROOT]/golden/stray.safetensors: unlisted file in the golden store (not in MANIFEST.toml)
-golden verify: 15 cases checked, 0 drifted, 1 store errors
+golden verify: 20 cases checked, 0 drifted, 1 store errors
 
 "#]])
     .stderr_eq(str![[r#"
-[1/15] w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp
-[2/15] w4a16_matmul/nvfp4/m1-n5-k16/single-token-one-group
-[3/15] w4a16_matmul/nvfp4/m2-n4-k768/f16-out
-[4/15] w4a16_matmul/nvfp4/m2-n8-k768/f16-range
-[5/15] w4a16_matmul/mxfp4/m2-n8-k256/bf16-subnormal
-[6/15] w4a16_matmul/nvfp4/m2-n8-k64/bf16-ties
-[7/15] w4a16_matmul/mxfp4/m3-n6-k96/bf16-ties
-[8/15] w4a16_matmul/nvfp4/m2-n9-k48/f16-ties
-[9/15] w4a16_matmul/mxfp4/m2-n5-k64/f16-ties
-[10/15] w4a16_matmul/nvfp4/m3-n7-k272/f16-overflow-odd-groups
-[11/15] w4a16_matmul/mxfp4/m2-n5-k288/odd-groups
-[12/15] w4a16_matmul/nvfp4/m4-n16-k768/qwen3-moe-expert
-[13/15] w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert
-[14/15] w4a16_matmul/nvfp4/m64-n2048-k7168/deepseek-v3-expert-gate
-[15/15] w4a16_matmul/nvfp4/m32-n4096-k14336/llama3-8b-down
+[1/20] w4a16_matmul/mxfp4/m3-n8-k2048/mx_ocp
+[2/20] w4a16_matmul/nvfp4/m1-n5-k16/single-token-one-group
+[3/20] w4a16_matmul/nvfp4/m2-n4-k768/f16-out
+[4/20] w4a16_matmul/nvfp4/m2-n8-k768/f16-range
+[5/20] w4a16_matmul/mxfp4/m2-n8-k256/bf16-subnormal
+[6/20] w4a16_matmul/nvfp4/m2-n8-k64/bf16-ties
+[7/20] w4a16_matmul/mxfp4/m3-n6-k96/bf16-ties
+[8/20] w4a16_matmul/nvfp4/m2-n9-k48/f16-ties
+[9/20] w4a16_matmul/mxfp4/m2-n5-k64/f16-ties
+[10/20] w4a16_matmul/nvfp4/m3-n7-k272/f16-overflow-odd-groups
+[11/20] w4a16_matmul/mxfp4/m2-n5-k288/odd-groups
+[12/20] w4a16_matmul/mxfp4/m8-n5-k64/format-extremes
+[13/20] w4a16_matmul/mxfp4/m8-n4-k96/e1m2-format-extremes
+[14/20] w4a16_matmul/nvfp4/m8-n4-k64/format-extremes
+[15/20] w4a16_matmul/nvfp4/vllm_nvfp4/m8-n4-k64/order-witness
+[16/20] w4a16_matmul/nvfp4/m8-n3-k80/order-witness
+[17/20] w4a16_matmul/nvfp4/m4-n16-k768/qwen3-moe-expert
+[18/20] w4a16_matmul/nvfp4/m2-n8-k7168/deepseek-v3-expert
+[19/20] w4a16_matmul/nvfp4/m64-n2048-k7168/deepseek-v3-expert-gate
+[20/20] w4a16_matmul/nvfp4/m32-n4096-k14336/llama3-8b-down
 
 "#]]);
 }

@@ -316,7 +316,7 @@ mod tests {
         // Each with the runner's repeated call beside its range regimes.
         for (suite, regimes) in [
             ("fp4_dequant", 5),
-            ("w4a16_matmul", 4),
+            ("w4a16_matmul", 5),
             ("mc2_matmul_allreduce", 6),
         ] {
             let of: Vec<&Case> = cases.iter().filter(|c| c.suite == suite).collect();

@@ -5,11 +5,11 @@
 //! function of the case and its seed, so the inputs are the same bits whichever thread draws
 //! them, and the results are the same as without drawing ahead.
 //!
-//! At most [`InputPrefetch::ahead`] cases beyond the one being run are drawn or held, so memory
-//! stays bounded by a few small cases' inputs (the runner draws ahead only small cases). A case
-//! whose drawing failed or panicked is not held: its trial draws it again and meets the error
-//! there, as it would without drawing ahead. An interrupt cancels a drawing under way (the
-//! reference's cancellation points) and stops the drawers.
+//! At most `ahead` (the constructor's argument) cases beyond the one being run are drawn or
+//! held, so memory stays bounded by a few small cases' inputs (the runner draws ahead only
+//! small cases). A case whose drawing failed or panicked is not held: its trial draws it again
+//! and meets the error there, as it would without drawing ahead. An interrupt cancels a
+//! drawing under way (the reference's cancellation points) and stops the drawers.
 
 use crate::case_data::generate_inputs;
 use crate::suite::Case;
@@ -22,6 +22,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 #[derive(Debug)]
 pub struct InputPrefetch {
     plan: Vec<(String, u64)>,
+    /// How many cases beyond the one being run may be drawn or held.
     ahead: usize,
     state: Mutex<State>,
     changed: Condvar,
@@ -56,18 +57,13 @@ impl InputPrefetch {
         }
     }
 
-    /// How many cases beyond the one being run may be drawn or held.
-    pub fn ahead(&self) -> usize {
-        self.ahead
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means a drawing panicked; the state is still consistent.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// One drawer (several may run, each on its own thread): claims the next planned case not
-    /// yet claimed, never more than [`ahead`](Self::ahead) beyond the case the run is at, and
+    /// yet claimed, never more than `ahead` beyond the case the run is at, and
     /// draws it with `draw` (`None` for a failure), until the plan ends or
     /// [`stop`](Self::stop) is called.
     pub fn produce(&self, draw: impl Fn(usize) -> Option<TensorMap>) {

@@ -1,8 +1,8 @@
 //! Faults of `quant_matmul` (W8A8): the accumulator's type, the place of each bias, the reach
 //! of the per-channel and per-token scales, the order of the two scale products, the packing of
-//! the scale `npu_trans_quant_param` makes, the int8 minimum and the tie rule of the output cast;
-//! for the int8 output, the offset's sign and place, the tie rule of the requantisation and its
-//! saturation.
+//! the scale `npu_trans_quant_param` makes, the int8 minimum, the tie rule of the output cast and
+//! subnormal results flushed to zero; for the int8 output, the offset's sign and place, the tie
+//! rule of the requantisation and its saturation.
 
 use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::formats::RoundingMode;
@@ -203,6 +203,20 @@ pub(super) static FAULTS: &[Fault] = &[
                 return false;
             }
             r.saturate = false;
+            true
+        })),
+    },
+    Fault {
+        name: "qmm-subnormals-flushed",
+        family: "quant_matmul",
+        ops: OPS,
+        requirement: Requirement::Quick,
+        description: "the dequantisation epilogue runs with flush-to-zero: every f32 product or sum that is subnormal, and a bf16/f16 output cast whose result is subnormal, gives zero of its sign instead of the subnormal",
+        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+            if r.flush_subnormals {
+                return false;
+            }
+            r.flush_subnormals = true;
             true
         })),
     },

@@ -493,6 +493,7 @@ impl OpFamily for Fp4Family {
             ),
             None => None,
         };
+        let mut witness_pos = None;
         if let Some(w) = witness {
             // One group gets the witness's block scale and, at a position whose code occurs
             // elsewhere too (so every FP4 code stays present), the witness's code.
@@ -507,6 +508,7 @@ impl OpFamily for Fp4Family {
                 .find(|&p| codes.iter().filter(|&&x| x == codes[p]).count() > 1)
                 .unwrap_or(start + first);
             codes[pos] = w.code;
+            witness_pos = Some(pos);
         }
         let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
         let mut out = TensorMap::new();
@@ -535,6 +537,32 @@ impl OpFamily for Fp4Family {
                 other => return Err(failed(self.op(), format!("no generator for `{other}`"))),
             };
             out.insert(s.name.clone(), t);
+        }
+        if let (Kind::W4a16, Some(pos)) = (self.0, witness_pos) {
+            // The witness weight alone in a whole output column: every other code of its
+            // weight row zero and x[i, pos % k] = +-2^0..2^3 in every row, so each y[i, j] is
+            // the dequantised weight times a power of two (exact in any summation order) and
+            // the scale order shows bit for bit in all m rows.
+            let mut protected = vec![false; codes.len()];
+            let xs = out.get_mut("x").ok_or_else(|| failed(self.op(), "no x"))?;
+            let mut x = xs.to_f64_vec();
+            super::fp4_extremes::isolate(
+                &self.tie_shape(&c),
+                pos / c.k,
+                pos % c.k,
+                false,
+                &mut |ctx| ctx.below(4) as i32,
+                &mut codes,
+                &mut x,
+                &mut protected,
+                ctx,
+            );
+            *xs = Tensor::round_values(ElemType::Bf16, xs.shape.clone(), &x, Rounding::RNE);
+            restore_every_code(&mut codes, &protected, ctx);
+            let packed = packing::pack(&codes, &c.layout).map_err(|e| failed(self.op(), e))?;
+            out.get_mut("weight")
+                .ok_or_else(|| failed(self.op(), "no weight"))?
+                .data = packed;
         }
         Ok(out)
     }
@@ -733,6 +761,16 @@ fn extreme_scales(format: Format) -> [u8; 2] {
     }
 }
 
+/// The finite scale codes `format_extremes` isolates in W4A16 output columns: E8M0 2^-127,
+/// 2^-126 and 2^127; E4M3FN 2^-9 (the smallest subnormal) and 448. The NaN code gets a
+/// column too ([`super::fp4_extremes::nan_scale`]).
+fn extreme_scales_w4a16(format: Format) -> &'static [u8] {
+    match format {
+        Format::Mx => &[0, 1, 254],
+        Format::Nv => &[1, 0x7E],
+    }
+}
+
 /// (element code, scale code) pairs whose product times `global` lies in `[2^lo, 2^hi)`.
 fn pairs(c: &Case, global: f64, (lo, hi): (i32, i32)) -> Vec<(u8, u8)> {
     let mut out = Vec::new();
@@ -836,6 +874,15 @@ impl Fp4Family {
             }
         }
         if self.0 == Kind::W4a16 {
+            if regimes.contains(&Regime::FormatExtremes) {
+                super::fp4_extremes::check_w4a16(
+                    op,
+                    regimes,
+                    &self.tie_shape(c),
+                    extreme_scales_w4a16(c.format).len(),
+                    c.format == Format::Mx && c.out_type != ElemType::Bf16,
+                )?;
+            }
             if banded.contains(&Regime::OverflowToInf) && c.out_type != ElemType::F16 {
                 return Err(rr::regime_err(
                     op,
@@ -1069,6 +1116,37 @@ impl Fp4Family {
                 *m.get_mut("global_scale").expect("read above") = Tensor::from_f32(vec![1], &[g]);
             }
         }
+        if regimes.contains(&Regime::FormatExtremes) {
+            let value = |q: u8, s: u8| {
+                let sv = match c.format {
+                    Format::Mx => e8m0::e8m0_to_f64(s),
+                    Format::Nv => fp8_e4m3fn::e4m3fn_to_f64(s),
+                };
+                self.code_f64(q, c) * sv * global
+            };
+            let q = max_code(c.element);
+            // Below 2^128 / 2^127 for the top E8M0 code: the largest code whose product stays
+            // a finite weight (E2M1 1.5, E1M2 1.75).
+            let q_top = magnitudes(c.element)
+                .into_iter()
+                .filter(|&(_, v)| v < 2.0)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or(q, |(q, _)| q);
+            let mut protected = vec![false; codes.len()];
+            super::fp4_extremes::impose_w4a16(
+                &self.tie_shape(c),
+                extreme_scales_w4a16(c.format),
+                q,
+                q_top,
+                &value,
+                &mut codes,
+                &mut scales,
+                &mut x,
+                &mut protected,
+                ctx,
+            );
+            restore_every_code(&mut codes, &protected, ctx);
+        }
         let banded = rr::banded(regimes);
         let group = c.format.group();
         let gpr = c.k / group;
@@ -1129,7 +1207,7 @@ impl Fp4Family {
         Ok(())
     }
 
-    /// The case as the tie construction sees it.
+    /// The case as the tie and `format_extremes` constructions see it.
     fn tie_shape(&self, c: &Case) -> super::fp4_ties::TieShape {
         super::fp4_ties::TieShape {
             m: c.m,
@@ -1228,7 +1306,18 @@ impl Fp4Family {
                 }
             }
         }
-        if regimes.contains(&Regime::FormatExtremes) {
+        if regimes.contains(&Regime::FormatExtremes) && self.0 == Kind::W4a16 {
+            let nan = super::fp4_extremes::nan_scale(c.format == Format::Mx);
+            for &s in extreme_scales_w4a16(c.format).iter().chain([&nan]) {
+                if !m["scale"].data.contains(&s) {
+                    return Err(rr::broken(
+                        op,
+                        Regime::FormatExtremes,
+                        &format!("no group with scale code {s:#04x}"),
+                    ));
+                }
+            }
+        } else if regimes.contains(&Regime::FormatExtremes) {
             let scale_name = if c.format == Format::Nv {
                 "block_scale"
             } else {

@@ -40,7 +40,7 @@ const ROWS: usize = 2;
 /// Tie columns per row (`w4a16_matmul`, at most `n`).
 const COLUMNS: usize = 16;
 
-/// What the construction needs of a case.
+/// What the constructions (ties here, `format_extremes` in `fp4_extremes`) need of a case.
 pub(crate) struct TieShape {
     pub m: usize,
     pub n: usize,

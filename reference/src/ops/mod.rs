@@ -17,6 +17,7 @@ pub mod dynamic_quant;
 pub mod dynamic_quant_variants;
 pub mod fa_prefill;
 pub mod fp4;
+pub mod fp4_extremes;
 pub mod fp4_ties;
 pub mod generate;
 pub mod mc2_matmul_allreduce;

@@ -173,6 +173,10 @@ pub struct QmmRecipe {
     /// The int8 output saturates: the rounded value is clamped to the 9-bit range [-256, 255],
     /// and after the offset to [-128, 127]. Without it the value wraps to int8 (a bug).
     pub saturate: bool,
+    /// Subnormal results are flushed to zero of their sign: every f32 operation of the
+    /// epilogue and the final cast to bf16/f16 (a vector unit in flush-to-zero mode; a bug,
+    /// the kernel keeps them).
+    pub flush_subnormals: bool,
 }
 
 /// The recipe names: `ascend_a2` (the A2 host tiling's dispatch: each case runs the preset of
@@ -206,6 +210,7 @@ impl QmmRecipe {
             offset_place: OffsetPlace::AfterRounding,
             offset_negated: false,
             saturate: true,
+            flush_subnormals: false,
         }
     }
 
@@ -241,6 +246,7 @@ impl QmmRecipe {
             offset_place,
             offset_negated,
             saturate,
+            flush_subnormals,
         } = self;
         let k = |f: &str, v: String| Knob::new(format!("qmm.{preset}.{f}"), v);
         vec![
@@ -267,6 +273,7 @@ impl QmmRecipe {
             k("offset_place", format!("{offset_place:?}")),
             k("offset_negated", format!("{offset_negated}")),
             k("saturate", format!("{saturate}")),
+            k("flush_subnormals", format!("{flush_subnormals}")),
         ]
     }
 
@@ -279,24 +286,47 @@ impl QmmRecipe {
     /// where the recipe adds it there), `s` the column's scale, `t` the row's per-token scale,
     /// `fb` a float bias (0 when none), `ib` an int32 bias the recipe adds after the scales.
     pub fn epilogue(&self, acc: f32, s: f32, t: Option<f32>, fb: Option<f32>, ib: f32) -> f32 {
+        // Each f32 operation's result, flushed when the recipe flushes subnormals.
+        let f = |x: f32| self.flushed_f32(x);
         let mut v = acc;
         if let (Some(b), FloatBiasPlace::BeforeScales) = (fb, self.float_bias) {
-            v += b;
+            v = f(v + b);
         }
         v = match t {
-            None => v * s,
+            None => f(v * s),
             Some(t) => match self.scale_order {
-                ScaleOrder::ScaleThenToken => (v * s) * t,
-                ScaleOrder::MergedFirst => v * (s * t),
+                ScaleOrder::ScaleThenToken => f(f(v * s) * t),
+                ScaleOrder::MergedFirst => f(v * f(s * t)),
             },
         };
         if let (Some(b), FloatBiasPlace::AfterScales) = (fb, self.float_bias) {
-            v += b;
+            v = f(v + b);
         }
         if self.int_bias == IntBiasPlace::AfterDequant {
-            v += ib;
+            v = f(v + ib);
         }
         v
+    }
+
+    /// `x`, or zero of its sign when it is subnormal and the recipe flushes subnormals.
+    pub fn flushed_f32(&self, x: f32) -> f32 {
+        if self.flush_subnormals && x.is_subnormal() {
+            f32::from_bits(x.to_bits() & 0x8000_0000)
+        } else {
+            x
+        }
+    }
+
+    /// The final cast of the f32 result `y` to the bf16/f16 output `out` (bits), with
+    /// `output_rounding`, a subnormal result flushed to zero of its sign when the recipe
+    /// flushes subnormals.
+    pub fn cast_out(&self, out: ElemType, y: f32) -> u16 {
+        let bits = round_out(out, y, self.output_rounding);
+        if self.flush_subnormals && is_subnormal_bits(out, bits) {
+            bits & 0x8000
+        } else {
+            bits
+        }
     }
 }
 
@@ -520,6 +550,9 @@ pub const EDGE_K: usize = EDGE_BIG + EDGE_ONES + 2 * EDGE_BIG;
 /// Columns `int_matmul_edges` saturates (int8 output), half to +127 and half to -128, on its
 /// two rows.
 const SAT_COLS: usize = 8;
+/// Rows and columns of `subnormal_outputs` (every one of their elements a subnormal output).
+const SUB_ROWS: usize = 2;
+const SUB_COLS: usize = 8;
 /// Scale-order witnesses (with a per-token scale), one element each.
 const WITNESSES: usize = 10;
 /// Columns whose scale `int_matmul_edges` keeps different from column 0's.
@@ -842,6 +875,22 @@ impl OpFamily for QuantMatmul {
         };
         short("rows (m)", rows, c.m)?;
         short("columns (n)", cols, c.n)?;
+        if regimes.contains(&Regime::SubnormalOutputs) {
+            if c.out == ElemType::I8 {
+                return Err(super::range_regimes::regime_err(
+                    OP,
+                    Regime::SubnormalOutputs,
+                    "needs a bf16 or f16 output (the int8 output has no subnormals)",
+                ));
+            }
+            if c.scale == ScaleKind::Bf16 && !c.pertoken {
+                return Err(super::range_regimes::regime_err(
+                    OP,
+                    Regime::SubnormalOutputs,
+                    "a bf16 scale needs a per-token scale here: without one the column scale would be far below the smallest bf16 subnormal",
+                ));
+            }
+        }
         if regimes.contains(&Regime::IntMatmulEdges) {
             short("positions along k", EDGE_K, c.k)?;
         } else if !regimes.is_empty() {
@@ -1021,7 +1070,6 @@ impl PresetFamily for QuantMatmul {
                 }
             })
             .collect();
-        let rounding = Rounding::ieee(r.output_rounding);
         const ROWS: usize = 4;
         let parts = map_tasks(m.div_ceil(ROWS), threads, |task| {
             let mut out = Vec::with_capacity(ROWS * n);
@@ -1067,10 +1115,7 @@ impl PresetFamily for QuantMatmul {
                         continue;
                     }
                     let y = r.epilogue(acc, scales[j], t, fb, after);
-                    out.push(match c.out {
-                        ElemType::F16 => f16::f32_to_f16(y, rounding),
-                        _ => bf16::f32_to_bf16(y, rounding),
-                    });
+                    out.push(r.cast_out(c.out, y));
                 }
             }
             out
@@ -1355,6 +1400,28 @@ impl PresetFamily for QuantMatmul {
                         }
                     }
                 }
+                Regime::SubnormalOutputs => {
+                    let sub_rows: Vec<usize> = (0..SUB_ROWS)
+                        .map(|_| rows.next().ok_or_else(short))
+                        .collect::<Result<_, _>>()?;
+                    let sub_cols: Vec<usize> = (0..SUB_COLS)
+                        .map(|_| cols.next().ok_or_else(short))
+                        .collect::<Result<_, _>>()?;
+                    for &j in &sub_cols {
+                        zero_bias(j, &mut ibias, &mut fbias);
+                    }
+                    self.subnormal_outputs(
+                        c,
+                        &rec,
+                        ctx,
+                        (&sub_rows, &sub_cols),
+                        &mut x1,
+                        &mut x2,
+                        &mut scale,
+                        pertoken.as_deref_mut(),
+                        fbias.is_some(),
+                    )?;
+                }
                 other => {
                     return Err(OpError::Regime {
                         op: OP.into(),
@@ -1433,6 +1500,10 @@ fn needs(c: &Case, regimes: &[Regime]) -> (usize, usize) {
             Regime::RoundingTies => {
                 rows += TIE_ROWS;
                 cols += TIE_COLS;
+            }
+            Regime::SubnormalOutputs => {
+                rows += SUB_ROWS;
+                cols += SUB_COLS;
             }
             Regime::IntMatmulEdges => {
                 rows += EDGE_ROWS;
@@ -1576,7 +1647,110 @@ fn round_out(out: ElemType, y: f32, mode: RoundingMode) -> u16 {
     }
 }
 
+/// Whether the f16 / bf16 bits `b` are a nonzero subnormal of `out`.
+fn is_subnormal_bits(out: ElemType, b: u16) -> bool {
+    let exp = if out == ElemType::F16 { 0x7C00 } else { 0x7F80 };
+    b & exp == 0 && b & 0x7FFF != 0
+}
+
 impl QuantMatmul {
+    /// `subnormal_outputs` (bf16/f16 outputs): on the `SUB_ROWS` rows (`x1` zero but for one
+    /// position `p` the seed chooses, holding `u` in 64..=127) and the `SUB_COLS` columns
+    /// (their bias zero; `x2[p, j] = +-v`, `v` in 16..=127, the signs alternating), every
+    /// accumulator is the single product `+-u v`, and the column's scale (with a per-token
+    /// scale, the rows' shared power of two `2^-e`) puts the exact output at `(1.25 + 0.75 w)
+    /// 2^E` to twice that in magnitude, `E` three binades or more below the smallest normal and
+    /// at least the lower end of [`super::range_regimes::band`]: a nonzero subnormal of the
+    /// output, computed from the recipe's f32 products (bf16: the products themselves are f32
+    /// subnormals, and the merged-scales order rounds `scale * pertoken` as one), then rounded
+    /// into the subnormal range by the output cast. Checked with the recipe's own arithmetic:
+    /// each of the elements is a nonzero subnormal of the output.
+    ///
+    /// bf16: with a per-token scale of `2^-(18..21)` the column scale stays a normal f32
+    /// (about 2^-120); without one it is an f32 subnormal (a bf16 scale cannot hold it).
+    #[allow(clippy::too_many_arguments)]
+    fn subnormal_outputs(
+        &self,
+        c: &Case,
+        rec: &QmmRecipe,
+        ctx: &mut GenContext,
+        (sub_rows, sub_cols): (&[usize], &[usize]),
+        x1: &mut [i8],
+        x2: &mut [i8],
+        scale: &mut [f32],
+        pertoken: Option<&mut [f32]>,
+        float_bias: bool,
+    ) -> Result<(), OpError> {
+        let (k, n) = (c.k, c.n);
+        let r = Regime::SubnormalOutputs;
+        let (lo, hi) = super::range_regimes::band(r, c.out).ok_or_else(|| {
+            failed("subnormal_outputs: needs a bf16 or f16 output (checked before)")
+        })?;
+        let p = ctx.below(k as u64) as usize;
+        let mut us = Vec::with_capacity(sub_rows.len());
+        for &i in sub_rows {
+            let row = &mut x1[i * k..(i + 1) * k];
+            row.fill(0);
+            let u = 64 + ctx.below(64) as i8;
+            row[p] = u;
+            us.push(u as i64);
+        }
+        // The rows' per-token scale: a power of two (f16: of the drawn size; bf16: small
+        // enough that the column scale stays normal).
+        let t = pertoken.map(|t| {
+            let e = if c.out == ElemType::Bf16 {
+                18 + ctx.below(4) as i32
+            } else {
+                7 + ctx.below(3) as i32
+            };
+            let tv = pow2(-e) as f32;
+            for &i in sub_rows {
+                t[i] = tv;
+            }
+            tv
+        });
+        for (q, &j) in sub_cols.iter().enumerate() {
+            let v = 16 + ctx.below(112) as i64;
+            let sign = if q % 2 == 0 { 1 } else { -1 };
+            x2[p * n + j] = (sign * v) as i8;
+            // The target for the smallest u (64): 2^E (1.25 + 0.75 w), E in [lo, hi - 3], so
+            // that the scale's rounding (a bf16 or f32 subnormal scale: a few bits) keeps it
+            // at least 2^lo and u up to 127 keeps it below 2^(hi - 1).
+            let e = lo + ctx.below((hi - 3 - lo + 1) as u64) as i32;
+            let target = (1.25 + 0.75 * ctx.unit()) * pow2(e);
+            let s = target / (64.0 * v as f64 * t.map_or(1.0, |t| t as f64));
+            scale[j] = match c.scale {
+                ScaleKind::Bf16 => bf16::bf16_to_f32(bf16::f64_to_bf16(s, Rounding::RNE)),
+                _ => s as f32,
+            };
+            let s_kernel = if c.scale == ScaleKind::Packed {
+                rec.pack(scale_bits(c, scale[j]))
+            } else {
+                scale[j]
+            };
+            for (&i, &u) in sub_rows.iter().zip(&us) {
+                let acc = sign * u * v;
+                let exact = acc as f64 * s_kernel as f64 * t.map_or(1.0, |t| t as f64);
+                let y = rec.epilogue(
+                    i32_to_f32(acc as i32, rec.acc_to_f32),
+                    s_kernel,
+                    t,
+                    float_bias.then_some(0.0),
+                    0.0,
+                );
+                let bits = rec.cast_out(c.out, y);
+                if !super::range_regimes::holds(r, c.out, &[exact, -exact])
+                    || !is_subnormal_bits(c.out, bits)
+                {
+                    return Err(failed(format!(
+                        "subnormal_outputs: row {i}, column {j} (exact {exact:e}) is not a nonzero subnormal of the output (bits {bits:#06x})"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `rounding_ties` for the int8 output: on the two tie rows (`x1 = 64` at `p0`, 1 at `p1`),
     /// `TIE_COLS` columns with a power-of-two scale `2^-(1 + d)` and an accumulator (int32 bias
     /// included) `+-(2q + 1) * 2^d`, `q` even and at most 58: the scaled value is `+-(q + 1/2)`,

@@ -185,16 +185,17 @@ const SUBNORMAL: &[&str] = &[
     "nvfp4_dequant",
     "w4a16_matmul",
     "mc2_matmul_allreduce",
+    "quant_matmul",
     "fa_prefill",
     "pa_decode",
     "pa_decode_int8",
     "mla_decode",
 ];
 /// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
-/// `w4a16_matmul` shares that decoding with the dequant ops and is left out: the E8M0 top
-/// code makes its weights infinite, and the matmul's sum of +-Inf weights is then NaN or Inf
-/// by the order of the sum, no longer a decode property.
-const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant"];
+/// `w4a16_matmul` decodes them in its dequant stage; its construction gives each extreme
+/// code a whole output column of single products (`fp4_extremes`), so no order of the sum
+/// mixes an infinite or NaN weight with others.
+const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant", "w4a16_matmul"];
 /// Padded query rows exist only in the prefill layouts with a padded length (decode has one
 /// query row per batch entry).
 const PADDED: &[&str] = &["fa_prefill"];
@@ -432,7 +433,7 @@ mod tests {
         assert_eq!(for_op("fa_prefill").len(), 12);
         assert_eq!(for_op("pa_decode").len(), 11);
         assert_eq!(for_op("mxfp4_dequant").len(), 4);
-        assert_eq!(for_op("w4a16_matmul").len(), 4);
+        assert_eq!(for_op("w4a16_matmul").len(), 5);
         assert_eq!(for_op("nvfp4_dequant").len(), 5);
         assert_eq!(for_op("mc2_matmul_allreduce").len(), 6);
         assert_eq!(for_op("dynamic_quant").len(), 3);
@@ -452,6 +453,7 @@ mod tests {
             for_op("quant_matmul"),
             vec![
                 Regime::RoundingTies,
+                Regime::SubnormalOutputs,
                 Regime::RepeatedCall,
                 Regime::IntMatmulEdges
             ]

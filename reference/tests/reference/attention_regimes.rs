@@ -20,9 +20,22 @@ fn generate(
     seed: u64,
     dist: ValueDist,
 ) -> Result<TensorMap, OpError> {
+    generate_for(op, params, regimes, seed, dist, None)
+}
+
+/// [`generate`] for the cases of a recipe (the regimes placed against its tiles).
+fn generate_for(
+    op: &str,
+    params: &serde_json::Value,
+    regimes: &[Regime],
+    seed: u64,
+    dist: ValueDist,
+    recipe: Option<&str>,
+) -> Result<TensorMap, OpError> {
     let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED);
     let mut bits = move || g.next_u64();
     let mut ctx = GenContext::new(&mut bits, dist);
+    ctx.recipe = recipe.map(str::to_string);
     ops::find(op)?.generate_with_regimes(params, regimes, &mut ctx)
 }
 
@@ -111,54 +124,64 @@ impl Scores {
                 .sum::<f64>()
     }
 
-    /// For each (b, h) of a batch with a row that sees a key: whether some row has a largest
-    /// score above 100.
-    fn large_logits(&self) -> Vec<bool> {
+    /// For each (b, h) of a batch with a row whose visible keys pass `rows`: whether some such
+    /// row's scores `(score, key)` (in key order) pass `holds`.
+    fn per_batch_head(
+        &self,
+        rows: impl Fn(&[usize]) -> bool,
+        holds: impl Fn(&[(f64, usize)]) -> bool,
+    ) -> Vec<bool> {
         let g = &self.g;
         let mut v = Vec::new();
         for b in 0..g.batch {
             let rows: Vec<(usize, Vec<usize>)> = (0..g.lq[b])
                 .map(|i| (i, self.sees(b, i)))
-                .filter(|(_, s)| !s.is_empty())
+                .filter(|(_, keys)| rows(keys))
                 .collect();
             if rows.is_empty() {
                 continue;
             }
             for h in 0..g.heads {
                 v.push(rows.iter().any(|(i, keys)| {
-                    keys.iter()
-                        .map(|&j| self.score(b, *i, h, j))
-                        .fold(f64::NEG_INFINITY, f64::max)
-                        > 100.0
+                    let sc: Vec<(f64, usize)> =
+                        keys.iter().map(|&j| (self.score(b, *i, h, j), j)).collect();
+                    holds(&sc)
                 }));
             }
         }
         v
     }
 
+    /// For each (b, h) of a batch with a row that sees a key: whether some row has a largest
+    /// score above 100.
+    fn large_logits(&self) -> Vec<bool> {
+        self.per_batch_head(
+            |keys| !keys.is_empty(),
+            |sc| sc.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max) > 100.0,
+        )
+    }
+
     /// For each (b, h) as above: whether some row that also sees a key before 128 has its
     /// maximum at key 128 or later, 4 or more above every other score.
     fn late_max(&self) -> Vec<bool> {
-        let g = &self.g;
-        let mut v = Vec::new();
-        for b in 0..g.batch {
-            let rows: Vec<(usize, Vec<usize>)> = (0..g.lq[b])
-                .map(|i| (i, self.sees(b, i)))
-                .filter(|(_, s)| !s.is_empty())
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            for h in 0..g.heads {
-                v.push(rows.iter().any(|(i, keys)| {
-                    let mut s: Vec<(f64, usize)> =
-                        keys.iter().map(|&j| (self.score(b, *i, h, j), j)).collect();
-                    s.sort_by(|a, b| b.0.total_cmp(&a.0));
-                    keys[0] < 128 && s[0].1 >= 128 && s.len() > 1 && s[0].0 - s[1].0 >= 4.0
-                }));
-            }
-        }
-        v
+        self.per_batch_head(
+            |keys| !keys.is_empty(),
+            |sc| {
+                let mut s = sc.to_vec();
+                s.sort_by(|a, b| b.0.total_cmp(&a.0));
+                sc[0].1 < 128 && s[0].1 >= 128 && s.len() > 1 && s[0].0 - s[1].0 >= 4.0
+            },
+        )
+    }
+
+    /// Where the largest score of batch entry 0, head 0 sits (row, key): the seed moves it.
+    fn top_position(&self) -> Option<(usize, usize)> {
+        (0..self.g.lq[0])
+            .flat_map(|i| self.sees(0, i).into_iter().map(move |j| (i, j)))
+            .max_by(|a, b| {
+                self.score(0, a.0, 0, a.1)
+                    .total_cmp(&self.score(0, b.0, 0, b.1))
+            })
     }
 
     fn masked_rows(&self) -> usize {
@@ -215,11 +238,7 @@ fn check_all_seeds(op: &str, params: &serde_json::Value, regimes: &[Regime], dis
             assert!(desc.outputs.iter().any(|o| o.name == "softmax_lse"));
         }
         // Where the regime sits: the seed moves it.
-        let g = &s.g;
-        let top = (0..g.lq[0])
-            .flat_map(|i| s.sees(0, i).into_iter().map(move |j| (i, j)))
-            .max_by(|a, b| s.score(0, a.0, 0, a.1).total_cmp(&s.score(0, b.0, 0, b.1)));
-        positions.insert(top);
+        positions.insert(s.top_position());
     }
     assert!(
         positions.len() > SEEDS as usize / 4,
@@ -418,50 +437,37 @@ fn shapes_that_cannot_hold_a_structural_regime_are_refused_by_name() {
 /// more above every other score (`late`), or in the first tile, 0.5 to 3 above the later
 /// tiles' largest score (not `late`).
 fn moderate_max(s: &Scores, tile: usize, late: bool) -> Vec<bool> {
-    let g = &s.g;
-    let mut v = Vec::new();
-    for b in 0..g.batch {
-        let rows: Vec<(usize, Vec<usize>)> = (0..g.lq[b])
-            .map(|i| (i, s.sees(b, i)))
-            .filter(|(_, k)| k.iter().any(|&j| j < tile) && k.iter().any(|&j| j >= tile))
-            .collect();
-        if rows.is_empty() {
-            continue;
-        }
-        for h in 0..g.heads {
-            v.push(rows.iter().any(|(i, keys)| {
-                let sc: Vec<(f64, usize)> =
-                    keys.iter().map(|&j| (s.score(b, *i, h, j), j)).collect();
-                let (top, j) =
-                    sc.iter().copied().fold(
-                        (f64::NEG_INFINITY, 0),
-                        |a, x| {
-                            if x.0 > a.0 {
-                                x
-                            } else {
-                                a
-                            }
-                        },
-                    );
-                let max_where = |f: &dyn Fn(usize) -> bool| {
-                    sc.iter()
-                        .filter(|&&(_, x)| x != j && f(x))
-                        .map(|p| p.0)
-                        .fold(f64::NEG_INFINITY, f64::max)
-                };
-                let second = max_where(&|_| true);
-                if late {
-                    let start = j / tile * tile;
-                    let gap = top - max_where(&|x| x < start);
-                    j >= tile && (5.0..=10.0).contains(&gap) && top - second >= 5.0
-                } else {
-                    let margin = top - max_where(&|x| x >= tile);
-                    j < tile && (0.5..=3.0).contains(&margin)
-                }
-            }));
-        }
-    }
-    v
+    s.per_batch_head(
+        |k| k.iter().any(|&j| j < tile) && k.iter().any(|&j| j >= tile),
+        |sc| {
+            let (top, j) =
+                sc.iter().copied().fold(
+                    (f64::NEG_INFINITY, 0),
+                    |a, x| {
+                        if x.0 > a.0 {
+                            x
+                        } else {
+                            a
+                        }
+                    },
+                );
+            let max_where = |f: &dyn Fn(usize) -> bool| {
+                sc.iter()
+                    .filter(|&&(_, x)| x != j && f(x))
+                    .map(|p| p.0)
+                    .fold(f64::NEG_INFINITY, f64::max)
+            };
+            let second = max_where(&|_| true);
+            if late {
+                let start = j / tile * tile;
+                let gap = top - max_where(&|x| x < start);
+                j >= tile && (5.0..=10.0).contains(&gap) && top - second >= 5.0
+            } else {
+                let margin = top - max_where(&|x| x >= tile);
+                j < tile && (0.5..=3.0).contains(&margin)
+            }
+        },
+    )
 }
 
 fn check_moderate(op: &str, params: &serde_json::Value, recipe: &str, tile: usize, seeds: u64) {
@@ -471,13 +477,7 @@ fn check_moderate(op: &str, params: &serde_json::Value, recipe: &str, tile: usiz
     ] {
         let mut positions = std::collections::BTreeSet::new();
         for seed in 0..seeds {
-            let mut g = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED);
-            let mut bits = move || g.next_u64();
-            let mut ctx = GenContext::new(&mut bits, normal());
-            ctx.recipe = Some(recipe.to_string());
-            let inputs = ops::find(op)
-                .unwrap()
-                .generate_with_regimes(params, &[r], &mut ctx)
+            let inputs = generate_for(op, params, &[r], seed, normal(), Some(recipe))
                 .unwrap_or_else(|e| panic!("{op} seed {seed}: {e}"));
             let s = Scores::of(op, params, &inputs);
             let v = moderate_max(&s, tile, late);
@@ -486,10 +486,7 @@ fn check_moderate(op: &str, params: &serde_json::Value, recipe: &str, tile: usiz
                 "{op} seed {seed}: {} {v:?}",
                 r.name()
             );
-            let top = (0..s.g.lq[0])
-                .flat_map(|i| s.sees(0, i).into_iter().map(move |j| (i, j)))
-                .max_by(|a, b| s.score(0, a.0, 0, a.1).total_cmp(&s.score(0, b.0, 0, b.1)));
-            positions.insert(top);
+            positions.insert(s.top_position());
         }
         assert!(
             positions.len() > seeds as usize / 4,

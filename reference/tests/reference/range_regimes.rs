@@ -262,6 +262,106 @@ fn range_regimes_hold_on_every_seed_and_the_seed_moves_them() {
     }
 }
 
+/// Whether a bf16 output value is NaN.
+fn bf16_is_nan(b: u16) -> bool {
+    b & 0x7F80 == 0x7F80 && b & 0x007F != 0
+}
+
+#[test]
+fn w4a16_format_extremes_own_whole_output_columns() {
+    // (params, recipe, extreme scale codes, NaN code, group): each extreme code's weight row
+    // holds one nonzero code, met by a nonzero power of two in every row of x (so every output
+    // of its column is that one product, never NaN); the NaN code's group holds nonzero codes
+    // of one sign, met by x of one sign per row, and its column is NaN in every row.
+    let cases = [
+        (
+            json!({"format": "mxfp4", "m": 8, "n": 5, "k": 64}),
+            "mx_ocp",
+            vec![0u8, 1, 254],
+            0xFFu8,
+            32,
+        ),
+        (
+            json!({"format": "mxfp4", "m": 3, "n": 4, "k": 96, "element": "e1m2"}),
+            "mx_ocp",
+            vec![0, 1, 254],
+            0xFF,
+            32,
+        ),
+        (
+            json!({"format": "nvfp4", "m": 8, "n": 3, "k": 48}),
+            "ascend_qingcheng_w4a16",
+            vec![1, 0x7E],
+            0x7F,
+            16,
+        ),
+    ];
+    let family = ops::find("w4a16_matmul").unwrap();
+    for (params, recipe, extremes, nan, group) in cases {
+        let (m, n, k) = (
+            params["m"].as_u64().unwrap() as usize,
+            params["n"].as_u64().unwrap() as usize,
+            params["k"].as_u64().unwrap() as usize,
+        );
+        let gpr = k / group;
+        let mut placements = BTreeSet::new();
+        for seed in 0..SEEDS {
+            let what = format!("{params} seed {seed}");
+            let inputs = generate("w4a16_matmul", &params, &[Regime::FormatExtremes], seed);
+            let y = family.run(&params, recipe, &inputs, Threads::ONE).unwrap();
+            let y = y.values().next().unwrap().bits16().unwrap();
+            let x = inputs["x"].to_f64_vec();
+            let codes = packing::unpack(&inputs["weight"].data, n * k, &layout(&params)).unwrap();
+            let scales = &inputs["scale"].data;
+            let mut columns = Vec::new();
+            for &s in &extremes {
+                let at: Vec<usize> = (0..scales.len()).filter(|&gi| scales[gi] == s).collect();
+                assert_eq!(at.len(), 1, "{what}: scale {s:#04x} in groups {at:?}");
+                let j = at[0] / gpr;
+                let row = &codes[j * k..(j + 1) * k];
+                let nonzero: Vec<usize> = (0..k).filter(|&c| row[c] & 7 != 0).collect();
+                assert_eq!(nonzero.len(), 1, "{what}: row {j} of scale {s:#04x}");
+                let col = nonzero[0];
+                assert_eq!(col / group, at[0] % gpr, "{what}: scale {s:#04x}");
+                for i in 0..m {
+                    let v = x[i * k + col].abs();
+                    assert!(
+                        v > 0.0 && v.to_bits() & ((1u64 << 52) - 1) == 0,
+                        "{what}: x[{i}, {col}]"
+                    );
+                    assert!(!bf16_is_nan(y[i * n + j]), "{what}: y[{i}, {j}]");
+                    assert_ne!(y[i * n + j] & 0x7FFF, 0, "{what}: y[{i}, {j}]");
+                }
+                columns.push(j);
+            }
+            let at: Vec<usize> = (0..scales.len()).filter(|&gi| scales[gi] == nan).collect();
+            assert_eq!(at.len(), 1, "{what}: NaN scale in groups {at:?}");
+            let (j, g) = (at[0] / gpr, at[0] % gpr);
+            let span = g * group..(g + 1) * group;
+            let q = &codes[j * k + span.start..j * k + span.end];
+            assert!(
+                q.iter().all(|&c| c & 7 != 0 && c & 8 == q[0] & 8),
+                "{what}: NaN group codes {q:?}"
+            );
+            for i in 0..m {
+                let xs = &x[i * k + span.start..i * k + span.end];
+                assert!(
+                    xs.iter()
+                        .all(|&v| v != 0.0 && v.is_finite() && (v > 0.0) == (xs[0] > 0.0)),
+                    "{what}: x row {i} over the NaN group"
+                );
+                assert!(bf16_is_nan(y[i * n + j]), "{what}: y[{i}, {j}]");
+            }
+            columns.push(j);
+            placements.insert(columns);
+        }
+        assert!(
+            placements.len() > 1,
+            "{params}: the seed never moves the columns"
+        );
+    }
+}
+
 #[test]
 fn without_regimes_the_inputs_are_the_ordinary_draw() {
     for case in cases() {
@@ -372,12 +472,35 @@ fn a_shape_or_parameter_that_cannot_hold_a_regime_is_an_error_naming_it() {
             "subnormal_outputs",
             "n >= 2",
         ),
+        // W4A16 format_extremes: a column per extreme code and one for NaN, two groups per
+        // row, a bf16 output for MXFP4, no other regime.
         (
             "w4a16_matmul",
-            json!({"format": "mxfp4", "m": 2, "n": 4, "k": 32}),
+            json!({"format": "mxfp4", "m": 8, "n": 3, "k": 64}),
             vec![FormatExtremes],
             "format_extremes",
-            "does not apply",
+            "n >= 4",
+        ),
+        (
+            "w4a16_matmul",
+            json!({"format": "nvfp4", "m": 8, "n": 4, "k": 16}),
+            vec![FormatExtremes],
+            "format_extremes",
+            "two scale groups per row",
+        ),
+        (
+            "w4a16_matmul",
+            json!({"format": "mxfp4", "m": 8, "n": 4, "k": 64, "dtype": "f16"}),
+            vec![FormatExtremes],
+            "format_extremes",
+            "dtype = \"bf16\"",
+        ),
+        (
+            "w4a16_matmul",
+            json!({"format": "nvfp4", "m": 8, "n": 8, "k": 64}),
+            vec![SubnormalOutputs, FormatExtremes],
+            "format_extremes",
+            "cannot share",
         ),
         // MC2: rows, columns, (rank, k) positions.
         (
