@@ -1,4 +1,4 @@
-//! `conform fingerprint --target T (--suite S | --op X)`: which value of each knob of the
+//! `conform fingerprint (--target T | --worker W) (--suite S | --op X)`: which value of each knob of the
 //! model the target's bits match, with evidence (docs/fingerprint.md). Prints the knob table;
 //! `--json` writes the fingerprint, `--ledger-diff` the proposed ledger rows. Writes neither
 //! golden data nor the ledger.
@@ -14,10 +14,15 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("selection").required(true).args(["suite", "op"])))]
+#[command(group(clap::ArgGroup::new("subject").required(true).args(["target", "worker"])))]
 pub struct FingerprintArgs {
     /// The target to fingerprint (as `conform targets` lists it).
     #[arg(long)]
-    pub target: String,
+    pub target: Option<String>,
+    /// A worker outside targets/ to fingerprint, by the path of its declaration
+    /// (`path/to/target.toml` or its directory), as `conform run --worker` takes it.
+    #[arg(long, value_name = "TARGET.toml")]
+    pub worker: Option<PathBuf>,
     /// The quick cases of this suite.
     #[arg(long)]
     pub suite: Option<String>,
@@ -68,11 +73,25 @@ pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
         ));
     }
     let threads = args.threads.map(Threads).unwrap_or_default();
-    let mut target =
-        conform_harness::session::open_targets(paths, std::slice::from_ref(&args.target), threads)
-            .map_err(CliError::Usage)?
-            .pop()
-            .ok_or_else(|| CliError::Usage(format!("no target `{}`", args.target)))?;
+    let mut target: Box<dyn conform_targets::Target> = match (&args.target, &args.worker) {
+        (Some(name), _) => {
+            conform_harness::session::open_targets(paths, std::slice::from_ref(name), threads)
+                .map_err(CliError::Usage)?
+                .pop()
+                .ok_or_else(|| CliError::Usage(format!("no target `{name}`")))?
+        }
+        (None, Some(worker)) => Box::new(
+            conform_harness::session::open_worker(paths, worker)
+                .map_err(CliError::Usage)?
+                .0,
+        ),
+        (None, None) => {
+            return Err(CliError::Usage(
+                "fingerprint needs --target or --worker".to_string(),
+            ))
+        }
+    };
+    let subject = target.name().to_string();
     let seed = args.seed.unwrap_or_else(conform_harness::seed::fresh_seed);
     let opts = FingerprintOptions {
         seed,
@@ -101,8 +120,7 @@ pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
     write(&args.ledger_diff, text::ledger_diff(&fp).into_bytes())?;
     if verdict == exit_code::NOTHING_JUDGED {
         return Err(CliError::NothingJudged(format!(
-            "no selected case was fingerprinted on `{}` (each case's reason is above)",
-            args.target
+            "no selected case was fingerprinted on `{subject}` (each case's reason is above)"
         )));
     }
     Ok(verdict)

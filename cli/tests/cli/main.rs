@@ -14,6 +14,7 @@ mod snap;
 
 mod cli_adequacy;
 mod cli_contract;
+mod cli_fingerprint;
 mod cli_golden_review;
 mod cli_hanging_worker;
 mod cli_honest_exits;
