@@ -162,6 +162,52 @@ fn check_cases(
     (passed, skips)
 }
 
+/// The stand-in made one dynamic-quant variant for every call (the other scale form where a
+/// preset claims the reciprocal) is fingerprinted as that variant; left to its tiling it
+/// matches every claim.
+fn the_stand_in_as_the_other_scale_form_is_fingerprinted_as_that_form() {
+    let args = [
+        "fingerprint",
+        "--target",
+        "torch_npu",
+        "--suite",
+        "dynamic_quant",
+        "--seed",
+        "4",
+    ];
+    let (code, text) = conform_standin(&args, true, None);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = conform_env(
+        &args,
+        true,
+        None,
+        &[("CONFORM_STANDIN_DQ_SCALE", "max_times_inverse")],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    let row = |knob: &str| {
+        text.lines()
+            .find(|l| l.starts_with(knob))
+            .unwrap_or_else(|| panic!("no row {knob}: {text}"))
+            .to_string()
+    };
+    // The variants that claim the reciprocal now match the other form ...
+    for knob in [
+        "dynq.a2_moe.scale ",
+        "dynq.a2_plain.scale ",
+        "dynq.a2_large_shape.scale ",
+    ] {
+        assert!(
+            row(knob).contains("matches MaxTimesInverse"),
+            "{}",
+            row(knob)
+        );
+    }
+    // ... and those that claim that form still match their claim.
+    for knob in ["dynq.a2_multi_row.scale ", "dynq.a2_single_row.scale "] {
+        assert!(row(knob).contains("matches claim"), "{}", row(knob));
+    }
+}
+
 fn print_skips(title: &str, skips: &std::collections::BTreeMap<String, Vec<String>>) {
     eprintln!("{title}: {} skip reasons", skips.len());
     for (why, ids) in skips {
@@ -827,6 +873,11 @@ fn main() {
         trials::Test {
             name: "the_quick_tier_never_errors_on_any_documented_soc",
             body: the_quick_tier_never_errors_on_any_documented_soc,
+            missing: missing.clone(),
+        },
+        trials::Test {
+            name: "the_stand_in_as_the_other_scale_form_is_fingerprinted_as_that_form",
+            body: the_stand_in_as_the_other_scale_form_is_fingerprinted_as_that_form,
             missing: missing.clone(),
         },
         trials::Test {

@@ -303,6 +303,16 @@ def _dq_stores_reciprocal(rows, h, smooth, grouped):
     return single > 196608 - 1024 or double >= 196608 - 1024
 
 
+def _dq_scale_form(rows, h, smooth, grouped):
+    """Whether this call stores scale = 1 / (127 / max). CONFORM_STANDIN_DQ_SCALE (tests of
+    `conform fingerprint`) makes the stand-in every call the one variant: `reciprocal` or
+    `max_times_inverse`; unset, the tiling decides (_dq_stores_reciprocal)."""
+    forced = os.environ.get("CONFORM_STANDIN_DQ_SCALE")
+    if forced in ("reciprocal", "max_times_inverse"):
+        return forced == "reciprocal"
+    return _dq_stores_reciprocal(rows, h, smooth, grouped)
+
+
 def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None):
     soc = _soc_name()
     if _soc.family(soc) not in ("A2", "A3"):
@@ -344,8 +354,8 @@ def npu_dynamic_quant(x, *, smooth_scales=None, group_index=None, dst_type=None)
     amax = np.abs(rows).max(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         quotient = np.float32(127.0) / amax
-        if _dq_stores_reciprocal(rows.shape[0], h, smooth_scales is not None,
-                                 group_index is not None):
+        if _dq_scale_form(rows.shape[0], h, smooth_scales is not None,
+                          group_index is not None):
             scale = (np.float32(1.0) / quotient).astype(np.float32)
         else:
             scale = (amax * (np.float32(1.0) / np.float32(127.0))).astype(np.float32)
