@@ -454,13 +454,6 @@ fn max_finite(dtype: ElemType) -> f32 {
     }
 }
 
-fn is_subnormal(dtype: ElemType, bits: u16) -> bool {
-    match dtype {
-        ElemType::F16 => bits & 0x7C00 == 0 && bits & 0x03FF != 0,
-        _ => bits & 0x7F80 == 0 && bits & 0x007F != 0,
-    }
-}
-
 impl DynamicQuant {
     fn specs(&self, c: &Case) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let mut inputs = vec![TensorSpec::new(
@@ -798,7 +791,7 @@ impl PresetFamily for DynamicQuant {
         let h = c.hidden;
         let dtype = c.dtype;
         let load = |bits: u16| -> f32 {
-            if r.flush_input_subnormals && is_subnormal(dtype, bits) {
+            if r.flush_input_subnormals && dtype.is_half_subnormal(bits) {
                 if bits & 0x8000 != 0 {
                     -0.0
                 } else {

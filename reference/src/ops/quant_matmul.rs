@@ -322,7 +322,7 @@ impl QmmRecipe {
     /// flushes subnormals.
     pub fn cast_out(&self, out: ElemType, y: f32) -> u16 {
         let bits = round_out(out, y, self.output_rounding);
-        if self.flush_subnormals && is_subnormal_bits(out, bits) {
+        if self.flush_subnormals && out.is_half_subnormal(bits) {
             bits & 0x8000
         } else {
             bits
@@ -1647,12 +1647,6 @@ fn round_out(out: ElemType, y: f32, mode: RoundingMode) -> u16 {
     }
 }
 
-/// Whether the f16 / bf16 bits `b` are a nonzero subnormal of `out`.
-fn is_subnormal_bits(out: ElemType, b: u16) -> bool {
-    let exp = if out == ElemType::F16 { 0x7C00 } else { 0x7F80 };
-    b & exp == 0 && b & 0x7FFF != 0
-}
-
 impl QuantMatmul {
     /// `subnormal_outputs` (bf16/f16 outputs): on the `SUB_ROWS` rows (`x1` zero but for one
     /// position `p` the seed chooses, holding `u` in 64..=127) and the `SUB_COLS` columns
@@ -1740,7 +1734,7 @@ impl QuantMatmul {
                 );
                 let bits = rec.cast_out(c.out, y);
                 if !super::range_regimes::holds(r, c.out, &[exact, -exact])
-                    || !is_subnormal_bits(c.out, bits)
+                    || !c.out.is_half_subnormal(bits)
                 {
                     return Err(failed(format!(
                         "subnormal_outputs: row {i}, column {j} (exact {exact:e}) is not a nonzero subnormal of the output (bits {bits:#06x})"

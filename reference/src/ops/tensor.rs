@@ -26,6 +26,17 @@ pub enum ElemType {
 }
 
 impl ElemType {
+    /// Whether the 16-bit pattern `bits` is a nonzero subnormal of this type (f16 when `F16`,
+    /// bf16 otherwise: the two 16-bit float outputs).
+    pub fn is_half_subnormal(self, bits: u16) -> bool {
+        let exp = if self == ElemType::F16 {
+            0x7C00
+        } else {
+            0x7F80
+        };
+        bits & exp == 0 && bits & 0x7FFF != 0
+    }
+
     /// Every element type, in declaration order (for exhaustive tests and tables).
     pub const ALL: [ElemType; 8] = [
         ElemType::F64,
