@@ -9,18 +9,8 @@
 
 use std::process::Command;
 
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
-#[path = "support/slowable_worker.rs"]
-mod slowable_worker;
-#[path = "../../targets/tests/support/trials.rs"]
-mod trials;
-#[path = "support/venv.rs"]
-mod venv;
-
-#[path = "support/cli.rs"]
-mod cli;
-use cli::repo_canonical as repo;
+use conform_test_support::cli::repo_canonical as repo;
+use conform_test_support::{copy_dir, slowable_worker, trials, venv};
 
 const FILTER: &str = "mxfp4/bf16/n4-k7168/low_first";
 

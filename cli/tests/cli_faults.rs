@@ -14,8 +14,7 @@
 //! Device nodes are made with mknod under a temporary directory, never the system's: the tests
 //! that need them are ignored with the reason when not run as root (CI runs as root).
 
-#[path = "../../targets/tests/support/trials.rs"]
-mod trials;
+use conform_test_support::trials;
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
@@ -25,9 +24,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[path = "support/cli.rs"]
-mod cli;
 use cli::{repo, text};
+use conform_test_support::cli;
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

@@ -10,11 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "support/history_scenario.rs"]
-mod history_scenario;
-#[path = "../../targets/tests/support/trials.rs"]
-mod trials;
-use history_scenario::{conform, text, write_night};
+use conform_test_support::history_scenario::{self, conform, text, write_night};
+use conform_test_support::trials;
 
 /// The newest installed PostgreSQL's bin directory.
 fn pg_bin() -> Option<PathBuf> {

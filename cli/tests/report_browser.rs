@@ -55,8 +55,7 @@ fn chromium() -> PathBuf {
     })
 }
 
-#[path = "../../targets/tests/support/trials.rs"]
-mod trials;
+use conform_test_support::trials;
 
 fn main() {
     let missing = missing_browser();

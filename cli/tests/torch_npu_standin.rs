@@ -31,14 +31,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../../targets/tests/support/trials.rs"]
-mod trials;
-#[path = "support/venv.rs"]
-mod venv;
-
-#[path = "support/cli.rs"]
-mod cli;
-use cli::repo_canonical as repo;
+use conform_test_support::cli::{self, repo_canonical as repo};
+use conform_test_support::{trials, venv};
 
 /// `conform ARGS...` from the repository, on the stand-in or not, requiring `require`; the exit
 /// code and everything printed.

@@ -17,8 +17,7 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-#[path = "support/trials.rs"]
-mod trials;
+use conform_test_support::trials;
 
 /// Why the worker tests cannot run here, or None (they run; in CI a missing venv then fails).
 fn missing_venv() -> Option<String> {

@@ -13,8 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[path = "support/trials.rs"]
-mod trials;
+use conform_test_support::trials;
 
 fn main() {
     // Only the helper round trip needs the venv (numpy); the misbehaving worker is stdlib-only.

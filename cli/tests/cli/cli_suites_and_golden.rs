@@ -2,7 +2,7 @@
 //! line and key; a damaged golden file names its case; golden data changes only through
 //! bless (never under CI) and accept; documented exit codes.
 //!
-//! Deterministic outputs are compared as snapshots (support/snap.rs: `[ROOT]` for the project
+//! Deterministic outputs are compared as snapshots (snap.rs: `[ROOT]` for the project
 //! root, `[MS]` for durations; `SNAPSHOTS=overwrite` rewrites them after an intended change).
 
 use crate::cli;

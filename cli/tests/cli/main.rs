@@ -1,15 +1,11 @@
 //! The conform-cli integration tests that run the `conform` binary, as one test binary (one
-//! link instead of one per file; matklad's "one tests/ binary"): each file a module, their
-//! shared helpers in ../support/. The tests with their own `main` (libtest-mimic: ignored at
-//! run time with the reason when what they need is missing) stay separate binaries.
+//! link instead of one per file; matklad's "one tests/ binary"): each file a module, with its
+//! own helpers beside them (`snap.rs`) and what other test binaries also use from the
+//! conform-test-support crate. The tests with their own `main` (libtest-mimic: ignored at run
+//! time with the reason when what they need is missing) stay separate binaries.
 
-#[path = "../support/cli.rs"]
-mod cli;
-#[path = "../support/copy_dir.rs"]
-mod copy_dir;
-#[path = "../support/history_scenario.rs"]
-mod history_scenario;
-#[path = "../support/snap.rs"]
+use conform_test_support::{cli, copy_dir, history_scenario};
+
 mod snap;
 
 mod cli_adequacy;

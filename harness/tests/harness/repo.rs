@@ -1,6 +1,6 @@
 //! The repository root, for the library's tests that read the project's files (suites, CI
-//! scripts, fixtures). The tests that run the `conform` binary live in the CLI crate
-//! (cli/tests/support/cli.rs).
+//! scripts, fixtures). The tests that run the `conform` binary live in the CLI crate (their
+//! shared helpers: conform-test-support's `cli`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -2,26 +2,20 @@
 //! (a +12% step at night 13), list, show with the change point and its commits, export CSV,
 //! gate night 24 against the new segment, a slower run, and changed op parameters.
 
-#![allow(dead_code)]
-
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// `conform ARGS...` run in `dir`, in the caller's environment.
 pub fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
+    Command::new(crate::cli::binary())
         .args(args)
         .current_dir(dir)
         .output()
         .unwrap()
 }
 
-pub fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+// Stdout then stderr, as one text.
+pub use crate::cli::text;
 
 /// A deterministic spread of about +-2% around `level`.
 pub fn samples(level: f64, n: usize, salt: usize) -> Vec<f64> {

@@ -1,20 +1,43 @@
-//! Running the `conform` binary from the CLI tests: one definition of the project root, the
+//! Running the `conform` binary from the tests: one definition of the project root, the
 //! invocation (never under a CI variable the test did not set, stdin closed so nothing waits
 //! for an answer) and the check that no run panics, whatever its exit code.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 
-/// The repository root (the project the tests run against unless they copy it).
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+pub use crate::repo::{repo, repo_canonical};
 
-/// The repository root as an absolute path without symbolic links or `..` (for what compares
-/// or prints it: scripts' arguments, workers' paths, replay lines).
-pub fn repo_canonical() -> PathBuf {
-    repo().canonicalize().expect("the repository root")
+/// The `conform` binary the tests run: the path the test runner gives at run time
+/// (`CARGO_BIN_EXE_conform`, or nextest's `NEXTEST_BIN_EXE_conform`), else the binary beside
+/// the test executable's `deps/` folder (`target/<profile>/conform`), where cargo builds a
+/// package's binaries before running its integration tests. Panics (failing the test) when
+/// there is none.
+pub fn binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let given = ["CARGO_BIN_EXE_conform", "NEXTEST_BIN_EXE_conform"]
+                .into_iter()
+                .find_map(std::env::var_os)
+                .map(PathBuf::from);
+            let path = given.unwrap_or_else(|| {
+                let test = std::env::current_exe().expect("the test executable's path");
+                let mut dir = test.parent().expect("the test executable's folder");
+                if dir.ends_with("deps") {
+                    dir = dir.parent().expect("the folder above deps/");
+                }
+                dir.join(format!("conform{}", std::env::consts::EXE_SUFFIX))
+            });
+            assert!(
+                path.is_file(),
+                "the conform binary is not at {}: run the CLI's tests with cargo test, which \
+                 builds it",
+                path.display()
+            );
+            path
+        })
+        .clone()
 }
 
 /// `conform --root ROOT ARGS...` with `CI` and the variables in `unset` removed from its
@@ -26,7 +49,7 @@ pub fn conform_without(root: &Path, args: &[&str], unset: &[&str]) -> Output {
 /// The command `conform --root ROOT ARGS...` run in ROOT, with stdin closed and `CI` and the
 /// variables in `unset` removed from its environment.
 pub fn command(root: &Path, args: &[&str], unset: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    let mut cmd = Command::new(binary());
     cmd.arg("--root")
         .arg(root)
         .args(args)
@@ -89,7 +112,7 @@ pub fn conform_clean(root: &Path, args: &[&str]) -> Output {
 /// `conform ARGS...` as a user runs it from `cwd`: `--root ROOT` only when `root` is given,
 /// stdin closed, without `CI` or [`CALLER_ENV`]; panics (failing the test) when it panicked.
 pub fn conform_in(cwd: &Path, root: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    let mut cmd = Command::new(binary());
     if let Some(r) = root {
         cmd.arg("--root").arg(r);
     }
@@ -106,7 +129,7 @@ pub fn conform_in(cwd: &Path, root: Option<&Path>, args: &[&str]) -> Output {
 /// `conform ARGS...` with no project (the commands that only read the files they are given:
 /// `report`, `mc2 plan`, `perf compare`), stdin closed; panics when it panicked.
 pub fn conform_files<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    let mut cmd = Command::new(binary());
     cmd.args(args).env_remove("CI").stdin(Stdio::null());
     output(cmd)
 }

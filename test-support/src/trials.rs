@@ -5,9 +5,6 @@
 //! (`CONFORM_REQUIRE_TARGETS`, `CONFORM_REQUIRE_CHROMIUM`) the caller passes no reason, so the
 //! test runs and fails.
 
-// Each binary that includes this file calls `run` or `run_one_at_a_time`, not both.
-#![allow(dead_code)]
-
 use libtest_mimic::{Arguments, Failed, Trial};
 
 /// One test: its name, its body, and why it cannot run here (None: it runs).

@@ -24,36 +24,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../../targets/tests/support/trials.rs"]
-mod trials;
-#[path = "support/venv.rs"]
-mod venv;
+use conform_test_support::cli::{self, repo_canonical as repo};
+use conform_test_support::copy_dir::copy_dir;
+use conform_test_support::{slowable_worker, trials, venv};
 
-#[path = "support/cli.rs"]
-mod cli;
-use cli::repo_canonical as repo;
-
-#[path = "support/slowable_worker.rs"]
-mod slowable_worker;
-
-#[path = "support/copy_dir.rs"]
-mod copy_dir;
-use copy_dir::copy_dir;
-
-#[path = "support/night_stamps.rs"]
-mod night_stamps;
-
-#[path = "nightly/same_night_control.rs"]
-mod same_night_control;
-
-#[path = "nightly/control_trials.rs"]
-mod control_trials;
-
-#[path = "nightly/kept_control.rs"]
-mod kept_control;
-
-#[path = "nightly/build_step.rs"]
 mod build_step;
+mod control_trials;
+mod kept_control;
+mod night_stamps;
+mod same_night_control;
 
 /// The simulated project: a git repository with the suites, the golden store, the hardware
 /// profiles and the slowable worker, whose speed factor the file `speed` sets.
