@@ -5,11 +5,11 @@
 
 use super::error::CliError;
 use super::list::SelectArgs;
-use super::run::{check_output_paths, execute, write_outputs_or_fail, RunArgs};
+use super::run::{execute, write_outputs_or_fail, RunArgs};
 use clap::Args;
 use conform_harness::messages;
 use conform_harness::project::Paths;
-use conform_harness::session::{open_worker, DEFAULT_HARDWARE};
+use conform_harness::session::{self, open_worker, DEFAULT_HARDWARE};
 use conform_targets::Target;
 use std::path::PathBuf;
 
@@ -64,13 +64,14 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
         ..RunArgs::default()
     };
     // The report directory's files are checked before any case runs, as `run` checks its own.
-    check_output_paths(&run_args, &[]).map_err(CliError::OutputPath)?;
+    let req = run_args.request();
+    session::check_output_paths(&req, &[])?;
     drop(worker);
-    super::run::write_on_second_signal(&run_args);
-    let (results, code) = execute(paths, &run_args)?;
+    super::run::write_on_second_signal(&req);
+    let (results, code) = execute(paths, &req)?;
     let hardware = results.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE);
     for line in messages::validate_coverage(&results, &declared_ops, hardware) {
         conform_harness::outln!("{line}");
     }
-    conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &run_args, code))
+    conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &req, code))
 }
