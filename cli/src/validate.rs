@@ -7,10 +7,14 @@ use super::error::CliError;
 use super::list::SelectArgs;
 use super::run::{execute, write_outputs_or_fail, RunArgs};
 use clap::Args;
+use conform_harness::fingerprint::{self, hint, FingerprintOptions};
 use conform_harness::messages;
-use conform_harness::project::Paths;
+use conform_harness::project::{CaseQuery, Paths};
 use conform_harness::session::{self, open_worker, DEFAULT_HARDWARE};
+use conform_harness::suite::TierChoice;
+use conform_reference::parallel::Threads;
 use conform_targets::Target;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -37,6 +41,11 @@ pub struct ValidateArgs {
     /// Tier: all (default), quick or full.
     #[arg(long, value_enum, default_value = "all")]
     pub tier: super::tier_arg::TierArg,
+    /// Do not fingerprint the ops whose bit-exact checks failed (by default each such op is
+    /// fingerprinted on its quick cases: which recipe the kernel matches, except which knobs;
+    /// written to `fingerprint.json` in the report directory).
+    #[arg(long)]
+    pub no_fingerprint: bool,
 }
 
 pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
@@ -73,5 +82,62 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
     for line in messages::validate_coverage(&results, &declared_ops, hardware) {
         conform_harness::outln!("{line}");
     }
-    conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &req, code))
+    let code = conform_harness::interrupt::writing_outputs(|| {
+        write_outputs_or_fail(&results, &req, code)
+    })?;
+    let failing = hint::ops_failing_bit_exact(&results);
+    if !args.no_fingerprint && !failing.is_empty() && results.interrupted.is_none() {
+        fingerprint_failing_ops(paths, &args, &failing)?;
+    }
+    Ok(code)
+}
+
+/// Fingerprints the worker on the quick cases of `ops` (those with a failed bit-exact check),
+/// prints one line per op (the recipe it matches, except which knobs) and writes
+/// `fingerprint.json` to the report directory. A fingerprint that cannot run is said, and the
+/// validate verdict stands.
+fn fingerprint_failing_ops(
+    paths: &Paths,
+    args: &ValidateArgs,
+    ops: &BTreeSet<String>,
+) -> Result<(), CliError> {
+    let query = CaseQuery {
+        suites: args.suites.clone(),
+        filter: None,
+        tier: Some(TierChoice::Quick),
+    };
+    let mut cases = query.load_selected(paths)?;
+    cases.retain(|c| ops.contains(&c.op));
+    let (mut worker, _) = open_worker(paths, &args.worker)?;
+    let seed = conform_harness::seed::fresh_seed();
+    let opts = FingerprintOptions {
+        seed,
+        recheck_seed: seed.wrapping_add(1),
+        threads: Threads::default(),
+        selection: ops
+            .iter()
+            .map(|op| format!("--op {op}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    conform_harness::outln!(
+        "bit-exact checks failed on {} op(s): fingerprinting the worker on their quick cases \
+         (which recipe its bits match, knob by knob; --no-fingerprint to skip)",
+        ops.len()
+    );
+    let fp = fingerprint::fingerprint(&mut worker, &cases, &opts);
+    for h in hint::hints(&fp, ops) {
+        conform_harness::outln!("{h}");
+    }
+    let path = args.out.join("fingerprint.json");
+    let json = serde_json::to_vec_pretty(&fp).expect("a fingerprint is plain JSON");
+    conform_harness::atomic_file::write(&path, &json)
+        .map_err(|e| CliError::OutputPath(format!("{}: {e}", path.display())))?;
+    conform_harness::outln!(
+        "fingerprint written to {} (the knob table with evidence: conform fingerprint --worker {} \
+         --op OP)",
+        path.display(),
+        args.worker.display()
+    );
+    Ok(())
 }

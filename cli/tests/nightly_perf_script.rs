@@ -192,10 +192,19 @@ fn first_and_steady_nights(p: &Project) {
     assert_eq!(code, Some(0), "night 1: {text}");
     assert!(text.contains("first night"), "night 1: {text}");
     assert!(out.join("report/index.html").exists(), "night 1: {text}");
+    // The fingerprint is kept from the first night on, and compared from the second.
+    assert!(
+        text.contains("nightly-perf: fingerprint: first fingerprint kept"),
+        "night 1: {text}"
+    );
     for n in 2..=5 {
         let (code, text, _) = p.night(n, 1.0);
         assert_eq!(code, Some(0), "night {n}, steady: {text}");
         assert!(!text.contains("first night"), "night {n}: {text}");
+        assert!(
+            text.contains("nightly-perf: fingerprint: unchanged since"),
+            "night {n}: {text}"
+        );
     }
 }
 
@@ -251,6 +260,15 @@ fn history_keeps_every_night_and_flags_night_6(p: &Project, night5: &str, night6
         })
         .count();
     assert_eq!(kept, 7);
+    let fingerprints = std::fs::read_dir(&p.history)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("fingerprint-") && name.ends_with(".json")
+        })
+        .count();
+    assert_eq!(fingerprints, 7, "every night keeps its fingerprint");
     let list = p.history("list", &[]);
     // `history show` on the test's store names night 6's slowdown with its commit range.
     let show = p.history(

@@ -208,6 +208,68 @@ fn the_stand_in_as_the_other_scale_form_is_fingerprinted_as_that_form() {
     }
 }
 
+/// `conform validate` on the stand-in made the other scale form: the dynamic-quant cases whose
+/// recipe claims the reciprocal fail bit for bit, and validate then fingerprints the op and says
+/// which knobs the kernel's bits leave (the scale form of exactly those presets), writing the
+/// fingerprint beside the report.
+fn validate_names_the_knobs_a_failing_kernel_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let worker = repo().join("targets/torch_npu");
+    let (code, text) = conform_env(
+        &[
+            "validate",
+            "--worker",
+            worker.to_str().unwrap(),
+            "--suite",
+            "dynamic_quant",
+            "--tier",
+            "quick",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        true,
+        None,
+        &[("CONFORM_STANDIN_DQ_SCALE", "max_times_inverse")],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("fingerprint of `dynamic_quant`"))
+        .unwrap_or_else(|| panic!("no fingerprint line: {text}"));
+    assert!(line.contains("the kernel matches recipe"), "{line}");
+    for knob in ["dynq.a2_moe.scale", "dynq.a2_plain.scale"] {
+        assert!(
+            line.contains(&format!("knob `{knob}` (its bits match `MaxTimesInverse")),
+            "{knob}: {line}"
+        );
+    }
+    for knob in ["dynq.a2_multi_row.scale", "dynq.a2_single_row.scale"] {
+        assert!(!line.contains(knob), "{knob} keeps its claim: {line}");
+    }
+    let fp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("fingerprint.json")).unwrap()).unwrap();
+    assert_eq!(fp["format"], "conform-fingerprint-v1");
+    // Left to its tiling, the stand-in passes and nothing is fingerprinted.
+    let (code, text) = conform_standin(
+        &[
+            "validate",
+            "--worker",
+            worker.to_str().unwrap(),
+            "--suite",
+            "dynamic_quant",
+            "--tier",
+            "quick",
+            "--out",
+            dir.path().join("clean").to_str().unwrap(),
+        ],
+        true,
+        None,
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("fingerprint of"), "{text}");
+}
+
 fn print_skips(title: &str, skips: &std::collections::BTreeMap<String, Vec<String>>) {
     eprintln!("{title}: {} skip reasons", skips.len());
     for (why, ids) in skips {
@@ -878,6 +940,11 @@ fn main() {
         trials::Test {
             name: "the_stand_in_as_the_other_scale_form_is_fingerprinted_as_that_form",
             body: the_stand_in_as_the_other_scale_form_is_fingerprinted_as_that_form,
+            missing: missing.clone(),
+        },
+        trials::Test {
+            name: "validate_names_the_knobs_a_failing_kernel_leaves",
+            body: validate_names_the_knobs_a_failing_kernel_leaves,
             missing: missing.clone(),
         },
         trials::Test {

@@ -88,3 +88,61 @@ fn the_subject_is_required_once() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("cannot be used with"), "{}", text(&o));
 }
+
+#[test]
+fn since_an_earlier_fingerprint_names_the_knobs_whose_value_changed() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("night1.json");
+    let fingerprint = |extra: &[&str]| {
+        let mut args = vec![
+            "fingerprint",
+            "--target",
+            "reference",
+            "--suite",
+            "quant_matmul",
+            "--seed",
+            "7",
+        ];
+        args.extend_from_slice(extra);
+        conform(&repo(), &args)
+    };
+    let o = fingerprint(&["--json", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The same reference on another night: nothing changed.
+    let o = fingerprint(&["--since", json.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("fingerprint unchanged since"), "{t}");
+    // An earlier night whose first discriminated knob matched another value.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let knob = v["knobs"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|k| k["verdict"]["verdict"] == "matches")
+        .expect("a discriminated knob");
+    let id = knob["knob"].as_str().unwrap().to_string();
+    knob["verdict"]["value"] = serde_json::json!("an_older_rounding");
+    knob["verdict"]["claimed"] = serde_json::json!(false);
+    let older = out.path().join("older.json");
+    std::fs::write(&older, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = fingerprint(&["--since", older.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("fingerprint changed since"), "{t}");
+    assert!(
+        t.contains(&format!(
+            "{id}: was matches an_older_rounding, now matches claim"
+        )),
+        "{t}"
+    );
+    // A file that is no fingerprint is refused before any case runs, naming it.
+    std::fs::write(&older, b"{\"format\": \"something-else\"}").unwrap();
+    let o = fingerprint(&["--since", older.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("older.json") && t.contains("something-else"),
+        "{t}"
+    );
+}

@@ -56,6 +56,8 @@ impl Trial {
             .arg(self.repo.join("ci/nightly-perf.sh"))
             .args(["--target", "reference", "--hardware", "this-cpu"])
             .args(["--tier", "quick", "--suite", "fa_prefill"])
+            // The fingerprint step is tested in nightly_perf_script.rs; these time the control.
+            .arg("--no-fingerprint")
             .arg("--history")
             .arg(&history)
             .arg("--out")

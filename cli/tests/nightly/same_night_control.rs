@@ -59,6 +59,8 @@ impl Project {
         let o = Command::new("bash")
             .arg(self.repo.join("ci/nightly-perf.sh"))
             .args(["--target", "reference", "--hardware", "this-cpu"])
+            // The fingerprint step is tested in nightly_perf_script.rs; these time the control.
+            .arg("--no-fingerprint")
             .args(["--tier", "quick", "--suite", "w4a16_matmul", "--filter"])
             .arg(cli::exact_filter(CASE))
             .arg("--history")

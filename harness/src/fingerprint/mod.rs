@@ -11,7 +11,9 @@
 
 pub mod bits;
 pub mod candidates;
+pub mod change;
 pub mod evidence;
+pub mod hint;
 pub mod recheck;
 pub mod text;
 pub mod verdict;
