@@ -78,22 +78,20 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
             args.report
                 .as_deref()
                 .map_or(Ok(()), conform_harness::atomic_file::check_dir_target)
-        })
-        .map_err(CliError::OutputPath)?;
+        })?;
     let selected = args.select.load_selected(paths)?;
     let chosen: Vec<_> = selected.iter().collect();
     if chosen.is_empty() {
         return Err(CliError::NothingJudged(messages::no_cases_selected()));
     }
     let chosen_faults = adequacy::outputs::choose_faults(&args.faults)
-        .map_err(|unknown| CliError::Usage(msg::unknown_faults(&unknown)))?;
+        .map_err(|unknown| CliError::Usage(unknown.to_string()))?;
     let base = args.seed.unwrap_or_else(conform_harness::seed::fresh_seed);
     let tier = args
         .select
-        .tier
-        .map_or(conform_harness::suite::TierChoice::Quick, Into::into);
+        .tier_or(conform_harness::suite::TierChoice::Quick);
     let journal = adequacy::outputs::journal_path(args.json.as_deref(), args.report.as_deref())
-        .map_err(CliError::OutputPath)?;
+        .map_err(|e| CliError::OutputPath(e.to_string()))?;
     let opts = AdequacyOptions {
         journal: journal.clone(),
         seed_sets: args.seed_sets,
@@ -125,9 +123,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
                 &journal,
                 conform_harness::input_file::Limit::RESULTS,
             );
-            let Ok(mut report) = text
-                .map_err(|e| e.to_string())
-                .and_then(|t| adequacy::journal::recover(&t))
+            let Some(mut report) = text.ok().and_then(|t| adequacy::journal::recover(&t).ok())
             else {
                 return;
             };
@@ -175,7 +171,7 @@ pub fn run(paths: &Paths, args: AdequacyArgs) -> Result<i32, CliError> {
     if let Err(e) = written {
         let message = match &journal {
             Some(j) => format!("{e}\n{}", msg::journal_kept(j)),
-            None => e,
+            None => e.to_string(),
         };
         return Err(CliError::after_work(message, verdict));
     }

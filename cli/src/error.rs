@@ -5,6 +5,7 @@
 //! judged, interrupted), `Err` why they could not do or deliver it. [`report`] is the one
 //! place an error is printed and turned into the process's code.
 
+use conform_harness::atomic_file::OutputPathError;
 use conform_harness::exit_code;
 use conform_harness::golden::review::ReviewError;
 use conform_harness::golden::GoldenError;
@@ -12,7 +13,7 @@ use conform_harness::perf::history::HistoryError;
 use conform_harness::perf::PerfError;
 use conform_harness::project::{ProjectError, SelectError};
 use conform_harness::report::ReportError;
-use conform_harness::session::RunError;
+use conform_harness::session::{OpenTargetError, OutputCheckError, RunError};
 use conform_harness::suite::SuiteError;
 
 /// A command that could not run, or whose outcome could not be written.
@@ -135,11 +136,29 @@ impl From<RunError> for CliError {
         match e {
             RunError::Select(e) => e.into(),
             RunError::NoCases => CliError::NothingJudged(e.to_string()),
-            RunError::Targets(m) | RunError::AbSettings(m) => CliError::Usage(m),
+            RunError::Targets(_) | RunError::AbSettings(_) => CliError::Usage(e.to_string()),
             RunError::Hardware(e) => CliError::Perf(e),
             RunError::Golden(e) => CliError::Golden(e),
-            RunError::KeepOutputs(m) => CliError::OutputPath(m),
+            RunError::KeepOutputs(_) => CliError::OutputPath(e.to_string()),
         }
+    }
+}
+
+impl From<OpenTargetError> for CliError {
+    fn from(e: OpenTargetError) -> CliError {
+        CliError::Usage(e.to_string())
+    }
+}
+
+impl From<OutputPathError> for CliError {
+    fn from(e: OutputPathError) -> CliError {
+        CliError::OutputPath(e.to_string())
+    }
+}
+
+impl From<OutputCheckError> for CliError {
+    fn from(e: OutputCheckError) -> CliError {
+        CliError::OutputPath(e.to_string())
     }
 }
 

@@ -53,7 +53,7 @@ pub struct FingerprintArgs {
 
 pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
     for p in [&args.json, &args.ledger_diff].into_iter().flatten() {
-        conform_harness::atomic_file::check_writable(p).map_err(CliError::OutputPath)?;
+        conform_harness::atomic_file::check_writable(p)?;
     }
     // The earlier fingerprint is read before any case runs: a bad file costs nothing.
     let earlier = match &args.since {
@@ -90,16 +90,11 @@ pub fn run(paths: &Paths, args: FingerprintArgs) -> Result<i32, CliError> {
     let threads = args.threads.map(Threads).unwrap_or_default();
     let mut target: Box<dyn conform_targets::Target> = match (&args.target, &args.worker) {
         (Some(name), _) => {
-            conform_harness::session::open_targets(paths, std::slice::from_ref(name), threads)
-                .map_err(CliError::Usage)?
+            conform_harness::session::open_targets(paths, std::slice::from_ref(name), threads)?
                 .pop()
                 .ok_or_else(|| CliError::Usage(format!("no target `{name}`")))?
         }
-        (None, Some(worker)) => Box::new(
-            conform_harness::session::open_worker(paths, worker)
-                .map_err(CliError::Usage)?
-                .0,
-        ),
+        (None, Some(worker)) => Box::new(conform_harness::session::open_worker(paths, worker)?.0),
         (None, None) => {
             return Err(CliError::Usage(
                 "fingerprint needs --target or --worker".to_string(),

@@ -26,7 +26,7 @@ impl GateOutputArgs {
             conform_harness::atomic_file::check_writable(out).map_err(|problem| {
                 PerfError::InvalidArgument {
                     field: "--json",
-                    problem,
+                    problem: problem.to_string(),
                 }
             })?;
         }

@@ -68,13 +68,13 @@ pub fn run(paths: &Paths, cmd: GoldenCommand) -> Result<i32, CliError> {
                     threads_of(threads),
                     &mut progress,
                 )?;
-                conform_harness::outln!("{}", golden_text::verify_summary(&report));
+                conform_harness::outln!("{report}");
                 Ok(report.exit_code())
             })
         }
         GoldenCommand::Bless { select, threads } => with_cases(paths, &select, |cases, all_ids| {
             let review = bless::bless(&paths.golden, cases, all_ids, threads_of(threads))?;
-            conform_harness::outln!("{}", golden_text::bless_review(&review));
+            conform_harness::outln!("{review}");
             Ok(exit_code::SUCCESS)
         }),
         GoldenCommand::Accept => match accept(paths)? {
@@ -113,11 +113,9 @@ fn with_cases(
 ) -> Result<i32, CliError> {
     let cases = load_all(&paths.suites)?;
     // golden commands default to every tier: full-tier digests are part of the store.
-    let mut select = select.clone();
-    if select.tier.is_none() {
-        select.tier = Some(super::tier_arg::TierArg::All);
-    }
-    let sel = select.selection()?;
+    let sel = select
+        .query_or(conform_harness::suite::TierChoice::All)
+        .selection()?;
     let all_ids: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     let chosen: Vec<&conform_harness::suite::Case> =
         cases.iter().filter(|c| sel.matches(c)).collect();
@@ -161,7 +159,13 @@ fn review(
     let tally = if !accept.is_empty() || !reject.is_empty() {
         review.decide_by_patterns(accept, reject)?
     } else if std::io::stdin().is_terminal() {
-        review.interactive(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())?
+        let pending = review.pending().to_vec();
+        super::review_prompt::interactive(
+            &pending,
+            &mut std::io::stdin().lock(),
+            &mut std::io::stdout().lock(),
+            |id, decision| review.decide(id, decision),
+        )?
     } else {
         conform_harness::outln!("{}", golden_text::pending_list(review.pending()));
         return Err(CliError::Usage(

@@ -15,6 +15,7 @@ pub mod perf;
 pub mod perf_history;
 pub mod progress;
 pub mod report;
+pub mod review_prompt;
 pub mod run;
 pub mod targets;
 pub mod tier_arg;
@@ -77,7 +78,7 @@ pub enum Command {
 /// [`conform_reference::parallel::MAX_THREADS_PER_CORE`] times the available cores (more
 /// never speeds a computation up, and tens of thousands of threads can hold a machine for
 /// minutes). Results never depend on the count.
-pub fn parse_threads(s: &str) -> Result<usize, String> {
+pub fn parse_threads(s: &str) -> Result<usize, conform_harness::messages::ThreadsError> {
     conform_harness::messages::parse_threads(s, conform_reference::parallel::Threads::max_allowed())
 }
 

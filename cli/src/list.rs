@@ -34,6 +34,20 @@ impl SelectArgs {
         }
     }
 
+    /// The tier these arguments select: `--tier`, else the command's `default` (quick for
+    /// `list`, `run` and `adequacy`; all for the golden commands, whose store holds every tier).
+    pub fn tier_or(&self, default: TierChoice) -> TierChoice {
+        self.tier.map_or(default, TierChoice::from)
+    }
+
+    /// The library's query for these arguments, with the command's `default` tier.
+    pub fn query_or(&self, default: TierChoice) -> CaseQuery {
+        CaseQuery {
+            tier: Some(self.tier_or(default)),
+            ..self.query()
+        }
+    }
+
     /// The cases a command acts on ([`CaseQuery::load_selected`]): a suite that does not
     /// load, a `--filter` that is no regex, a `--suite` that names no suite are errors.
     pub fn load_selected(&self, paths: &Paths) -> Result<Vec<Case>, CliError> {

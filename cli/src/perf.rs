@@ -175,11 +175,12 @@ fn record(paths: &conform_harness::project::Paths, args: &RecordArgs) -> Result<
     if run_args.json.is_none() {
         run_args.journal_beside = Some(args.out.clone());
     }
-    crate::run::check_output_paths(&run_args, &[&args.out]).map_err(CliError::OutputPath)?;
+    let req = run_args.request();
+    session::check_output_paths(&req, &[&args.out])?;
     {
         // A second signal writes the perf file of what the journal holds (and the run's other
         // outputs).
-        let (req, paths, out) = (run_args.request(), paths.clone(), args.out.clone());
+        let (req, paths, out) = (req.clone(), paths.clone(), args.out.clone());
         conform_harness::interrupt::set_last_resort(move |sig| {
             let Some(results) = session::recover_from_journal(&req, sig) else {
                 return;
@@ -199,9 +200,9 @@ fn record(paths: &conform_harness::project::Paths, args: &RecordArgs) -> Result<
             }
         });
     }
-    let (results, code) = crate::run::execute(paths, &run_args)?;
+    let (results, code) = crate::run::execute(paths, &req)?;
     conform_harness::interrupt::writing_outputs(|| {
-        record_outputs(paths, args, &run_args, &results, code)
+        record_outputs(paths, args, &req, &results, code)
     })
 }
 
@@ -209,16 +210,16 @@ fn record(paths: &conform_harness::project::Paths, args: &RecordArgs) -> Result<
 fn record_outputs(
     paths: &conform_harness::project::Paths,
     args: &RecordArgs,
-    run_args: &crate::run::RunArgs,
+    req: &session::RunRequest,
     results: &conform_harness::results::RunResults,
     code: i32,
 ) -> Result<i32, CliError> {
     // The results files are written first; one that cannot be is the command's error, after
     // the perf file was still written (one lost file must not cost the other).
-    let lost = crate::run::write_outputs_or_fail(results, run_args, code).err();
+    let lost = crate::run::write_outputs_or_fail(results, req, code).err();
     // The cases ran: a perf file that cannot be made or written now is an output lost after
     // the work (exit 1), not a usage error.
-    let written = session::perf_file(paths, &run_args.request(), results).and_then(|file| {
+    let written = session::perf_file(paths, req, results).and_then(|file| {
         file.write(&args.out)?;
         Ok(file)
     });
@@ -231,7 +232,7 @@ fn record_outputs(
             return Err(CliError::after_work(e, code));
         }
     };
-    if run_args.journal_beside.is_some()
+    if req.journal_beside.is_some()
         && let Some(j) = conform_harness::runner::journal::path_for_output(&args.out)
     {
         let _ = std::fs::remove_file(j);

@@ -167,7 +167,7 @@ pub fn run(cmd: &HistoryCommand) -> Result<i32, CliError> {
                 conform_harness::atomic_file::check_writable(&a.csv).map_err(|problem| {
                     PerfError::InvalidArgument {
                         field: "--csv",
-                        problem,
+                        problem: problem.to_string(),
                     }
                 })?;
             }

@@ -9,6 +9,7 @@ use clap::Args;
 use conform_harness::messages;
 use conform_harness::project::Paths;
 use conform_harness::results::RunResults;
+use conform_harness::seed::SeedPolicy;
 use conform_harness::session::{self, OutputKind, RunOutcome, RunRequest, RunVerdict};
 use std::path::PathBuf;
 
@@ -113,8 +114,11 @@ impl RunArgs {
             query: self.select.query(),
             targets: self.targets.clone(),
             workers: self.workers.clone(),
-            fresh_seeds: self.fresh_seeds,
-            seed: self.seed,
+            seeds: match (self.seed, self.fresh_seeds) {
+                (Some(s), _) => SeedPolicy::Fixed(s),
+                (None, true) => SeedPolicy::Fresh,
+                (None, false) => SeedPolicy::Suite,
+            },
             json: self.json.clone(),
             junit: self.junit.clone(),
             report: self.report.clone(),
@@ -138,16 +142,17 @@ impl RunArgs {
 }
 
 pub fn run(paths: &Paths, args: RunArgs) -> Result<i32, CliError> {
-    check_output_paths(&args, &[]).map_err(CliError::OutputPath)?;
-    write_on_second_signal(&args);
-    let (results, code) = execute(paths, &args)?;
-    conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &args, code))
+    let req = args.request();
+    session::check_output_paths(&req, &[])?;
+    write_on_second_signal(&req);
+    let (results, code) = execute(paths, &req)?;
+    conform_harness::interrupt::writing_outputs(|| write_outputs_or_fail(&results, &req, code))
 }
 
 /// What a second SIGINT / SIGTERM writes before conform stops (the run's own writing cut
 /// short): the outputs of the trials its journal holds.
-pub fn write_on_second_signal(args: &RunArgs) {
-    let req = args.request();
+pub fn write_on_second_signal(req: &RunRequest) {
+    let req = req.clone();
     conform_harness::interrupt::set_last_resort(move |sig| {
         if let Some(results) = session::recover_from_journal(&req, sig) {
             for written in session::write_outputs(&results, &req) {
@@ -165,13 +170,13 @@ pub fn write_on_second_signal(args: &RunArgs) {
 /// after the work (exit 1 unless `code` already says something worse).
 pub fn write_outputs_or_fail(
     results: &RunResults,
-    args: &RunArgs,
+    req: &RunRequest,
     code: i32,
 ) -> Result<i32, CliError> {
     // Each output is attempted even when another could not be written; the first error is the
     // command's, the others are printed.
     let mut first: Option<String> = None;
-    for written in session::write_outputs(results, &args.request()) {
+    for written in session::write_outputs(results, req) {
         match written {
             Ok((OutputKind::Results, p)) => {
                 conform_harness::outln!("{}", messages::wrote("results", &p))
@@ -199,8 +204,8 @@ pub fn write_outputs_or_fail(
 }
 
 /// Runs and prints; returns the results and the code the run earned, or why nothing ran.
-pub fn execute(paths: &Paths, args: &RunArgs) -> Result<(RunResults, i32), CliError> {
-    let outcome = session::execute(paths, &args.request(), &mut ConsoleProgress::new())?;
+pub fn execute(paths: &Paths, req: &RunRequest) -> Result<(RunResults, i32), CliError> {
+    let outcome = session::execute(paths, req, &mut ConsoleProgress::new())?;
     print_report(&outcome);
     let code = outcome.verdict.exit_code();
     match outcome.verdict {
@@ -250,10 +255,4 @@ fn print_report(outcome: &RunOutcome) {
             conform_harness::outln!("{}", messages::perf::ab_slower(&ab.against));
         }
     }
-}
-
-/// Checks, before any case runs, that every output the run will write can be written (and the
-/// `extra` files of the calling command): [`session::check_output_paths`].
-pub fn check_output_paths(args: &RunArgs, extra: &[&std::path::Path]) -> Result<(), String> {
-    session::check_output_paths(&args.request(), extra)
 }

@@ -13,7 +13,7 @@ pub struct TargetsArgs {}
 
 pub fn run(paths: &Paths, _args: TargetsArgs) -> Result<i32, CliError> {
     let names = known(paths);
-    let mut targets = open(paths, &names, Threads::available()).map_err(CliError::Usage)?;
+    let mut targets = open(paths, &names, Threads::available())?;
     for t in targets.iter_mut() {
         conform_harness::outln!("{}", registry::status_line(t.as_mut()));
     }

@@ -5,12 +5,12 @@
 
 use super::error::CliError;
 use super::list::SelectArgs;
-use super::run::{check_output_paths, execute, write_outputs_or_fail, RunArgs};
+use super::run::{execute, write_outputs_or_fail, RunArgs};
 use clap::Args;
 use conform_harness::fingerprint::{self, hint, FingerprintOptions};
 use conform_harness::messages;
 use conform_harness::project::{CaseQuery, Paths};
-use conform_harness::session::{open_worker, DEFAULT_HARDWARE};
+use conform_harness::session::{self, open_worker, DEFAULT_HARDWARE};
 use conform_harness::suite::TierChoice;
 use conform_reference::parallel::Threads;
 use conform_targets::Target;
@@ -73,16 +73,17 @@ pub fn run(paths: &Paths, args: ValidateArgs) -> Result<i32, CliError> {
         ..RunArgs::default()
     };
     // The report directory's files are checked before any case runs, as `run` checks its own.
-    check_output_paths(&run_args, &[]).map_err(CliError::OutputPath)?;
+    let req = run_args.request();
+    session::check_output_paths(&req, &[])?;
     drop(worker);
-    super::run::write_on_second_signal(&run_args);
-    let (results, code) = execute(paths, &run_args)?;
+    super::run::write_on_second_signal(&req);
+    let (results, code) = execute(paths, &req)?;
     let hardware = results.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE);
     for line in messages::validate_coverage(&results, &declared_ops, hardware) {
         conform_harness::outln!("{line}");
     }
     let code = conform_harness::interrupt::writing_outputs(|| {
-        write_outputs_or_fail(&results, &run_args, code)
+        write_outputs_or_fail(&results, &req, code)
     })?;
     let failing = hint::ops_failing_bit_exact(&results);
     if !args.no_fingerprint && !failing.is_empty() && results.interrupted.is_none() {

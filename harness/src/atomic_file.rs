@@ -25,27 +25,69 @@ pub enum OutputKind {
     WriteThrough,
 }
 
+/// Why a path cannot be written as an output: each variant's `Display` is the user's message,
+/// naming the path.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputPathError {
+    /// The path (or its canonical form) cannot be looked at.
+    #[error("{}: {error}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// A symbolic link whose target does not exist (conform does not create it).
+    #[error(
+        "{}: a symbolic link whose target cannot be reached ({error}); conform writes through \
+         links but does not create their targets",
+        path.display()
+    )]
+    DanglingLink {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// An output file named by a directory.
+    #[error("{}: is a directory, not a file", .0.display())]
+    Directory(PathBuf),
+    /// A socket or other node that is neither a regular file, a device nor a FIFO.
+    #[error("{}: not a regular file, device or FIFO; conform will not replace it", .0.display())]
+    NotReplaceable(PathBuf),
+    /// An output directory named by an existing non-directory.
+    #[error("{}: exists and is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// The directory an output goes into does not exist.
+    #[error("{}: no such directory", .0.display())]
+    NoSuchDirectory(PathBuf),
+    /// The directory an output goes into cannot be written.
+    #[error("{}: not writable: {error}", dir.display())]
+    NotWritable { dir: PathBuf, error: std::io::Error },
+}
+
 /// How `path` is to be written, or why it cannot be (a directory, a socket, a dangling
 /// symbolic link).
-pub fn output_kind(path: &Path) -> Result<OutputKind, String> {
+pub fn output_kind(path: &Path) -> Result<OutputKind, OutputPathError> {
     let link = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(OutputKind::Replace(path.to_path_buf()));
         }
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(error) => {
+            return Err(OutputPathError::Unreadable {
+                path: path.to_path_buf(),
+                error,
+            })
+        }
     };
     let (meta, at) = if link.file_type().is_symlink() {
-        let meta = std::fs::metadata(path).map_err(|e| {
-            format!(
-                "{}: a symbolic link whose target cannot be reached ({e}); conform writes \
-                 through links but does not create their targets",
-                path.display()
-            )
+        let meta = std::fs::metadata(path).map_err(|error| OutputPathError::DanglingLink {
+            path: path.to_path_buf(),
+            error,
         })?;
         // A regular target is replaced atomically where it is; the link stays a link.
         let at = if meta.is_file() {
-            std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?
+            std::fs::canonicalize(path).map_err(|error| OutputPathError::Unreadable {
+                path: path.to_path_buf(),
+                error,
+            })?
         } else {
             path.to_path_buf()
         };
@@ -58,7 +100,7 @@ pub fn output_kind(path: &Path) -> Result<OutputKind, String> {
         return Ok(OutputKind::Replace(at));
     }
     if ft.is_dir() {
-        return Err(format!("{}: is a directory, not a file", path.display()));
+        return Err(OutputPathError::Directory(path.to_path_buf()));
     }
     #[cfg(unix)]
     {
@@ -67,10 +109,7 @@ pub fn output_kind(path: &Path) -> Result<OutputKind, String> {
             return Ok(OutputKind::WriteThrough);
         }
     }
-    Err(format!(
-        "{}: not a regular file, device or FIFO; conform will not replace it",
-        path.display()
-    ))
+    Err(OutputPathError::NotReplaceable(path.to_path_buf()))
 }
 
 /// Writes `bytes` to `path`: atomically (temp file in the same directory, fsync, rename) for
@@ -127,7 +166,7 @@ fn parent_dir(path: &Path) -> PathBuf {
 
 /// Why `path` cannot be written as an output *file* (its directory is missing, not a
 /// directory, or not writable; or `path` is an existing directory), or Ok.
-pub fn check_writable(path: &Path) -> Result<(), String> {
+pub fn check_writable(path: &Path) -> Result<(), OutputPathError> {
     match output_kind(path)? {
         OutputKind::Replace(at) => check_dir_writable(&parent_dir(&at)),
         // A device or FIFO is opened when written; nothing is created beside it.
@@ -137,25 +176,28 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
 
 /// Why `dir` cannot hold an output *directory* (`--report DIR`): it must be a writable
 /// directory, or not exist yet under a writable parent.
-pub fn check_dir_target(dir: &Path) -> Result<(), String> {
+pub fn check_dir_target(dir: &Path) -> Result<(), OutputPathError> {
     if dir.exists() {
         if !dir.is_dir() {
-            return Err(format!("{}: exists and is not a directory", dir.display()));
+            return Err(OutputPathError::NotADirectory(dir.to_path_buf()));
         }
         return check_dir_writable(dir);
     }
     check_dir_writable(&parent_dir(dir))
 }
 
-fn check_dir_writable(dir: &Path) -> Result<(), String> {
+fn check_dir_writable(dir: &Path) -> Result<(), OutputPathError> {
     if !dir.is_dir() {
-        return Err(format!("{}: no such directory", dir.display()));
+        return Err(OutputPathError::NoSuchDirectory(dir.to_path_buf()));
     }
     tempfile::Builder::new()
         .prefix(".conform-probe-")
         .tempfile_in(dir)
         .map(drop)
-        .map_err(|e| format!("{}: not writable: {e}", dir.display()))
+        .map_err(|error| OutputPathError::NotWritable {
+            dir: dir.to_path_buf(),
+            error,
+        })
 }
 
 #[cfg(test)]
@@ -190,9 +232,9 @@ mod tests {
     fn refuses_missing_directories_and_directories_as_files() {
         let d = tempfile::tempdir().unwrap();
         let missing = d.path().join("no/such/dir/r.json");
-        let e = check_writable(&missing).unwrap_err();
+        let e = check_writable(&missing).unwrap_err().to_string();
         assert!(e.contains("no such directory"), "{e}");
-        let e = check_writable(d.path()).unwrap_err();
+        let e = check_writable(d.path()).unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
         assert!(check_writable(&d.path().join("r.json")).is_ok());
         assert!(check_dir_target(&d.path().join("report")).is_ok());

@@ -152,7 +152,7 @@ fn recover_adequacy(
     let matrix = crate::adequacy::journal::recover(&text).map_err(|reason| ReportError::Field {
         path: journal.clone(),
         field: "journal".to_string(),
-        reason,
+        reason: reason.to_string(),
     })?;
     let write_err = |path: &std::path::Path| {
         let path = path.to_path_buf();

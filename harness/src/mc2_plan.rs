@@ -105,7 +105,7 @@ pub fn plan_json(args: &PlanRequest) -> Result<(serde_json::Value, String), Mc2P
     } else {
         None
     };
-    let text = msg::plan_report(&msg::PlanReport {
+    let text = msg::PlanReport {
         m: args.m,
         k: args.k,
         n: args.n,
@@ -115,7 +115,8 @@ pub fn plan_json(args: &PlanRequest) -> Result<(serde_json::Value, String), Mc2P
         timeline: &timeline,
         measured_unsplit: unsplit.is_some(),
         measured_fused_us: measured_fused,
-    });
+    }
+    .to_string();
     let json = serde_json::json!({
         "bound": plan.bound.name(),
         "tiles": plan.tiles,

@@ -18,6 +18,46 @@ pub fn input_stream(case_id: &str, seed: u64) -> ChaCha20Rng {
     ChaCha20Rng::from_seed(*h.finalize().as_bytes())
 }
 
+/// Which input seed each case of a run gets: built once from the command line (`--seed`,
+/// `--fresh-seeds`) and carried by the run's request and options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SeedPolicy {
+    /// Each case's own seed (its suite's `seed`, else 0): what the golden data holds.
+    #[default]
+    Suite,
+    /// This seed for every case (`--seed`: a replay).
+    Fixed(u64),
+    /// A fresh seed for every case (`--fresh-seeds`), recorded per case so any failure replays.
+    Fresh,
+}
+
+impl SeedPolicy {
+    /// The seed of a case whose own seed is `case_seed`.
+    pub fn seed_for(self, case_seed: u64) -> u64 {
+        match self {
+            SeedPolicy::Suite => case_seed,
+            SeedPolicy::Fixed(s) => s,
+            SeedPolicy::Fresh => fresh_seed(),
+        }
+    }
+
+    /// Whether every case draws a fresh seed (what the results file records).
+    pub fn is_fresh(self) -> bool {
+        self == SeedPolicy::Fresh
+    }
+}
+
+impl std::fmt::Display for SeedPolicy {
+    /// As a perf file's `environment.seed` records it: the seed, `fresh` or `cases`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SeedPolicy::Suite => f.write_str("cases"),
+            SeedPolicy::Fixed(s) => write!(f, "{s}"),
+            SeedPolicy::Fresh => f.write_str("fresh"),
+        }
+    }
+}
+
 /// A fresh seed for `--fresh-seeds`: from the OS clock and process id mixed through BLAKE3.
 pub fn fresh_seed() -> u64 {
     let now = std::time::SystemTime::now()
@@ -63,6 +103,18 @@ mod tests {
         assert_eq!(
             va[0], PINNED_FIRST_WORD,
             "input stream changed: golden inputs would drift"
+        );
+    }
+
+    #[test]
+    fn a_seed_policy_gives_the_case_its_own_one_seed_or_fresh_ones() {
+        assert_eq!(SeedPolicy::default(), SeedPolicy::Suite);
+        assert_eq!(SeedPolicy::Suite.seed_for(7), 7);
+        assert_eq!(SeedPolicy::Fixed(42).seed_for(7), 42);
+        assert!(SeedPolicy::Fresh.is_fresh() && !SeedPolicy::Fixed(1).is_fresh());
+        assert_eq!(
+            [SeedPolicy::Suite, SeedPolicy::Fixed(42), SeedPolicy::Fresh].map(|p| p.to_string()),
+            ["cases", "42", "fresh"]
         );
     }
 

@@ -28,10 +28,8 @@ pub struct RunRequest {
     pub targets: Vec<String>,
     /// Workers outside targets/, by the path of their declaration (or its directory).
     pub workers: Vec<PathBuf>,
-    /// Draw fresh input seeds for every case.
-    pub fresh_seeds: bool,
-    /// This input seed for every case.
-    pub seed: Option<u64>,
+    /// Which input seed each case gets (its own, one for all, or fresh ones).
+    pub seeds: crate::seed::SeedPolicy,
     /// The results JSON to write.
     pub json: Option<PathBuf>,
     /// The JUnit XML to write.
@@ -82,11 +80,11 @@ pub enum RunError {
     #[error("{}", crate::messages::no_cases_selected())]
     NoCases,
     /// A target that cannot be opened (unknown, a bad declaration, named twice).
-    #[error("{0}")]
-    Targets(String),
+    #[error(transparent)]
+    Targets(#[from] OpenTargetError),
     /// `against` and its settings cannot apply.
-    #[error("{0}")]
-    AbSettings(String),
+    #[error(transparent)]
+    AbSettings(#[from] AbSettingsError),
     /// The hardware profile does not load.
     #[error(transparent)]
     Hardware(#[from] PerfError),
@@ -94,8 +92,56 @@ pub enum RunError {
     #[error(transparent)]
     Golden(#[from] GoldenError),
     /// The directory of kept outputs cannot be used.
-    #[error("{0}")]
-    KeepOutputs(String),
+    #[error(transparent)]
+    KeepOutputs(#[from] runner::keep::KeepError),
+}
+
+/// Why a target could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenTargetError {
+    /// Unknown, or its declaration does not load.
+    #[error(transparent)]
+    Registry(#[from] conform_targets::registry::RegistryError),
+    /// A `--worker` path that cannot be resolved.
+    #[error("{}: {error}", path.display())]
+    WorkerPath {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// A `--worker` declaration that does not load.
+    #[error(transparent)]
+    Worker(#[from] conform_targets::worker::ConfigError),
+    /// A `--worker` directory named like another target of the run.
+    #[error(
+        "two targets named `{0}`: a --worker directory is named like another target of the \
+         run; run them separately"
+    )]
+    Duplicate(String),
+}
+
+/// Why the A/B settings of `against` cannot apply.
+#[derive(Debug, thiserror::Error)]
+pub enum AbSettingsError {
+    /// `against` without `perf`.
+    #[error("--against times the targets against another one: it needs --perf")]
+    NeedsPerf,
+    /// A threshold out of range.
+    #[error("--ab-threshold: {0}")]
+    Threshold(conform_metadata::compare::InvalidSetting),
+    /// A level out of range.
+    #[error("--ab-alpha: {0}")]
+    Alpha(conform_metadata::compare::InvalidSetting),
+}
+
+/// Why an output of a run cannot be written, found before any case runs.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputCheckError {
+    /// A results file or the report directory.
+    #[error(transparent)]
+    Path(#[from] crate::atomic_file::OutputPathError),
+    /// The directory of kept outputs.
+    #[error(transparent)]
+    KeepOutputs(#[from] runner::keep::KeepError),
 }
 
 /// What a finished run judged.
@@ -149,13 +195,16 @@ pub fn open_targets(
     paths: &Paths,
     names: &[String],
     threads: Threads,
-) -> Result<Vec<Box<dyn Target>>, String> {
-    registry::open(&paths.root, names, threads).map_err(|e| e.to_string())
+) -> Result<Vec<Box<dyn Target>>, OpenTargetError> {
+    Ok(registry::open(&paths.root, names, threads)?)
 }
 
 /// Opens the worker a path to its `target.toml` (or its directory) names; returns it with the
 /// absolute path of its declaration (what replay lines name).
-pub fn open_worker(paths: &Paths, worker: &Path) -> Result<(WorkerTarget, PathBuf), String> {
+pub fn open_worker(
+    paths: &Paths,
+    worker: &Path,
+) -> Result<(WorkerTarget, PathBuf), OpenTargetError> {
     let dir = if worker.is_dir() {
         worker.to_path_buf()
     } else {
@@ -170,8 +219,11 @@ pub fn open_worker(paths: &Paths, worker: &Path) -> Result<(WorkerTarget, PathBu
         dir
     };
     // Absolute, so ${TARGET_DIR} in the declaration means the same from any working directory.
-    let dir = std::fs::canonicalize(&dir).map_err(|e| format!("{}: {e}", worker.display()))?;
-    let w = WorkerTarget::from_dir(&paths.root, &dir).map_err(|e| e.to_string())?;
+    let dir = std::fs::canonicalize(&dir).map_err(|error| OpenTargetError::WorkerPath {
+        path: worker.to_path_buf(),
+        error,
+    })?;
+    let w = WorkerTarget::from_dir(&paths.root, &dir)?;
     Ok((w, dir.join("target.toml")))
 }
 
@@ -194,27 +246,23 @@ pub fn execute(
         req.targets.clone()
     };
     let threads = req.threads.map(Threads).unwrap_or_default();
-    let ab_gate = ab_settings(req).map_err(RunError::AbSettings)?;
+    let ab_gate = ab_settings(req)?;
     let mut against = match &req.against {
-        Some(name) => open_targets(paths, std::slice::from_ref(name), threads)
-            .map_err(RunError::Targets)?
-            .pop(),
+        Some(name) => open_targets(paths, std::slice::from_ref(name), threads)?.pop(),
         None => None,
     };
     let mut worker_declarations = std::collections::BTreeMap::new();
-    let mut targets = open_targets(paths, &names, threads)
-        .and_then(|mut t| {
-            for w in &req.workers {
-                let (worker, decl) = open_worker(paths, w)?;
-                if t.iter().any(|o| o.name() == worker.name()) {
-                    return Err(crate::messages::duplicate_target(worker.name()));
-                }
-                worker_declarations.insert(worker.name().to_string(), decl);
-                t.push(Box::new(worker));
+    let mut targets = open_targets(paths, &names, threads).and_then(|mut t| {
+        for w in &req.workers {
+            let (worker, decl) = open_worker(paths, w)?;
+            if t.iter().any(|o| o.name() == worker.name()) {
+                return Err(OpenTargetError::Duplicate(worker.name().to_string()));
             }
-            Ok(t)
-        })
-        .map_err(RunError::Targets)?;
+            worker_declarations.insert(worker.name().to_string(), decl);
+            t.push(Box::new(worker));
+        }
+        Ok(t)
+    })?;
     let hardware = hardware_profile(paths, req)?;
     // The golden store is opened (and its MANIFEST checked) whenever the reference target is
     // verified against it: a missing or malformed manifest stops the run before any case.
@@ -225,10 +273,7 @@ pub fn execute(
         None
     };
     let keep_outputs = match &req.keep_outputs {
-        Some(dir) => Some(Arc::new(
-            runner::keep::KeepOutputs::open(dir)
-                .map_err(|e| RunError::KeepOutputs(e.to_string()))?,
-        )),
+        Some(dir) => Some(Arc::new(runner::keep::KeepOutputs::open(dir)?)),
         None => None,
     };
     let mut opts = run_options(req, threads);
@@ -288,8 +333,7 @@ pub fn recover_from_journal(req: &RunRequest, sig: i32) -> Option<RunResults> {
 fn run_options(req: &RunRequest, threads: Threads) -> RunOptions {
     RunOptions {
         golden: None,
-        seed: req.seed,
-        fresh_seeds: req.fresh_seeds,
+        seeds: req.seeds,
         perf: req.perf,
         warmup: req.warmup,
         iterations: req.iterations,
@@ -318,7 +362,7 @@ fn run_options(req: &RunRequest, threads: Threads) -> RunOptions {
 pub const DEFAULT_HARDWARE: &str = "this-cpu";
 
 /// The profile the request names ([`DEFAULT_HARDWARE`] under `perf` without one), when timing:
-/// the project's file, else the built-in profile (`perf::soc::project_profile`).
+/// the project's file, else the built-in profile (`perf::built_in_profiles::project_profile`).
 fn hardware_profile(paths: &Paths, req: &RunRequest) -> Result<Option<HardwareProfile>, PerfError> {
     if !(req.perf || req.hardware.is_some()) {
         return Ok(None);
@@ -327,7 +371,7 @@ fn hardware_profile(paths: &Paths, req: &RunRequest) -> Result<Option<HardwarePr
         .hardware
         .clone()
         .unwrap_or_else(|| DEFAULT_HARDWARE.to_string());
-    crate::perf::soc::project_profile(&paths.root, &name).map(Some)
+    crate::perf::built_in_profiles::project_profile(&paths.root, &name).map(Some)
 }
 
 /// The run's verdict: interrupted, failed (or slower under A/B), nothing judged, A/B
@@ -356,20 +400,20 @@ fn verdict(results: &RunResults, allow_skips: bool) -> RunVerdict {
 }
 
 /// The A/B settings of `against` (None without it); an error when they cannot apply.
-fn ab_settings(req: &RunRequest) -> Result<Option<runner::ab::AbSettings>, String> {
+fn ab_settings(req: &RunRequest) -> Result<Option<runner::ab::AbSettings>, AbSettingsError> {
     if req.against.is_none() {
         return Ok(None);
     }
     if !req.perf {
-        return Err(crate::messages::perf::AGAINST_NEEDS_PERF.to_string());
+        return Err(AbSettingsError::NeedsPerf);
     }
     let mut gate = runner::ab::rounds_gate(
         crate::perf::GateConfig::with_threshold(req.ab_threshold.unwrap_or(0.03))
-            .map_err(|e| format!("--ab-threshold: {e}"))?,
+            .map_err(AbSettingsError::Threshold)?,
     );
     if let Some(alpha) = req.ab_alpha {
         gate.ci_alpha = alpha;
-        gate.validate().map_err(|e| format!("--ab-alpha: {e}"))?;
+        gate.validate().map_err(AbSettingsError::Alpha)?;
     }
     Ok(Some(runner::ab::AbSettings {
         gate,
@@ -415,18 +459,18 @@ fn run_ab(
 /// Checks, before any case runs, that every output the run will write can be written: `json`,
 /// `junit`, `report`, `keep_outputs` (created here when missing) and the `extra` files of the
 /// caller.
-pub fn check_output_paths(req: &RunRequest, extra: &[&Path]) -> Result<(), String> {
+pub fn check_output_paths(req: &RunRequest, extra: &[&Path]) -> Result<(), OutputCheckError> {
     let files = req.json.iter().chain(&req.junit).map(PathBuf::as_path);
     for p in files.chain(extra.iter().copied()) {
         crate::atomic_file::check_writable(p)?;
     }
     if let Some(dir) = &req.keep_outputs {
-        runner::keep::check_dir(dir).map_err(|e| e.to_string())?;
+        runner::keep::check_dir(dir)?;
     }
-    match &req.report {
-        Some(dir) => crate::atomic_file::check_dir_target(dir),
-        None => Ok(()),
+    if let Some(dir) = &req.report {
+        crate::atomic_file::check_dir_target(dir)?;
     }
+    Ok(())
 }
 
 /// A results file a run wrote.
@@ -519,11 +563,7 @@ pub fn perf_file(
             .name()
             .to_string(),
     );
-    env.seed = Some(match (req.seed, req.fresh_seeds) {
-        (Some(s), _) => s.to_string(),
-        (None, true) => "fresh".to_string(),
-        (None, false) => "cases".to_string(),
-    });
+    env.seed = Some(req.seeds.to_string());
     let mut file = PerfFile::new(env);
     for c in &results.cases {
         if let Some(p) = &c.perf {

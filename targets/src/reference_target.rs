@@ -28,20 +28,29 @@ pub struct ReferenceTarget {
     families: Vec<&'static dyn OpFamily>,
     threads: Threads,
     /// The extra fraction of each timed run (from [`SLOWDOWN_ENV`]), or why its value is bad.
-    slowdown: Result<f64, String>,
+    slowdown: Result<f64, SlowdownError>,
+}
+
+/// Why the value of [`SLOWDOWN_ENV`] cannot be used.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SlowdownError {
+    /// The variable is set but not valid Unicode.
+    #[error("{SLOWDOWN_ENV}: {0}")]
+    NotUnicode(std::env::VarError),
+    /// The value is not a finite fraction in [0, 10].
+    #[error("{SLOWDOWN_ENV}=`{0}` is not a fraction between 0 and 10 (0.10 = 10% slower)")]
+    NotAFraction(String),
 }
 
 /// The value of [`SLOWDOWN_ENV`]: unset or empty is 0; else a finite fraction in [0, 10].
-pub fn slowdown_from_env() -> Result<f64, String> {
+pub fn slowdown_from_env() -> Result<f64, SlowdownError> {
     match std::env::var(SLOWDOWN_ENV) {
         Err(std::env::VarError::NotPresent) => Ok(0.0),
-        Err(e) => Err(format!("{SLOWDOWN_ENV}: {e}")),
+        Err(e) => Err(SlowdownError::NotUnicode(e)),
         Ok(v) if v.trim().is_empty() => Ok(0.0),
         Ok(v) => match v.trim().parse::<f64>() {
             Ok(x) if x.is_finite() && (0.0..=10.0).contains(&x) => Ok(x),
-            _ => Err(format!(
-                "{SLOWDOWN_ENV}=`{v}` is not a fraction between 0 and 10 (0.10 = 10% slower)"
-            )),
+            _ => Err(SlowdownError::NotAFraction(v)),
         },
     }
 }
@@ -168,13 +177,10 @@ impl Target for ReferenceTarget {
         let mut cpu = Vec::new();
         let mut notes = Vec::new();
         if let Some(timing) = request.timing {
-            let slowdown = self
-                .slowdown
-                .clone()
-                .map_err(|message| TargetError::Worker {
-                    message,
-                    stderr_tail: String::new(),
-                })?;
+            let slowdown = self.slowdown.clone().map_err(|e| TargetError::Worker {
+                message: e.to_string(),
+                stderr_tail: String::new(),
+            })?;
             let bytes = input_bytes(&request.inputs);
             let copies = ROTATION_BYTES_LIMIT
                 .checked_div(bytes)

@@ -384,7 +384,7 @@ pub fn read(path: &Path, limit: Limit) -> Result<TensorFile, TensorFileError> {
     let mut header = vec![0u8; n as usize];
     r.read_exact(&mut header)
         .map_err(|e| corrupt(format!("the header's {n} bytes: {e}")))?;
-    let data = data_len(&header).map_err(corrupt)?;
+    let data = data_len(&header).map_err(|e| corrupt(e.to_string()))?;
     let total = 8 + n + data;
     if total > limit.bytes {
         return Err(io(std::io::Error::new(
@@ -421,13 +421,21 @@ pub fn read(path: &Path, limit: Limit) -> Result<TensorFile, TensorFileError> {
 /// The largest safetensors header conform reads (the format's own bound).
 pub const MAX_HEADER_BYTES: u64 = 100 << 20;
 
+/// Why a safetensors header does not say how many data bytes follow it.
+#[derive(Debug, thiserror::Error)]
+enum HeaderError {
+    #[error("header is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("header is not a JSON object")]
+    NotAnObject,
+    #[error("tensor `{0}` has no data_offsets")]
+    NoDataOffsets(String),
+}
+
 /// How many data bytes a safetensors header's offsets span (the largest end offset).
-fn data_len(header: &[u8]) -> Result<u64, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(header).map_err(|e| format!("header is not JSON: {e}"))?;
-    let entries = v
-        .as_object()
-        .ok_or_else(|| "header is not a JSON object".to_string())?;
+fn data_len(header: &[u8]) -> Result<u64, HeaderError> {
+    let v: serde_json::Value = serde_json::from_slice(header).map_err(HeaderError::NotJson)?;
+    let entries = v.as_object().ok_or(HeaderError::NotAnObject)?;
     let mut end = 0u64;
     for (name, e) in entries {
         if name == "__metadata__" {
@@ -438,7 +446,7 @@ fn data_len(header: &[u8]) -> Result<u64, String> {
             .and_then(|o| o.as_array())
             .and_then(|o| o.get(1))
             .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| format!("tensor `{name}` has no data_offsets"))?;
+            .ok_or_else(|| HeaderError::NoDataOffsets(name.clone()))?;
         end = end.max(off);
     }
     Ok(end)

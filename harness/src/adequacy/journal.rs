@@ -109,22 +109,44 @@ pub fn is_adequacy_journal(path: &Path) -> bool {
         .is_ok_and(|v| v.get("adequacy_journal").is_some())
 }
 
+/// Why a text is not an adequacy journal.
+#[derive(Debug, thiserror::Error)]
+pub enum AdequacyJournalError {
+    /// The first line is not a header.
+    #[error("line 1: not an adequacy journal header: {0}")]
+    BadHeader(serde_json::Error),
+    /// No line at all.
+    #[error("empty: no adequacy journal header")]
+    Empty,
+    /// A header of another version.
+    #[error("adequacy journal version {0} (this conform reads version 1)")]
+    Version(u32),
+    /// A line (not the torn last one) that is not a cell.
+    #[error("line {line}: not an adequacy journal line: {error}")]
+    NotALine {
+        line: usize,
+        error: serde_json::Error,
+    },
+    /// A fault this conform does not know.
+    #[error("fault `{0}` is not in this conform's catalogue (`conform adequacy --list-faults`)")]
+    UnknownFault(String),
+    /// A cell outside the header's plan.
+    #[error("a cell of fault `{fault}` in suite `{suite}` that the header does not plan")]
+    Unplanned { fault: String, suite: String },
+}
+
 /// Turns the text of an adequacy journal back into the partial kill matrix: the finished
 /// cells as measured, every cell the header planned that never finished as `unfinished`,
 /// `interrupted` saying it was recovered. Never a pass. Err says why it is not a journal.
-pub fn recover(text: &str) -> Result<AdequacyReport, String> {
+pub fn recover(text: &str) -> Result<AdequacyReport, AdequacyJournalError> {
     let total = text.lines().count();
     let mut lines = text.lines().enumerate();
     let header: Header = match lines.next() {
-        Some((_, l)) => serde_json::from_str(l)
-            .map_err(|e| format!("line 1: not an adequacy journal header: {e}"))?,
-        None => return Err("empty: no adequacy journal header".to_string()),
+        Some((_, l)) => serde_json::from_str(l).map_err(AdequacyJournalError::BadHeader)?,
+        None => return Err(AdequacyJournalError::Empty),
     };
     if header.adequacy_journal != 1 {
-        return Err(format!(
-            "adequacy journal version {} (this conform reads version 1)",
-            header.adequacy_journal
-        ));
+        return Err(AdequacyJournalError::Version(header.adequacy_journal));
     }
     let mut cells: Vec<CellLine> = Vec::new();
     for (i, line) in lines {
@@ -135,14 +157,15 @@ pub fn recover(text: &str) -> Result<AdequacyReport, String> {
             Ok(c) => cells.push(c),
             // A torn last line (the process died while writing it) is expected.
             Err(_) if i + 1 == total && !text.ends_with('\n') => {}
-            Err(e) => return Err(format!("line {}: not an adequacy journal line: {e}", i + 1)),
+            Err(error) => return Err(AdequacyJournalError::NotALine { line: i + 1, error }),
         }
     }
     let mut faults = Vec::new();
     for name in &header.faults {
-        faults.push(conform_reference::faults::find(name).ok_or_else(|| {
-            format!("fault `{name}` is not in this conform's catalogue (`conform adequacy --list-faults`)")
-        })?);
+        faults.push(
+            conform_reference::faults::find(name)
+                .ok_or_else(|| AdequacyJournalError::UnknownFault(name.clone()))?,
+        );
     }
     let opts = AdequacyOptions {
         seed_sets: header.seed_sets.len().saturating_sub(1) as u32,
@@ -157,10 +180,10 @@ pub fn recover(text: &str) -> Result<AdequacyReport, String> {
     let mut outcomes: BTreeMap<&str, BTreeMap<&str, Vec<SetOutcome>>> = BTreeMap::new();
     for c in &cells {
         if !header.faults.contains(&c.fault) || !header.suites.contains(&c.suite) {
-            return Err(format!(
-                "a cell of fault `{}` in suite `{}` that the header does not plan",
-                c.fault, c.suite
-            ));
+            return Err(AdequacyJournalError::Unplanned {
+                fault: c.fault.clone(),
+                suite: c.suite.clone(),
+            });
         }
         if !seen.insert((c.fault.clone(), c.suite.clone(), c.set)) {
             continue;
@@ -279,7 +302,10 @@ mod tests {
         let mut h = header();
         h.faults = vec!["no-such-fault".into()];
         let text = serde_json::to_string(&h).unwrap() + "\n";
-        assert!(recover(&text).unwrap_err().contains("no-such-fault"));
+        assert!(recover(&text)
+            .unwrap_err()
+            .to_string()
+            .contains("no-such-fault"));
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("r.json.journal");
         std::fs::write(&p, "{\"journal\": 1}\n").unwrap();

@@ -24,13 +24,6 @@ pub const HELP_LIST: &str = "List the fault catalogue and exit";
 pub const PAGE_TITLE: &str = "conform adequacy";
 pub const H_ADEQUACY: &str = "Fault adequacy";
 
-pub fn unknown_faults(names: &[String]) -> String {
-    format!(
-        "unknown fault(s): {} (see `conform adequacy --list-faults`)",
-        names.join(", ")
-    )
-}
-
 pub fn fault_line(name: &str, family: &str, requirement: &str, ops: &str, text: &str) -> String {
     format!("{name:<34} {family:<16} {requirement:<9} {ops}\n    {text}")
 }

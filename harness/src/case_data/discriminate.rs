@@ -41,7 +41,7 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseData
         .map_err(|e| err(case, e.to_string()))?;
     let policies = case
         .output_policies(&desc, false)
-        .map_err(|e| err(case, e))?;
+        .map_err(|e| err(case, e.to_string()))?;
     let threads = Threads::ONE;
     let expected = family
         .run(&case.params, &case.recipe, inputs, threads)
@@ -79,7 +79,7 @@ pub fn unpinned(case: &Case, inputs: &TensorMap) -> Result<Vec<String>, CaseData
             None,
             threads,
         )
-        .map_err(|e| err(case, e))?;
+        .map_err(|e| err(case, e.to_string()))?;
         if metrics.values().all(|m| m.passed) {
             left.push(name.clone());
         }

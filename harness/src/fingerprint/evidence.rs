@@ -3,11 +3,46 @@
 
 use super::bits;
 use super::candidates::{Alternative, CaseAlternatives};
-use crate::case_data::generate_inputs;
+use crate::case_data::{generate_inputs, CaseDataError};
 use crate::suite::Case;
-use conform_reference::ops::{self, RecipeEdit, TensorMap};
+use conform_reference::ops::{self, ElemType, OpError, RecipeEdit, TensorMap};
 use conform_reference::parallel::Threads;
-use conform_targets::{ExecRequest, Target};
+use conform_targets::{ExecRequest, Target, TargetError};
+
+/// Why a case's evidence could not be gathered: each variant's `Display` is the reason the
+/// fingerprint report gives.
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceError {
+    /// The case's op or parameters are not the reference's.
+    #[error("{0}")]
+    Op(OpError),
+    /// The target failed to run the case.
+    #[error("the target failed on seed {seed}: {error}")]
+    Target { seed: u64, error: TargetError },
+    /// The reference failed to run the case.
+    #[error("the reference failed: {0}")]
+    Reference(OpError),
+    /// The reference's claimed recipe gave nothing to compare with.
+    #[error("the reference gave no outputs")]
+    NoReferenceOutputs,
+    /// The case's inputs cannot be drawn.
+    #[error("its inputs (seed {seed}): {error}")]
+    Inputs { seed: u64, error: CaseDataError },
+    /// The target did not write an output the reference has.
+    #[error("the target wrote no output `{0}`")]
+    MissingOutput(String),
+    /// The target wrote an output of another type or size than the reference's.
+    #[error(
+        "output `{name}`: the target wrote {got:?} x {got_len}, the recipe {want:?} x {want_len}"
+    )]
+    Mismatch {
+        name: String,
+        got: ElemType,
+        got_len: usize,
+        want: ElemType,
+        want_len: usize,
+    },
+}
 
 /// The outputs of one case.
 pub struct CaseRun {
@@ -30,16 +65,16 @@ pub fn requested_recipe(target: &mut dyn Target, case: &Case) -> Option<String> 
         .then(|| case.recipe.clone())
 }
 
-/// Runs the target on `case`'s inputs of `seed`; the error is the reason, in words.
+/// Runs the target on `case`'s inputs of `seed`; or why it could not.
 pub fn run_target(
     target: &mut dyn Target,
     case: &Case,
     seed: u64,
     inputs: &TensorMap,
-) -> Result<TensorMap, String> {
+) -> Result<TensorMap, EvidenceError> {
     let desc = ops::find(&case.op)
         .and_then(|f| f.describe(&case.params))
-        .map_err(|e| e.to_string())?;
+        .map_err(EvidenceError::Op)?;
     let request = ExecRequest {
         case_id: case.id.clone(),
         input_set: 0,
@@ -53,7 +88,7 @@ pub fn run_target(
     };
     let out = target
         .execute(&request)
-        .map_err(|e| format!("the target failed on seed {seed}: {e}"))?;
+        .map_err(|error| EvidenceError::Target { seed, error })?;
     Ok(out.outputs)
 }
 
@@ -64,36 +99,36 @@ pub fn run_reference(
     edit: Option<&RecipeEdit>,
     inputs: &TensorMap,
     threads: Threads,
-) -> Result<Option<TensorMap>, String> {
-    let family = ops::find(&case.op).map_err(|e| e.to_string())?;
+) -> Result<Option<TensorMap>, EvidenceError> {
+    let family = ops::find(&case.op).map_err(EvidenceError::Op)?;
     let r = match edit {
         None => family
             .run(&case.params, &case.recipe, inputs, threads)
             .map(Some),
         Some(e) => family.run_with_recipe_edit(&case.params, &case.recipe, e, inputs, threads),
     };
-    r.map_err(|e| format!("the reference failed: {e}"))
+    r.map_err(EvidenceError::Reference)
 }
 
-/// The inputs of `case` for `seed`, in words when they cannot be drawn.
-pub fn inputs(case: &Case, seed: u64) -> Result<TensorMap, String> {
-    generate_inputs(case, seed).map_err(|e| format!("its inputs (seed {seed}): {e}"))
+/// The inputs of `case` for `seed`; or why they cannot be drawn.
+pub fn inputs(case: &Case, seed: u64) -> Result<TensorMap, EvidenceError> {
+    generate_inputs(case, seed).map_err(|error| EvidenceError::Inputs { seed, error })
 }
 
 /// Checks that the target wrote every output of `expected` with its type and size.
-pub fn comparable(target: &TensorMap, expected: &TensorMap) -> Result<(), String> {
+pub fn comparable(target: &TensorMap, expected: &TensorMap) -> Result<(), EvidenceError> {
     for (name, want) in expected {
         let Some(got) = target.get(name) else {
-            return Err(format!("the target wrote no output `{name}`"));
+            return Err(EvidenceError::MissingOutput(name.clone()));
         };
         if got.dtype != want.dtype || got.numel() != want.numel() {
-            return Err(format!(
-                "output `{name}`: the target wrote {:?} x {}, the recipe {:?} x {}",
-                got.dtype,
-                got.numel(),
-                want.dtype,
-                want.numel()
-            ));
+            return Err(EvidenceError::Mismatch {
+                name: name.clone(),
+                got: got.dtype,
+                got_len: got.numel(),
+                want: want.dtype,
+                want_len: want.numel(),
+            });
         }
     }
     Ok(())
@@ -106,11 +141,11 @@ pub fn run_case(
     alts: &CaseAlternatives,
     seed: u64,
     threads: Threads,
-) -> Result<CaseRun, String> {
+) -> Result<CaseRun, EvidenceError> {
     let ins = inputs(case, seed)?;
     let out = run_target(target, case, seed, &ins)?;
-    let claim = run_reference(case, None, &ins, threads)?
-        .ok_or_else(|| "the reference gave no outputs".to_string())?;
+    let claim =
+        run_reference(case, None, &ins, threads)?.ok_or(EvidenceError::NoReferenceOutputs)?;
     comparable(&out, &claim)?;
     let mut alternatives = Vec::new();
     for a in &alts.alternatives {

@@ -65,7 +65,9 @@ pub fn fingerprint(
                 runs.push(run);
                 o
             }
-            Err(reason) => CaseOutcome::Skipped { reason },
+            Err(reason) => CaseOutcome::Skipped {
+                reason: reason.to_string(),
+            },
         };
         notes.push(CaseNote {
             case: case.id.clone(),
@@ -169,26 +171,32 @@ fn settle(
     first
 }
 
+/// Why a case is not fingerprinted: the reason the report gives.
+#[derive(Debug, thiserror::Error)]
+enum NotFingerprinted {
+    #[error("the target does not run it: {0}")]
+    Unsupported(String),
+    #[error("recipe `{0}` models no kernel with knobs (docs/ascend.md)")]
+    NoKnobs(String),
+    #[error("no knob of preset `{0}` has an alternative value")]
+    NoAlternative(String),
+    #[error(transparent)]
+    Evidence(#[from] evidence::EvidenceError),
+}
+
 /// Runs one case, or says why it is not fingerprinted.
 fn fingerprint_case(
     target: &mut dyn Target,
     case: &Case,
     opts: &FingerprintOptions,
-) -> Result<(CaseAlternatives, CaseRun), String> {
+) -> Result<(CaseAlternatives, CaseRun), NotFingerprinted> {
     target
         .supports(&case.op, &crate::runner::capability_params(case))
-        .map_err(|s| format!("the target does not run it: {}", s.0))?;
-    let alts = candidates::of_case(case).ok_or_else(|| {
-        format!(
-            "recipe `{}` models no kernel with knobs (docs/ascend.md)",
-            case.recipe
-        )
-    })?;
+        .map_err(|s| NotFingerprinted::Unsupported(s.0))?;
+    let alts =
+        candidates::of_case(case).ok_or_else(|| NotFingerprinted::NoKnobs(case.recipe.clone()))?;
     if alts.alternatives.is_empty() {
-        return Err(format!(
-            "no knob of preset `{}` has an alternative value",
-            alts.preset
-        ));
+        return Err(NotFingerprinted::NoAlternative(alts.preset.clone()));
     }
     let run = evidence::run_case(target, case, &alts, opts.seed, opts.threads)?;
     Ok((alts, run))

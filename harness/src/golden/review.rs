@@ -22,7 +22,6 @@ use super::verify::golden_files;
 use crate::suite::Case;
 use conform_targets::tensor_file;
 use std::collections::BTreeSet;
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -426,73 +425,6 @@ impl Review {
         }
         Ok(tally)
     }
-
-    /// Asks about each pending case on `out`, reading one answer a line from `input`: `a`
-    /// accept, `r` reject, `s` skip, `A` / `R` accept / reject this and every remaining case,
-    /// `q` (or the end of the input) quit leaving the rest pending. Anything else asks again.
-    pub fn interactive(
-        &mut self,
-        input: &mut impl BufRead,
-        out: &mut impl Write,
-    ) -> Result<Tally, ReviewError> {
-        let cases: Vec<Pending> = self.pending.clone();
-        let n = cases.len();
-        let mut tally = Tally::default();
-        let mut all: Option<Decision> = None;
-        for (i, p) in cases.iter().enumerate() {
-            let decision = match all {
-                Some(d) => d,
-                None => {
-                    writeln!(out, "{}", super::text::case_header(i + 1, n, p))?;
-                    match ask(input, out)? {
-                        Answer::One(d) => d,
-                        Answer::All(d) => {
-                            all = Some(d);
-                            d
-                        }
-                        Answer::Quit => break,
-                    }
-                }
-            };
-            self.decide(&p.id, decision)?;
-            match decision {
-                Decision::Accept => tally.accepted.push(p.id.clone()),
-                Decision::Reject => tally.rejected.push(p.id.clone()),
-                Decision::Skip => tally.skipped.push(p.id.clone()),
-            }
-        }
-        Ok(tally)
-    }
-}
-
-enum Answer {
-    One(Decision),
-    All(Decision),
-    Quit,
-}
-
-fn ask(input: &mut impl BufRead, out: &mut impl Write) -> Result<Answer, ReviewError> {
-    loop {
-        write!(out, "{}", super::text::prompt())?;
-        out.flush()?;
-        let mut line = String::new();
-        if input.read_line(&mut line)? == 0 {
-            writeln!(out)?;
-            return Ok(Answer::Quit);
-        }
-        return Ok(match line.trim() {
-            "a" => Answer::One(Decision::Accept),
-            "r" => Answer::One(Decision::Reject),
-            "s" => Answer::One(Decision::Skip),
-            "A" => Answer::All(Decision::Accept),
-            "R" => Answer::All(Decision::Reject),
-            "q" => Answer::Quit,
-            other => {
-                writeln!(out, "{}", super::text::unknown_answer(other))?;
-                continue;
-            }
-        });
-    }
 }
 
 /// What accept did.
@@ -573,27 +505,23 @@ mod tests {
         m.get(id).unwrap().tensors["out.y"].clone()
     }
 
-    fn run(review: &mut Review, script: &str) -> (Tally, String) {
-        let mut out = Vec::new();
-        let tally = review
-            .interactive(&mut std::io::Cursor::new(script.as_bytes()), &mut out)
-            .unwrap();
-        (tally, String::from_utf8(out).unwrap())
+    /// Carries out `decisions` on the pending cases in order (what the CLI's prompt does with
+    /// the answers it reads).
+    fn run(review: &mut Review, decisions: &[Decision]) {
+        let ids: Vec<String> = review.pending().iter().map(|p| p.id.clone()).collect();
+        for (id, d) in ids.iter().zip(decisions) {
+            review.decide(id, *d).unwrap();
+        }
     }
 
     #[test]
     fn accept_reject_and_skip_each_act_on_their_case_only() {
         let (dir, mut review) = staged_store();
         assert_eq!(review.pending().len(), 3);
-        let (tally, out) = run(&mut review, "a\nr\ns\n");
-        assert_eq!(tally.accepted, ["s/x1"]);
-        assert_eq!(tally.rejected, ["s/x2"]);
-        assert_eq!(tally.skipped, ["s/x3"]);
-        assert!(
-            out.contains("[1/3] changed    s/x1: out.y: new or changed digest"),
-            "{out}"
+        run(
+            &mut review,
+            &[Decision::Accept, Decision::Reject, Decision::Skip],
         );
-        assert!(out.contains("[3/3]"), "{out}");
         let current = on_disk(dir.path(), false).unwrap();
         let staged = on_disk(dir.path(), true).unwrap();
         assert_eq!(digest(&current, "s/x1"), "new");
@@ -606,42 +534,39 @@ mod tests {
     }
 
     #[test]
-    fn capital_a_accepts_every_remaining_case_and_ends_the_staging() {
+    fn accepting_the_last_pending_case_ends_the_staging() {
         let (dir, mut review) = staged_store();
-        let (tally, out) = run(&mut review, "s\nA\n");
-        assert_eq!(tally.skipped, ["s/x1"]);
-        assert_eq!(tally.accepted, ["s/x2", "s/x3"]);
-        assert!(!out.contains("[3/3]"), "A asks no more: {out}");
+        run(
+            &mut review,
+            &[Decision::Skip, Decision::Accept, Decision::Accept],
+        );
         assert_eq!(review.pending().len(), 1);
         let current = on_disk(dir.path(), false).unwrap();
         assert_eq!(digest(&current, "s/x3"), "new");
         // Accepting the last one removes the staged manifest.
-        let (tally, _) = run(&mut review, "a\n");
-        assert_eq!(tally.accepted, ["s/x1"]);
+        run(&mut review, &[Decision::Accept]);
+        assert!(review.pending().is_empty());
         assert!(on_disk(dir.path(), true).is_none());
     }
 
     #[test]
-    fn capital_r_rejects_every_remaining_case() {
+    fn rejecting_every_case_leaves_the_store_as_it_was() {
         let (dir, mut review) = staged_store();
-        let (tally, _) = run(&mut review, "R\n");
-        assert_eq!(tally.rejected.len(), 3);
+        run(&mut review, &[Decision::Reject; 3]);
         assert!(review.pending().is_empty());
         assert!(on_disk(dir.path(), true).is_none());
         assert_eq!(on_disk(dir.path(), false).unwrap(), manifest("old"));
     }
 
     #[test]
-    fn q_and_the_end_of_input_leave_the_rest_pending_and_unknown_keys_ask_again() {
+    fn an_undecided_case_stays_pending_and_staged() {
         let (dir, mut review) = staged_store();
-        let (tally, out) = run(&mut review, "x\nq\n");
-        assert_eq!(tally, Tally::default());
-        assert!(out.contains("`x` is not an answer"), "{out}");
+        run(&mut review, &[]);
         assert_eq!(review.pending().len(), 3);
         assert_eq!(on_disk(dir.path(), true).unwrap(), manifest("new"));
-        let (tally, _) = run(&mut review, "a\n");
-        assert_eq!(tally.accepted, ["s/x1"]);
+        run(&mut review, &[Decision::Accept]);
         assert_eq!(review.pending().len(), 2);
+        assert_eq!(on_disk(dir.path(), true).unwrap().cases.len(), 3);
     }
 
     #[test]

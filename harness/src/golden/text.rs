@@ -1,39 +1,29 @@
 //! User-facing strings of the golden commands: `verify`, `bless`, `accept` and `review`.
-//! They live beside the golden store whose outcomes they describe (the interactive review in
-//! [`super::review`] prints some of them), so the messages layer never reaches into `golden`.
+//! They live beside the golden store whose outcomes they describe, so the messages layer never
+//! reaches into `golden`; they read the outcomes (`review`, `bless`, `verify`), which never
+//! read them (the interactive prompt of `golden review` is the CLI's).
 
+use super::bless::{BlessChange, BlessReview};
 use super::review::{Pending, Tally};
 use super::verify::VerifyReport;
+use std::fmt;
 
 /// One pending case, as `--list` prints it and the interactive review shows it.
-pub fn pending_line(p: &Pending) -> String {
-    change_line(&p.id, &p.change)
+impl fmt::Display for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&change_line(&self.id, &self.change))
+    }
 }
 
 /// The pending cases, one a line, and their count.
 pub fn pending_list(pending: &[Pending]) -> String {
     let mut s = String::new();
     for p in pending {
-        s.push_str(&pending_line(p));
+        s.push_str(&p.to_string());
         s.push('\n');
     }
     s.push_str(&format!("{} case(s) pending review", pending.len()));
     s
-}
-
-/// The interactive review's heading for case `i` of `n`.
-pub fn case_header(i: usize, n: usize, p: &Pending) -> String {
-    format!("[{i}/{n}] {}", pending_line(p))
-}
-
-/// The question after each case.
-pub fn prompt() -> &'static str {
-    "  accept (a), reject (r), skip (s), accept all remaining (A), reject all remaining (R), quit (q)? "
-}
-
-/// An answer that is none of the keys.
-pub fn unknown_answer(answer: &str) -> String {
-    format!("  `{answer}` is not an answer: type a, r, s, A, R or q and press Enter")
 }
 
 /// After a review: what was decided and what is left.
@@ -62,55 +52,55 @@ pub fn needs_terminal_or_flags() -> &'static str {
      neither stay pending), or list the pending cases with `--list`"
 }
 
-pub fn verify_summary(r: &VerifyReport) -> String {
-    let mut s = String::new();
-    for f in &r.errors {
-        s.push_str(&format!("ERROR  {}: {}\n", f.subject, f.message));
+/// `golden verify`'s findings, one a line, and the totals.
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for e in &self.errors {
+            writeln!(f, "ERROR  {}: {}", e.subject, e.message)?;
+        }
+        for d in &self.drift {
+            writeln!(f, "DRIFT  {}: {}", d.subject, d.message)?;
+        }
+        write!(
+            f,
+            "golden verify: {} cases checked, {} drifted, {} store errors",
+            self.checked,
+            self.drift.len(),
+            self.errors.len()
+        )
     }
-    for f in &r.drift {
-        s.push_str(&format!("DRIFT  {}: {}\n", f.subject, f.message));
-    }
-    s.push_str(&format!(
-        "golden verify: {} cases checked, {} drifted, {} store errors",
-        r.checked,
-        r.drift.len(),
-        r.errors.len()
-    ));
-    s
 }
 
-pub fn bless_review(r: &super::bless::BlessReview) -> String {
-    use super::bless::BlessChange;
-    let mut s = String::new();
-    let mut unchanged = 0;
-    for (id, c) in &r.changes {
-        match c {
-            BlessChange::Unchanged => unchanged += 1,
-            c => {
-                s.push_str(&change_line(id, c));
-                s.push('\n');
+/// What `golden bless` found and staged: each change, one a line, then the totals.
+impl fmt::Display for BlessReview {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut unchanged = 0;
+        for (id, c) in &self.changes {
+            match c {
+                BlessChange::Unchanged => unchanged += 1,
+                c => writeln!(f, "{}", change_line(id, c))?,
             }
         }
+        writeln!(
+            f,
+            "{unchanged} unchanged, {} to review",
+            self.changed_count()
+        )?;
+        if self.written.is_empty() {
+            f.write_str("nothing staged: the golden store is up to date")
+        } else {
+            write!(
+                f,
+                "staged {} file(s) as .new next to the golden data; review them, then run `conform golden review` (case by case) or `conform golden accept` (all)",
+                self.written.len()
+            )
+        }
     }
-    s.push_str(&format!(
-        "{unchanged} unchanged, {} to review\n",
-        r.changed_count()
-    ));
-    if r.written.is_empty() {
-        s.push_str("nothing staged: the golden store is up to date");
-    } else {
-        s.push_str(&format!(
-            "staged {} file(s) as .new next to the golden data; review them, then run `conform golden review` (case by case) or `conform golden accept` (all)",
-            r.written.len()
-        ));
-    }
-    s
 }
 
 /// One case of a bless review (and of `golden review`): `new`, `changed` with what
 /// changed, `removed`; `Unchanged` is a data file staged again for an unchanged entry.
-pub fn change_line(id: &str, c: &super::bless::BlessChange) -> String {
-    use super::bless::BlessChange;
+fn change_line(id: &str, c: &BlessChange) -> String {
     match c {
         BlessChange::New => format!("new        {id}"),
         BlessChange::Removed => format!("removed    {id}"),

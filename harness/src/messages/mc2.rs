@@ -25,56 +25,61 @@ pub struct PlanReport<'a> {
 }
 
 /// The human-readable plan report.
-pub fn plan_report(r: &PlanReport<'_>) -> String {
-    let p = r.plan;
-    let t = r.timeline;
-    let mut s = String::new();
-    s.push_str(&format!(
-        "MC2 MatmulAllReduce plan: M={} K={} N={} dtype={} (costs: {})\n",
-        r.m, r.k, r.n, r.dtype, r.costs_path
-    ));
-    s.push_str(&format!(
-        "bound: {} (unsplit matmul {:.1} us, all-reduce {:.1} us, {})\n",
-        p.bound.name(),
-        p.unsplit.matmul_us,
-        p.unsplit.comm_us,
-        unsplit_source(r.measured_unsplit)
-    ));
-    let tiles: Vec<String> = p.tiles.iter().map(u64::to_string).collect();
-    s.push_str(&format!("tiles: [{}]\n", tiles.join(", ")));
-    if p.split {
-        let position = match p.bound {
-            conform_reference::mc2::Bound::Communication => "first",
-            conform_reference::mc2::Bound::Compute => "last",
-        };
-        s.push_str(&format!(
-            "  short tile {} ({position}), {} long tile(s) of {} rows; bounds a={} b={} c={}, \
-             long-tile budget {:.2} us\n",
-            p.short_tile,
-            p.long_count,
-            p.long_tile,
-            p.short_tile_bounds.a,
-            p.short_tile_bounds.b,
-            p.short_tile_bounds.c,
-            p.long_tile_budget_us
-        ));
-    } else if let Some(why) = &p.no_split_reason {
-        s.push_str(&format!("  not split: {why}\n"));
+impl std::fmt::Display for PlanReport<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (r, p, t) = (self, self.plan, self.timeline);
+        writeln!(
+            f,
+            "MC2 MatmulAllReduce plan: M={} K={} N={} dtype={} (costs: {})",
+            r.m, r.k, r.n, r.dtype, r.costs_path
+        )?;
+        writeln!(
+            f,
+            "bound: {} (unsplit matmul {:.1} us, all-reduce {:.1} us, {})",
+            p.bound.name(),
+            p.unsplit.matmul_us,
+            p.unsplit.comm_us,
+            unsplit_source(r.measured_unsplit)
+        )?;
+        let tiles: Vec<String> = p.tiles.iter().map(u64::to_string).collect();
+        writeln!(f, "tiles: [{}]", tiles.join(", "))?;
+        if p.split {
+            let position = match p.bound {
+                conform_reference::mc2::Bound::Communication => "first",
+                conform_reference::mc2::Bound::Compute => "last",
+            };
+            writeln!(
+                f,
+                "  short tile {} ({position}), {} long tile(s) of {} rows; bounds a={} b={} c={}, \
+                 long-tile budget {:.2} us",
+                p.short_tile,
+                p.long_count,
+                p.long_tile,
+                p.short_tile_bounds.a,
+                p.short_tile_bounds.b,
+                p.short_tile_bounds.c,
+                p.long_tile_budget_us
+            )?;
+        } else if let Some(why) = &p.no_split_reason {
+            writeln!(f, "  not split: {why}")?;
+        }
+        writeln!(f, "serial: {:.1} us", t.serial_us)?;
+        writeln!(
+            f,
+            "predicted fused: {:.1} us (gain {:.1} us, {:.1}%)",
+            t.makespan_us,
+            t.gain_us,
+            100.0 * t.gain_fraction
+        )?;
+        if let Some(fused) = r.measured_fused_us {
+            writeln!(
+                f,
+                "measured fused: {fused:.1} us (predicted - measured = {:+.1} us)",
+                t.makespan_us - fused
+            )?;
+        }
+        Ok(())
     }
-    s.push_str(&format!("serial: {:.1} us\n", t.serial_us));
-    s.push_str(&format!(
-        "predicted fused: {:.1} us (gain {:.1} us, {:.1}%)\n",
-        t.makespan_us,
-        t.gain_us,
-        100.0 * t.gain_fraction
-    ));
-    if let Some(f) = r.measured_fused_us {
-        s.push_str(&format!(
-            "measured fused: {f:.1} us (predicted - measured = {:+.1} us)\n",
-            t.makespan_us - f
-        ));
-    }
-    s
 }
 
 /// `--dtype` is not an MC2 dtype.

@@ -1,8 +1,8 @@
 //! The user-facing messages of the `conform` CLI that belong to no one layer (per command in
 //! submodules). The text of a layer's own outcomes lives in that layer, so no arrow runs back
 //! up from here: `golden::text` (verify, bless, accept, review), `adequacy::text` (the kill
-//! matrix), `runner::keep_text` (kept outputs), `runner::memory::over_memory_limit`,
-//! `perf::budget_text` (budgets).
+//! matrix), `runner::keep_text` (kept outputs), `runner::memory::OverMemoryLimit`,
+//! `perf::budget` (a budget outcome's `Display`).
 
 pub mod mc2;
 pub mod perf;
@@ -515,14 +515,6 @@ pub fn skip_summary(results: &RunResults) -> Option<String> {
     Some(s)
 }
 
-/// Two targets of one run with the same name (a `--worker` named like a `--target`).
-pub fn duplicate_target(name: &str) -> String {
-    format!(
-        "two targets named `{name}`: a --worker directory is named like another target of the \
-         run; run them separately"
-    )
-}
-
 /// `conform validate` start line.
 pub fn validate_start(worker: &str, out: &std::path::Path) -> String {
     format!("validating worker `{worker}`: fresh seeds, every applicable suite, correctness and budgets; report in {}", out.display())
@@ -568,21 +560,32 @@ pub fn validate_coverage(
     lines
 }
 
+/// Why a `--threads` value cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThreadsError {
+    #[error("`{0}` is not a whole number of threads")]
+    NotANumber(String),
+    #[error("at least 1 thread is needed")]
+    Zero,
+    #[error(
+        "at most {max} on this machine ({per_core} per available core; results never depend on \
+         the count)",
+        per_core = conform_reference::parallel::MAX_THREADS_PER_CORE
+    )]
+    OverMax { max: usize },
+}
+
 /// Parses a `--threads` value: a whole number from 1 to `max` (this machine's ceiling).
-pub fn parse_threads(s: &str, max: usize) -> Result<usize, String> {
+pub fn parse_threads(s: &str, max: usize) -> Result<usize, ThreadsError> {
     let n: u128 = s
         .trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a whole number of threads"))?;
+        .map_err(|_| ThreadsError::NotANumber(s.to_string()))?;
     if n == 0 {
-        return Err("at least 1 thread is needed".to_string());
+        return Err(ThreadsError::Zero);
     }
     if n > max as u128 {
-        return Err(format!(
-            "at most {max} on this machine ({} per available core; results never depend on \
-             the count)",
-            conform_reference::parallel::MAX_THREADS_PER_CORE
-        ));
+        return Err(ThreadsError::OverMax { max });
     }
     Ok(n as usize)
 }

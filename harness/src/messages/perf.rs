@@ -220,6 +220,3 @@ pub fn kept_control(target: &str, dir: &std::path::Path, repo: &[std::path::Path
         dir.display()
     )
 }
-
-pub const AGAINST_NEEDS_PERF: &str =
-    "--against times the targets against another one: it needs --perf";

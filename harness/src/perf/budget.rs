@@ -11,12 +11,12 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::budget_text as messages;
 use super::error::PerfError;
-use super::roofline::Roofline;
+use super::roofline::{Bound, Roofline};
 
 /// The budget of one case on one hardware profile.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -68,12 +68,111 @@ pub fn validate_budgets(budgets: &Budgets) -> Result<(), PerfError> {
     budgets.iter().try_for_each(|(hw, b)| b.validate(hw))
 }
 
-/// Outcome of a budget check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One way a measured time misses its budget; `Display` is the message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetProblem {
+    /// The median is over `max_us` (or NaN).
+    OverTime { measured_us: f64, max_us: f64 },
+    /// The roofline fraction is under `min_roofline_fraction`.
+    UnderRoofline { fraction: f64, min: f64 },
+    /// A roofline budget, but no roofline figures to judge it by (never a silent pass).
+    RooflineUnknown { min: f64 },
+    /// The time is below the roofline floor: a broken timer or skipped work.
+    Implausible {
+        time_us: f64,
+        floor_us: f64,
+        hardware: String,
+        bound: Bound,
+    },
+}
+
+impl fmt::Display for BudgetProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BudgetProblem::OverTime {
+                measured_us,
+                max_us,
+            } => write!(
+                f,
+                "median {measured_us:.2} us exceeds the budget of {max_us:.2} us"
+            ),
+            BudgetProblem::UnderRoofline { fraction, min } => write!(
+                f,
+                "roofline fraction {fraction:.3} is below the required {min:.3}"
+            ),
+            BudgetProblem::RooflineUnknown { min } => write!(
+                f,
+                "a minimum roofline fraction of {min:.3} is required but the case has no \
+                 roofline figures (FLOPs/bytes or the hardware profile are missing)"
+            ),
+            BudgetProblem::Implausible {
+                time_us,
+                floor_us,
+                hardware,
+                bound,
+            } => write!(
+                f,
+                "implausible: {time_us:.3} us is below the roofline floor of {floor_us:.3} us \
+                 on {hardware} ({}-bound) — a broken timer or skipped work",
+                match bound {
+                    Bound::Compute => "compute",
+                    Bound::Memory => "memory",
+                }
+            ),
+        }
+    }
+}
+
+/// Outcome of a budget check: the measured median, the budget, the roofline fraction and what
+/// went over. `Display` is the one-line summary the report and the failure show.
+#[derive(Debug, Clone, PartialEq)]
 pub struct BudgetOutcome {
-    pub passed: bool,
-    /// Measured median, budget and roofline fraction, for the report.
-    pub message: String,
+    pub case: String,
+    pub hardware: String,
+    pub measured_us: f64,
+    pub budget: Budget,
+    pub fraction: Option<f64>,
+    /// Empty when the time is within budget.
+    pub problems: Vec<BudgetProblem>,
+}
+
+impl BudgetOutcome {
+    /// Whether the time is within every budget.
+    pub fn passed(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+impl fmt::Display for BudgetOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} on {}: median {:.2} us",
+            self.case, self.hardware, self.measured_us
+        )?;
+        match self.budget.max_us {
+            Some(m) => write!(f, ", budget {m:.2} us")?,
+            None => f.write_str(", no time budget")?,
+        }
+        match self.fraction {
+            Some(x) => write!(f, ", roofline fraction {x:.3}")?,
+            None => f.write_str(", roofline fraction unknown")?,
+        }
+        if let Some(min) = self.budget.min_roofline_fraction {
+            write!(f, " (minimum {min:.3})")?;
+        }
+        if self.problems.is_empty() {
+            return f.write_str(": within budget");
+        }
+        f.write_str(": OVER BUDGET: ")?;
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
 }
 
 /// Check the median time `measured_us` of `case` on `hardware` against `budget`.
@@ -91,31 +190,41 @@ pub fn evaluate_budget(
     if let Some(max) = budget.max_us {
         // a NaN measurement never passes
         if measured_us.is_nan() || measured_us > max {
-            problems.push(messages::over_time_budget(measured_us, max));
+            problems.push(BudgetProblem::OverTime {
+                measured_us,
+                max_us: max,
+            });
         }
     }
     if let Some(min) = budget.min_roofline_fraction {
         match fraction {
             Some(f) if f >= min => {}
-            Some(f) => problems.push(messages::under_roofline_budget(f, min)),
-            None => problems.push(messages::roofline_unknown(min)),
+            Some(f) => problems.push(BudgetProblem::UnderRoofline { fraction: f, min }),
+            None => problems.push(BudgetProblem::RooflineUnknown { min }),
         }
     }
     if let Some(r) = roofline
         && r.implausible
     {
-        problems.push(messages::implausible_time(r));
+        problems.push(BudgetProblem::Implausible {
+            time_us: r.time_us,
+            floor_us: r.floor_us,
+            hardware: r.hardware.clone(),
+            bound: r.bound,
+        });
     }
-    let passed = problems.is_empty();
     BudgetOutcome {
-        passed,
-        message: messages::budget_summary(case, hardware, measured_us, budget, fraction, &problems),
+        case: case.to_string(),
+        hardware: hardware.to_string(),
+        measured_us,
+        budget: *budget,
+        fraction,
+        problems,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::roofline::Bound;
     use super::*;
 
     fn roof(fraction: f64) -> Roofline {
@@ -139,13 +248,13 @@ mod tests {
             min_roofline_fraction: None,
         };
         let o = evaluate_budget("fa_1k", "atlas-300i-duo", &b, 2700.0, Some(&roof(0.21)));
-        assert!(!o.passed);
+        assert!(!o.passed());
         for needle in ["2700", "2601", "0.21", "fa_1k", "atlas-300i-duo"] {
-            assert!(o.message.contains(needle), "{needle} not in {}", o.message);
+            assert!(o.to_string().contains(needle), "{needle} not in {o}");
         }
         let o = evaluate_budget("fa_1k", "atlas-300i-duo", &b, 2400.0, Some(&roof(0.23)));
-        assert!(o.passed, "{}", o.message);
-        assert!(o.message.contains("2400") && o.message.contains("2601"));
+        assert!(o.passed(), "{o}");
+        assert!(o.to_string().contains("2400") && o.to_string().contains("2601"));
     }
 
     #[test]
@@ -154,12 +263,12 @@ mod tests {
             max_us: None,
             min_roofline_fraction: Some(0.3),
         };
-        assert!(!evaluate_budget("c", "h", &b, 10.0, Some(&roof(0.2))).passed);
-        assert!(evaluate_budget("c", "h", &b, 10.0, Some(&roof(0.4))).passed);
+        assert!(!evaluate_budget("c", "h", &b, 10.0, Some(&roof(0.2))).passed());
+        assert!(evaluate_budget("c", "h", &b, 10.0, Some(&roof(0.4))).passed());
         let o = evaluate_budget("c", "h", &b, 10.0, None);
-        assert!(!o.passed && o.message.contains("roofline"), "{}", o.message);
+        assert!(!o.passed() && o.to_string().contains("roofline"), "{o}");
         // a time below the floor never passes
-        assert!(!evaluate_budget("c", "h", &b, 10.0, Some(&roof(1.2))).passed);
+        assert!(!evaluate_budget("c", "h", &b, 10.0, Some(&roof(1.2))).passed());
     }
 
     #[test]

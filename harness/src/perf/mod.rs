@@ -11,10 +11,11 @@
 //! - [`history`]: the perf history store, and the gate against a series' newest segment;
 //!   [`changepoint`]: E-divisive change points of a series.
 //! - [`roofline`], [`hardware`], [`budget`]: how fast a kernel should be; [`soc`]: a profile's
-//!   SoC core counts, which recipes that model a kernel's run-time tiling read.
+//!   SoC core counts, which recipes that model a kernel's run-time tiling read;
+//!   [`built_in_profiles`]: the profiles built into the library.
 
 pub mod budget;
-pub mod budget_text;
+pub mod built_in_profiles;
 pub mod case_rng;
 pub mod changepoint;
 pub mod compare;
@@ -36,7 +37,9 @@ pub mod student_t;
 pub mod verdict_text;
 pub mod welch;
 
-pub use budget::{evaluate_budget, validate_budgets, Budget, BudgetOutcome, Budgets};
+pub use budget::{
+    evaluate_budget, validate_budgets, Budget, BudgetOutcome, BudgetProblem, Budgets,
+};
 pub use compare::{compare, compare_samples, Comparison, GateConfig, SampleComparison, Verdict};
 pub use error::PerfError;
 pub use hardware::{load_profiles, HardwareProfile};

@@ -1,8 +1,8 @@
 //! The reasons the gate's comparisons give (`perf::compare`, `perf::rounds`): why a case got
 //! its verdict, in the user's words. They live beside the comparisons that own these
-//! outcomes, so the messages layer never has to reach back into `perf` (as `budget_text`).
+//! outcomes, so the messages layer never has to reach back into `perf`.
 
-use super::compare::{GateConfig, RoundsSummary, SampleComparison, Verdict};
+use conform_metadata::compare::{GateConfig, RoundsSummary, SampleComparison, Verdict};
 
 /// INCONCLUSIVE: the two records of a case were timed with other op parameters.
 pub fn other_params(baseline: &str, candidate: &str) -> String {

@@ -49,7 +49,7 @@ pub fn results(path: &Path) -> Result<RunResults, ReportError> {
         return crate::runner::journal::recover(&text).map_err(|reason| ReportError::Field {
             path: path.to_path_buf(),
             field: "journal".to_string(),
-            reason,
+            reason: reason.to_string(),
         });
     }
     let value: Value = json(path, Limit::RESULTS)?;

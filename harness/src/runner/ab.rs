@@ -154,7 +154,7 @@ pub fn ab_compare(
                 lost: Vec::new(),
                 not_timed: None,
             }),
-            Err(e) => out.not_timed.push((case.id.clone(), e)),
+            Err(e) => out.not_timed.push((case.id.clone(), e.to_string())),
         }
     }
     let all: Vec<usize> = (0..timed.len()).collect();
@@ -267,6 +267,15 @@ fn priming(t: &Timed, side: usize) -> ExecRequest {
     r
 }
 
+/// Why a case cannot be timed A/B: its inputs or its op's outputs cannot be had.
+#[derive(Debug, thiserror::Error)]
+enum PrepareError {
+    #[error(transparent)]
+    Inputs(#[from] crate::case_data::CaseDataError),
+    #[error(transparent)]
+    Op(#[from] conform_reference::ops::OpError),
+}
+
 /// The two requests of a case (candidate's, then baseline's): its inputs of `seed`, its
 /// outputs, each side's recipe, [`WARMUP_PER_REQUEST`] and half a round's samples; or why it
 /// cannot be.
@@ -277,12 +286,11 @@ fn prepare(
     rounds: u32,
     candidate: &mut dyn Target,
     against: &mut dyn Target,
-) -> Result<[ExecRequest; 2], String> {
-    let inputs = crate::case_data::generate_inputs(case, seed).map_err(|e| e.to_string())?;
+) -> Result<[ExecRequest; 2], PrepareError> {
+    let inputs = crate::case_data::generate_inputs(case, seed)?;
     let outputs = conform_reference::ops::find(&case.op)
         .and_then(|f| f.describe(&case.params))
-        .map(|d| d.outputs)
-        .map_err(|e| e.to_string())?;
+        .map(|d| d.outputs)?;
     let per_round = samples_per_round(settings.iterations.unwrap_or(case.perf.iterations), rounds);
     let timing = TimingRequest {
         warmup: settings.warmup.unwrap_or(WARMUP_PER_REQUEST),

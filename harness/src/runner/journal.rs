@@ -82,9 +82,23 @@ impl Journal {
     }
 }
 
+/// Why a text is not a results journal.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// A line (not the torn last one) that is neither the header nor a case result.
+    #[error("line {line}: not a journal line: {error}")]
+    NotALine {
+        line: usize,
+        error: serde_json::Error,
+    },
+    /// Nothing to recover.
+    #[error("holds no journal header and no finished case")]
+    Empty,
+}
+
 /// Turns the text of a journal back into a results file (see the module documentation), or
 /// says why it is not a journal.
-pub fn recover(text: &str) -> Result<RunResults, String> {
+pub fn recover(text: &str) -> Result<RunResults, JournalError> {
     let mut header: Option<JournalHeader> = None;
     let mut cases: Vec<CaseResult> = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -102,12 +116,12 @@ pub fn recover(text: &str) -> Result<RunResults, String> {
             // A torn last line (the process died while writing it) is expected; anything else
             // is not a journal.
             Err(_) if i + 1 == text.lines().count() && !text.ends_with('\n') => {}
-            Err(e) => return Err(format!("line {}: not a journal line: {e}", i + 1)),
+            Err(error) => return Err(JournalError::NotALine { line: i + 1, error }),
         }
     }
     let Some(h) = header else {
         if cases.is_empty() {
-            return Err("holds no journal header and no finished case".to_string());
+            return Err(JournalError::Empty);
         }
         // A journal written before headers existed: the cases, nothing about the plan.
         return Ok(RunResults {

@@ -65,8 +65,21 @@ pub fn default_limit() -> u64 {
         .unwrap_or(8 << 30)
 }
 
+/// Why a `--max-memory` value is not a size: each names the value as given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("`{0}`: unknown size suffix (use K, M, G or T)")]
+    UnknownSuffix(String),
+    #[error("`{0}` is not a size (e.g. 4G, 512M, 1073741824)")]
+    NotANumber(String),
+    #[error("`{0}`: a memory limit must be positive")]
+    NotPositive(String),
+    #[error("`{0}`: a memory limit of less than one byte")]
+    BelowOneByte(String),
+}
+
 /// Parses a size for `--max-memory`: bytes, or a number with K, M, G or T (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -75,7 +88,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
                 'M' => 1 << 20,
                 'G' => 1 << 30,
                 'T' => 1 << 40,
-                _ => return Err(format!("`{s}`: unknown size suffix (use K, M, G or T)")),
+                _ => return Err(SizeError::UnknownSuffix(s.to_string())),
             };
             (&t[..i], m)
         }
@@ -83,30 +96,43 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     let v: f64 = num
         .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 4G, 512M, 1073741824)"))?;
+        .map_err(|_| SizeError::NotANumber(s.to_string()))?;
     if !(v.is_finite() && v > 0.0) {
-        return Err(format!("`{s}`: a memory limit must be positive"));
+        return Err(SizeError::NotPositive(s.to_string()));
     }
     // Saturates at u64::MAX for absurdly large values; below one byte is refused.
     let bytes = (v * mult as f64) as u64;
     if bytes == 0 {
-        return Err(format!("`{s}`: a memory limit of less than one byte"));
+        return Err(SizeError::BelowOneByte(s.to_string()));
     }
     Ok(bytes)
 }
 
-/// A case refused by resource admission, before anything was allocated.
-pub fn over_memory_limit(e: &MemoryEstimate, limit: u64) -> String {
-    const GIB: f64 = (1u64 << 30) as f64;
-    format!(
-        "not run: needs about {:.3} GiB (inputs {:.3}, outputs {:.3}, oracle and scratch {:.3}), \
-         over the memory limit of {:.3} GiB (--max-memory; default half the available memory)",
-        e.total() / GIB,
-        e.inputs / GIB,
-        e.outputs / GIB,
-        e.oracle_and_scratch / GIB,
-        limit as f64 / GIB
-    )
+/// A case refused by resource admission, before anything was allocated: what it needs and
+/// the limit. `Display` is the case's message.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OverMemoryLimit {
+    pub need: MemoryEstimate,
+    /// The limit in bytes.
+    pub limit: u64,
+}
+
+impl std::fmt::Display for OverMemoryLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const GIB: f64 = (1u64 << 30) as f64;
+        let e = &self.need;
+        write!(
+            f,
+            "not run: needs about {:.3} GiB (inputs {:.3}, outputs {:.3}, oracle and scratch \
+             {:.3}), over the memory limit of {:.3} GiB (--max-memory; default half the \
+             available memory)",
+            e.total() / GIB,
+            e.inputs / GIB,
+            e.outputs / GIB,
+            e.oracle_and_scratch / GIB,
+            self.limit as f64 / GIB
+        )
+    }
 }
 
 #[cfg(test)]

@@ -27,11 +27,7 @@ use conform_targets::target::Target;
 
 /// The seed of each case for this run: `--seed`, a fresh one, or the case's own.
 pub fn seed_for(case: &Case, opts: &RunOptions) -> u64 {
-    match (opts.seed, opts.fresh_seeds) {
-        (Some(s), _) => s,
-        (None, true) => crate::seed::fresh_seed(),
-        (None, false) => case.seed,
-    }
+    opts.seeds.seed_for(case.seed)
 }
 
 /// Runs `cases` on `targets`, telling `progress` as it goes. Each case gets one seed shared by
@@ -113,7 +109,7 @@ fn run_cases(
             journal: 1,
             conform_version: env!("CARGO_PKG_VERSION").to_string(),
             started_at: started_at.clone(),
-            fresh_seeds: opts.fresh_seeds,
+            fresh_seeds: opts.seeds.is_fresh(),
             hardware: opts.hardware.as_ref().map(|h| h.id.clone()),
             root: opts.root.clone(),
             planned: cases
@@ -198,7 +194,7 @@ fn run_cases(
         schema_version: RESULTS_SCHEMA_VERSION,
         conform_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at,
-        fresh_seeds: opts.fresh_seeds,
+        fresh_seeds: opts.seeds.is_fresh(),
         hardware: opts.hardware.as_ref().map(|h| h.id.clone()),
         cases: results,
         interrupted: crate::interrupt::received().map(crate::interrupt::signal_name),

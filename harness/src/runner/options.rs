@@ -6,10 +6,8 @@ use conform_reference::parallel::Threads;
 pub struct RunOptions {
     /// Verify the reference target's outputs against the golden store (the main job).
     pub golden: Option<std::sync::Arc<crate::golden::GoldenStore>>,
-    /// Override every case's seed (replay) — `--seed`.
-    pub seed: Option<u64>,
-    /// Draw a fresh seed per case — `--fresh-seeds`.
-    pub fresh_seeds: bool,
+    /// Which seed each case gets: its own, `--seed` (replay) or a fresh one (`--fresh-seeds`).
+    pub seeds: crate::seed::SeedPolicy,
     /// Ask targets for timings — `--perf`.
     pub perf: bool,
     /// Override warm-up / iteration counts of every case.
@@ -52,8 +50,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             golden: None,
-            seed: None,
-            fresh_seeds: false,
+            seeds: crate::seed::SeedPolicy::Suite,
             perf: false,
             warmup: None,
             iterations: None,

@@ -159,11 +159,15 @@ fn admit(
     };
     let mut policies = match case.output_policies(&desc, false) {
         Ok(p) => p,
-        Err(e) => return done(result(case, name, seed, Status::Error, e)),
+        Err(e) => return done(result(case, name, seed, Status::Error, e.to_string())),
     };
     let need = super::memory::estimate(&desc, policies.values().any(|p| p.needs().oracle));
     if need.total() > opts.max_memory as f64 {
-        let message = super::memory::over_memory_limit(&need, opts.max_memory);
+        let message = super::memory::OverMemoryLimit {
+            need,
+            limit: opts.max_memory,
+        }
+        .to_string();
         return done(result(case, name, seed, Status::Error, message));
     }
     // Which recipe the target is asked to emulate.
@@ -190,7 +194,7 @@ fn admit(
             // checked exactly against the case's recipe makes the case inapplicable.
             policies = match case.output_policies(&desc, true) {
                 Ok(p) => p,
-                Err(e) => return done(result(case, name, seed, Status::Error, e)),
+                Err(e) => return done(result(case, name, seed, Status::Error, e.to_string())),
             };
             let exact: Vec<&str> = policies
                 .values()
@@ -335,7 +339,7 @@ impl TrialRun<'_> {
             alternate.as_ref(),
             self.opts.threads,
         )
-        .map_err(|e| (Status::Error, e))?;
+        .map_err(|e| (Status::Error, e.to_string()))?;
         self.record_metrics(set, set_seed, metrics);
         self.check_against_first_run(request, exec);
         Ok(())
@@ -478,8 +482,8 @@ impl TrialRun<'_> {
             Ok((record, budget)) => {
                 self.out.perf = serde_json::to_value(&record).ok();
                 match budget {
-                    Some(b) if !b.passed => self.failures.push(b.message),
-                    Some(b) => self.out.notes.push(b.message),
+                    Some(b) if !b.passed() => self.failures.push(b.to_string()),
+                    Some(b) => self.out.notes.push(b.to_string()),
                     None => {}
                 }
             }
@@ -577,6 +581,17 @@ fn params_digest(params: &serde_json::Value) -> String {
     blake3::hash(text.as_bytes()).to_hex()[..16].to_string()
 }
 
+/// Why a timed execution gives no perf record.
+#[derive(Debug, thiserror::Error)]
+enum TimingError {
+    /// The samples are empty or not finite.
+    #[error("the target returned no usable samples: {0}")]
+    NoSamples(crate::perf::PerfError),
+    /// The setup time or the work does not fit the record.
+    #[error(transparent)]
+    Record(#[from] crate::perf::PerfError),
+}
+
 /// The perf record of a timed execution: raw samples, setup time, the op's FLOPs and bytes,
 /// the roofline figures on the run's hardware profile, and the budget outcome there.
 fn perf_record(
@@ -585,19 +600,19 @@ fn perf_record(
     desc: &OpDescription,
     exec: &Execution,
     opts: &RunOptions,
-) -> Result<(crate::perf::PerfRecord, Option<crate::perf::BudgetOutcome>), String> {
+) -> Result<(crate::perf::PerfRecord, Option<crate::perf::BudgetOutcome>), TimingError> {
     use crate::perf::{evaluate_budget, stats::median, PerfRecord, PerfRecordBuild, Work};
     let warmup = opts.warmup.unwrap_or(case.perf.warmup);
     let iterations = opts.iterations.unwrap_or(case.perf.iterations);
     let mut record = PerfRecord::from_samples(&case.id, target, exec.timings_us.clone())
-        .map_err(|e| format!("the target returned no usable samples: {e}"))?
+        .map_err(TimingError::NoSamples)?
         .with_protocol(warmup, iterations);
     record.params_digest = Some(params_digest(&case.params));
     if exec.cpu_us.len() == exec.timings_us.len() {
         record.cpu_us = exec.cpu_us.clone();
     }
     if let Some(setup) = exec.setup_us {
-        record = record.with_setup(vec![setup]).map_err(|e| e.to_string())?;
+        record = record.with_setup(vec![setup])?;
     }
     // The compute ceiling is the peak of the op's compute type, as the op describes it.
     let dtype = desc.cost.compute.suite_name();
@@ -609,9 +624,7 @@ fn perf_record(
         .hardware
         .as_ref()
         .filter(|p| p.peak_flops(dtype).is_ok());
-    record = record
-        .with_work(work, profile.map(|p| (p, dtype)))
-        .map_err(|e| e.to_string())?;
+    record = record.with_work(work, profile.map(|p| (p, dtype)))?;
     if let (Some(hw), None) = (&opts.hardware, profile) {
         record = record.on_hardware(hw.id.clone());
     }

@@ -78,6 +78,13 @@ impl Case {
     }
 }
 
+/// An output whose check policy was never read: the case was not loaded by `load_all`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "output `{0}` has no check policy (the case was not loaded by `load_all`, which reads them)"
+)]
+pub struct UnloadedChecks(pub String);
+
 impl Case {
     /// The check policy of every output of the op `desc` describes: the case's own
     /// (`own_recipe = false`), or those for a target that runs its own recipe
@@ -86,7 +93,7 @@ impl Case {
         &self,
         desc: &conform_reference::ops::OpDescription,
         own_recipe: bool,
-    ) -> Result<std::collections::BTreeMap<String, CheckPolicy>, String> {
+    ) -> Result<std::collections::BTreeMap<String, CheckPolicy>, UnloadedChecks> {
         let typed = if own_recipe {
             &self.policies_without_recipe
         } else {
@@ -96,10 +103,7 @@ impl Case {
             .iter()
             .map(|spec| match typed.get(&spec.name) {
                 Some(p) => Ok((spec.name.clone(), p.clone())),
-                None => Err(format!(
-                    "output `{}` has no check policy (the case was not loaded by `load_all`, which reads them)",
-                    spec.name
-                )),
+                None => Err(UnloadedChecks(spec.name.clone())),
             })
             .collect()
     }

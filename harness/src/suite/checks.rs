@@ -5,8 +5,45 @@
 use super::case::Case;
 use crate::perf::{validate_budgets, Budgets};
 use crate::verdict::CheckPolicy;
+use crate::verdict::{CheckError, PolicyError};
 use conform_reference::ops::OpDescription;
 use std::collections::BTreeMap;
+
+/// Why a case's checks do not fit its op's outputs; each names the output and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseChecksError {
+    /// A check table that is no check policy.
+    #[error("check of output `{output}` (`{field}`): {error}")]
+    Read {
+        output: String,
+        field: String,
+        error: CheckError,
+    },
+    /// A check policy that does not apply to the output (its parameters or its dtype).
+    #[error("check of output `{output}` (`{field}`): {error}")]
+    Invalid {
+        output: String,
+        field: String,
+        error: PolicyError,
+    },
+    /// An output without a check.
+    #[error("output `{0}` has no check policy (set `check` or `checks.{0}`)")]
+    NoPolicy(String),
+    /// A `checks.<name>` for an output the op does not have.
+    #[error("`checks.{name}` names no output of op `{op}`")]
+    NoSuchOutput { name: String, op: String },
+}
+
+/// Why a case's budgets cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetsError {
+    /// The table is not budgets.
+    #[error("budget: {0}")]
+    Parse(String),
+    /// A budget out of range.
+    #[error("budget: {0}")]
+    Invalid(crate::perf::PerfError),
+}
 
 /// Where output `output`'s check is written: `checks.<output>`, or the case's `check`.
 fn field(own: bool, output: &str) -> String {
@@ -18,9 +55,28 @@ fn field(own: bool, output: &str) -> String {
 }
 
 /// Reads one table; an error names the output and the field it came from.
-fn read(table: &toml::Table, output: &str, field: &str) -> Result<CheckPolicy, String> {
-    CheckPolicy::from_table(table)
-        .map_err(|e| format!("check of output `{output}` (`{field}`): {e}"))
+fn read(table: &toml::Table, output: &str, field: &str) -> Result<CheckPolicy, CaseChecksError> {
+    CheckPolicy::from_table(table).map_err(|error| CaseChecksError::Read {
+        output: output.to_string(),
+        field: field.to_string(),
+        error,
+    })
+}
+
+/// Checks `policy` against the output's dtype; an error names the output and the field.
+fn validate(
+    policy: &CheckPolicy,
+    dtype: conform_reference::ops::ElemType,
+    output: &str,
+    field: &str,
+) -> Result<(), CaseChecksError> {
+    policy
+        .validate_for(dtype)
+        .map_err(|error| CaseChecksError::Invalid {
+            output: output.to_string(),
+            field: field.to_string(),
+            error,
+        })
 }
 
 /// The check policy of every output of the case described by `desc`, as
@@ -31,25 +87,22 @@ fn read(table: &toml::Table, output: &str, field: &str) -> Result<CheckPolicy, S
 pub fn resolve_checks(
     case: &Case,
     desc: &OpDescription,
-) -> Result<(BTreeMap<String, CheckPolicy>, BTreeMap<String, CheckPolicy>), String> {
+) -> Result<(BTreeMap<String, CheckPolicy>, BTreeMap<String, CheckPolicy>), CaseChecksError> {
     let mut own = BTreeMap::new();
     let mut without = BTreeMap::new();
     for spec in &desc.outputs {
         let name = &spec.name;
-        let table = case.check_for(name).ok_or_else(|| {
-            format!("output `{name}` has no check policy (set `check` or `checks.{name}`)")
-        })?;
+        let table = case
+            .check_for(name)
+            .ok_or_else(|| CaseChecksError::NoPolicy(name.clone()))?;
         let field_name = field(case.checks.contains_key(name), name);
         let policy = read(table, name, &field_name)?;
-        policy
-            .validate_for(spec.dtype)
-            .map_err(|e| format!("check of output `{name}` (`{field_name}`): {e}"))?;
+        validate(&policy, spec.dtype, name, &field_name)?;
         let other = match case.checks_without_recipe.get(name) {
             Some(t) => {
                 let field_name = format!("checks_without_recipe.{name}");
                 let p = read(t, name, &field_name)?;
-                p.validate_for(spec.dtype)
-                    .map_err(|e| format!("check of output `{name}` (`{field_name}`): {e}"))?;
+                validate(&p, spec.dtype, name, &field_name)?;
                 p
             }
             None => policy.clone(),
@@ -59,80 +112,24 @@ pub fn resolve_checks(
     }
     for name in &case.own_checks {
         if !desc.outputs.iter().any(|o| &o.name == name) {
-            return Err(format!(
-                "`checks.{name}` names no output of op `{}`",
-                case.op
-            ));
+            return Err(CaseChecksError::NoSuchOutput {
+                name: name.clone(),
+                op: case.op.clone(),
+            });
         }
     }
     Ok((own, without))
 }
 
 /// The case's budgets (`budget = { <hardware> = { max_us, min_roofline_fraction } }`).
-pub fn resolve_budgets(table: Option<&toml::Table>) -> Result<Budgets, String> {
+pub fn resolve_budgets(table: Option<&toml::Table>) -> Result<Budgets, BudgetsError> {
     let Some(table) = table else {
         return Ok(Budgets::default());
     };
     let b: Budgets = table
         .clone()
         .try_into()
-        .map_err(|e: toml::de::Error| format!("budget: {}", e.message()))?;
-    validate_budgets(&b).map_err(|e| format!("budget: {e}"))?;
+        .map_err(|e: toml::de::Error| BudgetsError::Parse(e.message().to_string()))?;
+    validate_budgets(&b).map_err(BudgetsError::Invalid)?;
     Ok(b)
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::suite::load::parse_suite;
-    use crate::suite::select::validate_case;
-    use std::path::Path;
-
-    const HEAD: &str = "[suite]\nname = \"paged_kv\"\nop = \"paged_kv\"\n[defaults]\nrecipe = \"reference\"\ncheck = { policy = \"bitwise\" }\n[[case]]\nname = \"x\"\nparams = { dtype = \"bf16\", layout = \"BnBsH\", num_blocks = 2, block_size = 16, num_key_value_heads = 1, head_dim = 16, num_tokens = 3 }\n";
-
-    fn load(extra: &str) -> Result<crate::suite::Case, String> {
-        let text = format!("{HEAD}{extra}");
-        let path = Path::new("suites/paged_kv.toml");
-        let mut cases = parse_suite(path, &text).map_err(|e| e.to_string())?;
-        let mut c = cases.remove(0);
-        validate_case(&mut c, &text).map_err(|e| e.to_string())?;
-        Ok(c)
-    }
-
-    #[test]
-    fn checks_and_budgets_become_typed_values_at_load() {
-        let c = load("checks_without_recipe = { value_cache_out = { policy = \"cann_mixed\" } }\nbudget = { atlas-800i-a2 = { max_us = 10.0 } }\n").unwrap();
-        assert_eq!(c.policies.len(), 2);
-        assert!(c.policies.values().all(|p| p.name() == "bitwise"));
-        assert_eq!(c.policies_without_recipe["key_cache_out"].name(), "bitwise");
-        assert_eq!(
-            c.policies_without_recipe["value_cache_out"].name(),
-            "cann_mixed"
-        );
-        assert_eq!(c.budgets["atlas-800i-a2"].max_us, Some(10.0));
-    }
-
-    #[test]
-    fn a_bad_check_names_the_file_case_output_and_field() {
-        let e = load("checks = { key_cache_out = { policy = \"allclose\", atol = -1.0 } }\n")
-            .unwrap_err();
-        for part in [
-            "suites/paged_kv.toml",
-            "paged_kv/x",
-            "key_cache_out",
-            "`checks.key_cache_out`",
-            "`atol`",
-        ] {
-            assert!(e.contains(part), "{part}: {e}");
-        }
-        let e = load("checks_without_recipe = { value_cache_out = { policy = \"nope\" } }\n")
-            .unwrap_err();
-        assert!(
-            e.contains("`checks_without_recipe.value_cache_out`") && e.contains("`nope`"),
-            "{e}"
-        );
-        let e = load("checks = { nothing = { policy = \"bitwise\" } }\n").unwrap_err();
-        assert!(e.contains("`checks.nothing` names no output"), "{e}");
-        let e = load("budget = { atlas-800i-a2 = { max_us = -1.0 } }\n").unwrap_err();
-        assert!(e.contains("paged_kv/x") && e.contains("budget"), "{e}");
-    }
 }

@@ -71,7 +71,7 @@ pub fn parse_suite_within(path: &Path, text: &str, loaded: u64) -> Result<Vec<Ca
             .name
             .clone()
             .ok_or_else(|| invalid(&location, "missing `name`".into()))?;
-        check_name(&name).map_err(|m| invalid(&location, m))?;
+        check_name(&name).map_err(|m| invalid(&location, m.to_string()))?;
         let params = merge(d.params.as_ref(), entry.params.as_ref());
         cases.push(resolve(path, &file, entry, &name, params)?);
     }
@@ -122,7 +122,25 @@ fn planned_cases(path: &Path, file: &SuiteFile) -> Result<u64, SuiteError> {
     Ok(total)
 }
 
-fn check_name(name: &str) -> Result<(), String> {
+/// A case name with characters or segments an id may not hold.
+#[derive(Debug, thiserror::Error)]
+#[error("case name `{0}` may only hold letters, digits and - _ . / (no empty or dot segments)")]
+struct BadCaseName(String);
+
+/// Why a `[[grid]]` axis value or id template cannot make a case.
+#[derive(Debug, thiserror::Error)]
+enum GridError {
+    #[error("a table value of axis `{0}` needs a `label`")]
+    NoLabel(String),
+    #[error("axis `{0}`: values must be scalars or tables")]
+    NotScalar(String),
+    #[error("unclosed `{{` in id template `{0}`")]
+    Unclosed(String),
+    #[error("id template `{template}` names `{key}`, which is neither an axis nor a param")]
+    UnknownPlaceholder { template: String, key: String },
+}
+
+fn check_name(name: &str) -> Result<(), BadCaseName> {
     let ok = !name.is_empty()
         && name
             .chars()
@@ -133,7 +151,7 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("case name `{name}` may only hold letters, digits and - _ . / (no empty or dot segments)"))
+        Err(BadCaseName(name.to_string()))
     }
 }
 
@@ -154,16 +172,16 @@ fn label_of(v: &toml::Value) -> String {
 
 /// An axis value: a scalar sets the param named like the axis; a table is merged into params,
 /// its `label` naming it.
-fn axis_value(axis: &str, v: &toml::Value) -> Result<(String, toml::Table), String> {
+fn axis_value(axis: &str, v: &toml::Value) -> Result<(String, toml::Table), GridError> {
     match v {
         toml::Value::Table(t) => {
             let mut patch = t.clone();
             let label = patch
                 .remove("label")
-                .ok_or_else(|| format!("a table value of axis `{axis}` needs a `label`"))?;
+                .ok_or_else(|| GridError::NoLabel(axis.to_string()))?;
             Ok((label_of(&label), patch))
         }
-        toml::Value::Array(_) => Err(format!("axis `{axis}`: values must be scalars or tables")),
+        toml::Value::Array(_) => Err(GridError::NotScalar(axis.to_string())),
         scalar => {
             let mut patch = toml::Table::new();
             patch.insert(axis.to_string(), scalar.clone());
@@ -177,14 +195,14 @@ fn render(
     template: &str,
     labels: &BTreeMap<&str, &str>,
     params: &toml::Table,
-) -> Result<String, String> {
+) -> Result<String, GridError> {
     let mut out = String::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let close = rest[open..]
             .find('}')
-            .ok_or_else(|| format!("unclosed `{{` in id template `{template}`"))?
+            .ok_or_else(|| GridError::Unclosed(template.to_string()))?
             + open;
         let key = &rest[open + 1..close];
         if let Some(l) = labels.get(key) {
@@ -192,9 +210,10 @@ fn render(
         } else if let Some(v) = params.get(key) {
             out.push_str(&label_of(v));
         } else {
-            return Err(format!(
-                "id template `{template}` names `{key}`, which is neither an axis nor a param"
-            ));
+            return Err(GridError::UnknownPlaceholder {
+                template: template.to_string(),
+                key: key.to_string(),
+            });
         }
         rest = &rest[close + 1..];
     }
@@ -237,7 +256,8 @@ fn grid_cases(
         let mut next = Vec::new();
         for combo in &combos {
             for v in values {
-                let (label, patch) = axis_value(axis, v).map_err(|m| invalid(&location, m))?;
+                let (label, patch) =
+                    axis_value(axis, v).map_err(|m| invalid(&location, m.to_string()))?;
                 let mut c = combo.clone();
                 c.push((axis.clone(), label, patch));
                 next.push(c);
@@ -283,8 +303,9 @@ fn grid_cases(
                 params.insert(k.clone(), v.clone());
             }
         }
-        let name = render(&template, &labels, &params).map_err(|m| invalid(&location, m))?;
-        check_name(&name).map_err(|m| invalid(&location, m))?;
+        let name =
+            render(&template, &labels, &params).map_err(|m| invalid(&location, m.to_string()))?;
+        check_name(&name).map_err(|m| invalid(&location, m.to_string()))?;
         cases.push(resolve(path, file, entry, &name, params)?);
     }
     Ok(cases)
@@ -321,7 +342,7 @@ fn resolve(
                 SuiteError::Case {
                     path: path.to_path_buf(),
                     id: id.clone(),
-                    message,
+                    message: message.to_string(),
                 }
             })?
         }
@@ -410,7 +431,7 @@ fn resolve(
     super::values::check_inputs(&inputs).map_err(|message| SuiteError::Case {
         path: path.to_path_buf(),
         id: id.clone(),
-        message,
+        message: message.to_string(),
     })?;
     let budget = entry.budget.clone().or_else(|| d.budget.clone());
     Ok(Case {
@@ -441,7 +462,7 @@ fn resolve(
             SuiteError::Case {
                 path: path.to_path_buf(),
                 id: id.clone(),
-                message,
+                message: message.to_string(),
             }
         })?,
         budget,

@@ -2,6 +2,8 @@
 
 pub mod case;
 pub mod checks;
+#[cfg(test)]
+mod checks_at_load;
 pub mod error;
 pub mod load;
 pub mod recipe_hardware;

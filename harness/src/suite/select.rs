@@ -82,7 +82,7 @@ pub fn validate_case(case: &mut Case, text: &str) -> Result<(), SuiteError> {
     family
         .check_regimes(&case.params, &case.regimes)
         .map_err(|e| fail(e.to_string()))?;
-    let (own, without) = resolve_checks(case, &desc).map_err(fail)?;
+    let (own, without) = resolve_checks(case, &desc).map_err(|e| fail(e.to_string()))?;
     case.policies = own;
     case.policies_without_recipe = without;
     Ok(())

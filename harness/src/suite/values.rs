@@ -11,24 +11,50 @@ fn toml_number(x: f64) -> String {
     toml::Value::Float(x).to_string()
 }
 
+/// A bound or scale of `inputs` as the file writes it: `low = nan`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quoted(pub &'static str, pub f64);
+
+impl std::fmt::Display for Quoted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{} = {}`", self.0, toml_number(self.1))
+    }
+}
+
+/// Why `inputs` cannot describe an input set; each quotes what the file says.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum InputsError {
+    #[error("`inputs`: {0} is not a finite number")]
+    NotFinite(Quoted),
+    #[error("`inputs`: {0} is not a fraction in [0, 1]")]
+    NotAFraction(Quoted),
+    #[error("`inputs`: {0} is not below {1}: a uniform distribution needs low < high")]
+    NotBelow(Quoted, Quoted),
+    #[error(
+        "`inputs`: {0} and {1} are further apart than the largest f64: the values would be \
+         infinite"
+    )]
+    TooFarApart(Quoted, Quoted),
+    #[error("`inputs`: {0} is not a standard deviation above 0")]
+    NotAStd(Quoted),
+    #[error("`inputs`: {0} is not a scale above 0")]
+    NotAScale(Quoted),
+}
+
 /// Why `inputs` cannot describe an input set, or Ok.
-pub fn check_inputs(dist: &ValueDist) -> Result<(), String> {
-    let q = |name: &str, x: f64| format!("`{name} = {}`", toml_number(x));
-    let finite = |name: &str, x: f64| {
+pub fn check_inputs(dist: &ValueDist) -> Result<(), InputsError> {
+    let finite = |name: &'static str, x: f64| {
         if x.is_finite() {
             Ok(())
         } else {
-            Err(format!("`inputs`: {} is not a finite number", q(name, x)))
+            Err(InputsError::NotFinite(Quoted(name, x)))
         }
     };
     let fraction = |x: f64| {
         if (0.0..=1.0).contains(&x) {
             Ok(())
         } else {
-            Err(format!(
-                "`inputs`: {} is not a fraction in [0, 1]",
-                q("fraction", x)
-            ))
+            Err(InputsError::NotAFraction(Quoted("fraction", x)))
         }
     };
     match *dist {
@@ -36,18 +62,15 @@ pub fn check_inputs(dist: &ValueDist) -> Result<(), String> {
             finite("low", low)?;
             finite("high", high)?;
             if low >= high {
-                return Err(format!(
-                    "`inputs`: {} is not below {}: a uniform distribution needs low < high",
-                    q("low", low),
-                    q("high", high)
+                return Err(InputsError::NotBelow(
+                    Quoted("low", low),
+                    Quoted("high", high),
                 ));
             }
             if !(high - low).is_finite() {
-                return Err(format!(
-                    "`inputs`: {} and {} are further apart than the largest f64: the values \
-                     would be infinite",
-                    q("low", low),
-                    q("high", high)
+                return Err(InputsError::TooFarApart(
+                    Quoted("low", low),
+                    Quoted("high", high),
                 ));
             }
         }
@@ -55,10 +78,7 @@ pub fn check_inputs(dist: &ValueDist) -> Result<(), String> {
             finite("mean", mean)?;
             finite("std", std)?;
             if std <= 0.0 {
-                return Err(format!(
-                    "`inputs`: {} is not a standard deviation above 0",
-                    q("std", std)
-                ));
+                return Err(InputsError::NotAStd(Quoted("std", std)));
             }
         }
         ValueDist::CannOutliers {
@@ -68,10 +88,10 @@ pub fn check_inputs(dist: &ValueDist) -> Result<(), String> {
             fraction(f)?;
             finite("outlier_scale", outlier_scale)?;
             if outlier_scale <= 0.0 {
-                return Err(format!(
-                    "`inputs`: {} is not a scale above 0",
-                    q("outlier_scale", outlier_scale)
-                ));
+                return Err(InputsError::NotAScale(Quoted(
+                    "outlier_scale",
+                    outlier_scale,
+                )));
             }
         }
         ValueDist::Special { fraction: f, .. } => fraction(f)?,
@@ -159,7 +179,7 @@ mod tests {
                 "`fraction = nan` is not a fraction",
             ),
         ] {
-            let e = check_inputs(&dist(t)).unwrap_err();
+            let e = check_inputs(&dist(t)).unwrap_err().to_string();
             assert!(e.contains(msg), "{t}: {e}");
         }
         for ok in [

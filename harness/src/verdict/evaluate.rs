@@ -1,11 +1,13 @@
 //! Judging one output: checks the inputs, runs the comparison passes a policy needs, and
 //! decides pass/fail with the policy's rule. Formulas and sources: docs/verdicts.md.
 
+use super::check_policy::CheckPolicy;
 use super::comparison::{byte_length_ok, fits, Comparison};
 use super::heatmap::HeatGeometry;
-use super::metrics::{fill_metrics, run_baseline_pass, run_pass, PassConfig, PassStats};
+use super::kernel::{run_baseline_pass, run_pass};
+use super::metrics::{fill_metrics, PassConfig, PassStats};
 use super::policies::Verdict;
-use super::policy::{CheckPolicy, PolicyError};
+use super::policy::PolicyError;
 use super::subnormal::subnormal_stratum;
 use crate::results::OutputMetrics;
 use conform_reference::ops::{ElemType, Tensor, TensorSpec};

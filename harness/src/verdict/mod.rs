@@ -6,6 +6,7 @@
 //! [`crate::results::OutputMetrics`] every verdict records. Policies, formulas and sources:
 //! docs/verdicts.md.
 
+mod check_policy;
 mod comparison;
 mod evaluate;
 mod heatmap;
@@ -22,14 +23,13 @@ mod subnormal;
 pub mod two_fill;
 mod worst;
 
+pub use check_policy::{CheckError, CheckPolicy};
 pub use comparison::Comparison;
 pub use evaluate::{evaluate, VerdictError};
 pub use heatmap::HEATMAP_MAX_SIDE;
 pub use index::format_index;
-pub use judge::judge;
-pub use metrics::{CANN_EPS, CHUNK, FLASHINFER_EPS};
-pub use policy::{
-    CannDtype, CannLevel, CannRatioLimits, CheckError, CheckPolicy, Needs, PolicyError,
-    CANN_STANDARD_CLAIMS,
-};
+pub use judge::{judge, JudgeError};
+pub use kernel::CHUNK;
+pub use metrics::{CANN_EPS, FLASHINFER_EPS};
+pub use policy::{CannDtype, CannLevel, CannRatioLimits, Needs, PolicyError, CANN_STANDARD_CLAIMS};
 pub use worst::WORST_COUNT;

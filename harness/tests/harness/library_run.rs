@@ -175,7 +175,9 @@ fn drawing_inputs_ahead_changes_no_result() {
                 tier: None,
             },
             threads: Some(threads),
-            seed,
+            seeds: seed.map_or(conform_harness::seed::SeedPolicy::Suite, |s| {
+                conform_harness::seed::SeedPolicy::Fixed(s)
+            }),
             ..RunRequest::default()
         };
         session::execute(&paths, &req, &mut Quiet).expect("the run starts")

@@ -69,35 +69,53 @@ impl KernelVariant {
     }
 
     /// Whether the variant was read for `p`; otherwise why not.
-    pub fn covers(&self, p: &Platform) -> Result<(), String> {
+    pub fn covers(&self, p: &Platform) -> Result<(), NotCovered> {
         if !self.socs.contains(&p.soc) {
-            let socs: Vec<String> = self.socs.iter().map(Soc::to_string).collect();
-            return Err(format!(
-                "{} is not among the SoCs it describes ({})",
-                p.soc,
-                socs.join(", ")
-            ));
+            return Err(NotCovered::Soc {
+                soc: p.soc,
+                described: self.socs,
+            });
         }
         if !self.releases.contains(p.release) {
-            return Err(format!(
-                "CANN {} is outside the releases it describes ({})",
-                p.release, self.releases
-            ));
+            return Err(NotCovered::Release {
+                release: p.release,
+                described: self.releases,
+            });
         }
         Ok(())
     }
 }
 
+/// Why a variant was not read for a platform; `Display` says so in words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotCovered {
+    /// The SoC is not one the variant describes.
+    #[error("{soc} is not among the SoCs it describes ({})", soc_list(described))]
+    Soc { soc: Soc, described: &'static [Soc] },
+    /// The release is outside the range the variant describes.
+    #[error("CANN {release} is outside the releases it describes ({described})")]
+    Release {
+        release: Release,
+        described: ReleaseRange,
+    },
+}
+
+fn soc_list(socs: &[Soc]) -> String {
+    socs.iter()
+        .map(Soc::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl fmt::Display for KernelVariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let socs: Vec<String> = self.socs.iter().map(Soc::to_string).collect();
         write!(
             f,
             "{} (tiling key {}, {}); {}; {}",
             self.kernel,
             self.key,
             self.tiling,
-            socs.join(", "),
+            soc_list(self.socs),
             self.releases
         )?;
         if self.modelled() {

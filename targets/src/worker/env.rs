@@ -58,20 +58,33 @@ pub struct EnvEdit {
 /// The separator of a path list, the usual thing to edit.
 pub const DEFAULT_SEPARATOR: &str = ":";
 
-impl TryFrom<toml::Value> for EnvValue {
-    type Error = String;
+/// Why an `[env]` entry of a worker config is neither a string nor an edit.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EnvValueError {
+    #[error(
+        "an environment value is a string, or a table with `prepend` and/or `append` (and \
+         optionally `separator`), not a {0}"
+    )]
+    WrongType(&'static str),
+    #[error("`{0}` must be a string")]
+    NotAString(String),
+    #[error("unknown key `{0}` (an edit takes `prepend`, `append` and `separator`)")]
+    UnknownKey(String),
+    #[error(
+        "an edit needs `prepend` or `append` (or both); to set the variable outright give it a \
+         string"
+    )]
+    EmptyEdit,
+}
 
-    fn try_from(v: toml::Value) -> Result<EnvValue, String> {
+impl TryFrom<toml::Value> for EnvValue {
+    type Error = EnvValueError;
+
+    fn try_from(v: toml::Value) -> Result<EnvValue, EnvValueError> {
         let table = match v {
             toml::Value::String(s) => return Ok(EnvValue::Set(s)),
             toml::Value::Table(t) => t,
-            other => {
-                return Err(format!(
-                    "an environment value is a string, or a table with `prepend` and/or \
-                     `append` (and optionally `separator`), not a {}",
-                    other.type_str()
-                ))
-            }
+            other => return Err(EnvValueError::WrongType(other.type_str())),
         };
         let mut edit = EnvEdit {
             prepend: None,
@@ -80,25 +93,17 @@ impl TryFrom<toml::Value> for EnvValue {
         };
         for (key, value) in table {
             let toml::Value::String(s) = value else {
-                return Err(format!("`{key}` must be a string"));
+                return Err(EnvValueError::NotAString(key));
             };
             match key.as_str() {
                 "prepend" => edit.prepend = Some(s),
                 "append" => edit.append = Some(s),
                 "separator" => edit.separator = s,
-                _ => {
-                    return Err(format!(
-                        "unknown key `{key}` (an edit takes `prepend`, `append` and `separator`)"
-                    ))
-                }
+                _ => return Err(EnvValueError::UnknownKey(key)),
             }
         }
         if edit.prepend.is_none() && edit.append.is_none() {
-            return Err(
-                "an edit needs `prepend` or `append` (or both); to set the variable \
-                        outright give it a string"
-                    .to_string(),
-            );
+            return Err(EnvValueError::EmptyEdit);
         }
         Ok(EnvValue::Edit(edit))
     }
@@ -149,14 +154,12 @@ fn edited(e: &EnvEdit, expand: &impl Fn(&str) -> String, inherited: Option<&OsSt
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<BTreeMap<String, EnvValue>, String> {
+    fn parse(text: &str) -> Result<BTreeMap<String, EnvValue>, toml::de::Error> {
         #[derive(Deserialize)]
         struct Doc {
             env: BTreeMap<String, EnvValue>,
         }
-        toml::from_str::<Doc>(text)
-            .map(|d| d.env)
-            .map_err(|e| e.to_string())
+        toml::from_str::<Doc>(text).map(|d| d.env)
     }
 
     fn run(
@@ -239,7 +242,7 @@ FLAGS = { prepend = "-a", append = "-z", separator = " " }
             ("[env]\nP = { prepnd = \"x\" }\n", "unknown key `prepnd`"),
             ("[env]\nP = { prepend = 1 }\n", "`prepend` must be a string"),
         ] {
-            let e = parse(text).unwrap_err();
+            let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{text}: {e}");
             assert!(e.contains("env.P") || e.contains("P"), "{text}: {e}");
         }

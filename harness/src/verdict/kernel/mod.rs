@@ -16,7 +16,7 @@
 //!   which leaves a partial sum unchanged: partial sums start at +0 and only grow);
 //! - the [`PARTIALS`] partial sums of a chunk are combined by the fixed tree
 //!   `p[k] += p[k + 4]`, then `p[k] += p[k + 2]`, then `p[0] + p[1]`;
-//! - chunks are then added in chunk order (see `metrics`).
+//! - chunks are then added in chunk order (see [`chunks`]).
 //!
 //! The figures therefore depend neither on the thread count nor on the CPU's vector width or
 //! features: on x86-64 with AVX2 the same code is compiled a second time with AVX2 enabled and
@@ -383,9 +383,12 @@ fn pass_chunk_portable<A: Lane, G: Lane>(
 
 mod baseline;
 mod block;
+mod chunks;
 mod element;
 
 pub(crate) use baseline::baseline_chunk;
+pub use chunks::CHUNK;
+pub(crate) use chunks::{run_baseline_pass, run_pass};
 
 #[cfg(test)]
 mod tests;

@@ -2,10 +2,10 @@
 //! random data full of the awkward cases (NaN, Inf, poison, subnormals, zeros, values
 //! whose difference overflows), and the kernel paths against each other bit for bit.
 
+use super::chunks::{run_baseline_pass_on, run_pass_on, CHUNK};
 use super::*;
 use crate::verdict::heatmap::HeatGeometry;
 use crate::verdict::lane::{Bf16Lane, F16Lane, F32Lane, F64Lane, I32Lane, I64Lane, I8Lane, U8Lane};
-use crate::verdict::metrics::{run_baseline_pass_on, run_pass_on, CHUNK};
 use conform_reference::ops::{ElemType, Tensor};
 use conform_reference::parallel::Threads;
 

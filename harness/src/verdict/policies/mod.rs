@@ -12,11 +12,12 @@
 //! file of this folder into a line of the `registry!` invocation, in file-name order.
 
 use super::metrics::{sat, ElementRule, PassStats};
-use super::policy::{CannDtype, CheckPolicy, Needs, PolicyError};
+use super::policy::{CannDtype, Needs, PolicyError};
 use conform_reference::ops::ElemType;
 use serde::de::DeserializeOwned;
 use std::any::Any;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// How one check policy judges an output. Object-safe: a [`CheckPolicy`] holds one.
 pub(crate) trait Judge: Named + DynEq + Debug + Send + Sync {
@@ -147,11 +148,13 @@ pub(crate) fn require<P: Policy>(
 /// One registered policy: its tag and how its parameters are read.
 pub(crate) struct Entry {
     pub name: &'static str,
-    pub parse: fn(toml::Table) -> Result<CheckPolicy, toml::de::Error>,
+    pub parse: fn(toml::Table) -> Result<Arc<dyn Judge>, toml::de::Error>,
 }
 
-fn parse_as<P: Policy>(params: toml::Table) -> Result<CheckPolicy, toml::de::Error> {
-    params.try_into::<P>().map(CheckPolicy::new)
+fn parse_as<P: Policy>(params: toml::Table) -> Result<Arc<dyn Judge>, toml::de::Error> {
+    params
+        .try_into::<P>()
+        .map(|p| Arc::new(p) as Arc<dyn Judge>)
 }
 
 const fn entry<P: Policy>() -> Entry {
@@ -161,19 +164,14 @@ const fn entry<P: Policy>() -> Entry {
     }
 }
 
-/// Declares each policy's module, re-exports its judge, builds [`REGISTRY`] and lets a judge
-/// become a [`CheckPolicy`] (`CheckPolicy::from(Ulp { max: 1 })`).
+/// Declares each policy's module, re-exports its judge and builds [`REGISTRY`] (a judge becomes
+/// a `CheckPolicy` through `CheckPolicy::from`, in `super::check_policy`).
 macro_rules! registry {
     ($(#[path = $path:literal] $module:ident :: $judge:ident),+ $(,)?) => {
         $(
             #[path = $path]
             mod $module;
             pub use $module::$judge;
-            impl From<$judge> for CheckPolicy {
-                fn from(judge: $judge) -> CheckPolicy {
-                    CheckPolicy::new(judge)
-                }
-            }
         )+
         /// Every check policy, in the order `conform` lists them (their files' names).
         pub(crate) static REGISTRY: &[Entry] = &[$(entry::<$judge>()),+];
