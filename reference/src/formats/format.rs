@@ -1,6 +1,6 @@
 //! Descriptions of binary floating-point formats, as data.
 
-use super::rounding::Exact;
+use super::exact::Exact;
 
 /// Which special values a format encodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,38 +86,6 @@ impl FloatFormat {
             )
         };
         Exact::Finite { negative, sig, exp }
-    }
-
-    /// Decodes an encoding to f64 (exact for every format of at most 53 significand bits and
-    /// an exponent range inside f64's, which covers all formats here).
-    pub fn decode_f64(&self, code: u64) -> f64 {
-        exact_to_f64(self.decode(code))
-    }
-}
-
-/// Converts an exact value to f64, correctly rounded (ties to even); exact for every value that
-/// f64 can represent, which includes every value of every other format here.
-pub fn exact_to_f64(x: Exact) -> f64 {
-    match x {
-        Exact::Nan { negative } => {
-            if negative {
-                -f64::NAN
-            } else {
-                f64::NAN
-            }
-        }
-        Exact::Infinity { negative } => {
-            if negative {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }
-        }
-        Exact::Finite { negative, sig, exp } => f64::from_bits(super::rounding::round_exact(
-            Exact::Finite { negative, sig, exp },
-            &FLOAT64,
-            super::rounding::Rounding::RNE,
-        )),
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod bf16;
 pub mod e8m0;
+pub mod exact;
 pub mod f16;
 pub mod f32;
 pub mod format;

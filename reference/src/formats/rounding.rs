@@ -6,7 +6,8 @@
 //! routine [`round_exact`] takes an *exact* value `(-1)^neg * sig * 2^exp` and rounds it ONCE
 //! to the target format, so no conversion in the reference ever double-rounds.
 
-use super::format::{FloatFormat, Specials};
+pub use super::exact::Exact;
+use super::format::{FloatFormat, Specials, FLOAT64};
 
 /// How a value that the target format cannot represent is rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -190,62 +191,7 @@ impl From<RoundingMode> for Rounding {
     }
 }
 
-/// The class of a decoded value, with finite values as an exact integer significand and a
-/// power-of-two exponent: `(-1)^negative * sig * 2^exp`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exact {
-    Nan { negative: bool },
-    Infinity { negative: bool },
-    Finite { negative: bool, sig: u128, exp: i32 },
-}
-
 impl Exact {
-    /// Decomposes an f32 exactly.
-    #[inline]
-    pub fn of_f32(x: f32) -> Exact {
-        let b = x.to_bits();
-        let negative = b >> 31 != 0;
-        let e = ((b >> 23) & 0xFF) as i32;
-        let m = (b & 0x7F_FFFF) as u128;
-        match e {
-            0xFF if m != 0 => Exact::Nan { negative },
-            0xFF => Exact::Infinity { negative },
-            0 => Exact::Finite {
-                negative,
-                sig: m,
-                exp: -149,
-            },
-            _ => Exact::Finite {
-                negative,
-                sig: m | (1 << 23),
-                exp: e - 150,
-            },
-        }
-    }
-
-    /// Decomposes an f64 exactly.
-    #[inline]
-    pub fn of_f64(x: f64) -> Exact {
-        let b = x.to_bits();
-        let negative = b >> 63 != 0;
-        let e = ((b >> 52) & 0x7FF) as i32;
-        let m = (b & ((1u64 << 52) - 1)) as u128;
-        match e {
-            0x7FF if m != 0 => Exact::Nan { negative },
-            0x7FF => Exact::Infinity { negative },
-            0 => Exact::Finite {
-                negative,
-                sig: m,
-                exp: -1074,
-            },
-            _ => Exact::Finite {
-                negative,
-                sig: m | (1 << 52),
-                exp: e - 1075,
-            },
-        }
-    }
-
     /// Rounds this exact value ONCE to `format` under `rounding`; returns the encoding.
     #[inline]
     pub fn round_to(self, format: &FloatFormat, rounding: Rounding) -> u64 {
@@ -418,5 +364,40 @@ pub fn nan_encoding(format: &FloatFormat, policy: NanPolicy, negative: bool) -> 
         }
         Specials::NanOnly => sign | ((1u64 << (format.exp_bits + format.man_bits)) - 1),
         Specials::FiniteOnly => sign,
+    }
+}
+
+/// Decoding to f64: a rounding to [`FLOAT64`] that is exact for every format here.
+impl FloatFormat {
+    /// Decodes an encoding to f64 (exact for every format of at most 53 significand bits and
+    /// an exponent range inside f64's, which covers all formats here).
+    pub fn decode_f64(&self, code: u64) -> f64 {
+        exact_to_f64(self.decode(code))
+    }
+}
+
+/// Converts an exact value to f64, correctly rounded (ties to even); exact for every value that
+/// f64 can represent, which includes every value of every other format here.
+pub fn exact_to_f64(x: Exact) -> f64 {
+    match x {
+        Exact::Nan { negative } => {
+            if negative {
+                -f64::NAN
+            } else {
+                f64::NAN
+            }
+        }
+        Exact::Infinity { negative } => {
+            if negative {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }
+        }
+        Exact::Finite { negative, sig, exp } => f64::from_bits(round_exact(
+            Exact::Finite { negative, sig, exp },
+            &FLOAT64,
+            Rounding::RNE,
+        )),
     }
 }

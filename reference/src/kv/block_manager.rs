@@ -33,12 +33,7 @@ use super::prefix_index::{PrefixId, PrefixIndex, ROOT};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-/// A physical block id (an index into the cache's block axis).
-pub type BlockId = u32;
-/// A sequence id chosen by the caller.
-pub type SeqId = u64;
-/// A token id.
-pub type TokenId = u32;
+pub use super::ids::{BlockId, SeqId, TokenId};
 
 /// Whether full blocks are cached for reuse by identical prefixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,6 +10,7 @@ pub mod convert;
 pub mod copy_blocks;
 pub mod error;
 pub mod gather;
+pub mod ids;
 pub mod layout;
 pub mod prefix_index;
 pub mod scatter;

@@ -14,7 +14,7 @@
 //! chain of prefixes from the root), so the subtree's blocks are all free, and they merely stop
 //! being cached.
 
-use super::block_manager::{BlockId, TokenId};
+use super::ids::{BlockId, TokenId};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use thiserror::Error;
 
