@@ -574,7 +574,60 @@ impl DynamicQuant {
     }
 }
 
+/// Claims about `dynamic_quant` (the A2 kernel's arithmetic) fixed in the code rather than a
+/// recipe field (the MoE dispatch's quantisation rests on them too).
+pub const CLAIMS: [&str; 7] = [
+    "dynq.claim.widening",
+    "dynq.claim.int_chain",
+    "dynq.claim.f32_subnormals",
+    "dynq.claim.tiny_rows",
+    "dynq.claim.non_finite",
+    "dynq.claim.ub_size",
+    "dynq.claim.division",
+];
+
 impl OpFamily for DynamicQuant {
+    fn knob_family(&self) -> &'static str {
+        "dynq"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        &super::dynamic_quant_variants::VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        if recipe == DISPATCHING {
+            return dispatch(params, platform).ok();
+        }
+        crate::variant::Dispatch::named(self.kernel_variants(), recipe)
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        let _ = dtype;
+        super::dynamic_quant_variants::by_preset(preset)?;
+        DqRecipe::preset(preset).map(|r| {
+            let mut k = crate::recipe_edit::edited(r, edit).knobs(preset);
+            k.extend(CLAIMS.iter().map(|&id| crate::knob::Knob::claim(id)));
+            k
+        })
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = super::dynamic_quant_variants::VARIANTS
+            .iter()
+            .filter_map(|v| DqRecipe::preset(v.preset).map(|r| r.knobs(v.preset)))
+            .flat_map(|k| k.into_iter().map(|k| k.id))
+            .collect();
+        ids.extend(CLAIMS.iter().map(|id| id.to_string()));
+        ids
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -669,8 +722,8 @@ impl OpFamily for DynamicQuant {
         Ok(out)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[Regime::RoundingTies, Regime::QuantEdgeRows]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -1061,13 +1114,6 @@ impl PresetFamily for DynamicQuant {
             return DqRecipe::preset(d.variant.preset);
         }
         DqRecipe::preset(name)
-    }
-
-    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut DqRecipe) -> bool> {
-        match edit {
-            crate::ops::RecipeEdit::DynamicQuant(f) => Some(*f),
-            _ => None,
-        }
     }
 }
 

@@ -378,6 +378,37 @@ impl<'a> Loaded<'a> {
 }
 
 impl OpFamily for FaPrefill {
+    fn knob_family(&self) -> &'static str {
+        "fa"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 3] = [
+            &super::attention_variants::PFA,
+            &super::attention_variants::PFA_HIGH_PERF,
+            &super::attention_variants::FIA_V3_GQA,
+        ];
+        &VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        dispatch(params, recipe, platform).ok().flatten()
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        crate::attention::ascend_knobs::preset_knobs(preset, dtype, edit)
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        crate::attention::ascend_knobs::knob_ids()
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -476,8 +507,20 @@ impl OpFamily for FaPrefill {
         Ok(m)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::LargeLogits,
+            Regime::LateMax,
+            Regime::MaskedRowsLse,
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::PaddedRowsLse,
+            Regime::BatchDistinct,
+            Regime::SeqNeHeads,
+            Regime::GqaGroups,
+            Regime::ModerateLateMax,
+            Regime::ModerateEarlyMax,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -556,7 +599,7 @@ impl OpFamily for FaPrefill {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::ops::RecipeEdit::Attention(f) = edit else {
+        let Some(f) = edit.of::<crate::attention::Recipe>() else {
             return Ok(None);
         };
         if recipe == ORACLE {

@@ -367,7 +367,50 @@ fn failed(op: &str, e: impl std::fmt::Display) -> OpError {
     OpError::failed(op, e)
 }
 
+/// The FP4 presets an Ascend kernel is judged against: the two QingCheng Ascend kernels, and
+/// the OCP MXFP4 recipe the torch_npu worker's `npu_dtype_cast` path is judged against.
+pub const ASCEND_DEQUANT_PRESETS: [&str; 3] = [
+    "mx_ocp",
+    "ascend_qingcheng_fp4_dequant",
+    "ascend_qingcheng_w4a16",
+];
+
+/// Claims about the CANN cast used for FP4 (`npu_dtype_cast` / aclnnCast), fixed in the code.
+pub const CAST_CLAIMS: [&str; 2] = ["dq.cann_cast.fp4_exact", "dq.cann_cast.devices"];
+
 impl OpFamily for Fp4Family {
+    fn knob_family(&self) -> &'static str {
+        "dq"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 2] = [
+            &super::preset_variants::QINGCHENG_FP4_DEQUANT,
+            &super::preset_variants::QINGCHENG_W4A16,
+        ];
+        &VARIANTS
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        let _ = dtype;
+        if !ASCEND_DEQUANT_PRESETS.contains(&preset) {
+            return None;
+        }
+        Fp4DequantRecipe::preset(preset).map(|r| crate::recipe_edit::edited(r, edit).knobs(preset))
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = ASCEND_DEQUANT_PRESETS
+            .iter()
+            .filter_map(|p| Fp4DequantRecipe::preset(p).map(|r| r.knobs(p)))
+            .flat_map(|k| k.into_iter().map(|k| k.id))
+            .collect();
+        ids.extend(CAST_CLAIMS.iter().map(|id| id.to_string()));
+        ids
+    }
+
     fn name(&self) -> &'static str {
         self.op()
     }
@@ -567,8 +610,18 @@ impl OpFamily for Fp4Family {
         Ok(out)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(self.op())
+    fn regimes(&self) -> &'static [Regime] {
+        use Regime::*;
+        match self.0 {
+            // No tie: MXFP4 dequantisation is exact (a scaled FP4 code fits the output type).
+            Kind::Mx => &[OverflowToInf, SubnormalOutputs, FormatExtremes],
+            Kind::Nv | Kind::W4a16 => &[
+                RoundingTies,
+                OverflowToInf,
+                SubnormalOutputs,
+                FormatExtremes,
+            ],
+        }
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -619,9 +672,9 @@ impl OpFamily for Fp4Family {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        match edit {
-            crate::ops::RecipeEdit::Fp4(f) if recipe != ORACLE => {
-                self.run_edited(params, recipe, Some(*f), inputs, threads)
+        match edit.of() {
+            Some(f) if recipe != ORACLE => {
+                self.run_edited(params, recipe, Some(f), inputs, threads)
             }
             _ => Ok(None),
         }
@@ -850,7 +903,7 @@ impl Fp4Family {
         let op = self.op();
         for &r in regimes {
             if !r.applies_to(op) {
-                return Err(rr::not_for_op(op, r));
+                return Err(OpError::regime_not_for(op, r));
             }
             if c.order_witness.is_some() {
                 return Err(rr::regime_err(

@@ -171,6 +171,50 @@ fn numerics(recipe: &str, dtype: DType) -> Option<Mc2Numerics> {
 }
 
 impl OpFamily for Mc2MatmulAllReduce {
+    fn knob_family(&self) -> &'static str {
+        "mc2"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 3] = [
+            &super::preset_variants::MC2_RANK_ORDER,
+            &super::preset_variants::MC2_RING,
+            &super::preset_variants::MC2_BINARY_TREE,
+        ];
+        &VARIANTS
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        recipe_numerics(preset, dtype).map(|n| crate::recipe_edit::edited(n, edit).knobs(preset))
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = RECIPES
+            .iter()
+            .filter_map(|p| recipe_numerics(p, DType::Bf16).map(|n| (p, n)))
+            .flat_map(|(p, n)| n.knobs(p).into_iter().map(|k| k.id))
+            .collect();
+        ids.extend(
+            crate::mc2::planner::PlannerConfig::default()
+                .knobs()
+                .into_iter()
+                .map(|k| k.id),
+        );
+        ids.extend(
+            crate::mc2::planner::PLANNER_CLAIMS
+                .iter()
+                .map(|(id, _)| id.to_string()),
+        );
+        ids.extend(
+            crate::mc2::cost_model::COST_MODEL_CLAIMS
+                .iter()
+                .map(|(id, _)| id.to_string()),
+        );
+        ids
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }
@@ -235,8 +279,14 @@ impl OpFamily for Mc2MatmulAllReduce {
         Ok(out)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(NAME)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::RoundingTies,
+            Regime::OverflowToInf,
+            Regime::SubnormalOutputs,
+            Regime::OrderWitnesses,
+            Regime::Mc2AddTies,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -294,10 +344,8 @@ impl OpFamily for Mc2MatmulAllReduce {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        match edit {
-            crate::ops::RecipeEdit::Mc2(f) if recipe != ORACLE => {
-                run_edited(params, recipe, Some(*f), inputs, threads)
-            }
+        match edit.of() {
+            Some(f) if recipe != ORACLE => run_edited(params, recipe, Some(f), inputs, threads),
             _ => Ok(None),
         }
     }
@@ -308,7 +356,7 @@ impl OpFamily for Mc2MatmulAllReduce {
 fn check(p: &Params, regimes: &[Regime]) -> Result<(), OpError> {
     for &r in regimes {
         if !r.applies_to(NAME) {
-            return Err(rr::not_for_op(NAME, r));
+            return Err(OpError::regime_not_for(NAME, r));
         }
     }
     let own = [Regime::Mc2AddTies, Regime::OrderWitnesses];

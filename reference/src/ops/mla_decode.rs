@@ -579,7 +579,61 @@ impl MlaDecode {
     }
 }
 
+/// The preset that models the A2 MLA decode kernel.
+const ASCEND_MLA: &str = PRESETS[0];
+
+/// Claims about `mla_decode` (the A2 MLA decode kernel and its cache write) fixed in the code
+/// rather than a recipe field.
+pub const CLAIMS: [&str; 7] = [
+    "mla.claim.chunk_inner_order",
+    "mla.claim.pv_order",
+    "mla.claim.rowsum",
+    "mla.claim.exp",
+    "mla.claim.amla_constants",
+    "mla.claim.widths",
+    "mla.claim.flash_decode",
+];
+
 impl OpFamily for MlaDecode {
+    fn knob_family(&self) -> &'static str {
+        "mla"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 1] = [&super::attention_variants::MLA];
+        &VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        let _ = (params, platform);
+        (recipe == ASCEND_MLA).then(super::attention_variants::dispatch_mla)
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        if preset != ASCEND_MLA {
+            return None;
+        }
+        MlaRecipe::preset(preset, dtype).map(|r| {
+            let mut k = crate::recipe_edit::edited(r, edit).knobs(preset);
+            k.extend(CLAIMS.iter().map(|&id| crate::knob::Knob::claim(id)));
+            k
+        })
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = MlaRecipe::preset(ASCEND_MLA, DType::Bf16)
+            .map(|r| r.knobs(ASCEND_MLA).into_iter().map(|k| k.id).collect())
+            .unwrap_or_default();
+        ids.extend(CLAIMS.iter().map(|id| id.to_string()));
+        ids
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -689,8 +743,14 @@ impl OpFamily for MlaDecode {
         Ok(m)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::MlaRopeLateMax,
+            Regime::ModerateLateMax,
+            Regime::ModerateEarlyMax,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -987,12 +1047,5 @@ impl PresetFamily for MlaDecode {
 
     fn recipe_preset(c: &Case, name: &str) -> Option<MlaRecipe> {
         MlaRecipe::preset(name, c.p.dtype)
-    }
-
-    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut MlaRecipe) -> bool> {
-        match edit {
-            crate::ops::RecipeEdit::Mla(f) => Some(*f),
-            _ => None,
-        }
     }
 }

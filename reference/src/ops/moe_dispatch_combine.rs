@@ -881,7 +881,66 @@ fn pow2(e: i32) -> f64 {
     v
 }
 
+/// The preset that models the dispatch/combine v2 kernels.
+const ASCEND_V2: &str = PRESETS[0];
+
+/// Claims about `moe_dispatch_combine` (the dispatch/combine v2 kernels) fixed in the code
+/// rather than a recipe field.
+pub const CLAIMS: [&str; 8] = [
+    "moe.claim.send_order",
+    "moe.claim.opaque_metadata",
+    "moe.claim.quant_per_destination",
+    "moe.claim.shared_placement",
+    "moe.claim.shared_unweighted",
+    "moe.claim.no_fma",
+    "moe.claim.mask_1d",
+    "moe.claim.expert_step",
+];
+
 impl OpFamily for MoeDispatchCombine {
+    fn knob_family(&self) -> &'static str {
+        "moe"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 1] = [&super::preset_variants::MOE_V2];
+        &VARIANTS
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        let _ = dtype;
+        if preset != ASCEND_V2 {
+            return None;
+        }
+        MoeRecipe::preset(preset).map(|r| {
+            let mut k = crate::recipe_edit::edited(r, edit).knobs(preset);
+            k.extend(CLAIMS.iter().map(|&id| crate::knob::Knob::claim(id)));
+            k.extend(
+                super::dynamic_quant::CLAIMS
+                    .iter()
+                    .map(|&id| crate::knob::Knob::claim(id)),
+            );
+            k
+        })
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        // The quantisation's knobs are dynamic_quant's own, which that family declares.
+        let mut ids: Vec<String> = MoeRecipe::preset(ASCEND_V2)
+            .map(|r| {
+                r.knobs(ASCEND_V2)
+                    .into_iter()
+                    .map(|k| k.id)
+                    .filter(|id| id.starts_with("moe."))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.extend(CLAIMS.iter().map(|id| id.to_string()));
+        ids
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -1004,8 +1063,13 @@ impl OpFamily for MoeDispatchCombine {
         Ok(out)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::RoundingTies,
+            Regime::MoeRoutingEdges,
+            Regime::MoeCombineOrder,
+            Regime::OrderWitnesses,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -1686,12 +1750,5 @@ impl PresetFamily for MoeDispatchCombine {
 
     fn recipe_preset(_: &Case, name: &str) -> Option<MoeRecipe> {
         MoeRecipe::preset(name)
-    }
-
-    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut MoeRecipe) -> bool> {
-        match edit {
-            crate::ops::RecipeEdit::Moe(f) => Some(*f),
-            _ => None,
-        }
     }
 }

@@ -279,6 +279,36 @@ fn cache_data<'a>(t: &'a Tensor, bits: &'a Option<Vec<u16>>, f: &'a [f32]) -> Ca
 }
 
 impl OpFamily for PaDecode {
+    fn knob_family(&self) -> &'static str {
+        "fa"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 2] = [
+            &super::attention_variants::IFA,
+            &super::attention_variants::FIA_V3_GQA_DECODE,
+        ];
+        &VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        dispatch(params, recipe, platform).ok().flatten()
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        crate::attention::ascend_knobs::preset_knobs(preset, dtype, edit)
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        crate::attention::ascend_knobs::knob_ids()
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -403,8 +433,19 @@ impl OpFamily for PaDecode {
         Ok(m)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::LargeLogits,
+            Regime::LateMax,
+            Regime::MaskedRowsLse,
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::BatchDistinct,
+            Regime::SeqNeHeads,
+            Regime::GqaGroups,
+            Regime::ModerateLateMax,
+            Regime::ModerateEarlyMax,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -501,10 +542,8 @@ impl OpFamily for PaDecode {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        match edit {
-            crate::ops::RecipeEdit::Attention(f) if recipe != ORACLE => {
-                run_edited(params, recipe, Some(*f), inputs, threads)
-            }
+        match edit.of::<crate::attention::Recipe>() {
+            Some(f) if recipe != ORACLE => run_edited(params, recipe, Some(f), inputs, threads),
             _ => Ok(None),
         }
     }

@@ -704,7 +704,66 @@ pub fn dequantise_one(dtype: DType, r: &C8Recipe, y: f32, s: f32, o: f32) -> f32
     }
 }
 
+/// The preset that models FIA's antiquant decode.
+const ASCEND_IFA_C8: &str = PRESETS[0];
+
+/// Claims about `pa_decode_int8` (the INT8 KV cache write and FIA's antiquant decode) fixed in
+/// the code rather than a recipe field.
+pub const CLAIMS: [&str; 7] = [
+    "c8.claim.param_shapes",
+    "c8.claim.modes",
+    "c8.claim.block_size",
+    "c8.claim.inverse_scale",
+    "c8.claim.write_precision",
+    "c8.claim.msd",
+    "c8.claim.offset_fold",
+];
+
 impl OpFamily for PaDecodeInt8 {
+    fn knob_family(&self) -> &'static str {
+        "c8"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 1] = [&super::attention_variants::IFA_C8];
+        &VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        let _ = platform;
+        dispatch(params, recipe).ok().flatten()
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        if preset != ASCEND_IFA_C8 {
+            return None;
+        }
+        C8Recipe::preset(preset).map(|r| {
+            let r = crate::recipe_edit::edited(r, edit);
+            let mut k = r.knobs(preset);
+            k.extend(CLAIMS.iter().map(|&id| crate::knob::Knob::claim(id)));
+            if let Some(a) = crate::attention::Recipe::preset(r.attention, dtype) {
+                let a = crate::recipe_edit::edited(a, edit);
+                k.extend(crate::attention::ascend_knobs::knobs(&a));
+            }
+            k
+        })
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = C8Recipe::preset(ASCEND_IFA_C8)
+            .map(|r| r.knobs(ASCEND_IFA_C8).into_iter().map(|k| k.id).collect())
+            .unwrap_or_default();
+        ids.extend(CLAIMS.iter().map(|id| id.to_string()));
+        ids
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -867,8 +926,15 @@ impl OpFamily for PaDecodeInt8 {
         Ok(m)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::KvInt8Edges,
+            Regime::ModerateLateMax,
+            Regime::ModerateEarlyMax,
+            Regime::AttentionTies,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -1274,7 +1340,7 @@ impl PresetFamily for PaDecodeInt8 {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::ops::RecipeEdit::Attention(apply) = edit else {
+        let Some(apply) = edit.of::<crate::attention::Recipe>() else {
             return Ok(None);
         };
         if recipe == super::ORACLE {
@@ -1288,13 +1354,6 @@ impl PresetFamily for PaDecodeInt8 {
         }
         self.run_recipe_with(&c, &r, &attn, inputs, threads)
             .map(Some)
-    }
-
-    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut C8Recipe) -> bool> {
-        match edit {
-            crate::ops::RecipeEdit::C8(f) => Some(*f),
-            _ => None,
-        }
     }
 }
 

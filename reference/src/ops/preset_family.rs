@@ -16,7 +16,7 @@ pub(crate) trait PresetFamily: OpFamily {
     /// The family's parsed and validated case.
     type Case;
     /// The family's recipe: the knobs a preset fixes and a catalogue edit changes.
-    type Recipe;
+    type Recipe: 'static;
     /// The names [`PresetFamily::recipe_preset`] knows (the family's `recipes()`).
     const PRESETS: &'static [&'static str];
 
@@ -48,8 +48,6 @@ pub(crate) trait PresetFamily: OpFamily {
         m: &mut TensorMap,
         ctx: &mut GenContext,
     ) -> Result<(), OpError>;
-    /// The edit of this family's recipe that `edit` carries, if it is of this family's kind.
-    fn edit_of(edit: &RecipeEdit) -> Option<fn(&mut Self::Recipe) -> bool>;
     /// Whether the recipe `edited` (a catalogue edit of `kernel`, the preset it was made from)
     /// changes anything case `c` reaches. An edit a case cannot reach is reported as not
     /// applying rather than run to identical outputs. Every edit reaches every case unless a
@@ -114,7 +112,7 @@ pub(crate) fn run_edited<F: PresetFamily>(
     inputs: &TensorMap,
     threads: Threads,
 ) -> Result<Option<TensorMap>, OpError> {
-    let Some(apply) = F::edit_of(edit) else {
+    let Some(apply) = edit.of::<F::Recipe>() else {
         return f.run_other_edit(params, recipe, edit, inputs, threads);
     };
     if recipe == ORACLE {
@@ -152,11 +150,7 @@ pub(crate) fn generate_imposed<F: PresetFamily>(
 pub(crate) fn only_own_regimes(op: &str, regimes: &[Regime]) -> Result<(), OpError> {
     match regimes.iter().find(|r| !r.applies_to(op)) {
         None => Ok(()),
-        Some(r) => Err(OpError::Regime {
-            op: op.into(),
-            regime: r.name().into(),
-            message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
-        }),
+        Some(&r) => Err(OpError::regime_not_for(op, r)),
     }
 }
 

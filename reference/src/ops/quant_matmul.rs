@@ -733,7 +733,59 @@ pub fn oracle_value(acc: i64, s: f32, t: Option<f32>, fb: Option<f32>) -> f64 {
     to_f64(pn, ps, pe) + to_f64(bn, bs, be)
 }
 
+/// Claims about `quant_matmul` (the A2 kernel and `npu_trans_quant_param`) fixed in the code
+/// rather than a recipe field.
+pub const CLAIMS: [&str; 6] = [
+    "qmm.claim.k_limit",
+    "qmm.claim.bias_wrap",
+    "qmm.claim.widening",
+    "qmm.claim.packed_offset",
+    "qmm.claim.opt_bound",
+    "qmm.claim.f16_fixpipe",
+];
+
 impl OpFamily for QuantMatmul {
+    fn knob_family(&self) -> &'static str {
+        "qmm"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        &super::quant_matmul_variants::VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        if recipe == DISPATCHING {
+            return dispatch(params, platform).ok();
+        }
+        crate::variant::Dispatch::named(self.kernel_variants(), recipe)
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        let _ = dtype;
+        super::quant_matmul_variants::by_preset(preset)?;
+        QmmRecipe::preset(preset).map(|r| {
+            let mut k = crate::recipe_edit::edited(r, edit).knobs(preset);
+            k.extend(CLAIMS.iter().map(|&id| crate::knob::Knob::claim(id)));
+            k
+        })
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = super::quant_matmul_variants::VARIANTS
+            .iter()
+            .filter_map(|v| QmmRecipe::preset(v.preset).map(|r| r.knobs(v.preset)))
+            .flat_map(|k| k.into_iter().map(|k| k.id))
+            .collect();
+        ids.extend(CLAIMS.iter().map(|id| id.to_string()));
+        ids
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -853,8 +905,12 @@ impl OpFamily for QuantMatmul {
         Ok(out)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::IntMatmulEdges,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -1481,13 +1537,6 @@ impl PresetFamily for QuantMatmul {
             return QmmRecipe::preset(d.variant.preset);
         }
         QmmRecipe::preset(name)
-    }
-
-    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut QmmRecipe) -> bool> {
-        match edit {
-            crate::ops::RecipeEdit::QuantMatmul(f) => Some(*f),
-            _ => None,
-        }
     }
 }
 
