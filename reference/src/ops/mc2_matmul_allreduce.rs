@@ -21,6 +21,7 @@
 //! own output row (see [`impose`]); `rounding_ties` ([`super::mc2_ties`]); `mc2_add_ties` and
 //! `order_witnesses` ([`super::mc2_witness`]), in cases of their own.
 
+pub(crate) mod faults;
 use super::path::{odd_above_one, ParamPath};
 use super::range_regimes::{self as rr, pow2};
 use super::regime::Regime;
@@ -171,6 +172,10 @@ fn numerics(recipe: &str, dtype: DType) -> Option<Mc2Numerics> {
 }
 
 impl OpFamily for Mc2MatmulAllReduce {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        faults::FAULTS.iter().collect()
+    }
+
     fn knob_family(&self) -> &'static str {
         "mc2"
     }
@@ -325,29 +330,21 @@ impl OpFamily for Mc2MatmulAllReduce {
         Ok(m)
     }
 
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        run_edited(params, recipe, None, inputs, threads)
-            .map(|o| o.expect("an unedited run always has outputs"))
-    }
+    crate::ops::preset_family::editable_family_methods!();
+}
 
-    fn run_with_recipe_edit(
+impl crate::ops::preset_family::EditableRun for Mc2MatmulAllReduce {
+    type Recipe = Mc2Numerics;
+
+    fn run_edited(
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::ops::RecipeEdit,
+        edit: Option<fn(&mut Mc2Numerics) -> bool>,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        match edit.of() {
-            Some(f) if recipe != ORACLE => run_edited(params, recipe, Some(f), inputs, threads),
-            _ => Ok(None),
-        }
+        run_edited(params, recipe, edit, inputs, threads)
     }
 }
 

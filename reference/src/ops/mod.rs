@@ -10,12 +10,14 @@
 //! exact (or f64-accurate) and NOT rounded to the output dtype; the harness rounds once where a
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
+mod attention_faults;
 pub mod attention_regimes;
 pub mod attention_ties;
 pub mod attention_variants;
 pub mod dynamic_quant;
 pub mod dynamic_quant_variants;
 pub mod fa_prefill;
+pub mod fault;
 pub mod fp4;
 pub mod fp4_extremes;
 pub mod fp4_ties;
@@ -310,6 +312,12 @@ pub trait OpFamily: Sync {
     fn knob_ids(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The faults of the catalogue ([`fault`]) that model this family's bugs: its own, and
+    /// those of a group it shares (the attention faults of every attention family). The
+    /// catalogue (`crate::faults::catalogue`) is these, registry order, each once.
+    fn faults(&self) -> Vec<&'static fault::Fault> {
+        Vec::new()
+    }
     /// Runs the reference with `recipe` changed by `edit` (an edit of the fault catalogue).
     /// `Ok(None)` when the edit does not apply: the family has no recipe of that kind, the
     /// recipe is [`ORACLE`], or the edit leaves the recipe as it was.
@@ -329,13 +337,13 @@ pub trait OpFamily: Sync {
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
     vec![
-        &mc2_matmul_allreduce::Mc2MatmulAllReduce,
-        &paged_kv::PagedKv,
-        &fa_prefill::FaPrefill,
-        &pa_decode::PaDecode,
         &fp4::MXFP4_DEQUANT,
         &fp4::NVFP4_DEQUANT,
         &fp4::W4A16_MATMUL,
+        &fa_prefill::FaPrefill,
+        &pa_decode::PaDecode,
+        &paged_kv::PagedKv,
+        &mc2_matmul_allreduce::Mc2MatmulAllReduce,
         &dynamic_quant::DynamicQuant,
         &pa_decode_int8::PaDecodeInt8,
         &quant_matmul::QuantMatmul,

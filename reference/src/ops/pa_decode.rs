@@ -279,6 +279,10 @@ fn cache_data<'a>(t: &'a Tensor, bits: &'a Option<Vec<u16>>, f: &'a [f32]) -> Ca
 }
 
 impl OpFamily for PaDecode {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        super::attention_faults::FAULTS.iter().collect()
+    }
+
     fn knob_family(&self) -> &'static str {
         "fa"
     }
@@ -523,29 +527,21 @@ impl OpFamily for PaDecode {
         Ok(m)
     }
 
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        run_edited(params, recipe, None, inputs, threads)
-            .map(|o| o.expect("an unedited run always has outputs"))
-    }
+    crate::ops::preset_family::editable_family_methods!();
+}
 
-    fn run_with_recipe_edit(
+impl crate::ops::preset_family::EditableRun for PaDecode {
+    type Recipe = crate::attention::Recipe;
+
+    fn run_edited(
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::ops::RecipeEdit,
+        edit: Option<fn(&mut crate::attention::Recipe) -> bool>,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        match edit.of::<crate::attention::Recipe>() {
-            Some(f) if recipe != ORACLE => run_edited(params, recipe, Some(f), inputs, threads),
-            _ => Ok(None),
-        }
+        run_edited(params, recipe, edit, inputs, threads)
     }
 }
 

@@ -29,6 +29,7 @@
 //! there is f64 NaN, so NaN payload bits are only checked through `reference`. Data movement
 //! has no reduction, so the thread count is irrelevant.
 
+pub(crate) mod faults;
 use super::path::{odd_above_one, ParamPath};
 use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
@@ -389,6 +390,10 @@ pub const PAGED_KV_CLAIMS: [&str; 6] = [
 ];
 
 impl OpFamily for PagedKv {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        faults::FAULTS.iter().collect()
+    }
+
     fn knob_family(&self) -> &'static str {
         "kv"
     }

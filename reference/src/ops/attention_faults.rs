@@ -1,9 +1,6 @@
 //! Faults of the attention kernels (`fa_prefill`, `pa_decode`): the online softmax, masks,
 //! head mapping, scale, rounding points, LSE, and the paged cache reads.
 
-use super::fp4::swap_rounding_ties;
-use super::tensors::{get_mut, ints, nan_bytes, param_usize, set_element, set_ints};
-use super::{Edit, Fault, Requirement};
 use crate::attention::recipe::{
     Algorithm, Combine, EmptyRow, KvTiling, MaskFill, Normalize, ORescale, RowSumOf,
 };
@@ -11,6 +8,9 @@ use crate::attention::{Geometry, Recipe};
 use crate::formats::DType;
 use crate::kv::KvCacheLayout;
 use crate::ops::attention_regimes::score_view;
+use crate::ops::fault::swap_rounding_ties;
+use crate::ops::fault::tensors::{get_mut, ints, nan_bytes, param_usize, set_element, set_ints};
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::{ElemType, OpError, OpFamily, TensorMap};
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
@@ -497,7 +497,7 @@ fn low_precision_p(r: &Recipe) -> bool {
     r.p_dtype != DType::F32
 }
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "attn-o-not-rescaled",
         family: "attention",

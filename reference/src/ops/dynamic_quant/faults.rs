@@ -2,13 +2,13 @@
 //! constant the row max is mapped to, the scale's form and reach, the smooth scales, all-zero
 //! rows, the sign of the row max, subnormal inputs and the MoE group boundaries.
 
-use super::{Edit, Fault, Requirement};
 use crate::formats::RoundingMode;
 use crate::ops::dynamic_quant::{DqRecipe, GroupLookup, ScaleForm, SmoothOrder, ZeroRow};
+use crate::ops::fault::{Edit, Fault, Requirement};
 
 const OPS: &[&str] = &["dynamic_quant"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "dq-rounding-ties-away",
         family: "dynamic_quant",

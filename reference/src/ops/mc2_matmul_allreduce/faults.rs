@@ -2,10 +2,10 @@
 //! order and its adds' tie rule, the epilogue (where x3 enters, its add's tie rule) and the
 //! output rounding.
 
-use super::fp4::swap_rounding_ties;
-use super::tensors::{get_mut, param_usize};
-use super::{Edit, Fault, Requirement};
 use crate::mc2::{Accumulation, EpiloguePlacement, ReductionOrder, X3Entry};
+use crate::ops::fault::swap_rounding_ties;
+use crate::ops::fault::tensors::{get_mut, param_usize};
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::{OpError, TensorMap};
 
 const MC2: &[&str] = &["mc2_matmul_allreduce"];
@@ -55,7 +55,7 @@ fn skip_last_rank(params: &serde_json::Value, inputs: &mut TensorMap) -> Result<
     Ok(true)
 }
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "mc2-tail-tile-dropped",
         family: "mc2",

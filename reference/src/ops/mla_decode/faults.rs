@@ -3,14 +3,14 @@
 //! the write's slots, the LSE, and the A2 MLA kernel's numerics (the AMLA rescale, its casts,
 //! the score's order, the softmax step).
 
-use super::{Edit, Fault, Requirement};
 use crate::attention::mla::{KeyOrder, MlaRescale, KEY};
 use crate::formats::Rounding;
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::mla_decode::{MlaRecipe, RopeUse};
 
 const OPS: &[&str] = &["mla_decode"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "mla-rope-halves-swapped",
         family: "mla_decode",

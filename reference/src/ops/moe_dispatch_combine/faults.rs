@@ -4,8 +4,8 @@
 //! block, the scale a quantised row carries and the quantisation's tie rule, and the form of
 //! `expert_token_nums`.
 
-use super::{Edit, Fault, Requirement};
 use crate::formats::RoundingMode;
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::moe_dispatch_combine::{
     Accumulator, EmptyBlocks, ExpandOrder, MoeRecipe, Placement, ScaleSource, SumOrder, TokenNums,
     WeightUse,
@@ -13,7 +13,7 @@ use crate::ops::moe_dispatch_combine::{
 
 const OPS: &[&str] = &["moe_dispatch_combine"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "moe-weights-twice",
         family: "moe",

@@ -1,10 +1,11 @@
 //! Faults of the FP4 weight path (`mxfp4_dequant`, `nvfp4_dequant`, `w4a16_matmul`): element
 //! and scale decoding, nibble order, the NVFP4 operation order and the final rounding.
 
-use super::tensors::{get_mut, set_element};
-use super::{Edit, Fault, Requirement};
 use crate::dequant::{Fp4DequantRecipe, Fp4Element, ScaleDecode, ScaleOrder, W4a16Accumulation};
 use crate::formats::{Rounding, RoundingMode, SubnormalPolicy};
+use crate::ops::fault::swap_rounding_ties;
+use crate::ops::fault::tensors::{get_mut, set_element};
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::{OpError, TensorMap};
 
 const FP4_OPS: &[&str] = &["mxfp4_dequant", "nvfp4_dequant", "w4a16_matmul"];
@@ -29,15 +30,6 @@ fn set_mode(r: &mut Rounding, mode: RoundingMode) -> bool {
     }
     r.mode = mode;
     true
-}
-
-fn swap_ties(r: &mut Rounding) -> bool {
-    let to = match r.mode {
-        RoundingMode::NearestTiesToEven => RoundingMode::NearestTiesAway,
-        RoundingMode::NearestTiesAway => RoundingMode::NearestTiesToEven,
-        _ => return false,
-    };
-    set_mode(r, to)
 }
 
 fn swap_nibbles(_: &serde_json::Value, inputs: &mut TensorMap) -> Result<bool, OpError> {
@@ -72,7 +64,7 @@ fn neighbour_group_scale(_: &serde_json::Value, inputs: &mut TensorMap) -> Resul
     Ok(s.data != before)
 }
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "fp4-subnormal-flushed",
         family: "fp4",
@@ -205,7 +197,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: FP4_OPS,
         requirement: Requirement::Quick,
         description: "the final cast breaks ties the other way: away from zero (CAST_ROUND) where the recipe rounds ties to even (CAST_RINT), or the reverse",
-        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| swap_ties(&mut r.rounding))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| swap_rounding_ties(&mut r.rounding))),
     },
     Fault {
         name: "w4a16-accumulated-in-bf16",
@@ -230,7 +222,3 @@ pub(super) static FAULTS: &[Fault] = &[
         edit: Edit::inputs(neighbour_group_scale),
     },
 ];
-
-pub(super) fn swap_rounding_ties(r: &mut Rounding) -> bool {
-    swap_ties(r)
-}

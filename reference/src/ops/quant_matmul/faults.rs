@@ -4,15 +4,15 @@
 //! subnormal results flushed to zero; for the int8 output, the offset's sign and place, the tie
 //! rule of the requantisation and its saturation.
 
-use super::{Edit, Fault, Requirement};
 use crate::formats::RoundingMode;
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::quant_matmul::{
     Accumulation, FloatBiasPlace, IntBiasPlace, OffsetPlace, QmmRecipe, ScalePack, TokenAxis,
 };
 
 const OPS: &[&str] = &["quant_matmul"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "qmm-accumulate-f32",
         family: "quant_matmul",

@@ -3,13 +3,13 @@
 //! tensor-wide, per-token axis, key for value), the dequantisation formula (offset sign, offset
 //! after the scale, its precision), and the write (tie rule, saturation, offset sign, slot).
 
-use super::{Edit, Fault, Requirement};
 use crate::formats::RoundingMode;
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::pa_decode_int8::{C8Recipe, DequantForm, DequantPrecision, TokenIndex};
 
 const OPS: &[&str] = &["pa_decode_int8"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "c8-scale-wrong-head",
         family: "pa_decode_int8",
