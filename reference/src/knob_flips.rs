@@ -44,7 +44,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "fa",
         field: "qk_order",
         to: "Sequential",
-        edit: RecipeEdit::Attention(|r| {
+        edit: crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.qk_order = ReductionOrder::Sequential;
             true
         }),
@@ -54,7 +54,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "fa",
         field: "rowsum_order",
         to: "Sequential",
-        edit: RecipeEdit::Attention(|r| {
+        edit: crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.rowsum_order = ReductionOrder::Sequential;
             true
         }),
@@ -64,7 +64,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "fa",
         field: "pv_order",
         to: "Lanes16",
-        edit: RecipeEdit::Attention(|r| {
+        edit: crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.pv_order = PvOrder::Lanes16;
             true
         }),
@@ -74,7 +74,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "fa",
         field: "exp_impl",
         to: "F64Rounded",
-        edit: RecipeEdit::Attention(|r| {
+        edit: crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.exp_impl = MathImpl::F64Rounded;
             true
         }),
@@ -87,7 +87,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "fa",
         field: "ln_impl",
         to: "F64Rounded",
-        edit: RecipeEdit::Attention(|r| {
+        edit: crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.ln_impl = MathImpl::F64Rounded;
             true
         }),
@@ -97,7 +97,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "fa",
         field: "p_rounding",
         to: "the other tie rule",
-        edit: RecipeEdit::Attention(|r| {
+        edit: crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.p_rounding = other_tie(r.p_rounding);
             true
         }),
@@ -110,7 +110,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "fa",
         field: "output_rounding",
         to: "the other tie rule",
-        edit: RecipeEdit::Attention(|r| {
+        edit: crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.output_rounding = other_tie(r.output_rounding);
             true
         }),
@@ -123,7 +123,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "dynq",
         field: "rounding",
         to: "ties away",
-        edit: RecipeEdit::DynamicQuant(|r| {
+        edit: crate::recipe_edit!(crate::ops::dynamic_quant::DqRecipe, |r| {
             r.rounding = other_tie_mode(r.rounding);
             true
         }),
@@ -133,7 +133,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "dynq",
         field: "scale",
         to: "the sibling kernels' form",
-        edit: RecipeEdit::DynamicQuant(|r| {
+        edit: crate::recipe_edit!(crate::ops::dynamic_quant::DqRecipe, |r| {
             r.scale = r.scale.swapped();
             true
         }),
@@ -143,7 +143,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "qmm",
         field: "scale_order",
         to: "the other order",
-        edit: RecipeEdit::QuantMatmul(|r| {
+        edit: crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r| {
             r.scale_order = r.scale_order.swapped();
             true
         }),
@@ -156,7 +156,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "qmm",
         field: "output_rounding",
         to: "ties away",
-        edit: RecipeEdit::QuantMatmul(|r| {
+        edit: crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r| {
             r.output_rounding = other_tie_mode(r.output_rounding);
             true
         }),
@@ -166,7 +166,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "qmm",
         field: "requant_rounding",
         to: "ties away",
-        edit: RecipeEdit::QuantMatmul(|r| {
+        edit: crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r| {
             r.requant_rounding = other_tie_mode(r.requant_rounding);
             true
         }),
@@ -180,7 +180,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "c8",
         field: "rounding",
         to: "ties away",
-        edit: RecipeEdit::C8(|r| {
+        edit: crate::recipe_edit!(crate::ops::pa_decode_int8::C8Recipe, |r| {
             r.rounding = other_tie_mode(r.rounding);
             true
         }),
@@ -190,7 +190,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "moe",
         field: "output_rounding",
         to: "ties away",
-        edit: RecipeEdit::Moe(|r| {
+        edit: crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r| {
             r.output_rounding = other_tie_mode(r.output_rounding);
             true
         }),
@@ -200,7 +200,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "moe",
         field: "quant.rounding",
         to: "ties away",
-        edit: RecipeEdit::Moe(|r| {
+        edit: crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r| {
             r.quant.rounding = other_tie_mode(r.quant.rounding);
             true
         }),
@@ -210,7 +210,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "mla",
         field: "p_rounding",
         to: "ties to even",
-        edit: RecipeEdit::Mla(|r| {
+        edit: crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r| {
             r.kernel.p_rounding = other_tie(r.kernel.p_rounding);
             true
         }),
@@ -220,7 +220,7 @@ pub static KNOB_FLIPS: &[KnobFlip] = &[
         family: "mla",
         field: "output_rounding",
         to: "the other tie rule",
-        edit: RecipeEdit::Mla(|r| {
+        edit: crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r| {
             r.kernel.output_rounding = other_tie(r.kernel.output_rounding);
             true
         }),

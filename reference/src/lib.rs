@@ -31,5 +31,6 @@ pub mod matmul;
 pub mod mc2;
 pub mod ops;
 pub mod parallel;
+pub mod recipe_edit;
 pub mod splitmix;
 pub mod variant;

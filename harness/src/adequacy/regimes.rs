@@ -276,7 +276,7 @@ mod tests {
         assert_eq!(m.len(), 2);
         for s in &m {
             assert!(s.missing.is_empty(), "{}: {:?}", s.suite, s.missing);
-            assert_eq!(s.covered.len(), regime::for_op(&s.suite).len());
+            assert_eq!(s.covered.len(), ops::regimes_for(&s.suite).len());
         }
         // Without the cases that declare regimes, every regime is missing and gated.
         let without: Vec<&Case> = attention
@@ -287,7 +287,7 @@ mod tests {
         // Structural regimes stay reached by the shapes that hold them, declared or not.
         let m = map(&without, true);
         for s in &m {
-            let constructed: Vec<String> = regime::for_op(&s.suite)
+            let constructed: Vec<String> = ops::regimes_for(&s.suite)
                 .into_iter()
                 .filter(|r| !r.by_runner() && !r.is_structural())
                 .map(|r| r.name().to_string())

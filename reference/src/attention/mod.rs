@@ -12,6 +12,7 @@
 //! Every entry point is deterministic: parallel over fixed (batch, head, query-row) chunks,
 //! results written in a fixed order, so the bits do not depend on the thread count.
 
+pub mod ascend_knobs;
 pub mod error;
 pub mod flash;
 pub mod ifa_tiling;

@@ -1,8 +1,8 @@
 //! Faults of any op: a stray NaN, and the target-level behaviours that the runner's poison
 //! and anti-cheat checks must catch.
 
-use super::tensors::{nan_bytes, set_element};
 use super::{Edit, Fault, Requirement, TargetBehaviour};
+use crate::ops::fault::tensors::{nan_bytes, set_element};
 use crate::ops::{OpError, TensorMap};
 
 /// The element of largest magnitude of the largest floating-point output becomes NaN.

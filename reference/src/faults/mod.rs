@@ -10,163 +10,19 @@
 //! applicable* ([`FaultRun::NotApplicable`]), which is different from surviving.
 
 mod any;
-mod attention;
-mod dynamic_quant;
-mod fp4;
 pub mod margins;
-mod mc2;
-mod mla_decode;
-mod moe;
-mod pa_decode_int8;
-mod paged_kv;
-mod quant_matmul;
 mod range;
-mod tensors;
 
-use crate::ops::{OpError, OpFamily, TensorMap, ORACLE};
+use crate::ops::fault::tensors;
+use crate::ops::{registry, OpError, OpFamily, TensorMap, ORACLE};
 use crate::parallel::Threads;
 
-/// Which tier must kill a fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Requirement {
-    /// The quick tier must kill it on every seed set (`conform adequacy` exits 1 otherwise).
-    Quick,
-    /// Only the full tier is expected to kill it (large shapes).
-    Full,
-    /// Reported, never gated: the fault is invisible to the checks by design (for example a
-    /// difference far below every tolerance of a tolerance-checked output).
-    Advisory,
-}
-
-impl Requirement {
-    pub fn name(self) -> &'static str {
-        match self {
-            Requirement::Quick => "quick",
-            Requirement::Full => "full",
-            Requirement::Advisory => "advisory",
-        }
-    }
-}
-
-/// A change of the case's parameters; `false` when it changes nothing for these parameters.
-pub type ParamsEdit = fn(&mut serde_json::Value) -> bool;
-/// A change of the inputs (with the case's parameters); `Ok(false)` when nothing changed.
-pub type InputsEdit = fn(&serde_json::Value, &mut TensorMap) -> Result<bool, OpError>;
-/// A change of the outputs (with the case's parameters and the unedited inputs).
-pub type OutputsEdit = fn(&serde_json::Value, &TensorMap, &mut TensorMap) -> Result<bool, OpError>;
-
-/// A change of a family's recipe: the op family's own type ([`crate::ops::RecipeEdit`]), so an
+pub use crate::ops::fault::{
+    Edit, Fault, InputsEdit, OutputsEdit, ParamsEdit, Requirement, TargetBehaviour,
+};
+/// A change of a family's recipe, typed by the recipe it changes ([`crate::recipe_edit`]), so an
 /// op applies an edit without knowing the catalogue.
 pub use crate::ops::RecipeEdit;
-
-/// A behaviour of a whole target rather than of one computation: the runner's anti-cheat and
-/// poison checks are what must catch these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TargetBehaviour {
-    /// Returns the outputs of the previous call whose output shapes were the same.
-    StaleOutputByShape,
-    /// Computes the first input set of a case and returns those outputs for every later set.
-    FirstInputSetOnly,
-    /// Leaves the last row (innermost axis run) of every output unwritten.
-    LastRowUnwritten,
-    /// Nondeterministic last-ULP jitter (atomics, a scheduling-dependent reduction order):
-    /// every call of a case after its first flips the lowest bit of one element of its largest
-    /// floating-point output, a different element per call.
-    LastUlpJitter,
-}
-
-/// What a fault changes. At most one of the computation edits is usually set; a params edit
-/// may come with an outputs edit that maps the outputs back (a head permutation).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Edit {
-    pub params: Option<ParamsEdit>,
-    pub inputs: Option<InputsEdit>,
-    pub recipe: Option<RecipeEdit>,
-    pub outputs: Option<OutputsEdit>,
-    pub target: Option<TargetBehaviour>,
-}
-
-impl Edit {
-    /// No edit (the base for struct-update syntax).
-    pub const EMPTY: Edit = Edit {
-        params: None,
-        inputs: None,
-        recipe: None,
-        outputs: None,
-        target: None,
-    };
-    pub const fn params(f: ParamsEdit) -> Edit {
-        Edit {
-            params: Some(f),
-            inputs: None,
-            recipe: None,
-            outputs: None,
-            target: None,
-        }
-    }
-    pub const fn inputs(f: InputsEdit) -> Edit {
-        Edit {
-            params: None,
-            inputs: Some(f),
-            recipe: None,
-            outputs: None,
-            target: None,
-        }
-    }
-    pub const fn recipe(r: RecipeEdit) -> Edit {
-        Edit {
-            params: None,
-            inputs: None,
-            recipe: Some(r),
-            outputs: None,
-            target: None,
-        }
-    }
-    pub const fn outputs(f: OutputsEdit) -> Edit {
-        Edit {
-            params: None,
-            inputs: None,
-            recipe: None,
-            outputs: Some(f),
-            target: None,
-        }
-    }
-    pub const fn target(b: TargetBehaviour) -> Edit {
-        Edit {
-            params: None,
-            inputs: None,
-            recipe: None,
-            outputs: None,
-            target: Some(b),
-        }
-    }
-}
-
-/// One named fault.
-#[derive(Clone, Copy, Debug)]
-pub struct Fault {
-    /// Stable name (`attn-o-not-rescaled`), used on the command line and in suites.
-    pub name: &'static str,
-    /// The group it belongs to, for reports: `fp4`, `w4a16`, `attention`, `paged_attention`,
-    /// `paged_kv`, `mc2`, `dynamic_quant`, `pa_decode_int8`, `quant_matmul`, `moe`, `mla_decode`, `range`,
-    /// `any`.
-    pub family: &'static str,
-    /// The ops it applies to; empty means every op.
-    pub ops: &'static [&'static str],
-    pub requirement: Requirement,
-    /// What a kernel with this bug does, in one sentence.
-    pub description: &'static str,
-    pub edit: Edit,
-}
-
-impl Fault {
-    /// Whether the fault is defined for op `op`.
-    pub fn applies_to(&self, op: &str) -> bool {
-        self.ops.is_empty() || self.ops.contains(&op)
-    }
-}
 
 /// The result of running the reference with a fault injected.
 #[derive(Clone, Debug, PartialEq)]
@@ -176,21 +32,18 @@ pub enum FaultRun {
     NotApplicable(String),
 }
 
-/// Every fault of the catalogue, grouped by family.
+/// Every fault of the catalogue: each family's own ([`OpFamily::faults`], in registry order;
+/// a group that several families declare, once), then the faults of every op (the range faults
+/// and the whole-target behaviours).
 pub fn catalogue() -> Vec<&'static Fault> {
-    fp4::FAULTS
-        .iter()
-        .chain(attention::FAULTS)
-        .chain(paged_kv::FAULTS)
-        .chain(mc2::FAULTS)
-        .chain(dynamic_quant::FAULTS)
-        .chain(pa_decode_int8::FAULTS)
-        .chain(quant_matmul::FAULTS)
-        .chain(moe::FAULTS)
-        .chain(mla_decode::FAULTS)
-        .chain(range::FAULTS)
-        .chain(any::FAULTS)
-        .collect()
+    let mut all: Vec<&'static Fault> = Vec::new();
+    let declared = registry().into_iter().flat_map(|f| f.faults());
+    for f in declared.chain(range::FAULTS).chain(any::FAULTS) {
+        if !all.iter().any(|g| std::ptr::eq(*g, f)) {
+            all.push(f);
+        }
+    }
+    all
 }
 
 /// The fault called `name`.

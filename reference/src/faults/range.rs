@@ -4,8 +4,8 @@
 //! only in the range regimes (`overflow_to_inf`, `subnormal_outputs`, `format_extremes`),
 //! which the cases that declare them hold on every seed.
 
-use super::tensors::get_mut;
 use super::{Edit, Fault, Requirement};
+use crate::ops::fault::tensors::get_mut;
 use crate::ops::{ElemType, OpError, TensorMap};
 
 /// The ops whose outputs the range regimes reach.

@@ -125,11 +125,7 @@ pub(crate) fn check(
 ) -> Result<(), OpError> {
     for &r in regimes {
         if !r.applies_to(op) {
-            return Err(regime_err(
-                op,
-                r,
-                format!("does not apply to this op (only to {})", r.ops().join(", ")),
-            ));
+            return Err(OpError::regime_not_for(op, r));
         }
         match r {
             Regime::MaskedRowsLse => {
@@ -152,23 +148,24 @@ pub(crate) fn check(
                     ));
                 }
             }
-            Regime::LateMax => {
-                if !valid_rows(g).any(|(b, i)| late_ok(interval(g, b, i), late_from, first_free)) {
-                    let longest = valid_rows(g)
-                        .map(|(b, i)| {
-                            let (lo, hi) = interval(g, b, i);
-                            hi - lo
-                        })
-                        .max()
-                        .unwrap_or(0);
-                    return Err(regime_err(
-                        op,
-                        r,
-                        format!(
-                            "needs a valid query row that sees keys both before and at or after key {late_from} (one KV tile); the longest row here sees {longest} keys"
-                        ),
-                    ));
-                }
+            Regime::LateMax
+                if !valid_rows(g)
+                    .any(|(b, i)| late_ok(interval(g, b, i), late_from, first_free)) =>
+            {
+                let longest = valid_rows(g)
+                    .map(|(b, i)| {
+                        let (lo, hi) = interval(g, b, i);
+                        hi - lo
+                    })
+                    .max()
+                    .unwrap_or(0);
+                return Err(regime_err(
+                    op,
+                    r,
+                    format!(
+                        "needs a valid query row that sees keys both before and at or after key {late_from} (one KV tile); the longest row here sees {longest} keys"
+                    ),
+                ));
             }
             Regime::ModerateLateMax | Regime::ModerateEarlyMax => {
                 if let Some(other) = regimes.iter().find(|&&o| {
@@ -228,16 +225,26 @@ pub(crate) fn check(
                         "cannot be combined with large_logits, late_max or a moderate maximum in one case (they rebuild whole query and key rows); declare it in another case",
                     ));
                 }
-                super::attention_ties::check_shape(op, g)?;
-            }
-            Regime::LargeLogits => {
-                if !valid_rows(g).any(|(b, i)| large_ok(interval(g, b, i), first_free)) {
+                // The ties are planted on a valid row that sees at least two keys.
+                if !valid_rows(g).any(|(b, i)| {
+                    let (lo, hi) = interval(g, b, i);
+                    hi >= lo + 2
+                }) {
                     return Err(regime_err(
                         op,
                         r,
-                        "needs a valid query row that sees at least one key",
+                        "needs a valid query row that sees at least two keys",
                     ));
                 }
+            }
+            Regime::LargeLogits
+                if !valid_rows(g).any(|(b, i)| large_ok(interval(g, b, i), first_free)) =>
+            {
+                return Err(regime_err(
+                    op,
+                    r,
+                    "needs a valid query row that sees at least one key",
+                ));
             }
             Regime::PaddedRowsLse => {
                 if !g.softmax_lse_flag {
@@ -310,32 +317,20 @@ pub(crate) fn check(
                     }
                 }
             },
-            Regime::GqaGroups => {
-                if g.kv_heads < 2 || g.group < 2 {
-                    return Err(regime_err(
-                        op,
-                        r,
-                        format!(
-                            "needs num_key_value_heads >= 2 and num_heads / num_key_value_heads >= 2; here {} KV heads, group {}",
-                            g.kv_heads, g.group
-                        ),
-                    ));
-                }
+            Regime::GqaGroups if g.kv_heads < 2 || g.group < 2 => {
+                return Err(regime_err(
+                    op,
+                    r,
+                    format!(
+                        "needs num_key_value_heads >= 2 and num_heads / num_key_value_heads >= 2; here {} KV heads, group {}",
+                        g.kv_heads, g.group
+                    ),
+                ));
             }
-            // The range and quantisation regimes apply to no attention op (refused above);
-            // the runner holds the repeated call.
-            Regime::OverflowToInf
-            | Regime::FormatExtremes
-            | Regime::QuantEdgeRows
-            | Regime::KvInt8Edges
-            | Regime::IntMatmulEdges
-            | Regime::MoeRoutingEdges
-            | Regime::MoeCombineOrder
-            | Regime::OrderWitnesses
-            | Regime::Mc2AddTies
-            | Regime::MlaRopeLateMax
-            | Regime::AttentionTies
-            | Regime::RepeatedCall => {}
+            // Every other regime is one the attention families do not declare (refused above)
+            // or the runner's (the repeated call): a regime added for another family needs no
+            // arm here.
+            _ => {}
         }
     }
     Ok(())

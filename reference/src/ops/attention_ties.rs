@@ -113,24 +113,6 @@ fn p_can_tie(r: &Recipe) -> bool {
     r.score_precision == ScorePrecision::F32 && r.p_dtype != DType::F32
 }
 
-/// The shape-only check: some valid row sees two keys.
-pub(crate) fn check_shape(op: &str, g: &Geometry) -> Result<(), OpError> {
-    let any = (0..g.batch).any(|b| {
-        (0..g.lq[b]).any(|i| {
-            let (lo, hi) = BatchMask::structured(g.sparse, g.lq[b], g.lk[b]).interval(i);
-            hi >= lo + 2
-        })
-    });
-    if any {
-        Ok(())
-    } else {
-        Err(err(
-            op,
-            "needs a valid query row that sees at least two keys",
-        ))
-    }
-}
-
 /// The allowed keys of row `i` of batch `b` inside block `blk`.
 fn block_keys(g: &Geometry, mask: Option<&[u8]>, b: usize, i: usize, blk: usize) -> Vec<usize> {
     let m = BatchMask::new(g, b, mask);

@@ -378,6 +378,41 @@ impl<'a> Loaded<'a> {
 }
 
 impl OpFamily for FaPrefill {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        super::attention_faults::FAULTS.iter().collect()
+    }
+
+    fn knob_family(&self) -> &'static str {
+        "fa"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 3] = [
+            &super::attention_variants::PFA,
+            &super::attention_variants::PFA_HIGH_PERF,
+            &super::attention_variants::FIA_V3_GQA,
+        ];
+        &VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        dispatch(params, recipe, platform).ok().flatten()
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        crate::attention::ascend_knobs::preset_knobs(preset, dtype, edit)
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        crate::attention::ascend_knobs::knob_ids()
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -476,8 +511,20 @@ impl OpFamily for FaPrefill {
         Ok(m)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::LargeLogits,
+            Regime::LateMax,
+            Regime::MaskedRowsLse,
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::PaddedRowsLse,
+            Regime::BatchDistinct,
+            Regime::SeqNeHeads,
+            Regime::GqaGroups,
+            Regime::ModerateLateMax,
+            Regime::ModerateEarlyMax,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -528,50 +575,37 @@ impl OpFamily for FaPrefill {
         Ok(m)
     }
 
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let p: FaPrefillParams = parse_params(OP, params)?;
-        let g = p.geometry()?;
-        let loaded = Loaded::read(&g, inputs)?;
-        let ins = loaded.attention_inputs();
-        if recipe == ORACLE {
-            let o = oracle(&g, &ins, threads).map_err(|e| op_error(OP, e))?;
-            return Ok(oracle_outputs(&g, &o.out, &o.lse));
-        }
-        let r = preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?.on_vector_cores(p.vector_cores);
-        let o = attention(&g, &r, &ins, threads).map_err(|e| op_error(OP, e))?;
-        Ok(recipe_outputs(&g, &o.out, o.lse.as_deref()))
-    }
+    crate::ops::preset_family::editable_family_methods!();
+}
 
-    fn run_with_recipe_edit(
+impl crate::ops::preset_family::EditableRun for FaPrefill {
+    type Recipe = crate::attention::Recipe;
+
+    fn run_edited(
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::ops::RecipeEdit,
+        edit: Option<fn(&mut crate::attention::Recipe) -> bool>,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        let crate::ops::RecipeEdit::Attention(f) = edit else {
-            return Ok(None);
-        };
-        if recipe == ORACLE {
-            return Ok(None);
-        }
         let p: FaPrefillParams = parse_params(OP, params)?;
         let g = p.geometry()?;
+        if recipe == ORACLE {
+            let loaded = Loaded::read(&g, inputs)?;
+            let o = oracle(&g, &loaded.attention_inputs(), threads).map_err(|e| op_error(OP, e))?;
+            return Ok(Some(oracle_outputs(&g, &o.out, &o.lse)));
+        }
         let mut r =
             preset(OP, recipe, g.dtype, p.q_tile, p.kv_tile)?.on_vector_cores(p.vector_cores);
-        if !f(&mut r) {
+        if let Some(f) = edit
+            && !f(&mut r)
+        {
             return Ok(None);
         }
         let loaded = Loaded::read(&g, inputs)?;
-        let ins = loaded.attention_inputs();
-        let o = attention(&g, &r, &ins, threads).map_err(|e| op_error(OP, e))?;
+        let o =
+            attention(&g, &r, &loaded.attention_inputs(), threads).map_err(|e| op_error(OP, e))?;
         Ok(Some(recipe_outputs(&g, &o.out, o.lse.as_deref())))
     }
 }

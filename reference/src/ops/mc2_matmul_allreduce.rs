@@ -21,6 +21,7 @@
 //! own output row (see [`impose`]); `rounding_ties` ([`super::mc2_ties`]); `mc2_add_ties` and
 //! `order_witnesses` ([`super::mc2_witness`]), in cases of their own.
 
+pub(crate) mod faults;
 use super::path::{odd_above_one, ParamPath};
 use super::range_regimes::{self as rr, pow2};
 use super::regime::Regime;
@@ -171,6 +172,54 @@ fn numerics(recipe: &str, dtype: DType) -> Option<Mc2Numerics> {
 }
 
 impl OpFamily for Mc2MatmulAllReduce {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        faults::FAULTS.iter().collect()
+    }
+
+    fn knob_family(&self) -> &'static str {
+        "mc2"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 3] = [
+            &super::preset_variants::MC2_RANK_ORDER,
+            &super::preset_variants::MC2_RING,
+            &super::preset_variants::MC2_BINARY_TREE,
+        ];
+        &VARIANTS
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        recipe_numerics(preset, dtype).map(|n| crate::recipe_edit::edited(n, edit).knobs(preset))
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = RECIPES
+            .iter()
+            .filter_map(|p| recipe_numerics(p, DType::Bf16).map(|n| (p, n)))
+            .flat_map(|(p, n)| n.knobs(p).into_iter().map(|k| k.id))
+            .collect();
+        ids.extend(
+            crate::mc2::planner::PlannerConfig::default()
+                .knobs()
+                .into_iter()
+                .map(|k| k.id),
+        );
+        ids.extend(
+            crate::mc2::planner::PLANNER_CLAIMS
+                .iter()
+                .map(|(id, _)| id.to_string()),
+        );
+        ids.extend(
+            crate::mc2::cost_model::COST_MODEL_CLAIMS
+                .iter()
+                .map(|(id, _)| id.to_string()),
+        );
+        ids
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }
@@ -235,8 +284,14 @@ impl OpFamily for Mc2MatmulAllReduce {
         Ok(out)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(NAME)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::RoundingTies,
+            Regime::OverflowToInf,
+            Regime::SubnormalOutputs,
+            Regime::OrderWitnesses,
+            Regime::Mc2AddTies,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -275,31 +330,21 @@ impl OpFamily for Mc2MatmulAllReduce {
         Ok(m)
     }
 
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        run_edited(params, recipe, None, inputs, threads)
-            .map(|o| o.expect("an unedited run always has outputs"))
-    }
+    crate::ops::preset_family::editable_family_methods!();
+}
 
-    fn run_with_recipe_edit(
+impl crate::ops::preset_family::EditableRun for Mc2MatmulAllReduce {
+    type Recipe = Mc2Numerics;
+
+    fn run_edited(
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::ops::RecipeEdit,
+        edit: Option<fn(&mut Mc2Numerics) -> bool>,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        match edit {
-            crate::ops::RecipeEdit::Mc2(f) if recipe != ORACLE => {
-                run_edited(params, recipe, Some(*f), inputs, threads)
-            }
-            _ => Ok(None),
-        }
+        run_edited(params, recipe, edit, inputs, threads)
     }
 }
 
@@ -308,7 +353,7 @@ impl OpFamily for Mc2MatmulAllReduce {
 fn check(p: &Params, regimes: &[Regime]) -> Result<(), OpError> {
     for &r in regimes {
         if !r.applies_to(NAME) {
-            return Err(rr::not_for_op(NAME, r));
+            return Err(OpError::regime_not_for(NAME, r));
         }
     }
     let own = [Regime::Mc2AddTies, Regime::OrderWitnesses];

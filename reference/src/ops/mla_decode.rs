@@ -31,8 +31,13 @@
 //! casts), `subnormal_outputs` and the moderate row maxima against the recipe's softmax step,
 //! built in `mla_decode/regimes.rs`.
 
+mod preset;
+mod recipe;
 mod regimes;
 
+pub use recipe::*;
+
+pub(crate) mod faults;
 use super::fa_prefill::{invalid, op_error, oracle_outputs, output_specs, recipe_outputs};
 use super::pa_decode::{check_new_tokens, PaDecodeParams};
 use super::path::ParamPath;
@@ -42,10 +47,9 @@ use super::{
     input, parse_params, ElemType, GenContext, OpCost, OpDescription, OpError, OpFamily, Tensor,
     TensorMap, TensorSpec,
 };
-use crate::attention::mla::{self, MlaBatch, MlaKernel, KEY, LATENT, ROPE};
+use crate::attention::mla::{self, MlaBatch, KEY, LATENT, ROPE};
 use crate::attention::{oracle, AttentionConfig, AttentionInputs, Geometry, InputLayout};
 use crate::formats::{bf16, f16, DType, Rounding};
-use crate::knob::{rounding_name, Knob};
 use crate::kv::{scatter, CacheGeometry, KvCacheLayout};
 use crate::parallel::Threads;
 
@@ -62,112 +66,6 @@ const LATE_HEADS: usize = 8;
 
 /// The head counts the FIA page allows on the MLA path.
 pub const HEADS: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
-
-/// How the rope term enters the score.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RopeUse {
-    /// `q_rope . k_rope` (the API).
-    Added,
-    /// Left out (a bug).
-    Dropped,
-    /// The key's rope halves (0..32, 32..64) exchanged, as if the two K groups of the
-    /// kernel's permuted load took each other's rope half (a bug).
-    KeyHalvesSwapped,
-    /// `q_rope` against the first 64 latent columns of the key instead of `k_rope` (a bug).
-    AgainstLatent,
-}
-
-/// The numerics of one `mla_decode` step: the write, the way the inputs are read, and the
-/// attention kernel.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MlaRecipe {
-    pub kernel: MlaKernel,
-    pub rope: RopeUse,
-    /// Latent columns the values (and the output) use: 512; a smaller width models the latent
-    /// width taken as the head_dim (the rest of the output is 0).
-    pub value_width: usize,
-    /// The scale recomputed as 1/sqrt(576) instead of the caller's (a bug).
-    pub scale_from_width: bool,
-    /// Query head h reads KV head h of a `[blocks, N, block_size, D]` cache (the one KV head
-    /// not shared; a bug): offsets wrap around the cache.
-    pub kv_head_per_query_head: bool,
-    /// Added to every physical block the table gives (0; 1 is an off-by-one).
-    pub table_shift: usize,
-    /// Added to every slot of the slot mapping (0; 1 is an off-by-one).
-    pub slot_shift: usize,
-    /// Subnormal query, key and value elements read as zero of their sign (true: a kernel
-    /// with denormals-are-zero on its inputs, a bug).
-    pub flushes_subnormal_inputs: bool,
-}
-
-impl MlaRecipe {
-    /// A preset by name for `dtype`.
-    pub fn preset(name: &str, dtype: DType) -> Option<MlaRecipe> {
-        match name {
-            "ascend_mla" => Some(MlaRecipe {
-                kernel: MlaKernel::ascend(dtype),
-                rope: RopeUse::Added,
-                value_width: LATENT,
-                scale_from_width: false,
-                kv_head_per_query_head: false,
-                table_shift: 0,
-                slot_shift: 0,
-                flushes_subnormal_inputs: false,
-            }),
-            _ => None,
-        }
-    }
-
-    /// The ledger knobs of the preset (ids `mla.<preset>.<field>`, docs/ascend.md).
-    pub fn knobs(&self, preset: &str) -> Vec<Knob> {
-        let MlaRecipe {
-            kernel,
-            rope,
-            value_width,
-            scale_from_width,
-            kv_head_per_query_head,
-            table_shift,
-            slot_shift,
-            flushes_subnormal_inputs,
-        } = self;
-        let MlaKernel {
-            key_order,
-            k_chunk,
-            step,
-            rescale,
-            factor_rounding,
-            p_rounding,
-            output_rounding,
-            zero_huge,
-            lse_with_max,
-        } = kernel;
-        let id = |f: &str| format!("mla.{preset}.{f}");
-        vec![
-            Knob::new(id("key_order"), format!("{key_order:?}")),
-            Knob::new(id("k_chunk"), format!("{k_chunk}")),
-            Knob::new(id("step"), format!("{step}")),
-            Knob::new(id("rescale"), format!("{rescale:?}")),
-            Knob::new(id("factor_rounding"), rounding_name(factor_rounding)),
-            Knob::new(id("p_rounding"), rounding_name(p_rounding)),
-            Knob::new(id("output_rounding"), rounding_name(output_rounding)),
-            Knob::new(id("zero_huge"), format!("{zero_huge}")),
-            Knob::new(id("lse_with_max"), format!("{lse_with_max}")),
-            Knob::new(id("rope"), format!("{rope:?}")),
-            Knob::new(id("value_width"), format!("{value_width}")),
-            Knob::new(id("scale_from_width"), format!("{scale_from_width}")),
-            Knob::new(
-                id("kv_head_per_query_head"),
-                format!("{kv_head_per_query_head}"),
-            ),
-            Knob::new(id("table_shift"), format!("{table_shift}")),
-            Knob::new(id("slot_shift"), format!("{slot_shift}")),
-            Knob::new(
-                id("flushes_subnormal_inputs"),
-                format!("{flushes_subnormal_inputs}"),
-            ),
-        ]
-    }
-}
 
 fn default_layout() -> InputLayout {
     InputLayout::Bnsd
@@ -579,7 +477,65 @@ impl MlaDecode {
     }
 }
 
+/// The preset that models the A2 MLA decode kernel.
+const ASCEND_MLA: &str = PRESETS[0];
+
+/// Claims about `mla_decode` (the A2 MLA decode kernel and its cache write) fixed in the code
+/// rather than a recipe field.
+pub const CLAIMS: [&str; 7] = [
+    "mla.claim.chunk_inner_order",
+    "mla.claim.pv_order",
+    "mla.claim.rowsum",
+    "mla.claim.exp",
+    "mla.claim.amla_constants",
+    "mla.claim.widths",
+    "mla.claim.flash_decode",
+];
+
 impl OpFamily for MlaDecode {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        faults::FAULTS.iter().collect()
+    }
+
+    fn knob_family(&self) -> &'static str {
+        "mla"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 1] = [&super::attention_variants::MLA];
+        &VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        let _ = (params, platform);
+        (recipe == ASCEND_MLA).then(super::attention_variants::dispatch_mla)
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        if preset != ASCEND_MLA {
+            return None;
+        }
+        MlaRecipe::preset(preset, dtype).map(|r| {
+            let mut k = crate::recipe_edit::edited(r, edit).knobs(preset);
+            k.extend(CLAIMS.iter().map(|&id| crate::knob::Knob::claim(id)));
+            k
+        })
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = MlaRecipe::preset(ASCEND_MLA, DType::Bf16)
+            .map(|r| r.knobs(ASCEND_MLA).into_iter().map(|k| k.id).collect())
+            .unwrap_or_default();
+        ids.extend(CLAIMS.iter().map(|id| id.to_string()));
+        ids
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -689,8 +645,14 @@ impl OpFamily for MlaDecode {
         Ok(m)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::MlaRopeLateMax,
+            Regime::ModerateLateMax,
+            Regime::ModerateEarlyMax,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -741,258 +703,4 @@ impl OpFamily for MlaDecode {
     }
 
     preset_family::preset_family_methods!();
-}
-
-impl PresetFamily for MlaDecode {
-    type Case = Case;
-    type Recipe = MlaRecipe;
-    const PRESETS: &'static [&'static str] = &PRESETS;
-
-    fn case(&self, v: &serde_json::Value) -> Result<Case, OpError> {
-        let p: Params = parse_params(OP, v)?;
-        if !matches!(p.dtype, DType::Bf16 | DType::F16) {
-            return Err(invalid(
-                OP,
-                "dtype",
-                "query, rope and caches are bf16 or f16 (FIA page, MLA)",
-            ));
-        }
-        if !matches!(p.input_layout, InputLayout::Bnsd | InputLayout::Bsnd) {
-            return Err(invalid(OP, "input_layout", "must be BNSD or BSND"));
-        }
-        if !HEADS.contains(&p.num_heads) {
-            return Err(invalid(
-                OP,
-                "num_heads",
-                &format!(
-                    "{} is not one of the MLA path's head counts {HEADS:?} (FIA page)",
-                    p.num_heads
-                ),
-            ));
-        }
-        if p.block_size != 16 && p.block_size != 128 {
-            return Err(invalid(
-                OP,
-                "block_size",
-                &format!(
-                    "{}: the MLA path takes block_size 16 or 128 (FIA page)",
-                    p.block_size
-                ),
-            ));
-        }
-        if !p.scale.is_finite() || p.scale <= 0.0 {
-            return Err(invalid(
-                OP,
-                "scale",
-                &format!("{} must be finite and positive", p.scale),
-            ));
-        }
-        if p.batch == 0 {
-            return Err(invalid(OP, "batch", "must be positive"));
-        }
-        check_new_tokens(OP, p.new_tokens, &p.actual_seq_lengths_kv)?;
-        // The block arithmetic is pa_decode's (one KV head, the latent width).
-        let pd = PaDecodeParams {
-            dtype: p.dtype,
-            input_layout: p.input_layout,
-            batch: p.batch,
-            q_seq: 1,
-            num_heads: p.num_heads,
-            // Only the block arithmetic is used; 0 keeps the head-ratio limit out of it.
-            num_key_value_heads: 0,
-            head_dim: LATENT,
-            scale: Some(p.scale),
-            sparse_mode: 0,
-            pre_tokens: None,
-            next_tokens: None,
-            actual_seq_lengths_kv: p.actual_seq_lengths_kv.clone(),
-            actual_seq_lengths: None,
-            block_size: p.block_size,
-            cache_layout: KvCacheLayout::BnNBsD,
-            num_blocks: p.num_blocks,
-            max_blocks: p.max_blocks,
-            shared_prefix_blocks: 0,
-            atten_mask: false,
-            softmax_lse_flag: p.softmax_lse_flag,
-            q_tile: None,
-            vector_cores: None,
-        };
-        let plan = pd.plan().map_err(|e| match e {
-            OpError::InvalidParam { param, message, .. } => OpError::InvalidParam {
-                op: OP.into(),
-                param,
-                message,
-            },
-            other => other,
-        })?;
-        let mut c = AttentionConfig::new(
-            p.dtype,
-            p.batch,
-            1,
-            plan.max_blocks * p.block_size,
-            p.num_heads,
-            1,
-            KEY,
-        );
-        c.value_head_dim = LATENT;
-        c.input_layout = p.input_layout;
-        c.scale = Some(p.scale);
-        c.actual_seq_lengths_kv = Some(p.actual_seq_lengths_kv.clone());
-        c.softmax_lse_flag = p.softmax_lse_flag;
-        let g = c.geometry().map_err(|e| op_error(OP, e))?;
-        Ok(Case {
-            num_blocks: plan.cache.num_blocks,
-            max_blocks: plan.max_blocks,
-            used: plan.used,
-            p,
-            g,
-        })
-    }
-
-    fn run_oracle(
-        &self,
-        c: &Case,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let d = self.decoded(c, inputs)?;
-        let (kv_cache, rope_cache) = self.write(c, &d, 0)?;
-        let blocks = self.blocks(c, &d.table)?;
-        let g = &c.g;
-        let exact = MlaRecipe::preset("ascend_mla", c.p.dtype).expect("the preset exists");
-        // Contiguous query, key and value tensors in the geometry's layout.
-        let mut query = vec![0.0f32; g.q_len()];
-        let mut key = vec![0.0f32; g.kv_len()];
-        let mut value = vec![0.0f32; g.v_len()];
-        for (b, blk) in blocks.iter().enumerate() {
-            let q = Self::query_rows(c, &d, b);
-            for h in 0..c.p.num_heads {
-                let o = g.q_offset(b, 0, h);
-                query[o..o + KEY].copy_from_slice(&q[h * KEY..(h + 1) * KEY]);
-            }
-            let (k, v) = Self::gather(c, &exact, blk, b, 0, &kv_cache, &rope_cache);
-            for j in 0..g.lk[b] {
-                let o = g.kv_offset(b, j, 0);
-                key[o..o + KEY].copy_from_slice(&k[j * KEY..(j + 1) * KEY]);
-                let o = g.v_offset(b, j, 0);
-                value[o..o + LATENT].copy_from_slice(&v[j * LATENT..(j + 1) * LATENT]);
-            }
-        }
-        let ins = AttentionInputs {
-            query: &query,
-            key: &key,
-            value: &value,
-            atten_mask: None,
-        };
-        let o = oracle(g, &ins, threads).map_err(|e| op_error(OP, e))?;
-        let mut m = oracle_outputs(g, &o.out, &o.lse);
-        for (name, cache, width) in [
-            ("kv_cache_out", &kv_cache, LATENT),
-            ("rope_cache_out", &rope_cache, ROPE),
-        ] {
-            let vals: Vec<f64> = cache.iter().map(|&x| Self::decode16(c, x) as f64).collect();
-            m.insert(name.into(), Tensor::of_f64(c.cache_shape(width), &vals));
-        }
-        Ok(m)
-    }
-
-    fn run_recipe(
-        &self,
-        c: &Case,
-        r: &MlaRecipe,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        let d = self.decoded(c, inputs)?;
-        let (kv_cache, rope_cache) = self.write(c, &d, r.slot_shift)?;
-        let blocks = self.blocks(c, &d.table)?;
-        let mut g = c.g.clone();
-        if r.scale_from_width {
-            g.scale = (1.0 / crate::math::sqrt_f64(KEY as f64)) as f32;
-        }
-        let mut queries: Vec<Vec<f32>> =
-            (0..c.p.batch).map(|b| Self::query_rows(c, &d, b)).collect();
-        if r.flushes_subnormal_inputs {
-            for x in queries.iter_mut().flatten() {
-                *x = Self::flushed(c, *x);
-            }
-        }
-        let (out, lse) = if r.kv_head_per_query_head {
-            // Every head reads its own (wrong) KV rows: one problem per (batch, head).
-            let mut out = vec![0.0f32; g.out_len()];
-            let mut lse = vec![0.0f32; g.lse_len()];
-            let mut one = AttentionConfig::new(c.p.dtype, 1, 1, g.kv_seq, 1, 1, KEY);
-            one.value_head_dim = LATENT;
-            one.scale = Some(g.scale as f64);
-            one.input_layout = InputLayout::Bnsd;
-            for b in 0..c.p.batch {
-                one.actual_seq_lengths_kv = Some(vec![g.lk[b] as i64]);
-                let g1 = one.geometry().map_err(|e| op_error(OP, e))?;
-                for h in 0..c.p.num_heads {
-                    let (keys, values) =
-                        Self::gather(c, r, &blocks[b], b, h, &kv_cache, &rope_cache);
-                    let p = [MlaBatch {
-                        query: &queries[b][h * KEY..(h + 1) * KEY],
-                        keys: &keys,
-                        values: &values,
-                        lk: g.lk[b],
-                    }];
-                    let (o, l) = mla::mla_decode(&g1, &r.kernel, &p, threads)
-                        .map_err(|e| op_error(OP, e))?;
-                    let off = g.out_offset(b, 0, h);
-                    out[off..off + LATENT].copy_from_slice(&o);
-                    lse[g.lse_index(b, 0, h)] = l[0];
-                }
-            }
-            (out, lse)
-        } else {
-            let kvs: Vec<(Vec<f32>, Vec<f32>)> = (0..c.p.batch)
-                .map(|b| Self::gather(c, r, &blocks[b], b, 0, &kv_cache, &rope_cache))
-                .collect();
-            let problems: Vec<MlaBatch> = (0..c.p.batch)
-                .map(|b| MlaBatch {
-                    query: &queries[b],
-                    keys: &kvs[b].0,
-                    values: &kvs[b].1,
-                    lk: g.lk[b],
-                })
-                .collect();
-            mla::mla_decode(&g, &r.kernel, &problems, threads).map_err(|e| op_error(OP, e))?
-        };
-        let mut m = recipe_outputs(&g, &out, g.softmax_lse_flag.then_some(&lse[..]));
-        let et = ElemType::from(c.p.dtype);
-        m.insert(
-            "kv_cache_out".into(),
-            Tensor::from_bits16(et, c.cache_shape(LATENT), &kv_cache),
-        );
-        m.insert(
-            "rope_cache_out".into(),
-            Tensor::from_bits16(et, c.cache_shape(ROPE), &rope_cache),
-        );
-        Ok(m)
-    }
-
-    fn impose(
-        &self,
-        c: &Case,
-        regimes: &[Regime],
-        m: &mut TensorMap,
-        ctx: &mut GenContext,
-    ) -> Result<(), OpError> {
-        if regimes.contains(&Regime::MlaRopeLateMax) {
-            self.impose_rope_late_max(c, m, ctx)?;
-        }
-        regimes::impose(self, c, regimes, m, ctx)
-    }
-
-    fn recipe_preset(c: &Case, name: &str) -> Option<MlaRecipe> {
-        MlaRecipe::preset(name, c.p.dtype)
-    }
-
-    fn edit_of(edit: &crate::ops::RecipeEdit) -> Option<fn(&mut MlaRecipe) -> bool> {
-        match edit {
-            crate::ops::RecipeEdit::Mla(f) => Some(*f),
-            _ => None,
-        }
-    }
 }

@@ -10,12 +10,14 @@
 //! exact (or f64-accurate) and NOT rounded to the output dtype; the harness rounds once where a
 //! rounded expectation is needed. Other recipe names are the family's emulation presets.
 
+mod attention_faults;
 pub mod attention_regimes;
 pub mod attention_ties;
 pub mod attention_variants;
 pub mod dynamic_quant;
 pub mod dynamic_quant_variants;
 pub mod fa_prefill;
+pub mod fault;
 pub mod fp4;
 pub mod fp4_extremes;
 pub mod fp4_ties;
@@ -35,17 +37,19 @@ pub mod preset_variants;
 pub mod quant_matmul;
 pub mod quant_matmul_variants;
 pub mod range_regimes;
-pub mod recipe_edit;
 pub mod regime;
 pub mod tensor;
 
+pub use crate::recipe_edit::RecipeEdit;
 pub use generate::{special_values, GenContext, SpecialValues, ValueDist};
 pub use path::ParamPath;
-pub use recipe_edit::RecipeEdit;
 pub use regime::Regime;
 pub use tensor::{ElemType, Tensor, TensorError, TensorMap};
 
+use crate::formats::DType;
+use crate::knob::Knob;
 use crate::parallel::Threads;
+use crate::variant::{Dispatch, KernelVariant, Platform};
 use thiserror::Error;
 
 /// The recipe name that selects a family's exact oracle.
@@ -152,6 +156,15 @@ impl OpError {
         }
     }
 
+    /// Regime `r` is not one `op` declares ([`OpFamily::regimes`]).
+    pub fn regime_not_for(op: &str, r: Regime) -> OpError {
+        OpError::Regime {
+            op: op.into(),
+            regime: r.name().into(),
+            message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
+        }
+    }
+
     /// `op` could not compute (or generate) what was asked.
     pub fn failed(op: &str, message: impl std::fmt::Display) -> OpError {
         OpError::Failed {
@@ -214,9 +227,12 @@ pub trait OpFamily: Sync {
     fn default_dtype(&self) -> Option<&'static str> {
         None
     }
-    /// The numeric regimes ([`regime`]) this family's generator can guarantee.
-    fn regimes(&self) -> Vec<Regime> {
-        Vec::new()
+    /// The numeric regimes ([`regime`]) this family's generator can guarantee: the family's
+    /// own declaration, from which [`Regime::ops`], [`Regime::applies_to`] and [`regimes_for`]
+    /// are derived (a regime the runner guarantees, [`Regime::by_runner`], applies to every
+    /// family without being listed).
+    fn regimes(&self) -> &'static [Regime] {
+        &[]
     }
     /// Checks that a case with `params` can hold every regime of `regimes` (from the shape
     /// alone), naming the first it cannot hold.
@@ -224,11 +240,7 @@ pub trait OpFamily: Sync {
         let _ = params;
         match regimes.first() {
             None => Ok(()),
-            Some(r) => Err(OpError::Regime {
-                op: self.name().to_string(),
-                regime: r.name().to_string(),
-                message: format!("does not apply to this op (only to {})", r.ops().join(", ")),
-            }),
+            Some(&r) => Err(OpError::regime_not_for(self.name(), r)),
         }
     }
     /// [`OpFamily::generate`], then makes every regime of `regimes` true whatever the stream
@@ -257,6 +269,55 @@ pub trait OpFamily: Sync {
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<TensorMap, OpError>;
+    /// The knob id prefix of the family's presets (`fa`, `dq`, ...): the first part of the
+    /// ids of its rows in the fidelity ledger ([`crate::fidelity`]); the op name unless the
+    /// family shares a prefix or has a shorter one.
+    fn knob_family(&self) -> &'static str {
+        self.name()
+    }
+    /// The kernel variants the family's recipes that model a CANN kernel run on
+    /// ([`crate::variant`]); empty when none does.
+    fn kernel_variants(&self) -> &'static [&'static KernelVariant] {
+        &[]
+    }
+    /// The kernel variant a case with `params`, judged against `recipe`, lands on: on
+    /// `platform`, or on the platform the recipe describes when `None`. `None` when the recipe
+    /// models no CANN kernel or the parameters are invalid. Unless the family models its host
+    /// dispatch, the variant whose preset the recipe names.
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&Platform>,
+    ) -> Option<Dispatch> {
+        let _ = (params, platform);
+        Dispatch::named(self.kernel_variants(), recipe)
+    }
+    /// The knobs of the family's preset `preset` (a fixed preset, not a dispatching recipe)
+    /// with element type `dtype`, changed by `edit` first when it is an edit of a recipe the
+    /// preset holds; `None` when the preset models no CANN kernel. The claims fixed in the
+    /// family's code come after its recipe fields.
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: DType,
+        edit: Option<&RecipeEdit>,
+    ) -> Option<Vec<Knob>> {
+        let _ = (preset, dtype, edit);
+        None
+    }
+    /// Every knob id the family defines (its presets' fields and its claims; its variants'
+    /// rows are [`OpFamily::kernel_variants`]'). Families that share presets (the attention
+    /// ops, the three FP4 ops) declare the same ids; the ledger takes each once.
+    fn knob_ids(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The faults of the catalogue ([`fault`]) that model this family's bugs: its own, and
+    /// those of a group it shares (the attention faults of every attention family). The
+    /// catalogue (`crate::faults::catalogue`) is these, registry order, each once.
+    fn faults(&self) -> Vec<&'static fault::Fault> {
+        Vec::new()
+    }
     /// Runs the reference with `recipe` changed by `edit` (an edit of the fault catalogue).
     /// `Ok(None)` when the edit does not apply: the family has no recipe of that kind, the
     /// recipe is [`ORACLE`], or the edit leaves the recipe as it was.
@@ -276,19 +337,50 @@ pub trait OpFamily: Sync {
 /// Every op family of the reference.
 pub fn registry() -> Vec<&'static dyn OpFamily> {
     vec![
-        &mc2_matmul_allreduce::Mc2MatmulAllReduce,
-        &paged_kv::PagedKv,
-        &fa_prefill::FaPrefill,
-        &pa_decode::PaDecode,
         &fp4::MXFP4_DEQUANT,
         &fp4::NVFP4_DEQUANT,
         &fp4::W4A16_MATMUL,
+        &fa_prefill::FaPrefill,
+        &pa_decode::PaDecode,
+        &paged_kv::PagedKv,
+        &mc2_matmul_allreduce::Mc2MatmulAllReduce,
         &dynamic_quant::DynamicQuant,
         &pa_decode_int8::PaDecodeInt8,
         &quant_matmul::QuantMatmul,
         &moe_dispatch_combine::MoeDispatchCombine,
         &mla_decode::MlaDecode,
     ]
+}
+
+/// The regimes' reach, derived from the families' own declarations ([`OpFamily::regimes`]).
+impl Regime {
+    /// The ops whose generators can guarantee this regime (every op for a regime the runner
+    /// guarantees), in registry order.
+    pub fn ops(self) -> Vec<&'static str> {
+        registry()
+            .into_iter()
+            .filter(|f| self.holds_for(*f))
+            .map(|f| f.name())
+            .collect()
+    }
+
+    /// Whether the regime applies to op `op` (false for an op the registry does not know).
+    pub fn applies_to(self, op: &str) -> bool {
+        find(op).is_ok_and(|f| self.holds_for(f))
+    }
+
+    fn holds_for(self, family: &dyn OpFamily) -> bool {
+        self.by_runner() || family.regimes().contains(&self)
+    }
+}
+
+/// The regimes that apply to op `op`, in [`Regime::ALL`]'s order (what the regime map of
+/// `conform adequacy` lists).
+pub fn regimes_for(op: &str) -> Vec<Regime> {
+    Regime::ALL
+        .into_iter()
+        .filter(|r| r.applies_to(op))
+        .collect()
 }
 
 /// The family named `name`.
@@ -337,4 +429,55 @@ pub fn input<'a>(
         });
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_regime_applies_to_the_families_that_declare_it() {
+        assert_eq!(regimes_for("fa_prefill").len(), 12);
+        assert_eq!(regimes_for("pa_decode").len(), 11);
+        assert_eq!(regimes_for("mxfp4_dequant").len(), 4);
+        assert_eq!(regimes_for("w4a16_matmul").len(), 5);
+        assert_eq!(regimes_for("nvfp4_dequant").len(), 5);
+        assert_eq!(regimes_for("mc2_matmul_allreduce").len(), 6);
+        assert_eq!(regimes_for("dynamic_quant").len(), 3);
+        assert_eq!(regimes_for("pa_decode_int8").len(), 7);
+        assert_eq!(
+            regimes_for("mla_decode"),
+            vec![
+                Regime::RoundingTies,
+                Regime::SubnormalOutputs,
+                Regime::RepeatedCall,
+                Regime::MlaRopeLateMax,
+                Regime::ModerateLateMax,
+                Regime::ModerateEarlyMax
+            ]
+        );
+        assert_eq!(
+            regimes_for("quant_matmul"),
+            vec![
+                Regime::RoundingTies,
+                Regime::SubnormalOutputs,
+                Regime::RepeatedCall,
+                Regime::IntMatmulEdges
+            ]
+        );
+        assert_eq!(regimes_for("moe_dispatch_combine").len(), 5);
+        assert_eq!(regimes_for("paged_kv"), vec![Regime::RepeatedCall]);
+        assert!(Regime::ALL
+            .iter()
+            .all(|r| r.by_runner() == (*r == Regime::RepeatedCall)));
+        // The runner repeats an input set of every case: every registered op is listed.
+        for family in registry() {
+            assert!(
+                Regime::RepeatedCall.applies_to(family.name()),
+                "{} does not get the runner's regime",
+                family.name()
+            );
+        }
+        assert!(!Regime::LargeLogits.applies_to("mc2_matmul_allreduce"));
+    }
 }

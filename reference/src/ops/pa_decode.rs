@@ -279,6 +279,40 @@ fn cache_data<'a>(t: &'a Tensor, bits: &'a Option<Vec<u16>>, f: &'a [f32]) -> Ca
 }
 
 impl OpFamily for PaDecode {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        super::attention_faults::FAULTS.iter().collect()
+    }
+
+    fn knob_family(&self) -> &'static str {
+        "fa"
+    }
+    fn kernel_variants(&self) -> &'static [&'static crate::variant::KernelVariant] {
+        static VARIANTS: [&crate::variant::KernelVariant; 2] = [
+            &super::attention_variants::IFA,
+            &super::attention_variants::FIA_V3_GQA_DECODE,
+        ];
+        &VARIANTS
+    }
+    fn dispatch(
+        &self,
+        recipe: &str,
+        params: &serde_json::Value,
+        platform: Option<&crate::variant::Platform>,
+    ) -> Option<crate::variant::Dispatch> {
+        dispatch(params, recipe, platform).ok().flatten()
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        crate::attention::ascend_knobs::preset_knobs(preset, dtype, edit)
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        crate::attention::ascend_knobs::knob_ids()
+    }
+
     fn name(&self) -> &'static str {
         OP
     }
@@ -403,8 +437,19 @@ impl OpFamily for PaDecode {
         Ok(m)
     }
 
-    fn regimes(&self) -> Vec<Regime> {
-        super::regime::for_op(OP)
+    fn regimes(&self) -> &'static [Regime] {
+        &[
+            Regime::LargeLogits,
+            Regime::LateMax,
+            Regime::MaskedRowsLse,
+            Regime::RoundingTies,
+            Regime::SubnormalOutputs,
+            Regime::BatchDistinct,
+            Regime::SeqNeHeads,
+            Regime::GqaGroups,
+            Regime::ModerateLateMax,
+            Regime::ModerateEarlyMax,
+        ]
     }
 
     fn check_regimes(&self, params: &serde_json::Value, regimes: &[Regime]) -> Result<(), OpError> {
@@ -482,31 +527,21 @@ impl OpFamily for PaDecode {
         Ok(m)
     }
 
-    fn run(
-        &self,
-        params: &serde_json::Value,
-        recipe: &str,
-        inputs: &TensorMap,
-        threads: Threads,
-    ) -> Result<TensorMap, OpError> {
-        run_edited(params, recipe, None, inputs, threads)
-            .map(|o| o.expect("an unedited run always has outputs"))
-    }
+    crate::ops::preset_family::editable_family_methods!();
+}
 
-    fn run_with_recipe_edit(
+impl crate::ops::preset_family::EditableRun for PaDecode {
+    type Recipe = crate::attention::Recipe;
+
+    fn run_edited(
         &self,
         params: &serde_json::Value,
         recipe: &str,
-        edit: &crate::ops::RecipeEdit,
+        edit: Option<fn(&mut crate::attention::Recipe) -> bool>,
         inputs: &TensorMap,
         threads: Threads,
     ) -> Result<Option<TensorMap>, OpError> {
-        match edit {
-            crate::ops::RecipeEdit::Attention(f) if recipe != ORACLE => {
-                run_edited(params, recipe, Some(*f), inputs, threads)
-            }
-            _ => Ok(None),
-        }
+        run_edited(params, recipe, edit, inputs, threads)
     }
 }
 

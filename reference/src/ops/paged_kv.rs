@@ -29,6 +29,7 @@
 //! there is f64 NaN, so NaN payload bits are only checked through `reference`. Data movement
 //! has no reduction, so the thread count is irrelevant.
 
+pub(crate) mod faults;
 use super::path::{odd_above_one, ParamPath};
 use super::{
     input, parse_params, special_values, ElemType, GenContext, OpCost, OpDescription, OpError,
@@ -377,7 +378,43 @@ fn nan_cache_with_rows<const N: usize>(
     Ok(unwords(&cache))
 }
 
+/// Claims about the paged KV cache (this op and the PagedAttention path), fixed in the code
+/// rather than a recipe field: each is a row of the fidelity ledger (`docs/ascend.md`).
+pub const PAGED_KV_CLAIMS: [&str; 6] = [
+    "kv.layout.bnbsh",
+    "kv.layout.bnnbsd",
+    "kv.block_size.range",
+    "kv.slot_mapping.dtype",
+    "kv.slot_mapping.padding",
+    "kv.cache.untouched",
+];
+
 impl OpFamily for PagedKv {
+    fn faults(&self) -> Vec<&'static crate::ops::fault::Fault> {
+        faults::FAULTS.iter().collect()
+    }
+
+    fn knob_family(&self) -> &'static str {
+        "kv"
+    }
+    fn preset_knobs(
+        &self,
+        preset: &str,
+        dtype: crate::formats::DType,
+        edit: Option<&crate::recipe_edit::RecipeEdit>,
+    ) -> Option<Vec<crate::knob::Knob>> {
+        let _ = (dtype, edit);
+        (preset == "reference").then(|| {
+            PAGED_KV_CLAIMS
+                .iter()
+                .map(|&id| crate::knob::Knob::claim(id))
+                .collect()
+        })
+    }
+    fn knob_ids(&self) -> Vec<String> {
+        PAGED_KV_CLAIMS.iter().map(|id| id.to_string()).collect()
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }

@@ -76,27 +76,3 @@ pub static QINGCHENG_W4A16: KernelVariant = KernelVariant {
     releases: ReleaseRange::EVERY,
     conventions: &[],
 };
-
-static MC2: [&KernelVariant; 3] = [&MC2_RANK_ORDER, &MC2_RING, &MC2_BINARY_TREE];
-static MOE: [&KernelVariant; 1] = [&MOE_V2];
-static FP4: [&KernelVariant; 2] = [&QINGCHENG_FP4_DEQUANT, &QINGCHENG_W4A16];
-
-/// Every variant here, with an op whose family's knobs it belongs to.
-pub fn variants() -> impl Iterator<Item = (&'static str, &'static KernelVariant)> {
-    let mc2 = MC2.iter().map(|v| ("mc2_matmul_allreduce", *v));
-    let moe = MOE.iter().map(|v| ("moe_dispatch_combine", *v));
-    mc2.chain(moe)
-        .chain(FP4.iter().map(|v| ("nvfp4_dequant", *v)))
-}
-
-/// The variant of `op`'s preset `recipe`, when it is one of these (a QingCheng preset is the
-/// same kernel whichever FP4 op runs it).
-pub fn by_preset(op: &str, recipe: &str) -> Option<&'static KernelVariant> {
-    let family: &[&'static KernelVariant] = match op {
-        "mc2_matmul_allreduce" => &MC2,
-        "moe_dispatch_combine" => &MOE,
-        "mxfp4_dequant" | "nvfp4_dequant" | "w4a16_matmul" => &FP4,
-        _ => &[],
-    };
-    family.iter().find(|v| v.preset == recipe).copied()
-}

@@ -86,15 +86,6 @@ pub(crate) fn regime_err(op: &str, r: Regime, message: impl Into<String>) -> OpE
     }
 }
 
-/// The error for a regime not defined for `op`.
-pub(crate) fn not_for_op(op: &str, r: Regime) -> OpError {
-    regime_err(
-        op,
-        r,
-        format!("does not apply to this op (only to {})", r.ops().join(", ")),
-    )
-}
-
 /// The construction broke its own promise (a bug of conform, never of the case).
 pub(crate) fn broken(op: &str, r: Regime, what: &str) -> OpError {
     OpError::Failed {

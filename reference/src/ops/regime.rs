@@ -142,79 +142,6 @@ pub const MODERATE_EARLY_MARGIN: (f64, f64) = (0.5, 3.0);
 /// online-softmax presets with fixed tiling.
 pub const LATE_MAX_FROM: usize = 128;
 
-const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
-const TIES: &[&str] = &[
-    "fa_prefill",
-    "pa_decode",
-    "mc2_matmul_allreduce",
-    "dynamic_quant",
-    "pa_decode_int8",
-    "quant_matmul",
-    "moe_dispatch_combine",
-    "mla_decode",
-    "nvfp4_dequant",
-    "w4a16_matmul",
-];
-const QUANT_EDGES: &[&str] = &["dynamic_quant"];
-const KV_INT8_EDGES: &[&str] = &["pa_decode_int8"];
-const INT_MATMUL_EDGES: &[&str] = &["quant_matmul"];
-const MOE: &[&str] = &["moe_dispatch_combine"];
-const ORDER_WITNESSES: &[&str] = &["moe_dispatch_combine", "mc2_matmul_allreduce"];
-const MC2_ADD_TIES: &[&str] = &["mc2_matmul_allreduce"];
-const MLA: &[&str] = &["mla_decode"];
-/// The moderate row maxima: the attention families, the attention half of the C8 decode, and
-/// MLA decode (against its softmax step).
-const MODERATE: &[&str] = &["fa_prefill", "pa_decode", "pa_decode_int8", "mla_decode"];
-/// The attention casts of a family whose `rounding_ties` plants elsewhere (the C8 decode's
-/// quantise-on-write).
-const ATTENTION_TIES: &[&str] = &["pa_decode_int8"];
-
-/// The ops whose outputs can overflow the output dtype by construction. The attention
-/// families cannot (their output is a convex combination of V rows) and `paged_kv` moves
-/// data without arithmetic.
-const OVERFLOW: &[&str] = &[
-    "mxfp4_dequant",
-    "nvfp4_dequant",
-    "w4a16_matmul",
-    "mc2_matmul_allreduce",
-];
-/// The ops whose outputs can be subnormal by construction (attention: a weighted mean of
-/// subnormal value rows, [`super::attention_regimes::impose_subnormal_values`]).
-const SUBNORMAL: &[&str] = &[
-    "mxfp4_dequant",
-    "nvfp4_dequant",
-    "w4a16_matmul",
-    "mc2_matmul_allreduce",
-    "quant_matmul",
-    "fa_prefill",
-    "pa_decode",
-    "pa_decode_int8",
-    "mla_decode",
-];
-/// The ops with quantised inputs whose extreme codes the dequantisation itself decodes.
-/// `w4a16_matmul` decodes them in its dequant stage; its construction gives each extreme
-/// code a whole output column of single products (`fp4_extremes`), so no order of the sum
-/// mixes an infinite or NaN weight with others.
-const EXTREMES: &[&str] = &["mxfp4_dequant", "nvfp4_dequant", "w4a16_matmul"];
-/// Padded query rows exist only in the prefill layouts with a padded length (decode has one
-/// query row per batch entry).
-const PADDED: &[&str] = &["fa_prefill"];
-/// Every op family the runner knows: the determinism check repeats an input set of each.
-const EVERY_OP: &[&str] = &[
-    "mxfp4_dequant",
-    "nvfp4_dequant",
-    "w4a16_matmul",
-    "fa_prefill",
-    "pa_decode",
-    "paged_kv",
-    "mc2_matmul_allreduce",
-    "dynamic_quant",
-    "pa_decode_int8",
-    "quant_matmul",
-    "moe_dispatch_combine",
-    "mla_decode",
-];
-
 impl Regime {
     /// Every regime, in a stable order.
     pub const ALL: [Regime; 23] = [
@@ -352,29 +279,6 @@ impl Regime {
         Regime::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// The ops whose generators can guarantee this regime.
-    pub fn ops(self) -> &'static [&'static str] {
-        match self {
-            Regime::LargeLogits | Regime::LateMax | Regime::MaskedRowsLse => ATTENTION,
-            Regime::RoundingTies => TIES,
-            Regime::OverflowToInf => OVERFLOW,
-            Regime::SubnormalOutputs => SUBNORMAL,
-            Regime::FormatExtremes => EXTREMES,
-            Regime::PaddedRowsLse => PADDED,
-            Regime::BatchDistinct | Regime::SeqNeHeads | Regime::GqaGroups => ATTENTION,
-            Regime::RepeatedCall => EVERY_OP,
-            Regime::QuantEdgeRows => QUANT_EDGES,
-            Regime::KvInt8Edges => KV_INT8_EDGES,
-            Regime::IntMatmulEdges => INT_MATMUL_EDGES,
-            Regime::MoeRoutingEdges | Regime::MoeCombineOrder => MOE,
-            Regime::MlaRopeLateMax => MLA,
-            Regime::ModerateLateMax | Regime::ModerateEarlyMax => MODERATE,
-            Regime::OrderWitnesses => ORDER_WITNESSES,
-            Regime::Mc2AddTies => MC2_ADD_TIES,
-            Regime::AttentionTies => ATTENTION_TIES,
-        }
-    }
-
     /// Whether the runner, not the op's generator, guarantees the regime (for every case, so
     /// no case declares it).
     pub fn by_runner(self) -> bool {
@@ -394,19 +298,6 @@ impl Regime {
     pub fn is_moderate_max(self) -> bool {
         matches!(self, Regime::ModerateLateMax | Regime::ModerateEarlyMax)
     }
-
-    /// Whether the regime applies to op `op`.
-    pub fn applies_to(self, op: &str) -> bool {
-        self.ops().contains(&op)
-    }
-}
-
-/// The regimes that apply to op `op` (what the regime map of `conform adequacy` lists).
-pub fn for_op(op: &str) -> Vec<Regime> {
-    Regime::ALL
-        .into_iter()
-        .filter(|r| r.applies_to(op))
-        .collect()
 }
 
 /// The key from which a late maximum counts as late: the case's own KV tile (or cache block)
@@ -430,48 +321,6 @@ mod tests {
             assert!(!r.description().is_empty());
         }
         assert_eq!(Regime::parse("huge_logits"), None);
-        assert_eq!(for_op("fa_prefill").len(), 12);
-        assert_eq!(for_op("pa_decode").len(), 11);
-        assert_eq!(for_op("mxfp4_dequant").len(), 4);
-        assert_eq!(for_op("w4a16_matmul").len(), 5);
-        assert_eq!(for_op("nvfp4_dequant").len(), 5);
-        assert_eq!(for_op("mc2_matmul_allreduce").len(), 6);
-        assert_eq!(for_op("dynamic_quant").len(), 3);
-        assert_eq!(for_op("pa_decode_int8").len(), 7);
-        assert_eq!(
-            for_op("mla_decode"),
-            vec![
-                Regime::RoundingTies,
-                Regime::SubnormalOutputs,
-                Regime::RepeatedCall,
-                Regime::MlaRopeLateMax,
-                Regime::ModerateLateMax,
-                Regime::ModerateEarlyMax
-            ]
-        );
-        assert_eq!(
-            for_op("quant_matmul"),
-            vec![
-                Regime::RoundingTies,
-                Regime::SubnormalOutputs,
-                Regime::RepeatedCall,
-                Regime::IntMatmulEdges
-            ]
-        );
-        assert_eq!(for_op("moe_dispatch_combine").len(), 5);
-        assert_eq!(for_op("paged_kv"), vec![Regime::RepeatedCall]);
-        assert!(Regime::ALL
-            .iter()
-            .all(|r| r.by_runner() == (*r == Regime::RepeatedCall)));
-        // The runner repeats an input set of every case: every registered op is listed.
-        for family in super::super::registry() {
-            assert!(
-                Regime::RepeatedCall.applies_to(family.name()),
-                "{} is missing from EVERY_OP",
-                family.name()
-            );
-        }
-        assert!(!Regime::LargeLogits.applies_to("mc2_matmul_allreduce"));
         assert_eq!(late_from(Some(64)), 128);
         assert_eq!(late_from(Some(256)), 256);
     }

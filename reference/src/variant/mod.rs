@@ -135,6 +135,20 @@ pub struct Dispatch {
     pub detail: String,
 }
 
+impl Dispatch {
+    /// The variant of `variants` whose preset `recipe` names, for a case that names it
+    /// directly (an op whose host dispatch is not modelled further).
+    pub fn named(variants: &[&'static KernelVariant], recipe: &str) -> Option<Dispatch> {
+        variants
+            .iter()
+            .find(|v| v.preset == recipe)
+            .map(|&variant| Dispatch {
+                variant,
+                detail: "the case names this variant's preset".to_string(),
+            })
+    }
+}
+
 impl fmt::Display for Dispatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}; {}", self.variant, self.detail)

@@ -1,9 +1,6 @@
 //! Faults of the attention kernels (`fa_prefill`, `pa_decode`): the online softmax, masks,
 //! head mapping, scale, rounding points, LSE, and the paged cache reads.
 
-use super::fp4::swap_rounding_ties;
-use super::tensors::{get_mut, ints, nan_bytes, param_usize, set_element, set_ints};
-use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::attention::recipe::{
     Algorithm, Combine, EmptyRow, KvTiling, MaskFill, Normalize, ORescale, RowSumOf,
 };
@@ -11,6 +8,9 @@ use crate::attention::{Geometry, Recipe};
 use crate::formats::DType;
 use crate::kv::KvCacheLayout;
 use crate::ops::attention_regimes::score_view;
+use crate::ops::fault::swap_rounding_ties;
+use crate::ops::fault::tensors::{get_mut, ints, nan_bytes, param_usize, set_element, set_ints};
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::{ElemType, OpError, OpFamily, TensorMap};
 
 const ATTENTION: &[&str] = &["fa_prefill", "pa_decode"];
@@ -497,14 +497,14 @@ fn low_precision_p(r: &Recipe) -> bool {
     r.p_dtype != DType::F32
 }
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "attn-o-not-rescaled",
         family: "attention",
         ops: ATTENTION,
         requirement: Requirement::Quick,
         description: "the running output O is not multiplied by exp(m_old - m_new) when the running row max rises in a later KV tile",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             if !online(r) || r.o_rescale == ORescale::Skipped {
                 return false;
             }
@@ -518,7 +518,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "the running output O is rescaled one KV tile late (by the previous tile's exp(m_old - m_new)), the row sum on time: a moderate rise of the running max (moderate_late_max) leaves the earlier tiles over-weighted",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             if !online(r) || r.o_rescale != ORescale::VectorF32 {
                 return false;
             }
@@ -532,7 +532,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "the running max is replaced by each KV tile's own maximum and O and the row sum are rescaled only when it rises: a later tile below an early maximum (moderate_early_max) is weighted up against the earlier tiles",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             if !online(r) || r.o_rescale != ORescale::VectorF32 {
                 return false;
             }
@@ -554,7 +554,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: ATTENTION,
         requirement: Requirement::Quick,
         description: "O is kept in bf16/f16 between KV tiles (P V accumulated at 16 bits) instead of f32",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             // A kernel that holds O in f16 by design (ORescale::VectorF16) is not faulted.
             if !online(r)
                 || !low_precision_p(r)
@@ -692,7 +692,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "P is cast to bf16/f16 before P V with ties away (CAST_ROUND) where the recipe rounds ties to even (CAST_RINT), or the reverse",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             low_precision_p(r) && swap_rounding_ties(&mut r.p_rounding)
         })),
     },
@@ -702,7 +702,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: WITH_C8,
         requirement: Requirement::Quick,
         description: "the final cast of O breaks ties the other way (CAST_ROUND vs CAST_RINT)",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             // O already in f16 (the f16 high-performance kernel) makes the cast exact.
             low_precision_p(r)
                 && r.o_rescale != ORescale::VectorF16
@@ -715,7 +715,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: FA,
         requirement: Requirement::Quick,
         description: "the online softmax visits KV tiles of half the recipe's size (256 keys instead of the prompt kernel's 512)",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             if !online(r) {
                 return false;
             }
@@ -737,7 +737,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: FA,
         requirement: Requirement::Quick,
         description: "the f16 high-performance kernel casts its f32 row sum to f16 with ties to even (CAST_RINT) where the recipe rounds ties away (CAST_ROUND), or the reverse, before dividing O by it",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| match &mut r.normalize {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| match &mut r.normalize {
             Normalize::DivideF16 { sum_rounding } => swap_rounding_ties(sum_rounding),
             _ => false,
         })),
@@ -748,7 +748,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: ATTENTION,
         requirement: Requirement::Quick,
         description: "the row sum adds the rounded P where the recipe adds the f32 exp values, or the reverse",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             if !low_precision_p(r) {
                 return false;
             }
@@ -773,7 +773,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: ATTENTION,
         requirement: Requirement::Quick,
         description: "the other empty-row policy: a query row with no allowed key is not special-cased (it gets whatever the arithmetic gives, the mean of V under a -FLT_MAX mask) where the kernel writes 0, and, where the decode kernel (no row-invalid correction) averages V over its masked keys, the row is corrected to 0 with LSE +inf",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.empty_row = match r.empty_row {
                 EmptyRow::Zero { .. } => EmptyRow::Arithmetic,
                 EmptyRow::Arithmetic | EmptyRow::DecodeKernel { .. } => {
@@ -805,7 +805,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: ATTENTION,
         requirement: Requirement::Advisory,
         description: "masked scores filled with -inf where the recipe uses -FLT_MAX, or the reverse (visible only on rows without any allowed key)",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| {
             r.mask_fill = match r.mask_fill {
                 MaskFill::NegFltMax => MaskFill::NegInf,
                 MaskFill::NegInf
@@ -876,7 +876,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: PA,
         requirement: Requirement::Quick,
         description: "the split-KV (vLLM v2) partitions are combined with the other formula (LSE weights vs exp-sum weights)",
-        edit: Edit::recipe(RecipeEdit::Attention(|r| match r.split.as_mut() {
+        edit: Edit::recipe(crate::recipe_edit!(crate::attention::Recipe, |r| match r.split.as_mut() {
             Some(s) => {
                 s.combine = match s.combine {
                     Combine::Lse => Combine::VllmExpSum,

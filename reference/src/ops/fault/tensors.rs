@@ -5,14 +5,14 @@ use crate::ops::{ElemType, OpError, Tensor, TensorMap};
 
 /// Gives `t` the shape `shape` when it has the same number of elements (a layout read with
 /// another layout's shape; the bytes stay where they are).
-pub(super) fn reinterpret(t: &mut Tensor, shape: &[usize]) {
+pub(crate) fn reinterpret(t: &mut Tensor, shape: &[usize]) {
     if t.shape != shape && shape.iter().product::<usize>() == t.numel() {
         t.shape = shape.to_vec();
     }
 }
 
 /// A quiet NaN of `dtype`, little-endian, or `None` for integer types.
-pub(super) fn nan_bytes(dtype: ElemType) -> Option<Vec<u8>> {
+pub(crate) fn nan_bytes(dtype: ElemType) -> Option<Vec<u8>> {
     Some(match dtype {
         ElemType::Bf16 => 0x7FC0u16.to_le_bytes().to_vec(),
         ElemType::F16 => 0x7E00u16.to_le_bytes().to_vec(),
@@ -23,13 +23,13 @@ pub(super) fn nan_bytes(dtype: ElemType) -> Option<Vec<u8>> {
 }
 
 /// Writes `bytes` (one element) at element index `i`.
-pub(super) fn set_element(t: &mut Tensor, i: usize, bytes: &[u8]) {
+pub(crate) fn set_element(t: &mut Tensor, i: usize, bytes: &[u8]) {
     let w = t.dtype.size_bytes();
     t.data[i * w..(i + 1) * w].copy_from_slice(bytes);
 }
 
 /// An integer tensor's values.
-pub(super) fn ints(op: &str, name: &str, t: &Tensor) -> Result<Vec<i64>, OpError> {
+pub(crate) fn ints(op: &str, name: &str, t: &Tensor) -> Result<Vec<i64>, OpError> {
     t.to_i64_vec().map_err(|e| OpError::InvalidInput {
         op: op.to_string(),
         input: name.to_string(),
@@ -38,7 +38,7 @@ pub(super) fn ints(op: &str, name: &str, t: &Tensor) -> Result<Vec<i64>, OpError
 }
 
 /// Writes integer values back into an I32 or I64 tensor.
-pub(super) fn set_ints(t: &mut Tensor, values: &[i64]) {
+pub(crate) fn set_ints(t: &mut Tensor, values: &[i64]) {
     t.data = match t.dtype {
         ElemType::I32 => values
             .iter()
@@ -49,13 +49,13 @@ pub(super) fn set_ints(t: &mut Tensor, values: &[i64]) {
 }
 
 /// Moves row `src` of `from` to row `dst` of `to` (rows of `len` elements, same dtype).
-pub(super) fn copy_row(from: &Tensor, src: usize, to: &mut Tensor, dst: usize, len: usize) {
+pub(crate) fn copy_row(from: &Tensor, src: usize, to: &mut Tensor, dst: usize, len: usize) {
     let w = from.dtype.size_bytes() * len;
     to.data[dst * w..(dst + 1) * w].copy_from_slice(&from.data[src * w..(src + 1) * w]);
 }
 
 /// The named tensor, or an error naming it.
-pub(super) fn get_mut<'a>(
+pub(crate) fn get_mut<'a>(
     op: &str,
     map: &'a mut TensorMap,
     name: &str,
@@ -67,6 +67,6 @@ pub(super) fn get_mut<'a>(
 }
 
 /// Reads a parameter as an unsigned integer.
-pub(super) fn param_usize(params: &serde_json::Value, key: &str) -> Option<usize> {
+pub(crate) fn param_usize(params: &serde_json::Value, key: &str) -> Option<usize> {
     params.get(key).and_then(|v| v.as_u64()).map(|v| v as usize)
 }

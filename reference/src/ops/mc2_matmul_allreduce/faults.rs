@@ -2,10 +2,10 @@
 //! order and its adds' tie rule, the epilogue (where x3 enters, its add's tie rule) and the
 //! output rounding.
 
-use super::fp4::swap_rounding_ties;
-use super::tensors::{get_mut, param_usize};
-use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::mc2::{Accumulation, EpiloguePlacement, ReductionOrder, X3Entry};
+use crate::ops::fault::swap_rounding_ties;
+use crate::ops::fault::tensors::{get_mut, param_usize};
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::{OpError, TensorMap};
 
 const MC2: &[&str] = &["mc2_matmul_allreduce"];
@@ -55,7 +55,7 @@ fn skip_last_rank(params: &serde_json::Value, inputs: &mut TensorMap) -> Result<
     Ok(true)
 }
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "mc2-tail-tile-dropped",
         family: "mc2",
@@ -78,7 +78,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "the per-rank f32 results are summed in f32 and rounded once, where the kernel rounds each rank's partial to the dtype before the reduce",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| match n.accumulation {
             Accumulation::Kernel(_) => {
                 n.accumulation = Accumulation::HighPrecisionGolden;
                 true
@@ -92,7 +92,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "the all-reduce adds the ranks' partials in another order (rank order -> ring -> binary tree -> rank order)",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| match n.accumulation {
             Accumulation::Kernel(o) => {
                 n.accumulation = Accumulation::Kernel(match o {
                     ReductionOrder::RankOrder => ReductionOrder::Ring,
@@ -110,7 +110,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "the all-reduce adds the ranks' partials in the third order (rank order -> binary tree -> ring -> rank order), the alternative mc2-reduce-order-changed does not take",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| match n.accumulation {
             Accumulation::Kernel(o) => {
                 n.accumulation = Accumulation::Kernel(match o {
                     ReductionOrder::RankOrder => ReductionOrder::BinaryTree,
@@ -128,7 +128,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "the all-reduce's adds in the dtype break exact ties away from zero instead of to even",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| match n.accumulation {
             Accumulation::Kernel(_) => swap_rounding_ties(&mut n.reduce_rounding),
             Accumulation::HighPrecisionGolden => false,
         })),
@@ -139,7 +139,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "x3 is added in f32 to rank 0's product before its one rounding, where the kernel adds it to the rank's already rounded result and rounds again",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| match n.accumulation {
             Accumulation::Kernel(_) if n.x3_entry == X3Entry::RoundedResult => {
                 n.x3_entry = X3Entry::BeforeRounding;
                 true
@@ -153,7 +153,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "the x3 vector add's rounding to the dtype breaks exact ties away from zero (CAST_ROUND) instead of to even (CAST_RINT)",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| match n.accumulation {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| match n.accumulation {
             Accumulation::Kernel(_) => swap_rounding_ties(&mut n.x3_rounding),
             Accumulation::HighPrecisionGolden => false,
         })),
@@ -164,7 +164,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "bias and x3 are added on every rank before the reduce (summed ranks times) instead of on rank 0 only (a caller that passes the same bias to every rank)",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| {
             if n.epilogue == EpiloguePlacement::IntoEveryRank {
                 return false;
             }
@@ -178,7 +178,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "bias and x3 are added once after the reduce (and rounded again) instead of into rank 0's product before its rounding, as CANN's formula allreduce(x1 @ x2 + bias + x3) has it",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| {
             if n.epilogue == EpiloguePlacement::AfterReduce {
                 return false;
             }
@@ -192,6 +192,6 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MC2,
         requirement: Requirement::Quick,
         description: "the casts to the output dtype break ties away from zero instead of to even",
-        edit: Edit::recipe(RecipeEdit::Mc2(|n| swap_rounding_ties(&mut n.output_rounding))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::mc2::Mc2Numerics, |n| swap_rounding_ties(&mut n.output_rounding))),
     },
 ];

@@ -3,21 +3,21 @@
 //! the write's slots, the LSE, and the A2 MLA kernel's numerics (the AMLA rescale, its casts,
 //! the score's order, the softmax step).
 
-use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::attention::mla::{KeyOrder, MlaRescale, KEY};
 use crate::formats::Rounding;
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::mla_decode::{MlaRecipe, RopeUse};
 
 const OPS: &[&str] = &["mla_decode"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "mla-rope-halves-swapped",
         family: "mla_decode",
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the key's rope halves (0..32, 32..64) exchanged, as if the kernel's two permuted K groups took each other's rope half",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.rope != RopeUse::Added { return false; } r.rope = RopeUse::KeyHalvesSwapped; true
         })),
     },
@@ -27,7 +27,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "q_rope multiplied with the first 64 columns of c_kv instead of k_rope (rope applied to the latent half)",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.rope != RopeUse::Added { return false; } r.rope = RopeUse::AgainstLatent; true
         })),
     },
@@ -37,7 +37,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the rope term q_rope . k_rope left out of the score",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.rope != RopeUse::Added { return false; } r.rope = RopeUse::Dropped; true
         })),
     },
@@ -47,7 +47,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "values (and the output) from only the first 128 latent columns, the latent width taken as a 128 head_dim; the rest of the output 0",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.value_width != 512 { return false; } r.value_width = 128; true
         })),
     },
@@ -57,7 +57,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the softmax scale recomputed as 1/sqrt(576) from the key width instead of the caller's scale",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.scale_from_width { return false; } r.scale_from_width = true; true
         })),
     },
@@ -67,7 +67,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "query head h reads KV head h of a [blocks, N, block_size, D] view of the one-head cache instead of sharing KV head 0",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kv_head_per_query_head { return false; } r.kv_head_per_query_head = true; true
         })),
     },
@@ -77,7 +77,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "every physical block read through the block table is the next one (block + 1)",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.table_shift != 0 { return false; } r.table_shift = 1; true
         })),
     },
@@ -87,7 +87,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the cache write puts each new latent and rope row at slot + 1",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.slot_shift != 0 { return false; } r.slot_shift = 1; true
         })),
     },
@@ -97,7 +97,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "softmax_lse written as ln(sum) without the row max",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if !r.kernel.lse_with_max { return false; } r.kernel.lse_with_max = false; true
         })),
     },
@@ -107,7 +107,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the running output rescaled by exp(m_old - m_new) and P cast without the AMLA factor (the generic flash kernel's rescale) instead of the MLA kernel's AMLA",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.rescale != MlaRescale::Amla { return false; } r.kernel.rescale = MlaRescale::Classic; true
         })),
     },
@@ -119,7 +119,7 @@ pub(super) static FAULTS: &[Fault] = &[
         // thousands).
         requirement: Requirement::Quick,
         description: "P (times the AMLA factor) cast to the KV dtype ties-to-even instead of ties-away (CAST_ROUND)",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.p_rounding != Rounding::RNA { return false; } r.kernel.p_rounding = Rounding::RNE; true
         })),
     },
@@ -131,7 +131,7 @@ pub(super) static FAULTS: &[Fault] = &[
         // (bf16) of them: rounding_ties builds one per case, under the P ties' slot.
         requirement: Requirement::Quick,
         description: "the AMLA factor cast to the KV dtype ties-to-even instead of ties-away",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.factor_rounding != Rounding::RNA { return false; } r.kernel.factor_rounding = Rounding::RNE; true
         })),
     },
@@ -141,7 +141,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the 576-long score summed latent then rope in index order instead of the kernel's permuted K order",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.key_order != KeyOrder::KernelPermuted { return false; } r.kernel.key_order = KeyOrder::Natural; true
         })),
     },
@@ -151,7 +151,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "softmax steps of 128 keys instead of 512 (a different rescale schedule)",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.step == 128 { return false; } r.kernel.step = 128; true
         })),
     },
@@ -161,7 +161,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the 576-long score summed as one sequential chain instead of chunks of 96 added to the accumulator",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.k_chunk == KEY {
                 return false;
             }
@@ -177,7 +177,7 @@ pub(super) static FAULTS: &[Fault] = &[
         // one in 2^16 (bf16) or 2^13 (f16) outputs).
         requirement: Requirement::Quick,
         description: "the output cast with the other tie rule (ties-away for bf16, ties-to-even for f16) than the kernel's",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             r.kernel.output_rounding = if r.kernel.output_rounding == Rounding::RNE {
                 Rounding::RNA
             } else {
@@ -192,7 +192,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the AMLA correction of O (the integer added to its f32 bits) applied one softmax step late, the row sum on time: a moderate rise of the running max (moderate_late_max) leaves the earlier steps over-weighted",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.rescale != MlaRescale::Amla { return false; } r.kernel.rescale = MlaRescale::AmlaLagged; true
         })),
     },
@@ -202,7 +202,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the running max replaced by each softmax step's own maximum, O and the row sum corrected only when it rises: a later step below an early maximum (moderate_early_max) is weighted up",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.kernel.rescale != MlaRescale::Amla { return false; } r.kernel.rescale = MlaRescale::AmlaStepMaxNotCarried; true
         })),
     },
@@ -212,7 +212,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "subnormal query, latent and rope elements read as zero of their sign (denormals-are-zero on the inputs): the latent columns of subnormal_outputs then give zeros",
-        edit: Edit::recipe(RecipeEdit::Mla(|r: &mut MlaRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::mla_decode::MlaRecipe, |r: &mut MlaRecipe| {
             if r.flushes_subnormal_inputs { return false; } r.flushes_subnormal_inputs = true; true
         })),
     },

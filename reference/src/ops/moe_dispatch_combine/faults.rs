@@ -4,8 +4,8 @@
 //! block, the scale a quantised row carries and the quantisation's tie rule, and the form of
 //! `expert_token_nums`.
 
-use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::formats::RoundingMode;
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::moe_dispatch_combine::{
     Accumulator, EmptyBlocks, ExpandOrder, MoeRecipe, Placement, ScaleSource, SumOrder, TokenNums,
     WeightUse,
@@ -13,14 +13,14 @@ use crate::ops::moe_dispatch_combine::{
 
 const OPS: &[&str] = &["moe_dispatch_combine"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "moe-weights-twice",
         family: "moe",
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the combine multiplies each routed row by its weight twice (the weight applied in the expert and again in the sum)",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.weights != WeightUse::Once {
                 return false;
             }
@@ -34,7 +34,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the combine sums the routed rows without their weights",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.weights != WeightUse::Once {
                 return false;
             }
@@ -48,7 +48,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the combine divides each token's weights by their sum (as if the router's top-k weights had to sum to 1); the API takes them as given",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.renormalise {
                 return false;
             }
@@ -62,7 +62,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the combine sums the weighted rows from k = K - 1 down to 0 instead of in k order",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.order != SumOrder::TopKAscending {
                 return false;
             }
@@ -76,7 +76,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the combine's accumulator is rounded to the output dtype after every add instead of kept in f32",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.accumulator != Accumulator::F32 {
                 return false;
             }
@@ -90,7 +90,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the combine takes each weighted routed row into the f32 accumulator by a fused multiply-add (one rounding) where the kernel rounds the product (Muls) and then the add (Add)",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.accumulator != Accumulator::F32 {
                 return false;
             }
@@ -104,7 +104,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the combine's final cast to the dtype rounds exact ties away from zero (CAST_ROUND) instead of to even (CAST_RINT)",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.output_rounding != RoundingMode::NearestTiesToEven {
                 return false;
             }
@@ -118,7 +118,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "routed expert e is sent to the rank after e / L + S (wrapping over the routed ranks): every row lands at another rank's expert",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.placement != Placement::Contiguous {
                 return false;
             }
@@ -132,7 +132,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "a rank's received rows are laid out by source and token (arrival order) instead of by local expert, then source",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.expand_order != ExpandOrder::ExpertSourceToken {
                 return false;
             }
@@ -146,7 +146,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the receive loop stops at the first (expert, source) block with no rows: the tokens after an empty expert or an empty source rank are dropped",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.empty_blocks != EmptyBlocks::Skipped {
                 return false;
             }
@@ -160,7 +160,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "a quantised row carries the dynamic scale of the previous token of its source (same destination) instead of its own",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.scale_source != ScaleSource::OwnToken {
                 return false;
             }
@@ -174,7 +174,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the dispatch's f32 -> int8 cast rounds exact .5 ties away from zero instead of to even",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.quant.rounding != RoundingMode::NearestTiesToEven {
                 return false;
             }
@@ -188,7 +188,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "expert_token_nums holds counts where expert_token_nums_type asks for running sums (0), or running sums where it asks for counts (1)",
-        edit: Edit::recipe(RecipeEdit::Moe(|r: &mut MoeRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::moe_dispatch_combine::MoeRecipe, |r: &mut MoeRecipe| {
             if r.token_nums != TokenNums::AsAsked {
                 return false;
             }

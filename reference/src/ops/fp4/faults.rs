@@ -1,10 +1,11 @@
 //! Faults of the FP4 weight path (`mxfp4_dequant`, `nvfp4_dequant`, `w4a16_matmul`): element
 //! and scale decoding, nibble order, the NVFP4 operation order and the final rounding.
 
-use super::tensors::{get_mut, set_element};
-use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::dequant::{Fp4DequantRecipe, Fp4Element, ScaleDecode, ScaleOrder, W4a16Accumulation};
 use crate::formats::{Rounding, RoundingMode, SubnormalPolicy};
+use crate::ops::fault::swap_rounding_ties;
+use crate::ops::fault::tensors::{get_mut, set_element};
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::{OpError, TensorMap};
 
 const FP4_OPS: &[&str] = &["mxfp4_dequant", "nvfp4_dequant", "w4a16_matmul"];
@@ -29,15 +30,6 @@ fn set_mode(r: &mut Rounding, mode: RoundingMode) -> bool {
     }
     r.mode = mode;
     true
-}
-
-fn swap_ties(r: &mut Rounding) -> bool {
-    let to = match r.mode {
-        RoundingMode::NearestTiesToEven => RoundingMode::NearestTiesAway,
-        RoundingMode::NearestTiesAway => RoundingMode::NearestTiesToEven,
-        _ => return false,
-    };
-    set_mode(r, to)
 }
 
 fn swap_nibbles(_: &serde_json::Value, inputs: &mut TensorMap) -> Result<bool, OpError> {
@@ -72,14 +64,14 @@ fn neighbour_group_scale(_: &serde_json::Value, inputs: &mut TensorMap) -> Resul
     Ok(s.data != before)
 }
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "fp4-subnormal-flushed",
         family: "fp4",
         ops: FP4_OPS,
         requirement: Requirement::Quick,
         description: "the E2M1/E1M2 subnormal codes (±0.5 for E2M1) decode to ±0 (a bit-placement decode on denormals-are-zero hardware)",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| {
             if r.fp4_subnormals == SubnormalPolicy::FlushToZero {
                 return false;
             }
@@ -101,7 +93,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: FP4_OPS,
         requirement: Requirement::Quick,
         description: "E1M2 codes (torch_npu float4_e1m2fn_x2) decoded with the E2M1 table",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| {
             if r.element != Fp4Element::E1m2 {
                 return false;
             }
@@ -115,7 +107,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MX_OPS,
         requirement: Requirement::Quick,
         description: "the E8M0 NaN scale 0xFF is read as +Inf (an all-ones exponent field taken as IEEE infinity), so its group becomes ±Inf instead of NaN",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| {
             if !is_mx(r) || r.scale_decode != ScaleDecode::Standard {
                 return false;
             }
@@ -129,7 +121,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: MX_OPS,
         requirement: Requirement::Quick,
         description: "the E8M0 scale code 0 (2^-127, an f32 subnormal) is read as 0 (the scale built as `e << 23` with denormals flushed)",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| {
             if !is_mx(r) || r.scale_decode != ScaleDecode::Standard {
                 return false;
             }
@@ -143,7 +135,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: NV_OPS,
         requirement: Requirement::Quick,
         description: "the E4M3FN NaN code 0x7F is read as 480 (as if the format had infinities and no NaN code in that slot)",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| {
             if is_mx(r) || r.scale_decode != ScaleDecode::Standard {
                 return false;
             }
@@ -165,7 +157,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: NV_OPS,
         requirement: Requirement::Quick,
         description: "NVFP4 scales applied in order A, round(f32(f32(q * s) * g)), where the recipe uses another order",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| set_order(r, ScaleOrder::BlockThenGlobalF32))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| set_order(r, ScaleOrder::BlockThenGlobalF32))),
     },
     Fault {
         name: "nvfp4-order-b",
@@ -173,7 +165,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: NV_OPS,
         requirement: Requirement::Quick,
         description: "NVFP4 scales applied in order B, round(f32(q * f32(s * g))), where the recipe uses another order",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| set_order(r, ScaleOrder::CombinedScaleF32))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| set_order(r, ScaleOrder::CombinedScaleF32))),
     },
     Fault {
         name: "nvfp4-order-c",
@@ -181,7 +173,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: NV_OPS,
         requirement: Requirement::Quick,
         description: "NVFP4 scales applied in order C, one rounding of the exact q * s * g, where the recipe uses another order",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| set_order(r, ScaleOrder::ExactOnce))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| set_order(r, ScaleOrder::ExactOnce))),
     },
     Fault {
         name: "nvfp4-order-d",
@@ -189,7 +181,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: NV_OPS,
         requirement: Requirement::Quick,
         description: "NVFP4 scales applied in order D, the combined scale s * g handed over as bf16, where the recipe uses another order",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| set_order(r, ScaleOrder::CombinedScaleBf16))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| set_order(r, ScaleOrder::CombinedScaleBf16))),
     },
     Fault {
         name: "fp4-rounding-truncated",
@@ -197,7 +189,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: FP4_OPS,
         requirement: Requirement::Quick,
         description: "the final cast to bf16/f16 truncates (CAST_TRUNC) instead of rounding to nearest",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| set_mode(&mut r.rounding, RoundingMode::TowardZero))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| set_mode(&mut r.rounding, RoundingMode::TowardZero))),
     },
     Fault {
         name: "fp4-rounding-ties-swapped",
@@ -205,7 +197,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: FP4_OPS,
         requirement: Requirement::Quick,
         description: "the final cast breaks ties the other way: away from zero (CAST_ROUND) where the recipe rounds ties to even (CAST_RINT), or the reverse",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| swap_ties(&mut r.rounding))),
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| swap_rounding_ties(&mut r.rounding))),
     },
     Fault {
         name: "w4a16-accumulated-in-bf16",
@@ -213,7 +205,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: &["w4a16_matmul"],
         requirement: Requirement::Quick,
         description: "the K reduction keeps its running sum in bf16 (each scale group's partial added and rounded) instead of f32",
-        edit: Edit::recipe(RecipeEdit::Fp4(|r| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::dequant::Fp4DequantRecipe, |r| {
             if r.accumulation == W4a16Accumulation::Bf16PerGroup {
                 return false;
             }
@@ -230,7 +222,3 @@ pub(super) static FAULTS: &[Fault] = &[
         edit: Edit::inputs(neighbour_group_scale),
     },
 ];
-
-pub(super) fn swap_rounding_ties(r: &mut Rounding) -> bool {
-    swap_ties(r)
-}

@@ -4,22 +4,22 @@
 //! subnormal results flushed to zero; for the int8 output, the offset's sign and place, the tie
 //! rule of the requantisation and its saturation.
 
-use super::{Edit, Fault, RecipeEdit, Requirement};
 use crate::formats::RoundingMode;
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::quant_matmul::{
     Accumulation, FloatBiasPlace, IntBiasPlace, OffsetPlace, QmmRecipe, ScalePack, TokenAxis,
 };
 
 const OPS: &[&str] = &["quant_matmul"];
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "qmm-accumulate-f32",
         family: "quant_matmul",
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the int8 products are summed in f32 (one rounding per addition, in k order) instead of an exact int32 accumulator: terms added while the sum is above 2^24 are lost",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.accumulation == Accumulation::F32Sequential {
                 return false;
             }
@@ -33,7 +33,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the per-channel scale is read as per-tensor: column 0's scale dequantises every column",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.per_tensor_scale {
                 return false;
             }
@@ -47,7 +47,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "pertoken_scale is broadcast along the wrong axis: element (i, j) takes the per-token scale at index j mod m instead of row i's",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.token_axis != TokenAxis::Row {
                 return false;
             }
@@ -61,7 +61,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the per-token scale enters in the other kernels' order: (acc * scale) * pertoken where the variant's kernel merges the scales first (the small-M opt kernel, acc * fl32(pertoken * scale)), and the merged order where the kernel dequantises first; the model that read the large-M kernel for every M",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             r.scale_order = r.scale_order.swapped();
             true
         })),
@@ -72,7 +72,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the int32 bias is added after the dequantisation (unscaled) instead of into the int32 accumulator before it",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.int_bias != IntBiasPlace::BeforeDequant {
                 return false;
             }
@@ -86,7 +86,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the f32/bf16 bias is added to the accumulator before the scales (so it is scaled) instead of after them",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.float_bias != FloatBiasPlace::AfterScales {
                 return false;
             }
@@ -100,7 +100,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the final cast to bf16/f16 rounds exact ties away from zero (CAST_ROUND) instead of to even (CAST_RINT)",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.output_rounding != RoundingMode::NearestTiesToEven {
                 return false;
             }
@@ -114,7 +114,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the packed (int64) scale rounds the f32 to its top 19 bits (ties to even) instead of truncating them as npu_trans_quant_param does",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.scale_pack != ScalePack::Truncate19 {
                 return false;
             }
@@ -128,7 +128,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the packed scale is applied with all 32 bits of the f32 instead of the 19 the packed word keeps",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.scale_pack == ScalePack::FullF32 {
                 return false;
             }
@@ -142,7 +142,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "an int8 operand of -128 is read as -127 (a symmetric clamp of the operands)",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.operand_min != -128 {
                 return false;
             }
@@ -156,7 +156,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the int8 output's offset is subtracted instead of added",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.offset_negated {
                 return false;
             }
@@ -170,7 +170,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the int8 output's offset is added to the accumulator before the scale, (acc + offset) * scale, instead of to the rounded scaled value",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.offset_place != OffsetPlace::AfterRounding {
                 return false;
             }
@@ -184,7 +184,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the int8 requantisation rounds exact ties of the scaled value away from zero instead of to even",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.requant_rounding != RoundingMode::NearestTiesToEven {
                 return false;
             }
@@ -198,7 +198,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the int8 output does not saturate: a requantised value beyond [-128, 127] wraps in two's complement",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if !r.saturate {
                 return false;
             }
@@ -212,7 +212,7 @@ pub(super) static FAULTS: &[Fault] = &[
         ops: OPS,
         requirement: Requirement::Quick,
         description: "the dequantisation epilogue runs with flush-to-zero: every f32 product or sum that is subnormal, and a bf16/f16 output cast whose result is subnormal, gives zero of its sign instead of the subnormal",
-        edit: Edit::recipe(RecipeEdit::QuantMatmul(|r: &mut QmmRecipe| {
+        edit: Edit::recipe(crate::recipe_edit!(crate::ops::quant_matmul::QmmRecipe, |r: &mut QmmRecipe| {
             if r.flush_subnormals {
                 return false;
             }

@@ -1,7 +1,7 @@
 //! Faults of the paged KV cache update (`paged_kv`): slot mapping, padding and layout.
 
-use super::tensors::{copy_row, get_mut, ints, set_ints};
-use super::{Edit, Fault, Requirement};
+use crate::ops::fault::tensors::{copy_row, get_mut, ints, set_ints};
+use crate::ops::fault::{Edit, Fault, Requirement};
 use crate::ops::{OpError, TensorMap};
 
 const KV: &[&str] = &["paged_kv"];
@@ -111,7 +111,7 @@ fn last_token_repeats_first(
     Ok(true)
 }
 
-pub(super) static FAULTS: &[Fault] = &[
+pub(crate) static FAULTS: &[Fault] = &[
     Fault {
         name: "kv-slot-off-by-one",
         family: "paged_kv",
